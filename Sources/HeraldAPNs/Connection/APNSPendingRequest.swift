@@ -1,0 +1,39 @@
+import Foundation
+import HeraldCore
+import NIOCore
+
+/// One notification on its way: owned by exactly one event loop at a time (the loop of the
+/// connection queue or stream it sits in); handed between loops only through `execute`.
+final class APNSPendingRequest: @unchecked Sendable {
+    let notification: APNSNotification
+    let payload: ByteBuffer
+    let completion: @Sendable (APNSResult) -> Void
+    /// Answers received so far.
+    var attempts = 0
+    /// Times it was sent again after going unanswered (GOAWAY, REFUSED_STREAM, lost connection).
+    var resends = 0
+    /// The provider token generation it was last sent with.
+    var tokenGeneration = 0
+    /// When the answer must have come, once written.
+    var deadline = NIODeadline.distantFuture
+    /// The last answer, kept for the final result.
+    var lastStatus: Int?
+    var lastReason: APNSReason?
+    private var finished = false
+
+    init(notification: APNSNotification, payload: ByteBuffer, completion: @escaping @Sendable (APNSResult) -> Void) {
+        self.notification = notification
+        self.payload = payload
+        self.completion = completion
+    }
+
+    /// Delivers the final result exactly once.
+    func finish(status: Int?, reason: APNSReason?, disposition: APNSDisposition, timestamp: Date? = nil) {
+        guard !finished else { return }
+        finished = true
+        completion(
+            APNSResult(
+                apnsID: notification.apnsID, deviceToken: notification.deviceToken, status: status, reason: reason,
+                disposition: disposition, timestamp: timestamp, attempts: attempts))
+    }
+}

@@ -1,0 +1,93 @@
+package import Crypto
+package import Foundation
+package import HeraldCore
+
+/// A signing key the simulator trusts: the public half of a `.p8` key with its ids.
+package struct SimulatorKey: Sendable {
+    package var keyID: String
+    package var teamID: String
+    package var publicKey: P256.Signing.PublicKey
+
+    package init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.publicKey = publicKey
+    }
+}
+
+/// Faults the simulator injects; changeable while it runs (`PUT /faults`).
+package struct SimulatorFaults: Sendable, Hashable, Codable {
+    /// Fraction of valid requests answered 500 `InternalServerError`.
+    package var internalServerErrorRate: Double = 0
+    /// Fraction answered 503 `ServiceUnavailable`.
+    package var serviceUnavailableRate: Double = 0
+    /// Fraction answered 429 `TooManyRequests`.
+    package var tooManyRequestsRate: Double = 0
+    /// Added to every answer, in milliseconds.
+    package var latencyMilliseconds: Int = 0
+    /// After this many streams on one connection the simulator sends GOAWAY (`Shutdown`) and closes it.
+    package var goAwayAfterStreams: Int?
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` advertised once a connection has sent a valid JWT.
+    package var maximumConcurrentStreams: Int = 1000
+    /// Tokens whose requests are never answered (to test deadlines).
+    package var hangTokens: Set<String> = []
+
+    package init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case internalServerErrorRate = "fail_500"
+        case serviceUnavailableRate = "fail_503"
+        case tooManyRequestsRate = "fail_429"
+        case latencyMilliseconds = "latency_ms"
+        case goAwayAfterStreams = "goaway_after_streams"
+        case maximumConcurrentStreams = "max_concurrent_streams"
+        case hangTokens = "hang_tokens"
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = SimulatorFaults()
+        internalServerErrorRate =
+            try container.decodeIfPresent(Double.self, forKey: .internalServerErrorRate) ?? defaults.internalServerErrorRate
+        serviceUnavailableRate =
+            try container.decodeIfPresent(Double.self, forKey: .serviceUnavailableRate) ?? defaults.serviceUnavailableRate
+        tooManyRequestsRate =
+            try container.decodeIfPresent(Double.self, forKey: .tooManyRequestsRate) ?? defaults.tooManyRequestsRate
+        latencyMilliseconds = try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
+        goAwayAfterStreams = try container.decodeIfPresent(Int.self, forKey: .goAwayAfterStreams)
+        maximumConcurrentStreams =
+            try container.decodeIfPresent(Int.self, forKey: .maximumConcurrentStreams) ?? defaults.maximumConcurrentStreams
+        hangTokens = try container.decodeIfPresent(Set<String>.self, forKey: .hangTokens) ?? []
+    }
+}
+
+/// How an `APNSSimulator` runs.
+package struct SimulatorConfiguration: Sendable {
+    /// Address to bind; loopback by default.
+    package var host: String = "127.0.0.1"
+    /// The APNs (HTTP/2 + TLS) port; 0 picks a free one.
+    package var port: Int = 0
+    /// The control API (HTTP/1.1, JSON: inbox, faults, counters) port; 0 picks a free one, `nil` disables it.
+    package var controlPort: Int? = 0
+    /// Where the CA and server certificate live (`sim-ca.pem` is the file clients trust).
+    package var tlsDirectory: String
+    /// Keys whose provider tokens are accepted.
+    package var keys: [SimulatorKey] = []
+    /// Bundle ids the keys may push to; empty accepts any.
+    package var bundleIDs: Set<String> = []
+    /// `sandbox` adds `apns-unique-id` to answers, as Apple's sandbox does.
+    package var isSandbox: Bool = true
+    /// Provider tokens older than this are `ExpiredProviderToken` (Apple: one hour).
+    package var tokenMaximumAge: TimeInterval = 3600
+    /// A connection may change its provider token at most once per this interval (Apple: 20 minutes).
+    package var tokenUpdateInterval: TimeInterval = 20 * 60
+    /// Event loop threads.
+    package var threads: Int = 1
+    /// Inbox entries kept at most; the oldest go first.
+    package var inboxLimit: Int = 2_000_000
+    package var faults = SimulatorFaults()
+    /// The clock JWT ages are measured with.
+    package var clock: HeraldClock = .system
+
+    package init(tlsDirectory: String) { self.tlsDirectory = tlsDirectory }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// The simulator's control API (HTTP/1.1, JSON):
+///
+/// | route | what |
+/// | --- | --- |
+/// | `GET /inbox` | `{"total","tokens","duplicates"}` |
+/// | `GET /inbox/{token}` | `{"token","notifications":[…]}`: what was accepted for a token, payload included |
+/// | `DELETE /inbox` | empties the inbox |
+/// | `GET /counters` | requests, accepted, by status, by reason, connections, GOAWAYs |
+/// | `GET /faults`, `PUT /faults` | the fault settings (`fail_500`, `fail_503`, `fail_429`, `latency_ms`, `goaway_after_streams`, `max_concurrent_streams`, `hang_tokens`) |
+/// | `POST /tokens/{token}/unregister` | answer the token 410 `Unregistered` from now on (`{"reason":"ExpiredToken"}` optional) |
+/// | `DELETE /tokens/{token}/unregister` | make it live again |
+/// | `PUT /tokens/{token}/script` | answer the token `{"status":400,"reason":"BadTopic"}` from now on; `DELETE` removes it |
+final class SimulatorControlHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let state: SimulatorState
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+
+    init(state: SimulatorState) { self.state = state }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body.clear()
+        case .body(var part):
+            body.writeBuffer(&part)
+        case .end:
+            guard let head else { return }
+            let (status, json) = route(head: head, body: Data(body.readableBytesView))
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: "application/json")
+            headers.add(name: "content-length", value: String(json.utf8.count))
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: json)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            self.head = nil
+        }
+    }
+
+    private func route(head: HTTPRequestHead, body: Data) -> (HTTPResponseStatus, String) {
+        let path = head.uri.split(separator: "?").first.map(String.init) ?? head.uri
+        let parts = path.split(separator: "/").map(String.init)
+        switch (head.method, parts.first, parts.count) {
+        case (.GET, "inbox", 1):
+            let summary = state.inboxSummary()
+            return (.ok, #"{"total":\#(summary.total),"tokens":\#(summary.tokens),"duplicates":\#(summary.duplicates)}"#)
+        case (.DELETE, "inbox", 1):
+            state.clearInbox()
+            return (.ok, #"{"cleared":true}"#)
+        case (.GET, "inbox", 2):
+            let token = parts[1].lowercased()
+            let entries = state.inbox(for: token).map(Self.json(for:))
+            return (.ok, #"{"token":\#(Self.quote(token)),"notifications":[\#(entries.joined(separator: ","))]}"#)
+        case (.GET, "counters", 1):
+            return (.ok, Self.json(for: state.counters))
+        case (.GET, "faults", 1):
+            return (.ok, Self.encode(state.faults))
+        case (.PUT, "faults", 1):
+            do {
+                state.faults = try JSONDecoder().decode(SimulatorFaults.self, from: body)
+                return (.ok, Self.encode(state.faults))
+            } catch {
+                return (.badRequest, #"{"error":{"code":"invalid_faults","message":"the body is not a faults object","field":"body"}}"#)
+            }
+        case (.POST, "tokens", 3) where parts[2] == "unregister":
+            let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+            let reason = object?["reason"] as? String ?? "Unregistered"
+            guard reason == "Unregistered" || reason == "ExpiredToken" else {
+                return (.badRequest, #"{"error":{"code":"invalid_reason","message":"reason is Unregistered or ExpiredToken","field":"reason"}}"#)
+            }
+            state.markDead(parts[1], reason: reason)
+            return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"reason":\#(Self.quote(reason))}"#)
+        case (.DELETE, "tokens", 3) where parts[2] == "unregister":
+            state.revive(parts[1])
+            return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"revived":true}"#)
+        case (.PUT, "tokens", 3) where parts[2] == "script":
+            guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any],
+                let status = object["status"] as? Int, let reason = object["reason"] as? String
+            else {
+                return (.badRequest, #"{"error":{"code":"invalid_script","message":"body needs status (number) and reason (string)","field":"status"}}"#)
+            }
+            state.script(parts[1], status: status, reason: reason)
+            return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"status":\#(status),"reason":\#(Self.quote(reason))}"#)
+        case (.DELETE, "tokens", 3) where parts[2] == "script":
+            state.removeScript(parts[1])
+            return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"scripted":false}"#)
+        default:
+            return (.notFound, #"{"error":{"code":"not_found","message":"no such route: \#(head.method) \#(path)","field":"path"}}"#)
+        }
+    }
+
+    static func json(for entry: SimulatorInboxEntry) -> String {
+        var fields = [
+            #""apns_id":\#(quote(entry.apnsID))"#,
+            #""push_type":\#(quote(entry.pushType))"#,
+            #""topic":\#(quote(entry.topic))"#,
+            #""priority":\#(entry.priority)"#,
+            #""received_at":\#(quote(ISO8601DateFormatter().string(from: entry.receivedAt)))"#,
+        ]
+        if let expiration = entry.expiration { fields.append(#""expiration":\#(expiration)"#) }
+        if let collapseID = entry.collapseID { fields.append(#""collapse_id":\#(quote(collapseID))"#) }
+        // The payload was checked to be a JSON object when it was accepted: embed it as is.
+        fields.append(#""payload":\#(String(decoding: entry.payload, as: UTF8.self))"#)
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    static func json(for counters: SimulatorCounters) -> String {
+        let statuses = counters.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
+        let reasons = counters.byReason.sorted { $0.key < $1.key }.map { #"\#(quote($0.key)):\#($0.value)"# }
+        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges)}"#
+    }
+
+    static func encode(_ faults: SimulatorFaults) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(faults)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    static func quote(_ text: String) -> String {
+        let data = try? JSONSerialization.data(withJSONObject: [text], options: [.fragmentsAllowed])
+        guard let data else { return "\"\"" }
+        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
+    }
+}

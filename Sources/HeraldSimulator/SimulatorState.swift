@@ -1,0 +1,141 @@
+package import Foundation
+import Synchronization
+
+/// One notification the simulator accepted: what went over the wire.
+package struct SimulatorInboxEntry: Sendable, Hashable {
+    package var deviceToken: String
+    package var apnsID: String
+    package var pushType: String
+    package var topic: String
+    package var priority: Int
+    package var expiration: Int?
+    package var collapseID: String?
+    package var payload: Data
+    package var receivedAt: Date
+
+    /// The payload parsed as a JSON object.
+    package var payloadObject: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+    }
+}
+
+/// Counters of everything the simulator saw.
+package struct SimulatorCounters: Sendable, Hashable {
+    package var requests = 0
+    package var accepted = 0
+    package var byStatus: [Int: Int] = [:]
+    package var byReason: [String: Int] = [:]
+    package var connections = 0
+    package var goAways = 0
+    package var signatureVerifications = 0
+    package var tokenChanges = 0
+}
+
+/// The simulator's shared state: inbox, dead tokens, scripted answers, faults and counters.
+package final class SimulatorState: Sendable {
+    private struct Storage {
+        var inbox: [String: [SimulatorInboxEntry]] = [:]
+        var inboxCount = 0
+        var duplicates = 0
+        var dead: [String: (reason: String, timestamp: Int64)] = [:]
+        var scripted: [String: (status: Int, reason: String)] = [:]
+        var counters = SimulatorCounters()
+        var faults: SimulatorFaults
+    }
+
+    private let storage: Mutex<Storage>
+    private let inboxLimit: Int
+
+    init(faults: SimulatorFaults, inboxLimit: Int) {
+        storage = Mutex(Storage(faults: faults))
+        self.inboxLimit = inboxLimit
+    }
+
+    // MARK: Inbox
+
+    func accept(_ entry: SimulatorInboxEntry) {
+        storage.withLock { storage in
+            storage.counters.requests += 1
+            storage.counters.accepted += 1
+            storage.counters.byStatus[200, default: 0] += 1
+            if storage.inboxCount >= inboxLimit { return }
+            if storage.inbox[entry.deviceToken] != nil { storage.duplicates += 1 }
+            storage.inbox[entry.deviceToken, default: []].append(entry)
+            storage.inboxCount += 1
+        }
+    }
+
+    func reject(status: Int, reason: String) {
+        storage.withLock { storage in
+            storage.counters.requests += 1
+            storage.counters.byStatus[status, default: 0] += 1
+            storage.counters.byReason[reason, default: 0] += 1
+        }
+    }
+
+    /// The notifications accepted for a token, oldest first.
+    package func inbox(for token: String) -> [SimulatorInboxEntry] {
+        storage.withLock { $0.inbox[token.lowercased()] ?? [] }
+    }
+
+    /// Every token with at least one accepted notification and how many it got.
+    package func inboxCounts() -> [String: Int] {
+        storage.withLock { $0.inbox.mapValues(\.count) }
+    }
+
+    /// Totals: notifications, distinct tokens, and notifications beyond the first per token.
+    package func inboxSummary() -> (total: Int, tokens: Int, duplicates: Int) {
+        storage.withLock { ($0.inboxCount, $0.inbox.count, $0.duplicates) }
+    }
+
+    package func clearInbox() {
+        storage.withLock { storage in
+            storage.inbox = [:]
+            storage.inboxCount = 0
+            storage.duplicates = 0
+        }
+    }
+
+    // MARK: Tokens
+
+    /// From now on the token is answered 410 with `reason` (`Unregistered` or `ExpiredToken`) and `timestamp`.
+    package func markDead(_ token: String, reason: String = "Unregistered", at timestamp: Date = Date()) {
+        storage.withLock {
+            $0.dead[token.lowercased()] = (reason, Int64(timestamp.timeIntervalSince1970 * 1000))
+        }
+    }
+
+    package func revive(_ token: String) {
+        _ = storage.withLock { $0.dead.removeValue(forKey: token.lowercased()) }
+    }
+
+    func deadEntry(for token: String) -> (reason: String, timestamp: Int64)? {
+        storage.withLock { $0.dead[token] }
+    }
+
+    /// Answers every request for `token` with this status and reason (any reason Apple documents).
+    package func script(_ token: String, status: Int, reason: String) {
+        storage.withLock { $0.scripted[token.lowercased()] = (status, reason) }
+    }
+
+    package func removeScript(_ token: String) {
+        _ = storage.withLock { $0.scripted.removeValue(forKey: token.lowercased()) }
+    }
+
+    func scripted(for token: String) -> (status: Int, reason: String)? {
+        storage.withLock { $0.scripted.isEmpty ? nil : $0.scripted[token] }
+    }
+
+    // MARK: Faults and counters
+
+    package var faults: SimulatorFaults {
+        get { storage.withLock { $0.faults } }
+        set { storage.withLock { $0.faults = newValue } }
+    }
+
+    package var counters: SimulatorCounters { storage.withLock { $0.counters } }
+
+    func count(_ update: (inout SimulatorCounters) -> Void) {
+        storage.withLock { update(&$0.counters) }
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+@main
+struct Herald: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald",
+        abstract: "Herald: a self-hosted push-notification platform (APNs and FCM).",
+        subcommands: [SimCommand.self, SendCommand.self]
+    )
+}
+
+/// Log level from `HERALD_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical); default `info`.
+func bootstrapLogging(defaultLevel: Logger.Level = .info) {
+    let level = ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+}
+
+/// Writes a line to standard output, unbuffered (scripts read it while the process runs).
+func printOutput(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// Writes a line to standard error.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Waits for SIGINT or SIGTERM.
+func waitForTerminationSignal() async -> Int32 {
+    await withCheckedContinuation { continuation in
+        let once = SignalOnce(continuation)
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { once.fire(signalNumber) }
+            source.resume()
+            once.keep(source)
+        }
+    }
+}
+
+private final class SignalOnce: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Int32, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(_ continuation: CheckedContinuation<Int32, Never>) { self.continuation = continuation }
+
+    func keep(_ source: any DispatchSourceSignal) {
+        lock.withLock { sources.append(source) }
+    }
+
+    func fire(_ signalNumber: Int32) {
+        let continuation = lock.withLock {
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        continuation?.resume(returning: signalNumber)
+    }
+}

@@ -1,0 +1,271 @@
+import ArgumentParser
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldPayload
+import Logging
+import Synchronization
+
+/// `herald send`: a test push or a bulk list, straight to APNs (or the simulator).
+/// The flag names are a contract: scripts depend on them.
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send a notification to one token or a list of tokens through APNs.",
+        discussion: """
+            Prints exactly one JSON line on stdout: {"sent":N,"accepted":N,"failed":{"<reason>":count},"seconds":S,"per_second":R}. \
+            Progress goes to stderr. Exit 0 when every notification got an answer, 1 when some got none \
+            (timeouts, unreachable), 2 on a configuration error (bad key, bad topic, bad flags).
+            """)
+
+    @Option(name: .customLong("key-file"), help: "The APNs .p8 signing key.") var keyFile: String
+    @Option(name: .customLong("key-id"), help: "The key's 10-character key id.") var keyID: String
+    @Option(name: .customLong("team-id"), help: "The 10-character team id.") var teamID: String
+    @Option(help: "The app's bundle id; the push type's suffix is added.") var topic: String
+    @Option(help: "production or sandbox (chooses Apple's host unless --endpoint is given).") var environment = "sandbox"
+    @Option(help: "An explicit https://host[:port] endpoint (the simulator).") var endpoint: String?
+    @Option(name: .customLong("ca-file"), help: "Extra CA certificates (PEM) to trust, e.g. the simulator's sim-ca.pem.") var caFile: String?
+    @Option(help: "One device token (hex).") var token: String?
+    @Option(name: .customLong("tokens-file"), help: "A file with one hex token per line.") var tokensFile: String?
+    @Option(help: "Alert title.") var title: String?
+    @Option(help: "Alert subtitle.") var subtitle: String?
+    @Option(help: "Alert body.") var body: String?
+    @Option(name: .customLong("push-type"), help: "alert, background, voip, liveactivity, … (default: alert, or background for a silent push).") var pushType: String?
+    @Option(help: "10, 5 or 1 (default: 10; 5 for background).") var priority: Int?
+    @Option(name: .customLong("collapse-id"), help: "apns-collapse-id (at most 64 bytes).") var collapseID: String?
+    @Option(name: .customLong("thread-id"), help: "aps.thread-id.") var threadID: String?
+    @Option(help: "aps.category.") var category: String?
+    @Option(help: "aps.badge.") var badge: Int?
+    @Option(help: "aps.sound (\"default\" for the system sound).") var sound: String?
+    @Flag(name: .customLong("content-available"), help: "aps.content-available = 1.") var contentAvailable = false
+    @Flag(name: .customLong("mutable-content"), help: "aps.mutable-content = 1.") var mutableContent = false
+    @Option(help: "apns-expiration, UNIX seconds (0: deliver once or never).") var expiration: Int?
+    @Option(help: "A JSON file sent as the payload instead of the one built from the flags.") var payload: String?
+    @Option(help: "HTTP/2 connections to open.") var connections = 4
+    @Option(help: "Seconds to wait for each answer.") var deadline = 10.0
+    @Option(name: .customLong("max-attempts"), help: "Answers a notification may get (retries after 429/5xx) before the last is final.") var maximumAttempts = 5
+    @Option(name: .customLong("retry-base-delay"), help: "First backoff in seconds after a 5xx; doubles per attempt.") var retryBaseDelay = 1.0
+    @Flag(help: "No progress on stderr.") var quiet = false
+
+    func run() async throws {
+        bootstrapLogging(defaultLevel: .warning)
+        do {
+            let summary = try await send()
+            printOutput(summary.json)
+            if summary.configurationError { throw ExitCode(2) }
+            if summary.unanswered > 0 { throw ExitCode(1) }
+        } catch let error as SendConfigurationError {
+            printError("herald send: \(error.message)")
+            throw ExitCode(2)
+        }
+    }
+
+    private func send() async throws -> SendSummary {
+        guard let environment = APNSEnvironment(rawValue: environment) else {
+            throw SendConfigurationError("--environment is production or sandbox, not \"\(self.environment)\"")
+        }
+        let key: APNSSigningKey
+        do {
+            key = try APNSSigningKey(file: keyFile, keyID: keyID, teamID: teamID)
+        } catch {
+            throw SendConfigurationError("--key-file: \(error.message)")
+        }
+        var configuration: APNSClientConfiguration
+        do {
+            let target = try endpoint.map(APNSEndpoint.init(url:)) ?? environment.endpoint
+            configuration = APNSClientConfiguration(endpoint: target, additionalCAFile: caFile, connections: connections)
+        } catch {
+            throw SendConfigurationError("--endpoint: \(error.message)")
+        }
+        configuration.requestDeadline = deadline
+        configuration.retry.maximumAttempts = max(1, maximumAttempts)
+        configuration.retry.baseDelay = retryBaseDelay
+
+        let tokens = try loadTokens()
+        let payloadData = try buildPayload()
+        let resolvedPushType = APNSPushType(rawValue: pushType ?? defaultPushType)
+        let client: APNSClient
+        do {
+            client = try APNSClient(key: key, configuration: configuration)
+        } catch {
+            throw SendConfigurationError("--ca-file: \(error.message)")
+        }
+
+        let progress = SendProgress(total: tokens.count)
+        let started = ContinuousClock.now
+        let reporter = Task { [quiet] in
+            guard !quiet, tokens.count > 1 else { return }
+            let interactive = isatty(STDERR_FILENO) == 1
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                let line = progress.line(elapsed: ContinuousClock.now - started)
+                FileHandle.standardError.write(Data((interactive ? "\r" + line : line + "\n").utf8))
+            }
+        }
+        // Submit in chunks, keeping a bounded window in flight so memory stays flat for any list size.
+        let window = max(2_000, connections * 2_000)
+        let chunkSize = 1_000
+        var index = 0
+        while index < tokens.count {
+            await progress.waitUntilOutstanding(below: window)
+            let end = min(tokens.count, index + chunkSize)
+            let batch = tokens[index..<end].map { token in
+                APNSNotification(
+                    deviceToken: String(token), pushType: resolvedPushType, bundleID: topic,
+                    priority: priority.map(APNSPriority.init(rawValue:)), expiration: expiration,
+                    collapseID: collapseID, payload: payloadData)
+            }
+            progress.submitted(batch.count)
+            client.submit(batch) { result in progress.record(result) }
+            index = end
+        }
+        await client.waitUntilIdle()
+        let elapsed = ContinuousClock.now - started
+        reporter.cancel()
+        if !quiet, tokens.count > 1 {
+            FileHandle.standardError.write(Data((progress.line(elapsed: elapsed) + "\n").utf8))
+        }
+        let disabled = client.disabledReason
+        await client.shutdown(gracePeriod: 1)
+        if let disabled {
+            printError("herald send: APNs refused the credential or topic (\(disabled.rawValue)); check --key-file, --key-id, --team-id, --topic and --environment")
+        }
+        return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
+    }
+
+    private var defaultPushType: String {
+        let visible = title != nil || subtitle != nil || body != nil || badge != nil || sound != nil
+        return contentAvailable && !visible && payload == nil ? "background" : "alert"
+    }
+
+    private func loadTokens() throws -> [Substring] {
+        var tokens: [Substring] = []
+        if let token { tokens.append(Substring(token.trimmingCharacters(in: .whitespaces))) }
+        if let tokensFile {
+            guard let text = try? String(contentsOfFile: tokensFile, encoding: .utf8) else {
+                throw SendConfigurationError("--tokens-file: cannot read \(tokensFile)")
+            }
+            for line in text.split(whereSeparator: \.isNewline) {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if !trimmed.isEmpty && !trimmed.hasPrefix("#") { tokens.append(Substring(trimmed)) }
+            }
+        }
+        guard !tokens.isEmpty else { throw SendConfigurationError("give --token or --tokens-file") }
+        return tokens
+    }
+
+    private func buildPayload() throws -> Data {
+        if let payload {
+            guard let data = FileManager.default.contents(atPath: payload) else {
+                throw SendConfigurationError("--payload: cannot read \(payload)")
+            }
+            guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
+                throw SendConfigurationError("--payload: \(payload) is not a JSON object")
+            }
+            return data
+        }
+        var aps = APS()
+        if title != nil || subtitle != nil || body != nil {
+            aps.alert = APSAlert(title: title, subtitle: subtitle, body: body)
+        }
+        aps.badge = badge
+        aps.sound = sound.map(APSSound.named)
+        aps.threadID = threadID
+        aps.category = category
+        aps.contentAvailable = contentAvailable
+        aps.mutableContent = mutableContent
+        return try APNSPayload(aps: aps).jsonData()
+    }
+}
+
+struct SendConfigurationError: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+struct SendSummary {
+    var json: String
+    var configurationError: Bool
+    var unanswered: Int
+}
+
+/// Counts results as they arrive from the event loops and lets the submitter wait for room.
+final class SendProgress: Sendable {
+    private struct State {
+        var submitted = 0
+        var completed = 0
+        var accepted = 0
+        var failed: [String: Int] = [:]
+        var unanswered = 0
+        var waiter: (limit: Int, continuation: CheckedContinuation<Void, Never>)?
+    }
+
+    private let total: Int
+    private let state = Mutex(State())
+
+    init(total: Int) { self.total = total }
+
+    func submitted(_ count: Int) { state.withLock { $0.submitted += count } }
+
+    func record(_ result: APNSResult) {
+        let resume = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.completed += 1
+            if result.isAccepted {
+                state.accepted += 1
+            } else {
+                state.failed[result.reasonKey, default: 0] += 1
+                if result.status == nil && result.disposition != .configurationError && result.disposition != .badRequest {
+                    state.unanswered += 1
+                }
+            }
+            if let waiter = state.waiter, state.submitted - state.completed < waiter.limit {
+                state.waiter = nil
+                return waiter.continuation
+            }
+            return nil
+        }
+        resume?.resume()
+    }
+
+    func waitUntilOutstanding(below limit: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.submitted - state.completed < limit { return true }
+                state.waiter = (limit, continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    func line(elapsed: Duration) -> String {
+        let seconds = elapsed.seconds
+        return state.withLock { state in
+            let failed = state.failed.values.reduce(0, +)
+            let rate = seconds > 0 ? Int(Double(state.completed) / seconds) : 0
+            return "\(state.completed)/\(total) answered, \(state.accepted) accepted, \(failed) failed, \(rate)/s"
+        }
+    }
+
+    func summary(elapsed: Duration, configurationError: Bool) -> SendSummary {
+        let seconds = elapsed.seconds
+        return state.withLock { state in
+            let failed = state.failed.sorted { $0.key < $1.key }
+                .map { "\(SendProgress.quote($0.key)):\($0.value)" }.joined(separator: ",")
+            let perSecond = seconds > 0 ? Double(state.completed) / seconds : 0
+            let json = #"{"sent":\#(state.submitted),"accepted":\#(state.accepted),"failed":{\#(failed)},"seconds":\#(String(format: "%.3f", seconds)),"per_second":\#(String(format: "%.1f", perSecond))}"#
+            return SendSummary(json: json, configurationError: configurationError, unanswered: state.unanswered)
+        }
+    }
+
+    private static func quote(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
