@@ -30,6 +30,10 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         state.count { $0.connections += 1 }
+        // A 16 MiB connection window, as a busy APNs front end would grant.
+        context.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: (16 << 20) - 65_535))),
+            promise: nil)
         context.fireChannelActive()
     }
 
@@ -68,7 +72,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes >= 16_384 {
+        if unacknowledgedBytes >= 1 << 20 {
             context.write(
                 wrapOutboundOut(
                     HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),

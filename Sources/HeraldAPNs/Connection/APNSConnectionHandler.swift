@@ -150,6 +150,20 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    func channelActive(context: ChannelHandlerContext) {
+        // Open the connection-level window wide at once: a 64 KiB window would stall bursts and
+        // release buffered frames out of stream order.
+        context.writeAndFlush(
+            wrapOutboundOut(
+                HTTP2Frame(
+                    streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindowIncrement))),
+            promise: nil)
+        context.fireChannelActive()
+    }
+
+    /// Added to the 65,535-byte default connection window when the connection opens.
+    static let connectionWindowIncrement = (16 << 20) - 65_535
+
     func handlerRemoved(context: ChannelHandlerContext) {
         sweepTask?.cancel()
         sweepTask = nil
@@ -232,7 +246,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes >= 16_384 {
+        if unacknowledgedBytes >= 1 << 20 {
             // Without a stream multiplexer the connection-level window is ours to replenish.
             context.write(
                 wrapOutboundOut(
@@ -257,6 +271,14 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Stream-level errors (a reset racing an answer, a frame for a stream already closed)
+        // leave the connection usable; anything else ends it and its streams are resent.
+        if error is NIOHTTP2Errors.NoSuchStream || error is NIOHTTP2Errors.StreamClosed
+            || error is NIOHTTP2Errors.StreamError
+        {
+            logger.debug("APNs stream error", metadata: ["error": "\(error)"])
+            return
+        }
         logger.warning("APNs connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
