@@ -13,7 +13,6 @@ package struct SimulatorHarness: Sendable {
     /// A client for the simulator; `adjust` changes the configuration (deadlines, retry policy…).
     package func makeClient(
         clock: HeraldClock = .system,
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         _ adjust: (inout APNSClientConfiguration) -> Void = { _ in }
     ) throws -> APNSClient {
         var configuration = APNSClientConfiguration(
@@ -22,7 +21,7 @@ package struct SimulatorHarness: Sendable {
         configuration.retry = APNSRetryPolicy(
             maximumAttempts: 5, baseDelay: 0.01, maximumDelay: 0.2, tooManyRequestsDelay: 0.02, maximumResends: 20)
         adjust(&configuration)
-        return try APNSClient(key: key.signingKey, configuration: configuration, clock: clock, random: random)
+        return try APNSClient(key: key.signingKey, configuration: configuration, clock: clock)
     }
 
     /// An alert notification to `token` with a small JSON payload.
