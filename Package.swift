@@ -27,9 +27,17 @@ let package = Package(
         .target(name: "HeraldPayload", swiftSettings: strict),
         .target(name: "HeraldCore", dependencies: ["HeraldPayload"], swiftSettings: strict),
         .target(
+            name: "HeraldHTTP2",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "HeraldAPNs",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HeraldHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -43,7 +51,7 @@ let package = Package(
         .target(
             name: "HeraldSimulator",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HeraldHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -70,7 +70,7 @@ struct APNSRequestEvaluator {
             default: break
             }
         }
-        let generatedID = apnsIDValue ?? UUID().uuidString.lowercased()
+        let generatedID = apnsIDValue ?? SimulatorIdentifiers.randomUUIDString()
         func reject(_ status: Int, _ reason: String) -> (SimulatorVerdict, String) {
             (.rejected(status: status, reason: reason, timestamp: nil), generatedID)
         }
@@ -80,7 +80,7 @@ struct APNSRequestEvaluator {
         let token = String(path.dropFirst("/3/device/".count))
         guard !token.isEmpty else { return reject(400, "MissingDeviceToken") }
         guard !duplicate else { return reject(400, "DuplicateHeaders") }
-        if let apnsIDValue, UUID(uuidString: apnsIDValue) == nil { return reject(400, "BadMessageId") }
+        if let apnsIDValue, !SimulatorIdentifiers.isUUID(apnsIDValue) { return reject(400, "BadMessageId") }
 
         // Provider token.
         let now = configuration.clock.now()

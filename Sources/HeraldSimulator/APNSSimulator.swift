@@ -2,7 +2,6 @@ import Foundation
 package import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -67,13 +66,6 @@ package final class APNSSimulator: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try sync.addHandler(
-                            NIOHTTP2Handler(
-                                mode: .server,
-                                initialSettings: [
-                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 1),
-                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-                                ]))
                         try sync.addHandler(SimulatorAPNSHandler(evaluator: evaluator, state: state, isSandbox: isSandbox))
                         let id = ObjectIdentifier(channel)
                         connections.channels.withLock { $0[id] = channel }

@@ -1,26 +1,42 @@
 import Foundation
+import HeraldHTTP2
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 
-/// One simulated APNs connection: reads request frames, answers each stream the way APNs
-/// would, and injects the configured faults. Frames are handled on the connection's pipeline.
+/// One simulated APNs connection, on the TLS byte stream: reads request frames, answers each
+/// stream as APNs would, enforces the advertised stream limit (REFUSED_STREAM), and injects
+/// the configured faults. Answers of one read are written as one buffer.
 final class SimulatorAPNSHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private struct Stream {
+        var headers: HPACKHeaders
+        var body: ByteBuffer?
+    }
 
     private let evaluator: APNSRequestEvaluator
     private let state: SimulatorState
     private let isSandbox: Bool
-    private var streams: [Int32: (headers: HPACKHeaders, body: ByteBuffer?)] = [:]
+    private var parser = HTTP2FrameParser()
+    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    private var output = ByteBuffer()
+    private var receivedPreface = false
+    private var streams: [Int32: Stream] = [:]
+    /// Streams opened and not yet answered (receiving, delayed, hanging).
+    private var openStreams: Set<Int32> = []
+    private var lastClientStreamID: Int32 = 0
     private var authentication = SimulatorConnectionAuthentication()
+    /// The limit last advertised, and the one enforced: the higher of old and new until the client ACKs.
     private var advertisedStreamLimit = 1
+    private var enforcedStreamLimit = 1
+    private var pendingLimitAcknowledgements: [Int] = []
     private var processed = 0
     private var highestStreamID: Int32 = 0
     private var goAwayLastStreamID: Int32?
-    private var pendingAnswers = 0
     private var unacknowledgedBytes = 0
-    private var needsFlush = false
+    private var connectionSendWindow = HTTP2Wire.defaultWindow
 
     init(evaluator: APNSRequestEvaluator, state: SimulatorState, isSandbox: Bool) {
         self.evaluator = evaluator
@@ -30,42 +46,126 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         state.count { $0.connections += 1 }
-        // A 16 MiB connection window, as a busy APNs front end would grant.
-        context.writeAndFlush(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: (16 << 20) - 65_535))),
-            promise: nil)
+        output = context.channel.allocator.buffer(capacity: 16_384)
+        // Server preface: SETTINGS (one stream until a valid JWT), and a 16 MiB connection window
+        // as a busy APNs front end would grant.
+        HTTP2Wire.writeSettings(
+            into: &output,
+            [(.maximumConcurrentStreams, 1), (.maximumHeaderListSize, 16_384), (.initialWindowSize, 65_535)])
+        HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: (16 << 20) - HTTP2Wire.defaultWindow)
+        flush(context: context)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let streamID = Int32(frame.streamID)
-        switch frame.payload {
-        case .headers(let headers):
+        var bytes = unwrapInboundIn(data)
+        parser.append(&bytes)
+        do {
+            if !receivedPreface {
+                guard let preface = parser.readRaw(count: HTTP2Wire.clientPreface.count) else { return }
+                guard preface == HTTP2Wire.clientPreface else {
+                    throw HTTP2ConnectionError(.protocolError, "not an HTTP/2 client preface")
+                }
+                receivedPreface = true
+            }
+            while let frame = try parser.next() {
+                try process(frame, context: context)
+            }
+        } catch let error as HTTP2ConnectionError {
+            HTTP2Wire.writeGoAway(into: &output, lastStreamID: highestStreamID, code: error.code, debugData: error.message)
+            flush(context: context)
+            context.close(promise: nil)
+        } catch {
+            context.close(promise: nil)
+        }
+    }
+
+    private func process(_ frame: HTTP2ReadFrame, context: ChannelHandlerContext) throws(HTTP2ConnectionError) {
+        let streamID = frame.streamID
+        switch HTTP2Wire.FrameType(rawValue: frame.type) {
+        case .headers?:
+            var block = frame.payload
+            let headers: HPACKHeaders
+            do {
+                headers = try decoder.decodeHeaders(from: &block)
+            } catch {
+                throw HTTP2ConnectionError(.compressionError, "cannot decode a header block")
+            }
+            if streams[streamID] != nil {
+                // Trailers: the request ends here.
+                let stream = streams.removeValue(forKey: streamID)!
+                complete(streamID: streamID, headers: stream.headers, body: stream.body, context: context)
+                return
+            }
+            guard streamID % 2 == 1, streamID > lastClientStreamID else {
+                throw HTTP2ConnectionError(.protocolError, "stream \(streamID) is not a new client stream")
+            }
+            lastClientStreamID = streamID
             if let last = goAwayLastStreamID, streamID > last { return }
-            highestStreamID = max(highestStreamID, streamID)
-            if headers.endStream {
-                complete(streamID: streamID, headers: headers.headers, body: nil, context: context)
-            } else {
-                streams[streamID] = (headers.headers, nil)
+            highestStreamID = streamID
+            guard openStreams.count < enforcedStreamLimit else {
+                HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .refusedStream)
+                state.count { $0.refusedStreams += 1 }
+                return
             }
-        case .data(let data):
-            guard case .byteBuffer(var bytes) = data.data else { return }
-            unacknowledgedBytes += bytes.readableBytes + (data.paddingBytes ?? 0)
+            openStreams.insert(streamID)
+            if frame.endStream {
+                complete(streamID: streamID, headers: headers, body: nil, context: context)
+            } else {
+                streams[streamID] = Stream(headers: headers, body: nil)
+            }
+        case .data?:
+            unacknowledgedBytes += frame.flowControlledLength
             guard var stream = streams[streamID] else { return }
+            var data = frame.payload
             if stream.body == nil {
-                stream.body = bytes
+                stream.body = ByteBuffer(buffer: data)
             } else {
-                stream.body!.writeBuffer(&bytes)
+                stream.body!.writeBuffer(&data)
             }
-            if data.endStream {
+            guard stream.body!.readableBytes <= HTTP2Wire.defaultWindow else {
+                streams[streamID] = nil
+                openStreams.remove(streamID)
+                HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .flowControlError)
+                return
+            }
+            if frame.endStream {
                 streams[streamID] = nil
                 complete(streamID: streamID, headers: stream.headers, body: stream.body, context: context)
             } else {
                 streams[streamID] = stream
             }
-        case .rstStream:
+        case .rstStream?:
             streams[streamID] = nil
+            openStreams.remove(streamID)
+        case .settings?:
+            if frame.isAcknowledgement {
+                if !pendingLimitAcknowledgements.isEmpty {
+                    enforcedStreamLimit = pendingLimitAcknowledgements.removeFirst()
+                    if let newer = pendingLimitAcknowledgements.max() {
+                        enforcedStreamLimit = max(enforcedStreamLimit, newer)
+                    }
+                }
+            } else {
+                for (identifier, value) in frame.settings where identifier == HTTP2Wire.Setting.headerTableSize.rawValue {
+                    try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+                }
+                HTTP2Wire.writeSettingsAcknowledgement(into: &output)
+            }
+        case .ping?:
+            var payload = frame.payload
+            if !frame.isAcknowledgement, let data = payload.readInteger(as: UInt64.self) {
+                HTTP2Wire.writePing(into: &output, data: data, acknowledgement: true)
+            }
+        case .windowUpdate?:
+            var payload = frame.payload
+            if streamID == 0, let increment = payload.readInteger(as: UInt32.self) {
+                connectionSendWindow += Int(increment & 0x7fff_ffff)
+            }
+        case .goAway?:
+            context.close(promise: nil)
+        case .pushPromise?:
+            throw HTTP2ConnectionError(.protocolError, "clients cannot push")
         default:
             break
         }
@@ -73,17 +173,10 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if unacknowledgedBytes >= 1 << 20 {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),
-                promise: nil)
+            HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: unacknowledgedBytes)
             unacknowledgedBytes = 0
-            needsFlush = true
         }
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
+        flush(context: context)
         closeIfGoneAway(context: context)
         context.fireChannelReadComplete()
     }
@@ -97,37 +190,34 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         guard goAwayLastStreamID == nil else { return }
         goAwayLastStreamID = highestStreamID
         state.count { $0.goAways += 1 }
-        var reason = context.channel.allocator.buffer(capacity: 22)
-        reason.writeString(#"{"reason":"Shutdown"}"#)
-        context.writeAndFlush(
-            wrapOutboundOut(
-                HTTP2Frame(
-                    streamID: .rootStream,
-                    payload: .goAway(lastStreamID: HTTP2StreamID(highestStreamID), errorCode: .noError, opaqueData: reason))),
-            promise: nil)
+        HTTP2Wire.writeGoAway(into: &output, lastStreamID: highestStreamID, code: .noError, debugData: #"{"reason":"Shutdown"}"#)
+        flush(context: context)
         closeIfGoneAway(context: context)
     }
 
+    private func flush(context: ChannelHandlerContext) {
+        guard output.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+        output = context.channel.allocator.buffer(capacity: 16_384)
+    }
+
     private func closeIfGoneAway(context: ChannelHandlerContext) {
-        guard let last = goAwayLastStreamID, pendingAnswers == 0 else { return }
-        if !streams.keys.contains(where: { $0 <= last }) {
-            context.close(promise: nil)
-        }
+        guard goAwayLastStreamID != nil, openStreams.isEmpty else { return }
+        flush(context: context)
+        context.close(promise: nil)
     }
 
     private func complete(streamID: Int32, headers: HPACKHeaders, body: ByteBuffer?, context: ChannelHandlerContext) {
         let faults = state.faults
         let (verdict, apnsID) = evaluator.evaluate(
             headers: headers, body: body, authentication: &authentication, state: state, faults: faults)
-        let wanted = authentication.isAuthenticated ? faults.maximumConcurrentStreams : 1
+        let wanted = authentication.isAuthenticated ? max(1, faults.maximumConcurrentStreams) : 1
         if wanted != advertisedStreamLimit {
+            // Until the client acknowledges, streams it opened under the old limit stay allowed.
+            enforcedStreamLimit = max(enforcedStreamLimit, wanted)
+            pendingLimitAcknowledgements.append(wanted)
             advertisedStreamLimit = wanted
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(
-                        streamID: .rootStream,
-                        payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: wanted)])))),
-                promise: nil)
+            HTTP2Wire.writeSettings(into: &output, [(.maximumConcurrentStreams, UInt32(wanted))])
         }
         processed += 1
         switch verdict {
@@ -152,43 +242,92 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         streamID: Int32, status: Int, apnsID: String, body: String?, latency: Int, context: ChannelHandlerContext
     ) {
         if latency > 0 {
-            pendingAnswers += 1
             let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) { [self] in
-                pendingAnswers -= 1
                 let context = loopBoundContext.value
-                guard context.channel.isActive else { return }
-                write(streamID: streamID, status: status, apnsID: apnsID, body: body, context: context)
-                context.flush()
+                guard context.channel.isActive, openStreams.contains(streamID) else { return }
+                write(streamID: streamID, status: status, apnsID: apnsID, body: body)
+                flush(context: context)
                 closeIfGoneAway(context: context)
             }
         } else {
-            write(streamID: streamID, status: status, apnsID: apnsID, body: body, context: context)
-            needsFlush = true
+            write(streamID: streamID, status: status, apnsID: apnsID, body: body)
         }
     }
 
-    private func write(streamID: Int32, status: Int, apnsID: String, body: String?, context: ChannelHandlerContext) {
+    private func write(streamID: Int32, status: Int, apnsID: String, body: String?) {
+        openStreams.remove(streamID)
         var headers = HPACKHeaders()
         headers.reserveCapacity(4)
-        headers.add(name: ":status", value: String(status))
+        headers.add(name: ":status", value: status == 200 ? "200" : String(status))
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if isSandbox {
-            headers.add(name: "apns-unique-id", value: UUID().uuidString.lowercased(), indexing: .nonIndexable)
+            headers.add(name: "apns-unique-id", value: SimulatorIdentifiers.randomUUIDString(), indexing: .nonIndexable)
         }
-        let id = HTTP2StreamID(streamID)
+        var bodyBuffer: ByteBuffer?
         if let body {
             headers.add(name: "content-type", value: "application/json")
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
-            var buffer = context.channel.allocator.buffer(capacity: body.utf8.count)
-            buffer.writeString(body)
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                promise: nil)
-        } else {
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))),
-                promise: nil)
+            bodyBuffer = ByteBuffer(string: body)
+            if bodyBuffer!.readableBytes > connectionSendWindow {
+                // The client stopped granting window: a broken client; end the stream without a body.
+                bodyBuffer = nil
+            }
         }
+        let headerStart = output.writerIndex
+        HTTP2Wire.writeFrameHeader(
+            into: &output, length: 0, type: .headers,
+            flags: HTTP2Wire.Flag.endHeaders | (bodyBuffer == nil ? HTTP2Wire.Flag.endStream : 0), streamID: streamID)
+        try? encoder.encode(headers: headers, to: &output)
+        let blockLength = output.writerIndex - headerStart - 9
+        output.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
+        output.setInteger(UInt16(truncatingIfNeeded: blockLength), at: headerStart + 1)
+        if let bodyBuffer {
+            connectionSendWindow -= bodyBuffer.readableBytes
+            HTTP2Wire.writeData(into: &output, streamID: streamID, data: bodyBuffer, endStream: true)
+        }
+    }
+}
+
+/// Fast identifiers for the simulator's answers.
+enum SimulatorIdentifiers {
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// A random version-4 UUID in canonical lowercase form.
+    static func randomUUIDString() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var high = generator.next() as UInt64
+        var low = generator.next() as UInt64
+        high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000
+        low = (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000
+        return String(unsafeUninitializedCapacity: 36) { output in
+            var index = 0
+            for (word, shiftStart) in [(high, 60), (low, 60)] {
+                var shift = shiftStart
+                while shift >= 0 {
+                    if index == 8 || index == 13 || index == 18 || index == 23 {
+                        output[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    output[index] = digits[Int((word >> UInt64(shift)) & 0xf)]
+                    index += 1
+                    shift -= 4
+                }
+            }
+            return 36
+        }
+    }
+
+    /// Whether `text` is a UUID `8-4-4-4-12` of hex digits (either case).
+    static func isUUID(_ text: String) -> Bool {
+        var count = 0
+        for (index, byte) in text.utf8.enumerated() {
+            count += 1
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard byte.isHexDigit else { return false }
+            }
+        }
+        return count == 36
     }
 }

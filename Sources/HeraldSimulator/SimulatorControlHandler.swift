@@ -114,7 +114,7 @@ final class SimulatorControlHandler: ChannelInboundHandler {
     static func json(for counters: SimulatorCounters) -> String {
         let statuses = counters.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
         let reasons = counters.byReason.sorted { $0.key < $1.key }.map { #"\#(quote($0.key)):\#($0.value)"# }
-        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges)}"#
+        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges),"refused_streams":\#(counters.refusedStreams)}"#
     }
 
     static func encode(_ faults: SimulatorFaults) -> String {

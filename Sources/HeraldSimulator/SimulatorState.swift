@@ -29,6 +29,8 @@ package struct SimulatorCounters: Sendable, Hashable {
     package var goAways = 0
     package var signatureVerifications = 0
     package var tokenChanges = 0
+    /// Streams refused (RST_STREAM REFUSED_STREAM) for exceeding the advertised limit.
+    package var refusedStreams = 0
 }
 
 /// The simulator's shared state: inbox, dead tokens, scripted answers, faults and counters.

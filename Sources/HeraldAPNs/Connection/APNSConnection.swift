@@ -2,7 +2,6 @@ import Foundation
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -79,7 +78,8 @@ final class APNSConnection: @unchecked Sendable {
         }
         guard pinToken(on: handler) else { return }
         var wrote = false
-        while handler.availableStreams > 0, let request = queue.popFirst() {
+        while handler.availableStreams > 0, let request = queue.first, handler.canSend(request) {
+            queue.removeFirst()
             handler.write(request)
             wrote = true
         }
@@ -148,16 +148,6 @@ final class APNSConnection: @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client,
-                            initialSettings: [
-                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                HTTP2Setting(parameter: .enablePush, value: 0),
-                            ],
-                            headerBlockValidation: .disabled,
-                            contentLengthValidation: .disabled))
                     try sync.addHandler(handlerBox.value)
                 }
             }

@@ -1,14 +1,14 @@
 import Foundation
 import HeraldCore
+import HeraldHTTP2
 import Logging
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 
 /// The events an `APNSConnectionHandler` reports to the connection that owns it. All calls
 /// happen on the channel's event loop.
 protocol APNSConnectionHandlerDelegate: AnyObject {
-    /// The server's SETTINGS arrived or a stream finished: there may be room for more streams.
+    /// The server's SETTINGS arrived or streams finished: there may be room for more streams.
     func handlerHasCapacity(_ handler: APNSConnectionHandler)
     /// APNs answered a request.
     func handler(
@@ -24,13 +24,13 @@ protocol APNSConnectionHandlerDelegate: AnyObject {
     func handlerDidClose(_ handler: APNSConnectionHandler)
 }
 
-/// Speaks APNs on one HTTP/2 connection by handling frames directly on the connection's
-/// pipeline (no child channel per stream): stream ids map to pending requests, writes are
-/// flushed once per batch, and every request has a deadline (GUIDE performance notes).
+/// Speaks APNs over one HTTP/2 connection, directly on the TLS byte stream: stream ids map to
+/// pending requests, every batch of requests is encoded into one buffer and flushed once,
+/// flow-control windows are kept by hand, and every request has a deadline.
 final class APNSConnectionHandler: ChannelDuplexHandler {
-    typealias InboundIn = HTTP2Frame
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = Never
-    typealias OutboundOut = HTTP2Frame
+    typealias OutboundOut = ByteBuffer
 
     private struct InFlight {
         var request: APNSPendingRequest
@@ -47,10 +47,18 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private let logger: Logger
 
     private var context: ChannelHandlerContext?
+    private var parser = HTTP2FrameParser()
+    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    private var output = ByteBuffer()
     private var inFlight: [Int32: InFlight] = [:]
     private var nextStreamID: Int32 = 1
     private var remoteStreamLimit = 0
     private var receivedSettings = false
+    /// What we may still send on the connection, and the window each new stream starts with.
+    private var connectionSendWindow = HTTP2Wire.defaultWindow
+    private var streamInitialSendWindow = HTTP2Wire.defaultWindow
+    private var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
     private(set) var isGoingAway = false
     private(set) var isClosed = false
     /// Set when the owner wants this connection to finish its streams and close (token rotation).
@@ -63,6 +71,11 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     /// The provider token this connection sends and since when (for the 20-minute rule).
     var token: APNSProviderToken?
     var tokenSetAt = NIODeadline.distantPast
+    private var authorizationValue = ""
+
+    /// Our receive windows: 16 MiB for the connection, 1 MiB per stream.
+    static let connectionReceiveWindow = 16 << 20
+    static let streamReceiveWindow: UInt32 = 1 << 20
 
     init(
         authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, idlePingInterval: TimeInterval,
@@ -89,11 +102,21 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     var inFlightCount: Int { inFlight.count }
 
+    /// Whether the flow-control windows let this request's body go out whole right now.
+    func canSend(_ request: APNSPendingRequest) -> Bool {
+        let size = request.payload.readableBytes
+        return size <= connectionSendWindow && size <= streamInitialSendWindow && size <= peerMaximumFrameSize
+    }
+
     // MARK: Writing
 
-    /// Writes one request on a new stream; the caller checked `availableStreams` and flushes.
+    /// Encodes one request on a new stream into the pending output; the caller checked
+    /// `availableStreams` and `canSend`, and calls `flush()` after the batch.
     func write(_ request: APNSPendingRequest) {
-        guard let context, let token else { return }
+        guard context != nil, let token else { return }
+        if authorizationValue.isEmpty || request.tokenGeneration != token.generation {
+            authorizationValue = "bearer " + token.value
+        }
         let streamID = nextStreamID
         nextStreamID += 2
         let notification = request.notification
@@ -103,29 +126,47 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         headers.add(name: ":scheme", value: "https")
         headers.add(name: ":authority", value: authority)
         headers.add(name: ":path", value: notification.path, indexing: .nonIndexable)
-        headers.add(name: "authorization", value: "bearer " + token.value)
+        headers.add(name: "authorization", value: authorizationValue)
         headers.add(name: "apns-push-type", value: notification.pushType.rawValue)
         headers.add(name: "apns-topic", value: notification.topic)
         headers.add(name: "apns-priority", value: String(notification.priority.rawValue))
-        headers.add(name: "apns-id", value: notification.apnsID.uuidString.lowercased(), indexing: .nonIndexable)
+        headers.add(name: "apns-id", value: notification.apnsID.lowercasedString, indexing: .nonIndexable)
         if let expiration = notification.expiration {
             headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
         }
         if let collapseID = notification.collapseID {
             headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
         }
-        headers.add(name: "content-length", value: String(request.payload.readableBytes))
+        headers.add(name: "content-length", value: String(request.payload.readableBytes), indexing: .nonIndexable)
         request.tokenGeneration = token.generation
         request.deadline = .now() + requestDeadline
+
+        // HEADERS: reserve the frame header, encode the block after it, then fill in the length.
+        let headerStart = output.writerIndex
+        HTTP2Wire.writeFrameHeader(
+            into: &output, length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: streamID)
+        do {
+            try encoder.encode(headers: headers, to: &output)
+        } catch {
+            output.moveWriterIndex(to: headerStart)
+            nextStreamID -= 2
+            request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
+            return
+        }
+        let blockLength = output.writerIndex - headerStart - 9
+        output.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
+        output.setInteger(UInt16(truncatingIfNeeded: blockLength), at: headerStart + 1)
+        HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
+        connectionSendWindow -= request.payload.readableBytes
         inFlight[streamID] = InFlight(request: request)
-        let id = HTTP2StreamID(streamID)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.payload), endStream: true)))),
-            promise: nil)
     }
 
-    func flush() { context?.flush() }
+    /// Sends everything written since the last flush as one write.
+    func flush() {
+        guard let context, output.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+        output = context.channel.allocator.buffer(capacity: 16_384)
+    }
 
     /// Stops taking new streams; closes once the streams in flight are answered.
     func retire() {
@@ -142,27 +183,15 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        output = context.channel.allocator.buffer(capacity: 16_384)
         let interval = TimeAmount.milliseconds(min(1000, max(10, requestDeadline.nanoseconds / 1_000_000 / 4)))
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         // Cancelled in handlerRemoved, so the strong reference ends with the handler.
         sweepTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             bound.value.sweep()
         }
+        if context.channel.isActive { sendPreface() }
     }
-
-    func channelActive(context: ChannelHandlerContext) {
-        // Open the connection-level window wide at once: a 64 KiB window would stall bursts and
-        // release buffered frames out of stream order.
-        context.writeAndFlush(
-            wrapOutboundOut(
-                HTTP2Frame(
-                    streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindowIncrement))),
-            promise: nil)
-        context.fireChannelActive()
-    }
-
-    /// Added to the 65,535-byte default connection window when the connection opens.
-    static let connectionWindowIncrement = (16 << 20) - 65_535
 
     func handlerRemoved(context: ChannelHandlerContext) {
         sweepTask?.cancel()
@@ -170,51 +199,80 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         self.context = nil
     }
 
+    func channelActive(context: ChannelHandlerContext) {
+        sendPreface()
+        context.fireChannelActive()
+    }
+
+    private var sentPreface = false
+
+    private func sendPreface() {
+        guard !sentPreface else { return }
+        sentPreface = true
+        output.writeBytes(HTTP2Wire.clientPreface)
+        HTTP2Wire.writeSettings(
+            into: &output,
+            [(.enablePush, 0), (.initialWindowSize, Self.streamReceiveWindow), (.maximumConcurrentStreams, 0)])
+        // Open the connection window wide at once so answers never wait for WINDOW_UPDATE.
+        HTTP2Wire.writeWindowUpdate(
+            into: &output, streamID: 0, increment: Self.connectionReceiveWindow - HTTP2Wire.defaultWindow)
+        flush()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        var bytes = unwrapInboundIn(data)
+        parser.append(&bytes)
         lastRead = .now()
         pingSentAt = nil
-        switch frame.payload {
-        case .settings(.settings(let settings)):
-            if !receivedSettings {
-                receivedSettings = true
-                remoteStreamLimit = Int(Int32.max)
+        do {
+            while let frame = try parser.next() {
+                try process(frame)
             }
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                remoteStreamLimit = setting.value
+        } catch {
+            logger.warning("APNs connection protocol error; closing it", metadata: ["error": "\(error)"])
+            HTTP2Wire.writeGoAway(into: &output, lastStreamID: 0, code: error.code)
+            flush()
+            context.close(promise: nil)
+        }
+    }
+
+    private func process(_ frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
+        switch HTTP2Wire.FrameType(rawValue: frame.type) {
+        case .headers?:
+            var block = frame.payload
+            let headers: HPACKHeaders
+            do {
+                headers = try decoder.decodeHeaders(from: &block)
+            } catch {
+                throw HTTP2ConnectionError(.compressionError, "cannot decode a header block")
             }
-        case .headers(let headers):
-            let streamID = Int32(frame.streamID)
-            guard var entry = inFlight[streamID] else { return }
-            if let status = headers.headers.first(name: ":status").flatMap({ Int($0) }) {
-                entry.status = status
-            }
-            if headers.endStream {
-                inFlight[streamID] = nil
+            guard var entry = inFlight[frame.streamID] else { return }
+            if let status = headers.first(name: ":status").flatMap({ Int($0) }) { entry.status = status }
+            if frame.endStream {
+                inFlight[frame.streamID] = nil
                 answer(entry)
             } else {
-                inFlight[streamID] = entry
+                inFlight[frame.streamID] = entry
             }
-        case .data(let data):
-            if case .byteBuffer(var bytes) = data.data {
-                unacknowledgedBytes += bytes.readableBytes + (data.paddingBytes ?? 0)
-                let streamID = Int32(frame.streamID)
-                if var entry = inFlight[streamID] {
-                    if entry.body == nil {
-                        entry.body = bytes
-                    } else {
-                        entry.body!.writeBuffer(&bytes)
-                    }
-                    if data.endStream {
-                        inFlight[streamID] = nil
-                        answer(entry)
-                    } else {
-                        inFlight[streamID] = entry
-                    }
-                }
+        case .data?:
+            unacknowledgedBytes += frame.flowControlledLength
+            guard var entry = inFlight[frame.streamID] else { return }
+            var data = frame.payload
+            if entry.body == nil {
+                entry.body = ByteBuffer(buffer: data)
+            } else {
+                entry.body!.writeBuffer(&data)
             }
-        case .rstStream(let code):
-            if let entry = inFlight.removeValue(forKey: Int32(frame.streamID)) {
+            if frame.endStream {
+                inFlight[frame.streamID] = nil
+                answer(entry)
+            } else {
+                inFlight[frame.streamID] = entry
+            }
+        case .rstStream?:
+            var payload = frame.payload
+            let code = payload.readInteger(as: UInt32.self) ?? 0
+            if let entry = inFlight.removeValue(forKey: frame.streamID) {
                 if let status = entry.status {
                     // The answer's headers came before the reset: that is an answer.
                     delegate?.handler(self, answered: entry.request, status: status, reason: nil, timestamp: nil)
@@ -223,23 +281,63 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                     delegate?.handler(self, unanswered: [entry.request])
                 }
             }
-        case .goAway(let lastStreamID, let code, let opaqueData):
+        case .settings?:
+            guard !frame.isAcknowledgement else { return }
+            if !receivedSettings {
+                receivedSettings = true
+                remoteStreamLimit = Int(Int32.max)
+            }
+            for (identifier, value) in frame.settings {
+                switch HTTP2Wire.Setting(rawValue: identifier) {
+                case .maximumConcurrentStreams?:
+                    remoteStreamLimit = Int(value)
+                case .initialWindowSize?:
+                    guard value <= UInt32(Int32.max) else {
+                        throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1")
+                    }
+                    streamInitialSendWindow = Int(value)
+                case .maximumFrameSize?:
+                    peerMaximumFrameSize = Int(value)
+                case .headerTableSize?:
+                    try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+                default:
+                    break
+                }
+            }
+            HTTP2Wire.writeSettingsAcknowledgement(into: &output)
+        case .ping?:
+            var payload = frame.payload
+            let data = payload.readInteger(as: UInt64.self) ?? 0
+            if !frame.isAcknowledgement { HTTP2Wire.writePing(into: &output, data: data, acknowledgement: true) }
+        case .goAway?:
+            var payload = frame.payload
+            let last = Int32(bitPattern: (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
+            let code = payload.readInteger(as: UInt32.self) ?? 0
             isGoingAway = true
-            let last = Int32(lastStreamID)
             var orphans: [APNSPendingRequest] = []
             for (streamID, entry) in inFlight where streamID > last {
                 orphans.append(entry.request)
                 inFlight[streamID] = nil
             }
-            let reason = opaqueData.flatMap(Self.reason(in:))
+            let reason = Self.reason(in: payload)
             logger.info(
                 "APNs sent GOAWAY",
                 metadata: [
-                    "apns.http2.error": "\(code)", "apns.reason": "\(reason ?? "-")",
-                    "apns.resent": "\(orphans.count)",
+                    "apns.http2.error": "\(code)", "apns.reason": "\(reason ?? "-")", "apns.resent": "\(orphans.count)",
                 ])
             delegate?.handlerIsGoingAway(self, reason: reason)
             if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
+        case .windowUpdate?:
+            var payload = frame.payload
+            let increment = Int((payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
+            if frame.streamID == 0 {
+                connectionSendWindow += increment
+                guard connectionSendWindow <= Int(Int32.max) else {
+                    throw HTTP2ConnectionError(.flowControlError, "connection window over 2^31-1")
+                }
+            }
+        case .pushPromise?:
+            throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
             break
         }
@@ -247,15 +345,11 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if unacknowledgedBytes >= 1 << 20 {
-            // Without a stream multiplexer the connection-level window is ours to replenish.
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),
-                promise: nil)
+            HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: unacknowledgedBytes)
             unacknowledgedBytes = 0
         }
         delegate?.handlerHasCapacity(self)
-        context.flush()
+        flush()
         closeIfDrained()
     }
 
@@ -271,14 +365,6 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Stream-level errors (a reset racing an answer, a frame for a stream already closed)
-        // leave the connection usable; anything else ends it and its streams are resent.
-        if error is NIOHTTP2Errors.NoSuchStream || error is NIOHTTP2Errors.StreamClosed
-            || error is NIOHTTP2Errors.StreamError
-        {
-            logger.debug("APNs stream error", metadata: ["error": "\(error)"])
-            return
-        }
         logger.warning("APNs connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
@@ -299,14 +385,15 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     }
 
     private func closeIfDrained() {
-        if (isGoingAway || isRetired), inFlight.isEmpty, !isClosed {
+        if isGoingAway || isRetired, inFlight.isEmpty, !isClosed {
             isClosed = true
+            flush()
             context?.close(promise: nil)
         }
     }
 
     private func sweep() {
-        guard let context, !isClosed else { return }
+        guard !isClosed, let context else { return }
         let now = NIODeadline.now()
         var expired: [Int32] = []
         for (streamID, entry) in inFlight where entry.request.deadline <= now {
@@ -314,9 +401,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         }
         for streamID in expired {
             guard let entry = inFlight.removeValue(forKey: streamID) else { continue }
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(streamID), payload: .rstStream(.cancel))),
-                promise: nil)
+            HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
             delegate?.handler(self, timedOut: entry.request)
         }
         if let pingSentAt {
@@ -327,23 +412,40 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             }
         } else if now - lastRead > idlePingInterval {
             pingSentAt = now
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0x4845_5241_4c44), ack: false))),
-                promise: nil)
+            HTTP2Wire.writePing(into: &output, data: 0x4845_5241_4c44, acknowledgement: false)
         }
-        if !expired.isEmpty || pingSentAt == now {
-            context.flush()
-            closeIfDrained()
-        }
+        flush()
+        closeIfDrained()
     }
 
     static func jsonObject(in buffer: ByteBuffer) -> [String: Any]? {
-        guard let bytes = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) else { return nil }
-        return (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
+        guard buffer.readableBytes > 0 else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any]
     }
 
     static func reason(in buffer: ByteBuffer) -> String? {
         jsonObject(in: buffer)?["reason"] as? String
+    }
+}
+
+extension UUID {
+    /// The canonical lowercase form (`8-4-4-4-12`), without going through `uuidString`'s formatter.
+    var lowercasedString: String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        return withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { output in
+                var index = 0
+                for (position, byte) in bytes.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        output[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    output[index] = digits[Int(byte >> 4)]
+                    output[index + 1] = digits[Int(byte & 0x0f)]
+                    index += 2
+                }
+                return 36
+            }
+        }
     }
 }
