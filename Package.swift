@@ -81,6 +81,15 @@ let package = Package(
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: strict),
         .testTarget(
+            name: "HeraldSimulatorTests",
+            dependencies: [
+                "HeraldSimulator", "HeraldAPNs", "HeraldTesting",
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "HeraldAPNsTests",
             dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldTesting"],
             swiftSettings: strict

@@ -1,21 +1,22 @@
 import Crypto
 import Foundation
 import HeraldCore
-import NIOCore
-import NIOHPACK
+package import NIOCore
+package import NIOHPACK
 
 /// Provider-token state of one simulated connection (protocols.md §6).
-struct SimulatorConnectionAuthentication {
+package struct SimulatorConnectionAuthentication {
+    package init() {}
     /// The last JWT accepted on this connection and its `iat`.
     var token: String?
     var issuedAt: Date?
     var changedAt: Date?
     var keyID: String?
-    var isAuthenticated: Bool { token != nil }
+    package var isAuthenticated: Bool { token != nil }
 }
 
 /// What the simulator answers a request.
-enum SimulatorVerdict {
+package enum SimulatorVerdict {
     case accepted(SimulatorInboxEntry)
     case rejected(status: Int, reason: String, timestamp: Int64?)
     /// Never answered (fault `hang_tokens`).
@@ -24,23 +25,19 @@ enum SimulatorVerdict {
 
 /// Apple's validations, in the order the simulator applies them (protocols.md §2–§6, §16).
 /// Pure apart from the state it reads; time comes from the configured clock.
-struct APNSRequestEvaluator {
+package struct APNSRequestEvaluator {
     let configuration: SimulatorConfiguration
     let keys: [String: SimulatorKey]
 
-    init(configuration: SimulatorConfiguration) {
+    package init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
         self.keys = Dictionary(configuration.keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
-    private static let singletonHeaders: Set<String> = [
-        "authorization", "apns-push-type", "apns-topic", "apns-priority", "apns-id", "apns-expiration",
-        "apns-collapse-id",
-    ]
 
-    func evaluate(
+    package func evaluate(
         headers: HPACKHeaders, body: ByteBuffer?, authentication: inout SimulatorConnectionAuthentication,
-        state: SimulatorState, faults: SimulatorFaults
+        state: SimulatorState, faults: SimulatorFaults, random: inout SimulatorRandom
     ) -> (verdict: SimulatorVerdict, apnsID: String) {
         var method: String?
         var path: String?
@@ -51,26 +48,42 @@ struct APNSRequestEvaluator {
         var apnsIDValue: String?
         var expirationValue: String?
         var collapseID: String?
-        var seen = Set<String>()
+        // Each header APNs reads may appear once; a bit per header spots repeats.
+        var seen: UInt16 = 0
         var duplicate = false
+        func mark(_ bit: UInt16) {
+            if seen & bit != 0 { duplicate = true }
+            seen |= bit
+        }
         for (name, value, _) in headers {
-            if Self.singletonHeaders.contains(name) {
-                if !seen.insert(name).inserted { duplicate = true }
-            }
             switch name {
             case ":method": method = value
             case ":path": path = value
-            case "authorization": authorization = value
-            case "apns-push-type": pushTypeValue = value
-            case "apns-topic": topic = value
-            case "apns-priority": priorityValue = value
-            case "apns-id": apnsIDValue = value
-            case "apns-expiration": expirationValue = value
-            case "apns-collapse-id": collapseID = value
+            case "authorization":
+                mark(1 << 0)
+                authorization = value
+            case "apns-push-type":
+                mark(1 << 1)
+                pushTypeValue = value
+            case "apns-topic":
+                mark(1 << 2)
+                topic = value
+            case "apns-priority":
+                mark(1 << 3)
+                priorityValue = value
+            case "apns-id":
+                mark(1 << 4)
+                apnsIDValue = value
+            case "apns-expiration":
+                mark(1 << 5)
+                expirationValue = value
+            case "apns-collapse-id":
+                mark(1 << 6)
+                collapseID = value
             default: break
             }
         }
-        let generatedID = apnsIDValue ?? SimulatorIdentifiers.randomUUIDString()
+        let generatedID = apnsIDValue ?? SimulatorIdentifiers.randomUUIDString(using: &random)
         func reject(_ status: Int, _ reason: String) -> (SimulatorVerdict, String) {
             (.rejected(status: status, reason: reason, timestamp: nil), generatedID)
         }
@@ -146,8 +159,7 @@ struct APNSRequestEvaluator {
         // Payload.
         guard let body, body.readableBytes > 0 else { return reject(400, "PayloadEmpty") }
         if body.readableBytes > pushType.payloadLimit { return reject(413, "PayloadTooLarge") }
-        let payload = Data(body.readableBytesView)
-        guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else {
+        guard body.withUnsafeReadableBytes(JSONSyntax.isObject) else {
             // Apple documents no reason for malformed JSON; this one is the simulator's choice.
             return reject(400, "BadPayload")
         }
@@ -162,7 +174,7 @@ struct APNSRequestEvaluator {
         }
         if !faults.hangTokens.isEmpty && faults.hangTokens.contains(normalizedToken) { return (.hang, generatedID) }
         if faults.internalServerErrorRate > 0 || faults.serviceUnavailableRate > 0 || faults.tooManyRequestsRate > 0 {
-            let roll = Double.random(in: 0..<1)
+            let roll = Double.random(in: 0..<1, using: &random)
             if roll < faults.internalServerErrorRate { return reject(500, "InternalServerError") }
             if roll < faults.internalServerErrorRate + faults.serviceUnavailableRate {
                 return reject(503, "ServiceUnavailable")
@@ -173,7 +185,8 @@ struct APNSRequestEvaluator {
         }
         let entry = SimulatorInboxEntry(
             deviceToken: normalizedToken, apnsID: generatedID, pushType: pushType.rawValue, topic: topic,
-            priority: priority, expiration: expiration, collapseID: collapseID, payload: payload, receivedAt: now)
+            priority: priority, expiration: expiration, collapseID: collapseID, payload: Data(body.readableBytesView),
+            receivedAt: now)
         return (.accepted(entry), generatedID)
     }
 

@@ -37,6 +37,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
     private var goAwayLastStreamID: Int32?
     private var unacknowledgedBytes = 0
     private var connectionSendWindow = HTTP2Wire.defaultWindow
+    private var random = SimulatorRandom()
 
     init(evaluator: APNSRequestEvaluator, state: SimulatorState, isSandbox: Bool) {
         self.evaluator = evaluator
@@ -210,7 +211,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
     private func complete(streamID: Int32, headers: HPACKHeaders, body: ByteBuffer?, context: ChannelHandlerContext) {
         let faults = state.faults
         let (verdict, apnsID) = evaluator.evaluate(
-            headers: headers, body: body, authentication: &authentication, state: state, faults: faults)
+            headers: headers, body: body, authentication: &authentication, state: state, faults: faults, random: &random)
         let wanted = authentication.isAuthenticated ? max(1, faults.maximumConcurrentStreams) : 1
         if wanted != advertisedStreamLimit {
             // Until the client acknowledges, streams it opened under the old limit stay allowed.
@@ -262,7 +263,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         headers.add(name: ":status", value: status == 200 ? "200" : String(status))
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if isSandbox {
-            headers.add(name: "apns-unique-id", value: SimulatorIdentifiers.randomUUIDString(), indexing: .nonIndexable)
+            headers.add(name: "apns-unique-id", value: SimulatorIdentifiers.randomUUIDString(using: &random), indexing: .nonIndexable)
         }
         var bodyBuffer: ByteBuffer?
         if let body {
@@ -293,8 +294,7 @@ enum SimulatorIdentifiers {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// A random version-4 UUID in canonical lowercase form.
-    static func randomUUIDString() -> String {
-        var generator = SystemRandomNumberGenerator()
+    static func randomUUIDString(using generator: inout SimulatorRandom) -> String {
         var high = generator.next() as UInt64
         var low = generator.next() as UInt64
         high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000
@@ -329,5 +329,24 @@ enum SimulatorIdentifiers {
             }
         }
         return count == 36
+    }
+}
+
+/// A fast pseudo-random generator (xorshift64*) for ids and fault rolls: nothing here is a secret,
+/// and the system generator costs a system call per value. Seeded once per connection.
+package struct SimulatorRandom: RandomNumberGenerator {
+    private var state: UInt64
+
+    package init() {
+        var seed: UInt64 = 0
+        while seed == 0 { seed = UInt64.random(in: .min ... .max) }
+        state = seed
+    }
+
+    package mutating func next() -> UInt64 {
+        state ^= state >> 12
+        state ^= state << 25
+        state ^= state >> 27
+        return state &* 2_685_821_657_736_338_717
     }
 }

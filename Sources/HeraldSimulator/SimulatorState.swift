@@ -48,7 +48,7 @@ package final class SimulatorState: Sendable {
     private let storage: Mutex<Storage>
     private let inboxLimit: Int
 
-    init(faults: SimulatorFaults, inboxLimit: Int) {
+    package init(faults: SimulatorFaults = SimulatorFaults(), inboxLimit: Int = 1_000_000) {
         storage = Mutex(Storage(faults: faults))
         self.inboxLimit = inboxLimit
     }

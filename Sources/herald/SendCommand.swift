@@ -111,7 +111,7 @@ struct SendCommand: AsyncParsableCommand {
             let end = min(tokens.count, index + chunkSize)
             let batch = tokens[index..<end].map { token in
                 APNSNotification(
-                    deviceToken: String(token), pushType: resolvedPushType, bundleID: topic,
+                    deviceToken: token, pushType: resolvedPushType, bundleID: topic,
                     priority: priority.map(APNSPriority.init(rawValue:)), expiration: expiration,
                     collapseID: collapseID, payload: payloadData)
             }
@@ -138,19 +138,41 @@ struct SendCommand: AsyncParsableCommand {
         return contentAvailable && !visible && payload == nil ? "background" : "alert"
     }
 
-    private func loadTokens() throws -> [Substring] {
-        var tokens: [Substring] = []
-        if let token { tokens.append(Substring(token.trimmingCharacters(in: .whitespaces))) }
+    private func loadTokens() throws -> [String] {
+        var tokens: [String] = []
+        if let token { tokens.append(contentsOf: Self.tokens(in: Data(token.utf8))) }
         if let tokensFile {
-            guard let text = try? String(contentsOfFile: tokensFile, encoding: .utf8) else {
+            guard let data = FileManager.default.contents(atPath: tokensFile) else {
                 throw SendConfigurationError("--tokens-file: cannot read \(tokensFile)")
             }
-            for line in text.split(whereSeparator: \.isNewline) {
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if !trimmed.isEmpty && !trimmed.hasPrefix("#") { tokens.append(Substring(trimmed)) }
-            }
+            tokens.append(contentsOf: Self.tokens(in: data))
         }
         guard !tokens.isEmpty else { throw SendConfigurationError("give --token or --tokens-file") }
+        return tokens
+    }
+
+    /// One token per line: blank lines and `#` comments skipped, spaces trimmed. Works on bytes
+    /// so every token is a native UTF-8 string (fast to validate and to put in a path).
+    static func tokens(in data: Data) -> [String] {
+        var tokens: [String] = []
+        tokens.reserveCapacity(data.count / 65 + 1)
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var start = 0
+            func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0d }
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count && bytes[end] != 0x0a { end += 1 }
+                var low = start
+                var high = end
+                while low < high && isSpace(bytes[low]) { low += 1 }
+                while high > low && isSpace(bytes[high - 1]) { high -= 1 }
+                if low < high && bytes[low] != UInt8(ascii: "#") {
+                    tokens.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[low..<high]), as: UTF8.self))
+                }
+                start = end + 1
+            }
+        }
         return tokens
     }
 
