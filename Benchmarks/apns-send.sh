@@ -42,16 +42,21 @@ SEND=("$HERALD" send --endpoint "https://127.0.0.1:$PORT" --ca-file "$OUT/sim/si
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 
-echo "== herald send: $COUNT tokens, 3 runs"
+sim_cpu() { python3 -c "import os; f=open('/proc/$SIM_PID/stat').read().rsplit(')',1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))"; }
+
+echo "== herald send: $COUNT tokens, 1 warm-up run + 3 measured runs"
 start_sim
+"${SEND[@]}" > /dev/null
 rates=(); cpus=(); rsss=()
 for run in 1 2 3; do
     curl -sf -X DELETE "http://127.0.0.1:$CONTROL/inbox" >/dev/null
+    before=$(sim_cpu)
     line=$(/usr/bin/time -f "%U %S %M %e" -o "$OUT/time-$run.txt" "${SEND[@]}")
+    after=$(sim_cpu)
     read -r user sys rss wall < "$OUT/time-$run.txt"
     rate=$(echo "$line" | field per_second)
     cpu=$(python3 -c "print(round($user + $sys, 2))")
-    echo "run $run: $line cpu_seconds=$cpu peak_rss_kb=$rss wall_seconds=$wall inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")"
+    echo "run $run: $line cpu_seconds=$cpu peak_rss_kb=$rss wall_seconds=$wall sim_cpu_seconds=$(python3 -c "print(round($after - $before, 2))") inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")"
     rates+=("$rate"); cpus+=("$cpu"); rsss+=("$rss")
 done
 HERALD_RATE=$(printf '%s\n' "${rates[@]}" | median)
@@ -77,7 +82,7 @@ stop_sim
 
 echo "== fault run: 10% 500, 5% 429, GOAWAY every 1,000 streams, $COUNT tokens"
 start_sim --fail-500 0.1 --fail-429 0.05 --goaway-after-streams 1000
-line=$("${SEND[@]}" --retry-base-delay 0.05 --max-attempts 20)
+line=$("${SEND[@]}" --retry-base-delay 0.05 --too-many-requests-delay 0.1 --max-attempts 20)
 inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")
 echo "send: $line"
 echo "inbox: $inbox"

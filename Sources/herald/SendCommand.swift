@@ -42,9 +42,11 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "apns-expiration, UNIX seconds (0: deliver once or never).") var expiration: Int?
     @Option(help: "A JSON file sent as the payload instead of the one built from the flags.") var payload: String?
     @Option(help: "HTTP/2 connections to open.") var connections = 4
+    @Option(help: "Event loop threads for the connections (default: one per four connections, leaving one core free).") var threads: Int?
     @Option(help: "Seconds to wait for each answer.") var deadline = 10.0
     @Option(name: .customLong("max-attempts"), help: "Answers a notification may get (retries after 429/5xx) before the last is final.") var maximumAttempts = 5
     @Option(name: .customLong("retry-base-delay"), help: "First backoff in seconds after a 5xx; doubles per attempt.") var retryBaseDelay = 1.0
+    @Option(name: .customLong("too-many-requests-delay"), help: "First delay in seconds before resending to a token answered 429; doubles per attempt.") var tooManyRequestsDelay = 5.0
     @Flag(help: "No progress on stderr.") var quiet = false
 
     func run() async throws {
@@ -80,13 +82,14 @@ struct SendCommand: AsyncParsableCommand {
         configuration.requestDeadline = deadline
         configuration.retry.maximumAttempts = max(1, maximumAttempts)
         configuration.retry.baseDelay = retryBaseDelay
+        configuration.retry.tooManyRequestsDelay = tooManyRequestsDelay
 
         let tokens = try loadTokens()
         let payloadData = try buildPayload()
         let resolvedPushType = APNSPushType(rawValue: pushType ?? defaultPushType)
         let client: APNSClient
         do {
-            client = try APNSClient(key: key, configuration: configuration)
+            client = try APNSClient(key: key, configuration: configuration, threads: threads)
         } catch {
             throw SendConfigurationError("--ca-file: \(error.message)")
         }

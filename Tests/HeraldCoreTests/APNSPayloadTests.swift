@@ -139,3 +139,19 @@ struct APNSNotificationTests {
         #expect(throws: APNSValidationError.self) { try notification(priority: APNSPriority(rawValue: 7)).validate() }
     }
 }
+
+@Suite("Identifiers")
+struct IdentifierTests {
+    @Test("random UUIDs are version 4, RFC 4122 variant, and distinct")
+    func randomUUIDs() {
+        var seen = Set<UUID>()
+        for _ in 0..<10_000 {
+            let uuid = UUID.random()
+            let text = uuid.uuidString
+            #expect(Array(text)[14] == "4")
+            #expect("89AB".contains(Array(text)[19]))
+            seen.insert(uuid)
+        }
+        #expect(seen.count == 10_000)
+    }
+}

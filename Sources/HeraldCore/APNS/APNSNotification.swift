@@ -24,7 +24,7 @@ public struct APNSNotification: Sendable, Hashable {
         priority: APNSPriority? = nil,
         expiration: Int? = nil,
         collapseID: String? = nil,
-        apnsID: UUID = UUID(),
+        apnsID: UUID = .random(),
         payload: Data
     ) {
         self.deviceToken = deviceToken.lowercased()
