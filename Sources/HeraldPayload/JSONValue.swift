@@ -1,4 +1,3 @@
-public import Foundation
 
 /// Any JSON value: the type of custom payload data an app puts beside `aps` or under its
 /// payload key. Codable both ways; numbers keep integers exact.

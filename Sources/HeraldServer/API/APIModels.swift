@@ -1,0 +1,232 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+
+/// `POST /v1/apps/{app}/devices` body and the device JSON the API returns.
+struct DeviceBody: Codable, Sendable {
+    var deviceID: String?
+    var userID: String?
+    var platform: String?
+    var token: String?
+    var environment: String?
+    var name: String?
+    var model: String?
+    var locale: String?
+    var timeZone: String?
+    var appVersion: String?
+    var authorizationStatus: String?
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", userID = "user_id", platform, token, environment, name, model, locale
+        case timeZone = "time_zone", appVersion = "app_version", authorizationStatus = "authorization_status"
+    }
+
+    static let platforms: Set<String> = ["apns", "fcm"]
+    static let authorizationStatuses: Set<String> = ["not_determined", "denied", "authorized", "provisional", "ephemeral"]
+
+    /// Checks every field; the first problem names its field. `prefix` is for import lines.
+    func validated(prefix: String = "") throws(APIError) -> DeviceRecord {
+        func text(_ value: String?, _ field: String, limit: Int = 256) throws(APIError) -> String? {
+            guard let value else { return nil }
+            guard value.utf8.count <= limit else { throw APIError.invalid(prefix + field, "\(field) is longer than \(limit) bytes") }
+            return value
+        }
+        guard let deviceID = try text(deviceID, "device_id"), !deviceID.isEmpty else { throw APIError.missing(prefix + "device_id") }
+        guard let userID = try text(userID, "user_id"), !userID.isEmpty else { throw APIError.missing(prefix + "user_id") }
+        let platform = platform ?? "apns"
+        guard Self.platforms.contains(platform) else { throw APIError.invalid(prefix + "platform", "platform is apns or fcm") }
+        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else { throw APIError.missing(prefix + "token") }
+        if platform == "apns" {
+            token = token.lowercased()
+            do {
+                try APNSNotification.validateDeviceToken(token)
+            } catch {
+                throw APIError.invalid(prefix + "token", "an APNs token is the hex of the token bytes")
+            }
+        }
+        let environment = environment ?? "production"
+        guard environment == "production" || environment == "sandbox" else {
+            throw APIError.invalid(prefix + "environment", "environment is production or sandbox")
+        }
+        if let authorizationStatus, !Self.authorizationStatuses.contains(authorizationStatus) {
+            throw APIError.invalid(
+                prefix + "authorization_status",
+                "authorization_status is one of \(Self.authorizationStatuses.sorted().joined(separator: ", "))")
+        }
+        if let timeZone, TimeZone(identifier: timeZone) == nil {
+            throw APIError.invalid(prefix + "time_zone", "time_zone is an IANA zone such as Europe/Paris")
+        }
+        return DeviceRecord(
+            deviceID: deviceID, userID: userID, platform: platform, token: token, environment: environment,
+            name: try text(name, "name"), model: try text(model, "model"), locale: try text(locale, "locale", limit: 35),
+            timeZone: timeZone, appVersion: try text(appVersion, "app_version", limit: 64),
+            authorizationStatus: authorizationStatus)
+    }
+}
+
+/// A device as the API shows it.
+struct DeviceView: Encodable {
+    var device: DeviceRecord
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", userID = "user_id", platform, token, environment, name, model, locale
+        case timeZone = "time_zone", appVersion = "app_version", authorizationStatus = "authorization_status"
+        case active, inactiveReason = "inactive_reason", inactiveSince = "inactive_since"
+        case createdAt = "created_at", updatedAt = "updated_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(device.deviceID, forKey: .deviceID)
+        try container.encode(device.userID, forKey: .userID)
+        try container.encode(device.platform, forKey: .platform)
+        try container.encode(device.token, forKey: .token)
+        try container.encode(device.environment, forKey: .environment)
+        try container.encodeIfPresent(device.name, forKey: .name)
+        try container.encodeIfPresent(device.model, forKey: .model)
+        try container.encodeIfPresent(device.locale, forKey: .locale)
+        try container.encodeIfPresent(device.timeZone, forKey: .timeZone)
+        try container.encodeIfPresent(device.appVersion, forKey: .appVersion)
+        try container.encodeIfPresent(device.authorizationStatus, forKey: .authorizationStatus)
+        try container.encode(device.active, forKey: .active)
+        try container.encodeIfPresent(device.inactiveReason, forKey: .inactiveReason)
+        try container.encodeIfPresent(device.inactiveSince, forKey: .inactiveSince)
+        try container.encode(device.createdAt, forKey: .createdAt)
+        try container.encode(device.updatedAt, forKey: .updatedAt)
+    }
+}
+
+/// `POST /v1/apps/{app}/notifications` body.
+struct NotificationBody: Decodable, Sendable {
+    struct Target: Decodable, Sendable {
+        var userIDs: [String]?
+        var deviceIDs: [String]?
+        var all: Bool?
+        enum CodingKeys: String, CodingKey { case userIDs = "user_ids", deviceIDs = "device_ids", all }
+    }
+
+    struct Alert: Decodable, Sendable {
+        var title: String?
+        var subtitle: String?
+        var body: String?
+    }
+
+    var to: Target?
+    var excludeDeviceIDs: [String]?
+    var alert: Alert?
+    var data: JSONValue?
+    var pushType: String?
+    var priority: Int?
+    var collapseID: String?
+    var threadID: String?
+    var category: String?
+    var badge: Int?
+    var sound: String?
+    var contentAvailable: Bool?
+    var mutableContent: Bool?
+    var interruptionLevel: String?
+    var relevanceScore: Double?
+    var expiration: Int?
+    var deliverAt: String?
+    var idempotencyKey: String?
+
+    enum CodingKeys: String, CodingKey {
+        case to, alert, data, priority, category, badge, sound, expiration
+        case excludeDeviceIDs = "exclude_device_ids", pushType = "push_type", collapseID = "collapse_id"
+        case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
+        case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", deliverAt = "deliver_at"
+        case idempotencyKey = "idempotency_key"
+    }
+
+    static let maximumRecipientIDs = 10_000
+
+    /// Validates and renders the request into what the outbox stores.
+    func prepared(payloadKey: String, now: Date) throws(APIError) -> (RecipientSelector, StoredNotificationContent, Date) {
+        guard let to else { throw APIError.missing("to") }
+        let targets = [to.userIDs != nil, to.deviceIDs != nil, to.all == true].filter { $0 }.count
+        guard targets == 1 else {
+            throw APIError.invalid("to", "to needs exactly one of user_ids, device_ids or all: true")
+        }
+        let selector: RecipientSelector
+        if let ids = to.userIDs {
+            guard !ids.isEmpty, ids.count <= Self.maximumRecipientIDs else {
+                throw APIError.invalid("to.user_ids", "to.user_ids needs 1 to \(Self.maximumRecipientIDs) ids")
+            }
+            selector = .users(ids)
+        } else if let ids = to.deviceIDs {
+            guard !ids.isEmpty, ids.count <= Self.maximumRecipientIDs else {
+                throw APIError.invalid("to.device_ids", "to.device_ids needs 1 to \(Self.maximumRecipientIDs) ids")
+            }
+            selector = .devices(ids)
+        } else {
+            selector = .all
+        }
+        if let excluded = excludeDeviceIDs, excluded.count > Self.maximumRecipientIDs {
+            throw APIError.invalid("exclude_device_ids", "at most \(Self.maximumRecipientIDs) ids")
+        }
+        let visible = alert != nil || badge != nil || sound != nil
+        let pushType = APNSPushType(rawValue: self.pushType ?? (contentAvailable == true && !visible ? "background" : "alert"))
+        guard pushType.isKnown else {
+            throw APIError.invalid("push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
+        }
+        let priority = APNSPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
+        guard priority.isValid else { throw APIError.invalid("priority", "priority is 10, 5 or 1") }
+        if pushType == .background && priority == .immediate {
+            throw APIError.invalid("priority", "background pushes must use priority 5")
+        }
+        if let collapseID, collapseID.utf8.count > APNSNotification.collapseIDLimit {
+            throw APIError.invalid("collapse_id", "collapse_id is at most 64 bytes")
+        }
+        var interruption: APSInterruptionLevel?
+        if let interruptionLevel {
+            interruption = APSInterruptionLevel(rawValue: interruptionLevel)
+            guard APSInterruptionLevel.known.contains(interruption!) else {
+                throw APIError.invalid("interruption_level", "interruption_level is passive, active, time-sensitive or critical")
+            }
+        }
+        if let relevanceScore, !(0...1).contains(relevanceScore) {
+            throw APIError.invalid("relevance_score", "relevance_score is between 0 and 1")
+        }
+        if let expiration, expiration < 0 { throw APIError.invalid("expiration", "expiration is UNIX seconds ≥ 0") }
+        if let badge, badge < 0 { throw APIError.invalid("badge", "badge is 0 or more") }
+        if let data, data.objectValue == nil { throw APIError.invalid("data", "data must be a JSON object") }
+        if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
+            throw APIError.invalid("idempotency_key", "idempotency_key is 1 to 256 bytes")
+        }
+        var dueAt = now
+        if let deliverAt {
+            guard let date = ISO8601DateFormatter.herald.date(from: deliverAt) ?? ISO8601DateFormatter().date(from: deliverAt)
+            else { throw APIError.invalid("deliver_at", "deliver_at is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+            dueAt = max(now, date)
+        }
+        var aps = APS()
+        if let alert { aps.alert = APSAlert(title: alert.title, subtitle: alert.subtitle, body: alert.body) }
+        aps.badge = badge
+        aps.sound = sound.map(APSSound.named)
+        aps.threadID = threadID
+        aps.category = category
+        aps.contentAvailable = contentAvailable ?? false
+        aps.mutableContent = mutableContent ?? false
+        aps.interruptionLevel = interruption
+        aps.relevanceScore = relevanceScore
+        var custom: [String: JSONValue] = [:]
+        if let data { custom[payloadKey] = data }
+        let payload: Data
+        do {
+            payload = try APNSPayload(aps: aps, custom: custom).jsonData()
+        } catch {
+            throw APIError.invalid("data", "the payload cannot be encoded")
+        }
+        guard payload.count <= pushType.payloadLimit else {
+            throw APIError(
+                .contentTooLarge, code: "payload_too_large",
+                message: "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)",
+                field: alert?.body != nil ? "alert.body" : "data")
+        }
+        let content = StoredNotificationContent(
+            pushType: pushType.rawValue, priority: priority.rawValue, collapseID: collapseID, expiration: expiration,
+            payload: String(decoding: payload, as: UTF8.self))
+        return (selector, content, dueAt)
+    }
+}

@@ -1,0 +1,244 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+package import Hummingbird
+import NIOCore
+
+/// Who a request speaks for.
+enum CallerRole {
+    case admin
+    case server
+    case client
+}
+
+/// The HTTP API (`/v1`, `/healthz`, `/metrics`, `/openapi.yaml`).
+package enum HeraldAPI {
+    /// Builds the router over a runtime.
+    package static func router(runtime: HeraldRuntime) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.get("/healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
+        router.get("/metrics") { _, _ in
+            let depth = (try? await runtime.store.queueDepth()) ?? 0
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: runtime.metrics.render(queueDepth: depth))))
+        }
+        router.get("/openapi.yaml") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        }
+
+        let apps = router.group("/v1/apps/:app")
+        apps.post("devices") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: true)
+            let body = try await decode(DeviceBody.self, request)
+            let device = try body.validated()
+            let (stored, created) = try await runtime.store.upsertDevice(appID: app.id, device)
+            return try JSONResponse.make(DeviceView(device: stored), status: created ? .created : .ok)
+        }
+        apps.post("devices/import") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let imported = try await importDevices(request, app: app, runtime: runtime)
+            return try JSONResponse.make(["imported": imported])
+        }
+        apps.delete("devices/:device") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: true)
+            let deviceID = try context.parameters.require("device")
+            _ = try await runtime.store.deleteDevice(appID: app.id, deviceID: deviceID)
+            return Response(status: .noContent)
+        }
+        apps.get("users/:user/devices") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try context.parameters.require("user")
+            let devices = try await runtime.store.devices(appID: app.id, userID: userID)
+            return try JSONResponse.make(["devices": devices.map(DeviceView.init)])
+        }
+        apps.post("notifications") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let body = try await decode(NotificationBody.self, request)
+            let (selector, content, dueAt) = try body.prepared(
+                payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+            let contentData = try JSONEncoder().encode(content)
+            let (record, created) = try await runtime.store.createNotification(
+                appID: app.id, id: UUID.random(), idempotencyKey: body.idempotencyKey, content: contentData,
+                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt)
+            if created {
+                runtime.metrics.notificationCreated(app: app.id)
+                runtime.wake.signal()
+            }
+            return try JSONResponse.make(
+                NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created),
+                status: .accepted)
+        }
+        apps.get("notifications/:id") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            guard let id = UUID(uuidString: try context.parameters.require("id")) else {
+                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+            }
+            guard let record = try await runtime.store.notification(appID: app.id, id: id) else {
+                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+            }
+            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 1000
+            let offset = request.uri.queryParameters.get("offset", as: Int.self) ?? 0
+            guard (1...10_000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 10000") }
+            guard offset >= 0 else { throw APIError.invalid("offset", "offset is 0 or more") }
+            let counts = try await runtime.store.deliveryCounts(notificationID: id)
+            let deliveries = try await runtime.store.deliveries(notificationID: id, limit: limit, offset: offset)
+            return try JSONResponse.make(NotificationView(record: record, counts: counts, deliveries: deliveries))
+        }
+        return router
+    }
+
+    // MARK: Helpers
+
+    static func authorize(
+        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime, allowClient: Bool
+    ) throws -> AppRuntime {
+        guard let header = request.headers[.authorization] else {
+            throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
+        }
+        let key = String(parts[1])
+        let appID = try context.parameters.require("app")
+        let isAdmin = runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
+        guard let app = runtime.apps[appID] else {
+            if isAdmin { throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app") }
+            throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid", field: "authorization")
+        }
+        let role: CallerRole
+        if isAdmin {
+            role = .admin
+        } else if let server = app.configuration.serverKey, constantTimeEquals(server, key) {
+            role = .server
+        } else if let client = app.configuration.clientKey, constantTimeEquals(client, key) {
+            role = .client
+        } else {
+            throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
+        }
+        if role == .client && !allowClient {
+            throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
+        }
+        return app
+    }
+
+    static func constantTimeEquals(_ left: String, _ right: String) -> Bool {
+        let a = Array(left.utf8)
+        let b = Array(right.utf8)
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0
+    }
+
+    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request) async throws -> Body {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        return try decodeJSON(type, Data(buffer.readableBytesView), prefix: "")
+    }
+
+    static func decodeJSON<Body: Decodable>(_ type: Body.Type, _ data: Data, prefix: String) throws -> Body {
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            throw APIError.invalid(prefix + field, "\(field.isEmpty ? "the body" : field) has the wrong type")
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw APIError.missing(prefix + key.stringValue)
+        } catch {
+            throw APIError(.badRequest, code: "invalid_json", message: "the body is not valid JSON", field: prefix.isEmpty ? "body" : String(prefix.dropLast()))
+        }
+    }
+
+    /// Streams JSON lines into the store in batches: a million lines never sit in memory.
+    static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
+        var pending = ByteBuffer()
+        var batch: [DeviceRecord] = []
+        batch.reserveCapacity(1000)
+        var lineNumber = 0
+        var imported = 0
+        func flush() async throws {
+            imported += try await runtime.store.importDevices(appID: app.id, batch)
+            batch.removeAll(keepingCapacity: true)
+        }
+        func handle(_ line: ByteBufferView) async throws {
+            lineNumber += 1
+            let trimmed = line.drop(while: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0d })
+            guard !trimmed.isEmpty, !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) else { return }
+            let prefix = "line \(lineNumber): "
+            do {
+                let body = try decodeJSON(DeviceBody.self, Data(trimmed), prefix: prefix)
+                batch.append(try body.validated(prefix: prefix))
+            } catch var error as APIError {
+                error.message += " (line \(lineNumber); \(imported + batch.count) earlier lines were imported)"
+                try await flush()
+                throw error
+            }
+            if batch.count >= 1000 { try await flush() }
+        }
+        for try await var chunk in request.body {
+            pending.writeBuffer(&chunk)
+            while let newline = pending.readableBytesView.firstIndex(of: 0x0a) {
+                let length = newline - pending.readerIndex
+                let line = pending.readSlice(length: length)!
+                pending.moveReaderIndex(forwardBy: 1)
+                try await handle(line.readableBytesView)
+            }
+            guard pending.readableBytes <= 1 << 16 else {
+                throw APIError.invalid("line \(lineNumber + 1)", "a line is longer than 64 KiB")
+            }
+            pending.discardReadBytes()
+        }
+        if pending.readableBytes > 0 { try await handle(pending.readableBytesView) }
+        try await flush()
+        return imported
+    }
+}
+
+struct NotificationAccepted: Encodable {
+    var id: String
+    var recipients: Int
+    /// True when an earlier notification with the same idempotency key was returned.
+    var duplicate: Bool
+}
+
+struct NotificationView: Encodable {
+    var record: NotificationRecord
+    var counts: [DeliveryStatus: Int]
+    var deliveries: [DeliveryRecord]
+
+    enum CodingKeys: String, CodingKey { case id, createdAt = "created_at", recipients, counts, deliveries }
+    enum DeliveryKeys: String, CodingKey {
+        case deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(record.id.uuidString.lowercased(), forKey: .id)
+        try container.encode(record.createdAt, forKey: .createdAt)
+        try container.encode(record.recipients, forKey: .recipients)
+        var countsObject: [String: Int] = [:]
+        for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed] {
+            countsObject[status.rawValue] = counts[status] ?? 0
+        }
+        // Being sent right now counts as queued: it has no answer yet.
+        countsObject["queued", default: 0] += counts[.sending] ?? 0
+        try container.encode(countsObject, forKey: .counts)
+        var list = container.nestedUnkeyedContainer(forKey: .deliveries)
+        for delivery in deliveries {
+            var item = list.nestedContainer(keyedBy: DeliveryKeys.self)
+            try item.encode(delivery.deviceID, forKey: .deviceID)
+            try item.encode(delivery.status == .sending ? "queued" : delivery.status.rawValue, forKey: .status)
+            try item.encodeIfPresent(delivery.reason, forKey: .reason)
+            try item.encode(UUID.apnsID(notification: record.id, delivery: delivery.id).uuidString.lowercased(), forKey: .apnsID)
+            try item.encode(delivery.attempts, forKey: .attempts)
+            if delivery.status == .deferred || delivery.status == .queued { try item.encode(delivery.dueAt, forKey: .until) }
+            try item.encode(delivery.createdAt, forKey: .createdAt)
+            try item.encode(delivery.updatedAt, forKey: .updatedAt)
+        }
+    }
+}

@@ -1,0 +1,211 @@
+/// The OpenAPI 3.1 description served at `/openapi.yaml`; it lists exactly the routes `HeraldAPI` serves.
+enum OpenAPIDocument {
+    static let yaml = #"""
+        openapi: 3.1.0
+        info:
+          title: Herald
+          version: 0.1.0
+          description: Self-hosted push notifications. Every /v1 route needs `Authorization: Bearer <key>`.
+        components:
+          securitySchemes:
+            bearer: { type: http, scheme: bearer }
+          schemas:
+            Error:
+              type: object
+              required: [error]
+              properties:
+                error:
+                  type: object
+                  required: [code, message]
+                  properties:
+                    code: { type: string }
+                    message: { type: string }
+                    field: { type: string }
+            DeviceInput:
+              type: object
+              required: [device_id, user_id, token]
+              properties:
+                device_id: { type: string, minLength: 1, maxLength: 256 }
+                user_id: { type: string, minLength: 1, maxLength: 256 }
+                platform: { type: string, enum: [apns, fcm], default: apns }
+                token: { type: string, minLength: 1, maxLength: 4096 }
+                environment: { type: string, enum: [production, sandbox], default: production }
+                name: { type: string, maxLength: 256 }
+                model: { type: string, maxLength: 256 }
+                locale: { type: string, maxLength: 35 }
+                time_zone: { type: string }
+                app_version: { type: string, maxLength: 64 }
+                authorization_status: { type: string, enum: [not_determined, denied, authorized, provisional, ephemeral] }
+            Device:
+              allOf:
+                - $ref: '#/components/schemas/DeviceInput'
+                - type: object
+                  required: [active, created_at, updated_at]
+                  properties:
+                    active: { type: boolean }
+                    inactive_reason: { type: string }
+                    inactive_since: { type: string, format: date-time }
+                    created_at: { type: string, format: date-time }
+                    updated_at: { type: string, format: date-time }
+            NotificationInput:
+              type: object
+              required: [to]
+              properties:
+                to:
+                  type: object
+                  properties:
+                    user_ids: { type: array, items: { type: string }, minItems: 1, maxItems: 10000 }
+                    device_ids: { type: array, items: { type: string }, minItems: 1, maxItems: 10000 }
+                    all: { type: boolean }
+                exclude_device_ids: { type: array, items: { type: string }, maxItems: 10000 }
+                alert:
+                  type: object
+                  properties:
+                    title: { type: string }
+                    subtitle: { type: string }
+                    body: { type: string }
+                data: { type: object }
+                push_type: { type: string, enum: [alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk, widgets, controls] }
+                priority: { type: integer, enum: [1, 5, 10] }
+                collapse_id: { type: string, maxLength: 64 }
+                thread_id: { type: string }
+                category: { type: string }
+                badge: { type: integer, minimum: 0 }
+                sound: { type: string }
+                content_available: { type: boolean }
+                mutable_content: { type: boolean }
+                interruption_level: { type: string, enum: [passive, active, time-sensitive, critical] }
+                relevance_score: { type: number, minimum: 0, maximum: 1 }
+                expiration: { type: integer, minimum: 0 }
+                deliver_at: { type: string, format: date-time }
+                idempotency_key: { type: string, minLength: 1, maxLength: 256 }
+            NotificationAccepted:
+              type: object
+              required: [id, recipients, duplicate]
+              properties:
+                id: { type: string, format: uuid }
+                recipients: { type: integer }
+                duplicate: { type: boolean }
+            Notification:
+              type: object
+              required: [id, created_at, recipients, counts, deliveries]
+              properties:
+                id: { type: string, format: uuid }
+                created_at: { type: string, format: date-time }
+                recipients: { type: integer }
+                counts:
+                  type: object
+                  properties:
+                    queued: { type: integer }
+                    sent: { type: integer }
+                    failed: { type: integer }
+                    deferred: { type: integer }
+                    suppressed: { type: integer }
+                deliveries:
+                  type: array
+                  items:
+                    type: object
+                    required: [device_id, status, apns_id, attempts, created_at, updated_at]
+                    properties:
+                      device_id: { type: string }
+                      status: { type: string, enum: [queued, sent, failed, deferred, suppressed] }
+                      reason: { type: string }
+                      apns_id: { type: string, format: uuid }
+                      attempts: { type: integer }
+                      until: { type: string, format: date-time }
+                      created_at: { type: string, format: date-time }
+                      updated_at: { type: string, format: date-time }
+          parameters:
+            app: { name: app, in: path, required: true, schema: { type: string } }
+          responses:
+            Error:
+              description: A problem with the request, naming the field.
+              content: { application/json: { schema: { $ref: '#/components/schemas/Error' } } }
+        security: [{ bearer: [] }]
+        paths:
+          /healthz:
+            get:
+              security: []
+              responses:
+                '200': { description: The server is up., content: { application/json: { schema: { type: object } } } }
+          /metrics:
+            get:
+              security: []
+              responses:
+                '200': { description: Prometheus metrics., content: { text/plain: { schema: { type: string } } } }
+          /openapi.yaml:
+            get:
+              security: []
+              responses:
+                '200': { description: This document., content: { application/yaml: { schema: { type: string } } } }
+          /v1/apps/{app}/devices:
+            post:
+              summary: Register or update a device by device_id (admin, server or client key).
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/DeviceInput' } } } }
+              responses:
+                '200': { description: Updated., content: { application/json: { schema: { $ref: '#/components/schemas/Device' } } } }
+                '201': { description: Created., content: { application/json: { schema: { $ref: '#/components/schemas/Device' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/devices/import:
+            post:
+              summary: Bulk upsert from JSON lines (one DeviceInput per line), streamed.
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody: { required: true, content: { application/x-ndjson: { schema: { type: string } } } }
+              responses:
+                '200': { description: Imported., content: { application/json: { schema: { type: object, properties: { imported: { type: integer } } } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/devices/{device_id}:
+            delete:
+              summary: Unregister a device (logout).
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: device_id, in: path, required: true, schema: { type: string } }
+              responses:
+                '204': { description: Gone. }
+                '401': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/devices:
+            get:
+              summary: A user's devices.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: user_id, in: path, required: true, schema: { type: string } }
+              responses:
+                '200': { description: The devices., content: { application/json: { schema: { type: object, properties: { devices: { type: array, items: { $ref: '#/components/schemas/Device' } } } } } } }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/notifications:
+            post:
+              summary: Send a notification to users, devices or everyone (server or admin key).
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/NotificationInput' } } } }
+              responses:
+                '202': { description: Stored; delivery follows., content: { application/json: { schema: { $ref: '#/components/schemas/NotificationAccepted' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+                '413': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/notifications/{id}:
+            get:
+              summary: Delivery status counts and per-device status.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: id, in: path, required: true, schema: { type: string } }
+                - { name: limit, in: query, schema: { type: integer, minimum: 1, maximum: 10000, default: 1000 } }
+                - { name: offset, in: query, schema: { type: integer, minimum: 0, default: 0 } }
+              responses:
+                '200': { description: The notification., content: { application/json: { schema: { $ref: '#/components/schemas/Notification' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+        """#
+}

@@ -1,0 +1,227 @@
+import Foundation
+import Yams
+
+/// `herald serve`'s configuration (YAML). The key names are a contract: scripts depend on them.
+///
+/// ```yaml
+/// server: { host: 127.0.0.1, port: 8080 }
+/// database: { url: "sqlite://herald.sqlite" }
+/// admin_key: "…"                      # or HERALD_ADMIN_KEY
+/// apps:
+///   - id: demo
+///     payload_key: demo
+///     keys: { server: "…", client: "…" }
+///     apns: { team_id, key_id, key_file, topic, environment, endpoint, ca_file }
+/// ```
+package struct HeraldConfiguration: Sendable {
+    package var host = "127.0.0.1"
+    package var port = 8080
+    package var databaseURL = "sqlite://herald.sqlite"
+    package var adminKey: String?
+    package var apps: [AppConfiguration] = []
+
+    package init() {}
+
+    /// One app: its keys, payload key and push credentials.
+    package struct AppConfiguration: Sendable {
+        package var id: String
+        /// Custom data goes under this top-level payload key (U3). Defaults to the app id.
+        package var payloadKey: String
+        package var serverKey: String?
+        package var clientKey: String?
+        package var apns: APNSConfiguration?
+
+        package init(id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil, apns: APNSConfiguration? = nil) {
+            self.id = id
+            self.payloadKey = payloadKey ?? id
+            self.serverKey = serverKey
+            self.clientKey = clientKey
+            self.apns = apns
+        }
+    }
+
+    /// An app's APNs credentials (U1).
+    package struct APNSConfiguration: Sendable {
+        package var teamID: String
+        package var keyID: String
+        package var keyFile: String
+        /// The bundle id.
+        package var topic: String
+        package var environment: String
+        package var endpoint: String?
+        package var caFile: String?
+
+        package init(teamID: String, keyID: String, keyFile: String, topic: String, environment: String = "production", endpoint: String? = nil, caFile: String? = nil) {
+            self.teamID = teamID
+            self.keyID = keyID
+            self.keyFile = keyFile
+            self.topic = topic
+            self.environment = environment
+            self.endpoint = endpoint
+            self.caFile = caFile
+        }
+    }
+
+    /// Loads a YAML file; relative `key_file`/`ca_file` paths are taken from the file's folder.
+    package static func load(file: String) throws(ConfigurationError) -> HeraldConfiguration {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            throw ConfigurationError(file: file, line: nil, key: nil, message: "cannot read the configuration file")
+        }
+        return try parse(yaml: text, file: file)
+    }
+
+    /// Parses YAML text; errors name the key and the line.
+    package static func parse(yaml: String, file: String) throws(ConfigurationError) -> HeraldConfiguration {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: yaml) else { return HeraldConfiguration() }
+            root = node
+        } catch {
+            throw ConfigurationError(file: file, line: nil, key: nil, message: "not valid YAML: \(error)")
+        }
+        let reader = YAMLReader(file: file, directory: (file as NSString).deletingLastPathComponent)
+        return try reader.configuration(root)
+    }
+
+    /// Applies `HERALD_DATABASE_URL` and `HERALD_ADMIN_KEY`.
+    package mutating func applyEnvironment(_ environment: [String: String]) {
+        if let url = environment["HERALD_DATABASE_URL"], !url.isEmpty { databaseURL = url }
+        if let key = environment["HERALD_ADMIN_KEY"], !key.isEmpty { adminKey = key }
+    }
+}
+
+/// A configuration problem, with where it is.
+package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    package var file: String
+    package var line: Int?
+    package var key: String?
+    package var message: String
+
+    package var description: String {
+        var location = file
+        if let line { location += ":\(line)" }
+        if let key { return "\(location): \(key): \(message)" }
+        return "\(location): \(message)"
+    }
+}
+
+/// Walks the YAML tree, keeping the path and line of every value for error messages.
+private struct YAMLReader {
+    let file: String
+    let directory: String
+
+    func fail(_ node: Node?, _ key: String, _ message: String) -> ConfigurationError {
+        ConfigurationError(file: file, line: node?.mark?.line, key: key, message: message)
+    }
+
+    func mapping(_ node: Node, _ key: String, allowed: Set<String>) throws(ConfigurationError) -> [(String, Node)] {
+        guard case .mapping(let mapping) = node else { throw fail(node, key, "must be a mapping") }
+        var result: [(String, Node)] = []
+        for (name, value) in mapping {
+            guard let name = name.string else { throw fail(value, key, "keys must be strings") }
+            let path = key.isEmpty ? name : key + "." + name
+            guard allowed.contains(name) else {
+                throw fail(value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))")
+            }
+            result.append((name, value))
+        }
+        return result
+    }
+
+    func string(_ node: Node, _ key: String) throws(ConfigurationError) -> String {
+        guard case .scalar(let scalar) = node else { throw fail(node, key, "must be a string") }
+        return scalar.string
+    }
+
+    func int(_ node: Node, _ key: String) throws(ConfigurationError) -> Int {
+        guard case .scalar(let scalar) = node, let value = Int(scalar.string) else {
+            throw fail(node, key, "must be a whole number")
+        }
+        return value
+    }
+
+    func path(_ node: Node, _ key: String) throws(ConfigurationError) -> String {
+        let value = try string(node, key)
+        return value.hasPrefix("/") || directory.isEmpty ? value : directory + "/" + value
+    }
+
+    func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
+        var configuration = HeraldConfiguration()
+        for (name, value) in try mapping(root, "", allowed: ["server", "database", "admin_key", "apps"]) {
+            switch name {
+            case "server":
+                for (field, node) in try mapping(value, "server", allowed: ["host", "port"]) {
+                    if field == "host" { configuration.host = try string(node, "server.host") }
+                    if field == "port" {
+                        let port = try int(node, "server.port")
+                        guard (0...65535).contains(port) else { throw fail(node, "server.port", "must be 0–65535") }
+                        configuration.port = port
+                    }
+                }
+            case "database":
+                for (_, node) in try mapping(value, "database", allowed: ["url"]) {
+                    configuration.databaseURL = try string(node, "database.url")
+                }
+            case "admin_key":
+                configuration.adminKey = try string(value, "admin_key")
+            default:
+                guard case .sequence(let apps) = value else { throw fail(value, "apps", "must be a list of apps") }
+                var seen = Set<String>()
+                for (index, node) in apps.enumerated() {
+                    let app = try self.app(node, "apps[\(index)]")
+                    guard seen.insert(app.id).inserted else {
+                        throw fail(node, "apps[\(index)].id", "app \"\(app.id)\" appears twice")
+                    }
+                    configuration.apps.append(app)
+                }
+            }
+        }
+        return configuration
+    }
+
+    func app(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.AppConfiguration {
+        let fields = try mapping(node, key, allowed: ["id", "payload_key", "keys", "apns", "catalog", "fcm"])
+        guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else { throw fail(node, key + ".id", "is required") }
+        let id = try string(idNode, key + ".id")
+        guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+            throw fail(idNode, key + ".id", "use letters, digits, - and _")
+        }
+        var app = HeraldConfiguration.AppConfiguration(id: id)
+        for (name, value) in fields {
+            switch name {
+            case "payload_key": app.payloadKey = try string(value, key + ".payload_key")
+            case "keys":
+                for (kind, keyNode) in try mapping(value, key + ".keys", allowed: ["server", "client"]) {
+                    let secret = try string(keyNode, key + ".keys." + kind)
+                    guard secret.count >= 16 else {
+                        throw fail(keyNode, key + ".keys." + kind, "API keys need at least 16 characters")
+                    }
+                    if kind == "server" { app.serverKey = secret } else { app.clientKey = secret }
+                }
+            case "apns": app.apns = try apns(value, key + ".apns")
+            default: break
+            }
+        }
+        return app
+    }
+
+    func apns(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.APNSConfiguration {
+        var values: [String: String] = [:]
+        var nodes: [String: Node] = [:]
+        let allowed: Set<String> = ["team_id", "key_id", "key_file", "topic", "environment", "endpoint", "ca_file"]
+        for (name, value) in try mapping(node, key, allowed: allowed) {
+            values[name] = name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
+            nodes[name] = value
+        }
+        for required in ["team_id", "key_id", "key_file", "topic"] where values[required] == nil {
+            throw fail(node, key + "." + required, "is required")
+        }
+        let environment = values["environment"] ?? "production"
+        guard environment == "production" || environment == "sandbox" else {
+            throw fail(nodes["environment"], key + ".environment", "is production or sandbox")
+        }
+        return HeraldConfiguration.APNSConfiguration(
+            teamID: values["team_id"]!, keyID: values["key_id"]!, keyFile: values["key_file"]!, topic: values["topic"]!,
+            environment: environment, endpoint: values["endpoint"], caFile: values["ca_file"])
+    }
+}

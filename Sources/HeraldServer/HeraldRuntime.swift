@@ -1,0 +1,122 @@
+import Foundation
+package import HeraldAPNs
+import HeraldCore
+package import HeraldStore
+package import Logging
+import Synchronization
+
+/// One configured app at run time: its keys and, when it has credentials, its APNs clients
+/// (one per environment, made on first use).
+package final class AppRuntime: Sendable {
+    package let configuration: HeraldConfiguration.AppConfiguration
+    private let signingKey: APNSSigningKey?
+    /// Why APNs is off for this app, when it is.
+    package let apnsDisabledReason: String?
+    private let clients = Mutex<[APNSEnvironment: APNSClient]>([:])
+    private let logger: Logger
+    private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
+
+    init(
+        configuration: HeraldConfiguration.AppConfiguration, logger: Logger,
+        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.clientAdjustment = clientAdjustment
+        guard let apns = configuration.apns else {
+            signingKey = nil
+            apnsDisabledReason = "no credentials"
+            return
+        }
+        var key: APNSSigningKey?
+        var reason: String?
+        do {
+            key = try APNSSigningKey(file: apns.keyFile, keyID: apns.keyID, teamID: apns.teamID)
+            if let endpoint = apns.endpoint { _ = try APNSEndpoint(url: endpoint) }
+        } catch {
+            key = nil
+            reason = error.message
+        }
+        signingKey = key
+        apnsDisabledReason = reason
+    }
+
+    package var id: String { configuration.id }
+
+    /// The client for a device environment, or why there is none.
+    package func apnsClient(environment: String) -> ClientLookup {
+        guard let signingKey, let apns = configuration.apns else { return .unavailable(APNSReason("APNsNotConfigured")) }
+        let environment = APNSEnvironment(rawValue: environment) ?? .production
+        return clients.withLock { clients in
+            if let client = clients[environment] { return .client(client) }
+            do {
+                let endpoint = try apns.endpoint.map(APNSEndpoint.init(url:)) ?? environment.endpoint
+                var configuration = APNSClientConfiguration(endpoint: endpoint, additionalCAFile: apns.caFile, connections: 4)
+                clientAdjustment(&configuration)
+                var clientLogger = logger
+                clientLogger[metadataKey: "herald.app"] = "\(self.configuration.id)"
+                let client = try APNSClient(key: signingKey, configuration: configuration, logger: clientLogger)
+                clients[environment] = client
+                return .client(client)
+            } catch {
+                logger.error("APNs client could not start", metadata: ["herald.app": "\(id)", "error": "\(error)"])
+                return .unavailable(APNSReason("APNsNotConfigured"))
+            }
+        }
+    }
+
+    func shutdown() async {
+        let all = clients.withLock { Array($0.values) }
+        for client in all { await client.shutdown(gracePeriod: 5) }
+    }
+}
+
+/// An app's APNs client for an environment, or why there is none.
+package enum ClientLookup {
+    case client(APNSClient)
+    case unavailable(APNSReason)
+}
+
+/// Everything `herald serve` runs on: configuration, store, apps, the dispatcher's wake-up.
+package final class HeraldRuntime: Sendable {
+    package let configuration: HeraldConfiguration
+    package let store: HeraldStore
+    package let apps: [String: AppRuntime]
+    package let wake = WakeSignal()
+    package let metrics = HeraldMetrics()
+    let logger: Logger
+
+    package init(
+        configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
+        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        var apps: [String: AppRuntime] = [:]
+        for app in configuration.apps {
+            apps[app.id] = AppRuntime(configuration: app, logger: logger, clientAdjustment: clientAdjustment)
+        }
+        self.apps = apps
+    }
+
+    /// Logs, per app, whether APNs is enabled and why not (L9).
+    package func logStatus() {
+        for app in apps.values.sorted(by: { $0.id < $1.id }) {
+            if let reason = app.apnsDisabledReason {
+                logger.warning("APNs disabled for app \"\(app.id)\": \(reason)")
+            } else if let apns = app.configuration.apns {
+                logger.info(
+                    "APNs enabled for app \"\(app.id)\"",
+                    metadata: [
+                        "apns.topic": "\(apns.topic)", "apns.environment": "\(apns.environment)",
+                        "apns.endpoint": "\(apns.endpoint ?? "Apple")",
+                    ])
+            }
+        }
+    }
+
+    package func shutdown() async {
+        for app in apps.values { await app.shutdown() }
+    }
+}

@@ -1,0 +1,262 @@
+package import Foundation
+import SQLKit
+
+extension HeraldStore {
+    /// How long an idempotency key returns the first notification.
+    package static let idempotencyWindow: TimeInterval = 24 * 3600
+
+    /// Stores a notification and one queued delivery per active recipient device in one
+    /// transaction, before the caller answers 202. The fan-out runs inside the database
+    /// (`INSERT … SELECT`), so memory stays flat for any number of devices. With an
+    /// idempotency key seen in the last 24 hours, nothing is written and the first notification
+    /// is returned with `created == false`.
+    package func createNotification(
+        appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
+        excludeDeviceIDs: [String], dueAt: Date
+    ) async throws -> (NotificationRecord, created: Bool) {
+        try await transaction {
+            let now = nowMilliseconds
+            if let idempotencyKey {
+                if let row = try await database.raw(
+                    "SELECT id, content, recipients, created_at FROM notifications WHERE app_id = \(bind: appID) AND idempotency_key = \(bind: idempotencyKey)"
+                ).first() {
+                    let existing = try Self.notification(from: row, appID: appID, idempotencyKey: idempotencyKey)
+                    if existing.createdAt.timeIntervalSince1970 * 1000 >= Double(now) - Self.idempotencyWindow * 1000 {
+                        return (existing, false)
+                    }
+                    try await database.raw(
+                        "UPDATE notifications SET idempotency_key = NULL WHERE id = \(bind: existing.id.uuidString)"
+                    ).run()
+                }
+            }
+            try await database.raw(
+                """
+                INSERT INTO notifications (id, app_id, idempotency_key, content, recipients, created_at)
+                VALUES (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), 0, \(bind: now))
+                """
+            ).run()
+            let due = Int64((dueAt.timeIntervalSince1970 * 1000).rounded())
+            var filter: SQLQueryString = ""
+            switch recipients {
+            case .all: break
+            case .users(let ids): filter += " AND user_id IN (\(binds: ids))"
+            case .devices(let ids): filter += " AND device_id IN (\(binds: ids))"
+            }
+            if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
+            try await database.raw(
+                """
+                INSERT INTO deliveries (notification_id, app_id, device_id, status, due_at, attempts, created_at, updated_at)
+                SELECT \(bind: id.uuidString), app_id, device_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
+                FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
+                ORDER BY device_id
+                """
+            ).run()
+            let count = try await database.raw("SELECT changes() AS n").first()?.decode(column: "n", as: Int.self) ?? 0
+            try await database.raw(
+                "UPDATE notifications SET recipients = \(bind: count) WHERE id = \(bind: id.uuidString)"
+            ).run()
+            let record = NotificationRecord(
+                id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
+                createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
+            return (record, true)
+        }
+    }
+
+    /// A notification of an app.
+    package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {
+        try await exclusive {
+            try await database.raw(
+                "SELECT id, content, recipients, created_at, idempotency_key FROM notifications WHERE app_id = \(bind: appID) AND id = \(bind: id.uuidString)"
+            ).first().map {
+                try Self.notification(
+                    from: $0, appID: appID, idempotencyKey: try $0.decode(column: "idempotency_key", as: String?.self))
+            }
+        }
+    }
+
+    /// The stored content of notifications, by id (the dispatcher caches these).
+    package func notificationContents(_ ids: [UUID]) async throws -> [UUID: Data] {
+        guard !ids.isEmpty else { return [:] }
+        return try await exclusive {
+            var result: [UUID: Data] = [:]
+            for row in try await database.raw(
+                "SELECT id, content FROM notifications WHERE id IN (\(binds: ids.map(\.uuidString)))"
+            ).all() {
+                if let id = UUID(uuidString: try row.decode(column: "id", as: String.self)) {
+                    result[id] = Data(try row.decode(column: "content", as: String.self).utf8)
+                }
+            }
+            return result
+        }
+    }
+
+    /// Delivery counts by status for a notification.
+    package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
+        try await exclusive {
+            var counts: [DeliveryStatus: Int] = [:]
+            for row in try await database.raw(
+                "SELECT status, COUNT(*) AS n FROM deliveries WHERE notification_id = \(bind: notificationID.uuidString) GROUP BY status"
+            ).all() {
+                if let status = DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) {
+                    counts[status] = try row.decode(column: "n", as: Int.self)
+                }
+            }
+            return counts
+        }
+    }
+
+    /// A page of a notification's deliveries, in device order.
+    package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
+        try await exclusive {
+            try await database.raw(
+                """
+                SELECT id, device_id, status, reason, attempts, due_at, created_at, updated_at FROM deliveries
+                WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                """
+            ).all().map { row in
+                func date(_ column: String) throws -> Date {
+                    Date(timeIntervalSince1970: Double(try row.decode(column: column, as: Int64.self)) / 1000)
+                }
+                return DeliveryRecord(
+                    id: try row.decode(column: "id", as: Int64.self),
+                    deviceID: try row.decode(column: "device_id", as: String.self),
+                    status: DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .queued,
+                    reason: try row.decode(column: "reason", as: String?.self),
+                    attempts: try row.decode(column: "attempts", as: Int.self),
+                    dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"))
+            }
+        }
+    }
+
+    /// Claims up to `limit` due deliveries (`queued` → `sending`) with the device data needed to
+    /// send them. Deliveries whose device is gone or inactive fail here instead.
+    package func claimDueDeliveries(limit: Int) async throws -> [ClaimedDelivery] {
+        try await transaction {
+            let now = nowMilliseconds
+            let rows = try await database.raw(
+                """
+                SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts,
+                       v.platform, v.token, v.environment, v.active
+                FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+                WHERE d.status = 'queued' AND d.due_at <= \(bind: now)
+                ORDER BY d.due_at, d.id LIMIT \(bind: limit)
+                """
+            ).all()
+            var claimed: [ClaimedDelivery] = []
+            claimed.reserveCapacity(rows.count)
+            var gone: [Int64] = []
+            var inactive: [Int64] = []
+            for row in rows {
+                let id = try row.decode(column: "id", as: Int64.self)
+                guard let platform = try row.decode(column: "platform", as: String?.self),
+                    let token = try row.decode(column: "token", as: String?.self),
+                    let environment = try row.decode(column: "environment", as: String?.self)
+                else {
+                    gone.append(id)
+                    continue
+                }
+                guard try row.decode(column: "active", as: Int.self) != 0 else {
+                    inactive.append(id)
+                    continue
+                }
+                guard let notificationID = UUID(uuidString: try row.decode(column: "notification_id", as: String.self))
+                else { continue }
+                claimed.append(
+                    ClaimedDelivery(
+                        id: id, notificationID: notificationID, appID: try row.decode(column: "app_id", as: String.self),
+                        deviceID: try row.decode(column: "device_id", as: String.self), platform: platform,
+                        token: token, environment: environment, attempts: try row.decode(column: "attempts", as: Int.self)))
+            }
+            for (ids, reason) in [(gone, "DeviceUnregistered"), (inactive, "DeviceInactive")] where !ids.isEmpty {
+                try await updateDeliveries(ids, status: .failed, reason: reason, now: now)
+            }
+            for chunk in claimed.map(\.id).chunked(Self.batchSize) {
+                try await updateDeliveries(chunk, status: .sending, reason: nil, now: now)
+            }
+            return claimed
+        }
+    }
+
+    /// Writes results in one transaction: `sent` rows in multi-row updates, the rest one by one;
+    /// dead tokens make their devices inactive with APNs' timestamp.
+    package func recordResults(_ results: [DeliveryResult]) async throws {
+        guard !results.isEmpty else { return }
+        try await transaction {
+            let now = nowMilliseconds
+            var sentByAttempts: [Int: [Int64]] = [:]
+            for result in results {
+                switch result.outcome {
+                case .sent:
+                    sentByAttempts[result.attempts, default: []].append(result.deliveryID)
+                case .failed(let reason):
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
+                    ).run()
+                case .tokenDead(let reason, let since):
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
+                    ).run()
+                    let sinceMilliseconds = Int64(((since ?? clock.now()).timeIntervalSince1970 * 1000).rounded())
+                    try await database.raw(
+                        "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: sinceMilliseconds), updated_at = \(bind: now) WHERE app_id = \(bind: result.appID) AND device_id = \(bind: result.deviceID)"
+                    ).run()
+                case .retry(let reason, let dueAt):
+                    let due = Int64((dueAt.timeIntervalSince1970 * 1000).rounded())
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'queued', reason = \(bind: reason), due_at = \(bind: due), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
+                    ).run()
+                }
+            }
+            for (attempts, ids) in sentByAttempts {
+                for chunk in ids.chunked(Self.batchSize) {
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'sent', reason = NULL, attempts = attempts + \(bind: attempts), updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
+                    ).run()
+                }
+            }
+        }
+    }
+
+    /// At start: deliveries a previous process claimed but never answered go back to the queue
+    /// (at-least-once). Returns how many; they are counted in `resent_after_restart`.
+    package func requeueUnfinished() async throws -> Int {
+        try await transaction {
+            let rows = try await database.raw(
+                "UPDATE deliveries SET status = 'queued', updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' RETURNING id"
+            ).all()
+            if !rows.isEmpty { try await addToCounter("resent_after_restart", rows.count) }
+            return rows.count
+        }
+    }
+
+    /// Deliveries waiting to be sent (queued and due, or being sent).
+    package func queueDepth() async throws -> Int {
+        try await exclusive {
+            try await database.raw(
+                "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'sending') AND due_at <= \(bind: nowMilliseconds)"
+            ).first()?.decode(column: "n", as: Int.self) ?? 0
+        }
+    }
+
+    private func updateDeliveries(_ ids: [Int64], status: DeliveryStatus, reason: String?, now: Int64) async throws {
+        try await database.raw(
+            "UPDATE deliveries SET status = \(bind: status.rawValue), reason = \(bind: reason), updated_at = \(bind: now) WHERE id IN (\(binds: ids))"
+        ).run()
+    }
+
+    static func notification(from row: any SQLRow, appID: String, idempotencyKey: String?) throws -> NotificationRecord {
+        NotificationRecord(
+            id: UUID(uuidString: try row.decode(column: "id", as: String.self)) ?? UUID(),
+            appID: appID, idempotencyKey: idempotencyKey,
+            content: Data(try row.decode(column: "content", as: String.self).utf8),
+            recipients: try row.decode(column: "recipients", as: Int.self),
+            createdAt: Date(timeIntervalSince1970: Double(try row.decode(column: "created_at", as: Int64.self)) / 1000))
+    }
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements.
+    func chunked(_ size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min(count, $0 + size)]) }
+    }
+}

@@ -1,0 +1,188 @@
+package import Foundation
+package import HeraldCore
+package import Logging
+import NIOCore
+import NIOPosix
+import SQLiteKit
+import SQLiteNIO
+import SQLKit
+
+/// Herald's durable state behind SQLKit: devices, notifications and their deliveries (the
+/// outbox). SQLite (WAL, one writer) by default; every operation runs alone on the connection,
+/// transactions included, and bulk work happens in multi-row statements.
+package final class HeraldStore: Sendable {
+    let database: any SQLDatabase
+    private let connection: SQLiteConnection
+    let clock: HeraldClock
+    let logger: Logger
+    private let lock = AsyncSerialLock()
+    /// Rows per multi-row statement (SQLite allows 32,766 bound values).
+    static let batchSize = 500
+
+    private init(connection: SQLiteConnection, clock: HeraldClock, logger: Logger) {
+        self.connection = connection
+        self.database = connection.sql()
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Opens the database named by `url` and migrates it: `sqlite://PATH` (relative or absolute),
+    /// `sqlite://:memory:` for tests.
+    package static func open(
+        url: String, clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.store")
+    ) async throws -> HeraldStore {
+        let storage: SQLiteConnection.Storage
+        if url.hasPrefix("sqlite://") {
+            let path = String(url.dropFirst("sqlite://".count))
+            guard !path.isEmpty else { throw StoreError(.invalidURL, "database.url \"\(url)\" names no file") }
+            storage = path == ":memory:" ? .memory : .file(path: path)
+        } else if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            throw StoreError(.unsupported, "PostgreSQL is not supported yet; use sqlite://FILE")
+        } else {
+            throw StoreError(.invalidURL, "database.url must start with sqlite:// (got \"\(url)\")")
+        }
+        let connection = try await SQLiteConnection.open(
+            storage: storage, threadPool: NIOThreadPool.singleton, logger: logger,
+            on: MultiThreadedEventLoopGroup.singleton.any())
+        let store = HeraldStore(connection: connection, clock: clock, logger: logger)
+        try await store.migrate()
+        return store
+    }
+
+    package func close() async {
+        try? await connection.close()
+    }
+
+    /// Runs `body` alone on the connection.
+    func exclusive<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+        try await lock.withLock(body)
+    }
+
+    /// Runs `body` alone on the connection inside one transaction.
+    func transaction<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
+        try await lock.withLock {
+            try await database.raw("BEGIN IMMEDIATE").run()
+            do {
+                let result = try await body()
+                try await database.raw("COMMIT").run()
+                return result
+            } catch {
+                try? await database.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+
+    var nowMilliseconds: Int64 { Int64((clock.now().timeIntervalSince1970 * 1000).rounded()) }
+
+    // MARK: Migrations
+
+    static let migrations: [(version: Int, statements: [String])] = [
+        (
+            1,
+            [
+                """
+                CREATE TABLE devices (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    name TEXT, model TEXT, locale TEXT, time_zone TEXT, app_version TEXT, authorization_status TEXT,
+                    active INTEGER NOT NULL DEFAULT 1,
+                    inactive_reason TEXT,
+                    inactive_since BIGINT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id)
+                )
+                """,
+                "CREATE UNIQUE INDEX devices_token ON devices (app_id, platform, token)",
+                "CREATE INDEX devices_user ON devices (app_id, user_id)",
+                """
+                CREATE TABLE notifications (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    idempotency_key TEXT,
+                    content TEXT NOT NULL,
+                    recipients INTEGER NOT NULL DEFAULT 0,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX notifications_idempotency ON notifications (app_id, idempotency_key)",
+                """
+                CREATE TABLE deliveries (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    notification_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    reason TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX deliveries_due ON deliveries (status, due_at)",
+                "CREATE INDEX deliveries_notification ON deliveries (notification_id)",
+                """
+                CREATE TABLE counters (
+                    name TEXT PRIMARY KEY,
+                    value BIGINT NOT NULL
+                )
+                """,
+            ]
+        )
+    ]
+
+    /// Applies the migrations this database has not seen, each in its own transaction.
+    func migrate() async throws {
+        try await exclusive {
+            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
+                try await database.raw(SQLQueryString(pragma)).run()
+            }
+            try await database.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+        }
+        let applied = Set(
+            try await exclusive {
+                try await database.raw("SELECT version FROM schema_migrations").all().map {
+                    try $0.decode(column: "version", as: Int.self)
+                }
+            })
+        for migration in Self.migrations where !applied.contains(migration.version) {
+            try await transaction {
+                for statement in migration.statements {
+                    try await database.raw(SQLQueryString(statement)).run()
+                }
+                try await database.raw(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: nowMilliseconds))"
+                ).run()
+            }
+            logger.info("Database migrated", metadata: ["herald.migration": "\(migration.version)"])
+        }
+    }
+
+    // MARK: Counters
+
+    /// Adds to a persistent counter (e.g. deliveries resent after a crash).
+    func addToCounter(_ name: String, _ amount: Int) async throws {
+        try await database.raw(
+            "INSERT INTO counters (name, value) VALUES (\(bind: name), \(bind: amount)) ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value"
+        ).run()
+    }
+
+    /// A persistent counter's value.
+    package func counter(_ name: String) async throws -> Int {
+        try await exclusive {
+            try await database.raw("SELECT value FROM counters WHERE name = \(bind: name)").first()?
+                .decode(column: "value", as: Int.self) ?? 0
+        }
+    }
+}
+
+extension HeraldStore {
+    /// The store's clock reading.
+    package var now: Date { clock.now() }
+}

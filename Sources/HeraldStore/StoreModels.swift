@@ -1,0 +1,157 @@
+package import Foundation
+
+/// A registered device (SPEC U2, K1, K2, L7).
+package struct DeviceRecord: Sendable, Hashable, Codable {
+    package var deviceID: String
+    package var userID: String
+    package var platform: String
+    package var token: String
+    package var environment: String
+    package var name: String?
+    package var model: String?
+    package var locale: String?
+    package var timeZone: String?
+    package var appVersion: String?
+    package var authorizationStatus: String?
+    package var active: Bool
+    /// Why the device stopped receiving (`Unregistered`…), and when APNs said so.
+    package var inactiveReason: String?
+    package var inactiveSince: Date?
+    package var createdAt: Date
+    package var updatedAt: Date
+
+    package init(
+        deviceID: String, userID: String, platform: String, token: String, environment: String, name: String? = nil,
+        model: String? = nil, locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
+        authorizationStatus: String? = nil, active: Bool = true, inactiveReason: String? = nil,
+        inactiveSince: Date? = nil, createdAt: Date = Date(), updatedAt: Date = Date()
+    ) {
+        self.deviceID = deviceID
+        self.userID = userID
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+        self.name = name
+        self.model = model
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.authorizationStatus = authorizationStatus
+        self.active = active
+        self.inactiveReason = inactiveReason
+        self.inactiveSince = inactiveSince
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+/// Who a notification goes to.
+package enum RecipientSelector: Sendable, Hashable {
+    case users([String])
+    case devices([String])
+    case all
+}
+
+/// A notification as stored: the rendered request once, the recipients as delivery rows.
+package struct NotificationRecord: Sendable, Hashable {
+    package var id: UUID
+    package var appID: String
+    package var idempotencyKey: String?
+    /// The wire request: push type, priority, headers and payload, JSON (`StoredNotificationContent`).
+    package var content: Data
+    package var recipients: Int
+    package var createdAt: Date
+}
+
+/// Delivery states (issue #3's `counts`).
+package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
+    case queued, sending, sent, failed, deferred, suppressed
+}
+
+/// One row of the outbox: a notification for one device.
+package struct DeliveryRecord: Sendable, Hashable {
+    package var id: Int64
+    package var deviceID: String
+    package var status: DeliveryStatus
+    package var reason: String?
+    package var attempts: Int
+    package var dueAt: Date
+    package var createdAt: Date
+    package var updatedAt: Date
+}
+
+/// A delivery claimed by the dispatcher, with what it needs to send it.
+package struct ClaimedDelivery: Sendable, Hashable {
+    package var id: Int64
+    package var notificationID: UUID
+    package var appID: String
+    package var deviceID: String
+    package var platform: String
+    package var token: String
+    package var environment: String
+    package var attempts: Int
+}
+
+/// The result of one delivery, to be written in a batch.
+package struct DeliveryResult: Sendable, Hashable {
+    package enum Outcome: Sendable, Hashable {
+        case sent
+        case failed(reason: String)
+        /// The token is dead: the delivery fails and the device becomes inactive.
+        case tokenDead(reason: String, since: Date?)
+        /// Not sent now: back to the queue at `dueAt`.
+        case retry(reason: String, dueAt: Date)
+    }
+
+    package var deliveryID: Int64
+    package var appID: String
+    package var deviceID: String
+    package var outcome: Outcome
+    package var attempts: Int
+
+    package init(deliveryID: Int64, appID: String, deviceID: String, outcome: Outcome, attempts: Int) {
+        self.deliveryID = deliveryID
+        self.appID = appID
+        self.deviceID = deviceID
+        self.outcome = outcome
+        self.attempts = attempts
+    }
+}
+
+extension UUID {
+    /// The `apns-id` of a delivery: derived from its notification and row id, so it never needs
+    /// storing per row and is the same on every attempt.
+    package static func apnsID(notification: UUID, delivery: Int64) -> UUID {
+        var bytes = notification.uuid
+        withUnsafeMutableBytes(of: &bytes) { buffer in
+            var value = UInt64(bitPattern: delivery).bigEndian
+            withUnsafeBytes(of: &value) { deliveryBytes in
+                for index in 0..<8 { buffer[8 + index] ^= deliveryBytes[index] }
+            }
+            buffer[8] = (buffer[8] & 0x3f) | 0x80
+        }
+        return UUID(uuid: bytes)
+    }
+}
+
+/// A store failure: the message never carries SQL or secrets.
+package struct StoreError: Error, Sendable, CustomStringConvertible {
+    package struct Code: Sendable, Hashable, RawRepresentable {
+        package var rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package static let invalidURL = Code(rawValue: "invalid_database_url")
+        package static let unsupported = Code(rawValue: "unsupported_database")
+        package static let conflict = Code(rawValue: "conflict")
+        package static let notFound = Code(rawValue: "not_found")
+    }
+
+    package var code: Code
+    package var message: String
+
+    package init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    package var description: String { message }
+}

@@ -1,0 +1,163 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HeraldServer
+import HeraldSimulator
+import HeraldStore
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// `herald serve`: the API server and the dispatcher in one process.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the Herald server: device registry, send API, durable outbox and dispatcher.",
+        discussion: """
+            The configuration file (YAML) is --config, else $HERALD_CONFIG, else herald.yaml if present. \
+            HERALD_DATABASE_URL and HERALD_ADMIN_KEY override it. --dev needs no configuration: it runs a \
+            demo app against an in-process APNs simulator and prints the keys and commands to try.
+            """)
+
+    @Option(help: "The configuration file (YAML).") var config: String?
+    @Flag(help: "Start with a demo app wired to an in-process APNs simulator; no configuration needed.") var dev = false
+    @Option(help: "Override server.host.") var host: String?
+    @Option(help: "Override server.port.") var port: Int?
+    @Option(name: .customLong("dev-dir"), help: "Where --dev keeps its database, keys and simulator files.") var devDirectory = ".herald-dev"
+
+    func run() async throws {
+        bootstrapLogging()
+        let logger = Logger(label: "herald")
+        let environment = ProcessInfo.processInfo.environment
+        var configuration: HeraldConfiguration
+        var simulator: APNSSimulator?
+        var banner: String?
+        do {
+            if dev {
+                (configuration, simulator, banner) = try await DevSetup.make(directory: devDirectory, host: host, port: port)
+            } else {
+                let file = config ?? environment["HERALD_CONFIG"] ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
+                if let file {
+                    configuration = try HeraldConfiguration.load(file: file)
+                } else {
+                    configuration = HeraldConfiguration()
+                    logger.warning("No configuration file (give --config, set HERALD_CONFIG, or run with --dev): no apps are configured")
+                }
+            }
+        } catch let error as ConfigurationError {
+            printError("herald serve: configuration error: \(error)")
+            throw ExitCode(2)
+        }
+        configuration.applyEnvironment(environment)
+        if let host { configuration.host = host }
+        if let port { configuration.port = port }
+
+        let store: HeraldStore
+        do {
+            store = try await HeraldStore.open(url: configuration.databaseURL, logger: Logger(label: "herald.store"))
+        } catch let error as StoreError {
+            printError("herald serve: database.url: \(error.message)")
+            throw ExitCode(2)
+        }
+        let runtime = HeraldRuntime(configuration: configuration, store: store, logger: logger)
+        runtime.logStatus()
+        if configuration.adminKey == nil {
+            logger.notice("No admin key (admin_key or HERALD_ADMIN_KEY): only app keys are accepted")
+        }
+        let listenHost = configuration.host
+        let listenPort = configuration.port
+        let startBanner = banner
+        let application = Application(
+            router: HeraldAPI.router(runtime: runtime),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            onServerRunning: { channel in
+                let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
+                logger.info("Herald listening", metadata: ["herald.address": "\(address)"])
+                if let startBanner { printOutput(startBanner) }
+            },
+            logger: Logger(label: "herald.http"))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [application, Dispatcher(runtime: runtime)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+        await runtime.shutdown()
+        await store.close()
+        await simulator?.shutdown()
+        logger.info("Herald stopped")
+    }
+}
+
+/// `herald serve --dev`: everything a newcomer needs, made on the spot and kept in one folder.
+enum DevSetup {
+    static func make(directory: String, host: String?, port: Int?) async throws -> (HeraldConfiguration, APNSSimulator, String) {
+        let fileManager = FileManager.default
+        try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let keyPath = directory + "/demo-AuthKey.p8"
+        let key: P256.Signing.PrivateKey
+        if let pem = try? String(contentsOfFile: keyPath, encoding: .utf8), let existing = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+            key = existing
+        } else {
+            key = P256.Signing.PrivateKey()
+            try key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            try fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+        }
+        let secretsPath = directory + "/keys.json"
+        var secrets = (try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: secretsPath)))) ?? [:]
+        for name in ["admin", "server", "client"] where secrets[name] == nil {
+            secrets[name] = "\(name == "admin" ? "hadm" : name == "server" ? "hsrv" : "hcli")_" + randomSecret()
+        }
+        try JSONEncoder().encode(secrets).write(to: URL(fileURLWithPath: secretsPath))
+        try fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretsPath)
+
+        var simulatorConfiguration = SimulatorConfiguration(tlsDirectory: directory + "/sim")
+        simulatorConfiguration.port = 0
+        simulatorConfiguration.controlPort = 0
+        simulatorConfiguration.keys = [SimulatorKey(keyID: "DEMOKEY001", teamID: "DEMOTEAM01", publicKey: key.publicKey)]
+        simulatorConfiguration.bundleIDs = ["com.example.demo"]
+        let simulator = try await APNSSimulator.start(simulatorConfiguration)
+
+        var configuration = HeraldConfiguration()
+        configuration.host = host ?? "127.0.0.1"
+        configuration.port = port ?? 8080
+        configuration.databaseURL = "sqlite://\(directory)/herald-dev.sqlite"
+        configuration.adminKey = secrets["admin"]
+        configuration.apps = [
+            HeraldConfiguration.AppConfiguration(
+                id: "demo", payloadKey: "demo", serverKey: secrets["server"], clientKey: secrets["client"],
+                apns: HeraldConfiguration.APNSConfiguration(
+                    teamID: "DEMOTEAM01", keyID: "DEMOKEY001", keyFile: keyPath, topic: "com.example.demo",
+                    environment: "sandbox", endpoint: simulator.endpointURL, caFile: simulator.caFile))
+        ]
+        let base = "http://\(configuration.host):\(configuration.port)"
+        let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        let banner = """
+
+            Herald is running in dev mode: app "demo", APNs via the in-process simulator.
+              admin key:  \(secrets["admin"]!)
+              server key: \(secrets["server"]!)   (send notifications)
+              client key: \(secrets["client"]!)   (register devices, for apps)
+
+            Register a device and send it a notification:
+              curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(secrets["client"]!)' \\
+                -H 'Content-Type: application/json' \\
+                -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
+              curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
+                -H 'Content-Type: application/json' \\
+                -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'
+
+            See what reached the device (the simulator's inbox):
+              curl -s \(simulator.controlURL!)/inbox/\(token)
+
+            Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
+            """
+        return (configuration, simulator, banner)
+    }
+
+    static func randomSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        return String((0..<32).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import HeraldCore
+import HeraldServer
+import HeraldStore
+import HeraldTesting
+import Hummingbird
+import Testing
+
+@Suite("Herald server end to end", .serialized)
+struct ServerEndToEndTests {
+    @Test("register → send → the simulator's inbox holds aps and the app's payload key")
+    func registerAndSend() async throws {
+        try await withServer { server in
+            let token = makeDeviceTokens(1)[0]
+            #expect(try await server.register("phone", user: "alice", token: token) == .created)
+            #expect(try await server.register("phone", user: "alice", token: token) == .ok)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["alice"]},"alert":{"title":"Hi","body":"There"},"data":{"screen":"inbox","id":7},"thread_id":"t-1","category":"MSG","collapse_id":"c1","badge":2}"#
+            )
+            #expect(sent.status == .accepted)
+            #expect(sent.body["recipients"] as? Int == 1)
+            let id = try #require(sent.body["id"] as? String)
+            let view = try await server.settled(id)
+            #expect((view["counts"] as? [String: Int])?["sent"] == 1)
+            let delivery = try #require((view["deliveries"] as? [[String: Any]])?.first)
+            #expect(delivery["status"] as? String == "sent")
+            #expect(delivery["device_id"] as? String == "phone")
+            let entry = try #require(server.simulator.state.inbox(for: token).first)
+            #expect(entry.apnsID == delivery["apns_id"] as? String)
+            #expect(entry.collapseID == "c1")
+            let payload = try #require(entry.payloadObject)
+            let aps = try #require(payload["aps"] as? [String: Any])
+            #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Hi")
+            #expect(aps["thread-id"] as? String == "t-1")
+            #expect(aps["category"] as? String == "MSG")
+            #expect(aps["badge"] as? Int == 2)
+            #expect((payload["demo"] as? [String: Any])?["screen"] as? String == "inbox")
+        }
+    }
+
+    @Test("fan-out reaches every active device of the user, minus exclusions (K1, L8)")
+    func fanOut() async throws {
+        try await withServer { server in
+            let tokens = makeDeviceTokens(3)
+            for (index, token) in tokens.enumerated() {
+                #expect(try await server.register("device-\(index)", user: "bob", token: token) == .created)
+            }
+            let all = try await server.send(#"{"to":{"user_ids":["bob"]},"alert":{"body":"all"}}"#)
+            #expect(all.body["recipients"] as? Int == 3)
+            _ = try await server.settled(try #require(all.body["id"] as? String))
+            let others = try await server.send(
+                #"{"to":{"user_ids":["bob"]},"exclude_device_ids":["device-0"],"content_available":true}"#)
+            #expect(others.body["recipients"] as? Int == 2)
+            _ = try await server.settled(try #require(others.body["id"] as? String))
+            #expect(server.simulator.state.inbox(for: tokens[0]).count == 1)
+            #expect(server.simulator.state.inbox(for: tokens[1]).count == 2)
+            let silent = try #require(server.simulator.state.inbox(for: tokens[2]).last)
+            #expect(silent.pushType == "background")
+            #expect(silent.priority == 5)
+        }
+    }
+
+    @Test("a token that moves to another user leaves its old device (K1); logout unregisters")
+    func tokenMovesAndLogout() async throws {
+        try await withServer { server in
+            let token = makeDeviceTokens(1)[0]
+            _ = try await server.register("old-phone", user: "carol", token: token)
+            _ = try await server.register("new-phone", user: "dave", token: token)
+            let carol = try await server.request(.get, "/v1/apps/demo/users/carol/devices")
+            #expect((carol.body["devices"] as? [Any])?.isEmpty == true)
+            #expect(try await server.send(#"{"to":{"user_ids":["carol"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
+            #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 1)
+            // A fresh token replaces the stored one (K2).
+            let fresh = makeDeviceTokens(1)[0]
+            _ = try await server.register("new-phone", user: "dave", token: fresh)
+            let dave = try await server.request(.get, "/v1/apps/demo/users/dave/devices")
+            #expect(((dave.body["devices"] as? [[String: Any]])?.first)?["token"] as? String == fresh)
+            let logout = try await server.request(.delete, "/v1/apps/demo/devices/new-phone", key: ServerHarness.client)
+            #expect(logout.status == .noContent)
+            #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
+        }
+    }
+
+    @Test("the same idempotency key returns the first notification and sends nothing new")
+    func idempotency() async throws {
+        try await withServer { server in
+            let token = makeDeviceTokens(1)[0]
+            _ = try await server.register("phone", user: "erin", token: token)
+            let body = #"{"to":{"user_ids":["erin"]},"alert":{"body":"once"},"idempotency_key":"order-42"}"#
+            let first = try await server.send(body)
+            let second = try await server.send(body)
+            #expect(first.body["id"] as? String == second.body["id"] as? String)
+            #expect(first.body["duplicate"] as? Bool == false)
+            #expect(second.body["duplicate"] as? Bool == true)
+            _ = try await server.settled(try #require(first.body["id"] as? String))
+            #expect(server.simulator.state.inbox(for: token).count == 1)
+        }
+    }
+
+    @Test("a 410 token makes the device inactive with Apple's timestamp; it is skipped until it registers again")
+    func deadToken() async throws {
+        try await withServer { server in
+            let token = makeDeviceTokens(1)[0]
+            _ = try await server.register("phone", user: "frank", token: token)
+            let when = Date(timeIntervalSince1970: 1_790_000_000)
+            server.simulator.state.markDead(token, at: when)
+            let first = try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"x"}}"#)
+            let view = try await server.settled(try #require(first.body["id"] as? String))
+            let delivery = try #require((view["deliveries"] as? [[String: Any]])?.first)
+            #expect(delivery["status"] as? String == "failed")
+            #expect(delivery["reason"] as? String == "Unregistered")
+            let devices = try await server.request(.get, "/v1/apps/demo/users/frank/devices")
+            let device = try #require((devices.body["devices"] as? [[String: Any]])?.first)
+            #expect(device["active"] as? Bool == false)
+            #expect(device["inactive_reason"] as? String == "Unregistered")
+            #expect((device["inactive_since"] as? String)?.hasPrefix("2026-09-21") == true)
+            #expect(try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
+            server.simulator.state.revive(token)
+            _ = try await server.register("phone", user: "frank", token: token)
+            let again = try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"back"}}"#)
+            #expect(again.body["recipients"] as? Int == 1)
+            _ = try await server.settled(try #require(again.body["id"] as? String))
+            #expect(server.simulator.state.inbox(for: token).count == 1)
+        }
+    }
+
+    @Test("auth: 401 without or with a wrong key, 403 for a client key on send, admin reaches every app")
+    func authRules() async throws {
+        try await withServer { server in
+            let body = #"{"to":{"all":true},"alert":{"body":"x"}}"#
+            let none = try await server.request(.post, "/v1/apps/demo/notifications", key: nil, json: body)
+            #expect(none.status == .unauthorized)
+            #expect((none.body["error"] as? [String: String])?["field"] == "authorization")
+            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: "wrong-key-0123456789", json: body).status == .unauthorized)
+            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.client, json: body).status == .forbidden)
+            #expect(try await server.request(.get, "/v1/apps/demo/users/x/devices", key: ServerHarness.client).status == .forbidden)
+            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.admin, json: body).status == .accepted)
+            // Another app's server key does not open this one.
+            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: "silent-server-key-0123456789", json: body).status == .unauthorized)
+            #expect(try await server.request(.get, "/v1/apps/nope/users/x/devices", key: ServerHarness.admin).status == .notFound)
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+        }
+    }
+
+    @Test("bad input gets a 4xx naming the field, and nothing is stored")
+    func validation() async throws {
+        try await withServer { server in
+            func field(_ response: (status: HTTPResponse.Status, body: [String: Any])) -> String? {
+                (response.body["error"] as? [String: String])?["field"]
+            }
+            let missingToken = try await server.request(
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u"}"#)
+            #expect(missingToken.status == .badRequest)
+            #expect(field(missingToken) == "token")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u","token":"xyz"}"#)) == "token")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u","token":"ab","environment":"moon"}"#)) == "environment")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":5}"#)) == "device_id")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: "{nope")) == "body")
+            #expect(field(try await server.send(#"{"alert":{"body":"x"}}"#)) == "to")
+            #expect(field(try await server.send(#"{"to":{"all":true,"user_ids":["a"]}}"#)) == "to")
+            #expect(field(try await server.send(#"{"to":{"all":true},"push_type":"telepathy"}"#)) == "push_type")
+            #expect(field(try await server.send(#"{"to":{"all":true},"priority":7}"#)) == "priority")
+            #expect(field(try await server.send(#"{"to":{"all":true},"push_type":"background","priority":10}"#)) == "priority")
+            #expect(field(try await server.send(#"{"to":{"all":true},"collapse_id":"\#(String(repeating: "c", count: 65))"}"#)) == "collapse_id")
+            #expect(field(try await server.send(#"{"to":{"all":true},"interruption_level":"loud"}"#)) == "interruption_level")
+            #expect(field(try await server.send(#"{"to":{"all":true},"deliver_at":"tomorrow"}"#)) == "deliver_at")
+            #expect(field(try await server.send(#"{"to":{"all":true},"data":[1]}"#)) == "data")
+            let large = try await server.send(#"{"to":{"all":true},"alert":{"body":"\#(String(repeating: "x", count: 5000))"}}"#)
+            #expect(large.status == .contentTooLarge)
+            #expect(field(large) == "alert.body")
+            #expect(try await server.runtime.store.deviceCount(appID: "demo") == 0)
+        }
+    }
+
+    @Test("import streams JSON lines in batches; a bad line is named with its number")
+    func importDevices() async throws {
+        try await withServer { server in
+            let tokens = makeDeviceTokens(2_500)
+            let lines = tokens.enumerated().map { #"{"device_id":"d\#($0.offset)","user_id":"u\#($0.offset % 10)","token":"\#($0.element)"}"# }
+            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n") + "\n")
+            #expect(imported.status == .ok)
+            #expect(imported.body["imported"] as? Int == 2_500)
+            #expect(try await server.runtime.store.deviceCount(appID: "demo") == 2_500)
+            let bad = try await server.request(
+                .post, "/v1/apps/demo/devices/import", json: lines[0] + "\n\n" + #"{"device_id":"x","user_id":"y","token":"nothex"}"#)
+            #expect(bad.status == .badRequest)
+            #expect((bad.body["error"] as? [String: String])?["field"] == "line 3: token")
+            let all = try await server.send(#"{"to":{"all":true},"alert":{"body":"everyone"}}"#)
+            #expect(all.body["recipients"] as? Int == 2_500)
+            let view = try await server.settled(try #require(all.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 2_500)
+            #expect(server.simulator.state.inboxSummary().tokens == 2_500)
+        }
+    }
+
+    @Test("deliver_at in the future waits in the queue with its time")
+    func scheduled() async throws {
+        try await withServer { server in
+            _ = try await server.register("phone", user: "gina", token: makeDeviceTokens(1)[0])
+            let later = try await server.send(#"{"to":{"user_ids":["gina"]},"alert":{"body":"later"},"deliver_at":"2099-01-01T09:00:00Z"}"#)
+            let id = try #require(later.body["id"] as? String)
+            try await Task.sleep(for: .milliseconds(200))
+            let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body
+            #expect((view["counts"] as? [String: Int])?["queued"] == 1)
+            let delivery = try #require((view["deliveries"] as? [[String: Any]])?.first)
+            #expect(delivery["until"] as? String == "2099-01-01T09:00:00.000Z")
+        }
+    }
+
+    @Test("metrics and the OpenAPI document are served")
+    func metricsAndOpenAPI() async throws {
+        try await withServer { server in
+            let metrics = try await server.client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains("herald_queue_depth"))
+            let document = try await server.client.execute(uri: "/openapi.yaml", method: .get)
+            let text = String(buffer: document.body)
+            for path in ["/v1/apps/{app}/devices:", "/v1/apps/{app}/notifications/{id}:", "/v1/apps/{app}/devices/import:"] {
+                #expect(text.contains(path))
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldServer
+import HeraldSimulator
+import HeraldStore
+import HeraldTesting
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// A running Herald (live HTTP on loopback) with a temp SQLite file, wired to an in-process simulator.
+struct ServerHarness {
+    let client: any TestClientProtocol
+    let simulator: APNSSimulator
+    let runtime: HeraldRuntime
+    static let admin = "admin-key-0123456789abcdef"
+    static let server = "server-key-0123456789abcdef"
+    static let client = "client-key-0123456789abcdef"
+
+    func request(
+        _ method: HTTPRequest.Method, _ path: String, key: String? = ServerHarness.server, json: String? = nil
+    ) async throws -> (status: HTTPResponse.Status, body: [String: Any]) {
+        var headers: HTTPFields = [:]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        if json != nil { headers[.contentType] = "application/json" }
+        let response = try await client.execute(
+            uri: path, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
+        return (response.status, object ?? [:])
+    }
+
+    func register(_ deviceID: String, user: String, token: String, key: String = ServerHarness.client) async throws
+        -> HTTPResponse.Status
+    {
+        try await request(
+            .post, "/v1/apps/demo/devices", key: key,
+            json: #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"}"#
+        ).status
+    }
+
+    func send(_ json: String) async throws -> (status: HTTPResponse.Status, body: [String: Any]) {
+        try await request(.post, "/v1/apps/demo/notifications", json: json)
+    }
+
+    /// Polls a notification until nothing is queued (or 10 s pass), returning its last view.
+    func settled(_ id: String) async throws -> [String: Any] {
+        var last: [String: Any] = [:]
+        for _ in 0..<500 {
+            last = try await request(.get, "/v1/apps/demo/notifications/\(id)").body
+            if let counts = last["counts"] as? [String: Int], counts["queued"] == 0 { return last }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("notification \(id) did not settle: \(last)")
+        return last
+    }
+}
+
+/// Starts the simulator, a store in a temp file, and the server with its dispatcher.
+func withServer(
+    _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
+    _ body: @escaping @Sendable (ServerHarness) async throws -> Void
+) async throws {
+    try await withSimulator(bundleID: "com.example.demo", adjustSimulator) { harness in
+        let directory = try makeTemporaryDirectory("herald-server")
+        let keyFile = directory + "/AuthKey.p8"
+        try harness.key.pem.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        var configuration = HeraldConfiguration()
+        configuration.adminKey = ServerHarness.admin
+        configuration.databaseURL = "sqlite://\(directory)/herald.sqlite"
+        configuration.apps = [
+            .init(
+                id: "demo", payloadKey: "demo", serverKey: ServerHarness.server, clientKey: ServerHarness.client,
+                apns: .init(
+                    teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
+                    topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
+                    caFile: harness.simulator.caFile)),
+            .init(id: "silent", serverKey: "silent-server-key-0123456789"),
+        ]
+        let store = try await HeraldStore.open(url: configuration.databaseURL)
+        let runtime = HeraldRuntime(configuration: configuration, store: store) { client in
+            client.connections = 2
+            client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
+        }
+        let application = Application(
+            router: HeraldAPI.router(runtime: runtime),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            services: [Dispatcher(runtime: runtime, batchSize: 500, idleInterval: .milliseconds(20))])
+        try await application.test(.live) { client in
+            try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
+        }
+        await runtime.shutdown()
+        await store.close()
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import HeraldCore
+import HeraldServer
+import HeraldStore
+import HeraldTesting
+import Testing
+
+@Suite("Outbox durability and configuration")
+struct StoreAndConfigurationTests {
+    @Test("deliveries claimed but never answered are queued again after a restart, and counted")
+    func requeueAfterCrash() async throws {
+        let directory = try makeTemporaryDirectory("herald-store")
+        let url = "sqlite://\(directory)/outbox.sqlite"
+        let store = try await HeraldStore.open(url: url)
+        let devices = makeDeviceTokens(20).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 20)
+        let (notification, created) = try await store.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
+        #expect(created)
+        #expect(notification.recipients == 20)
+        let claimed = try await store.claimDueDeliveries(limit: 15)
+        #expect(claimed.count == 15)
+        try await store.recordResults(
+            claimed.prefix(5).map { DeliveryResult(deliveryID: $0.id, appID: "a", deviceID: $0.deviceID, outcome: .sent, attempts: 1) })
+        // The process dies here: 10 claimed rows have no answer. A new process opens the file.
+        await store.close()
+        let reopened = try await HeraldStore.open(url: url)
+        #expect(try await reopened.requeueUnfinished() == 10)
+        #expect(try await reopened.counter("resent_after_restart") == 10)
+        let again = try await reopened.claimDueDeliveries(limit: 100)
+        #expect(again.count == 15)
+        #expect(Set(again.map(\.id)).isDisjoint(with: Set(claimed.prefix(5).map(\.id))))
+        let counts = try await reopened.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 5)
+        #expect(counts[.sending] == 15)
+        await reopened.close()
+    }
+
+    @Test("a configuration error names the key and the line")
+    func configurationErrors() throws {
+        let yaml = """
+            server: { host: 127.0.0.1, port: 8080 }
+            apps:
+              - id: demo
+                keys: { server: "short" }
+            """
+        do {
+            _ = try HeraldConfiguration.parse(yaml: yaml, file: "herald.yaml")
+            Issue.record("accepted a short key")
+        } catch {
+            #expect(error.key == "apps[0].keys.server")
+            #expect(error.line == 4)
+            #expect(error.description.hasPrefix("herald.yaml:4: apps[0].keys.server"))
+        }
+        #expect(throws: ConfigurationError.self) {
+            try HeraldConfiguration.parse(yaml: "server: { prot: 1 }", file: "x.yaml")
+        }
+        #expect(throws: ConfigurationError.self) {
+            try HeraldConfiguration.parse(yaml: "apps:\n  - id: a\n    apns: { team_id: T }\n", file: "x.yaml")
+        }
+    }
+
+    @Test("the documented configuration parses, relative key files resolve beside it, environment overrides")
+    func configurationContract() throws {
+        let yaml = """
+            server: { host: 0.0.0.0, port: 9090 }
+            database: { url: "sqlite://herald.sqlite" }
+            admin_key: "admin-0123456789abcdef"
+            apps:
+              - id: demo
+                payload_key: lucid
+                keys: { server: "server-0123456789abcdef", client: "client-0123456789abcdef" }
+                apns: { team_id: "T", key_id: "K", key_file: "AuthKey.p8", topic: "com.example.demo",
+                        environment: sandbox, endpoint: "https://127.0.0.1:8443", ca_file: "sim-ca.pem" }
+            """
+        var configuration = try HeraldConfiguration.parse(yaml: yaml, file: "/etc/herald/herald.yaml")
+        #expect(configuration.host == "0.0.0.0")
+        #expect(configuration.port == 9090)
+        let app = try #require(configuration.apps.first)
+        #expect(app.payloadKey == "lucid")
+        #expect(app.apns?.keyFile == "/etc/herald/AuthKey.p8")
+        #expect(app.apns?.caFile == "/etc/herald/sim-ca.pem")
+        #expect(app.apns?.environment == "sandbox")
+        configuration.applyEnvironment(["HERALD_DATABASE_URL": "sqlite:///tmp/x.sqlite", "HERALD_ADMIN_KEY": "env-admin-key-0123"])
+        #expect(configuration.databaseURL == "sqlite:///tmp/x.sqlite")
+        #expect(configuration.adminKey == "env-admin-key-0123")
+    }
+
+    @Test("an app without credentials says why APNs is off, and its deliveries fail visibly")
+    func noCredentials() async throws {
+        let store = try await HeraldStore.open(url: "sqlite://:memory:")
+        var configuration = HeraldConfiguration()
+        configuration.apps = [.init(id: "quiet", serverKey: "server-0123456789abcdef")]
+        let runtime = HeraldRuntime(configuration: configuration, store: store)
+        #expect(runtime.apps["quiet"]?.apnsDisabledReason == "no credentials")
+        _ = try await store.upsertDevice(
+            appID: "quiet", DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
+        let (notification, _) = try await store.createNotification(
+            appID: "quiet", id: UUID(), idempotencyKey: nil,
+            content: try JSONEncoder().encode(StoredNotificationContent(pushType: "alert", priority: 10, payload: #"{"aps":{}}"#)),
+            recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+        #expect(try await Dispatcher(runtime: runtime).runOnce() == 1)
+        let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
+        #expect(deliveries.first?.status == .failed)
+        #expect(deliveries.first?.reason == "APNsNotConfigured")
+        await store.close()
+    }
+}
