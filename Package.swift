@@ -119,6 +119,7 @@ let package = Package(
                 "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strict
         ),

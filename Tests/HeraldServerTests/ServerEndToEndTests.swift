@@ -5,6 +5,7 @@ import HeraldStore
 import HeraldTesting
 import Hummingbird
 import Testing
+import Yams
 
 @Suite("Herald server end to end", .serialized)
 struct ServerEndToEndTests {
@@ -213,10 +214,15 @@ struct ServerEndToEndTests {
             let metrics = try await server.client.execute(uri: "/metrics", method: .get)
             #expect(String(buffer: metrics.body).contains("herald_queue_depth"))
             let document = try await server.client.execute(uri: "/openapi.yaml", method: .get)
-            let text = String(buffer: document.body)
-            for path in ["/v1/apps/{app}/devices:", "/v1/apps/{app}/notifications/{id}:", "/v1/apps/{app}/devices/import:"] {
-                #expect(text.contains(path))
-            }
+            let parsed = try #require(try Yams.load(yaml: String(buffer: document.body)) as? [String: Any])
+            #expect(parsed["openapi"] as? String == "3.1.0")
+            let paths = try #require(parsed["paths"] as? [String: Any])
+            #expect(
+                Set(paths.keys) == [
+                    "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
+                    "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
+                    "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}",
+                ])
         }
     }
 }

@@ -5,7 +5,7 @@ enum OpenAPIDocument {
         info:
           title: Herald
           version: 0.1.0
-          description: Self-hosted push notifications. Every /v1 route needs `Authorization: Bearer <key>`.
+          description: "Self-hosted push notifications. Every /v1 route needs the header Authorization: Bearer <key>."
         components:
           securitySchemes:
             bearer: { type: http, scheme: bearer }
@@ -127,7 +127,7 @@ enum OpenAPIDocument {
             get:
               security: []
               responses:
-                '200': { description: The server is up., content: { application/json: { schema: { type: object } } } }
+                '200': { description: "The server is up.", content: { application/json: { schema: { type: object } } } }
           /metrics:
             get:
               security: []
@@ -153,7 +153,7 @@ enum OpenAPIDocument {
             post:
               summary: Bulk upsert from JSON lines (one DeviceInput per line), streamed.
               parameters: [{ $ref: '#/components/parameters/app' }]
-              requestBody: { required: true, content: { application/x-ndjson: { schema: { type: string } } } }
+              requestBody: { required: true, content: { application/x-ndjson: { schema: { type: string } }, text/plain: { schema: { type: string } } } }
               responses:
                 '200': { description: Imported., content: { application/json: { schema: { type: object, properties: { imported: { type: integer } } } } } }
                 '400': { $ref: '#/components/responses/Error' }
