@@ -67,6 +67,8 @@ package struct Dispatcher: Service {
         let collected = ResultCollector(capacity: claimed.count)
         // Group by client; deliveries that cannot be sent are answered at once.
         var batches: [ObjectIdentifier: (APNSClient, [(ClaimedDelivery, APNSNotification)])] = [:]
+        // One payload buffer per notification, shared by all its deliveries.
+        var payloads: [UUID: Data] = [:]
         for delivery in claimed {
             guard delivery.platform == "apns" else {
                 collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0))
@@ -86,7 +88,11 @@ package struct Dispatcher: Service {
                     priority: APNSPriority(rawValue: content.priority), expiration: content.expiration,
                     collapseID: content.collapseID,
                     apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id),
-                    payload: Data(content.payload.utf8))
+                    payload: payloads[delivery.notificationID] ?? {
+                        let data = Data(content.payload.utf8)
+                        payloads[delivery.notificationID] = data
+                        return data
+                    }())
                 batches[ObjectIdentifier(client), default: (client, [])].1.append((delivery, notification))
             }
         }
