@@ -65,6 +65,9 @@ package final class AppRuntime: Sendable {
         }
     }
 
+    /// HTTP/2 connections this app's clients hold open.
+    package var openConnections: Int { clients.withLock { $0.values.reduce(0) { $0 + $1.openConnections } } }
+
     func shutdown() async {
         let all = clients.withLock { Array($0.values) }
         for client in all { await client.shutdown(gracePeriod: 5) }

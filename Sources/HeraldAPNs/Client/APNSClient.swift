@@ -19,6 +19,13 @@ package final class APNSClient: Sendable {
     private let logger: Logger
     private let state = Mutex(State())
     private let randomSource: @Sendable () -> Double
+    private let openConnectionCount = Atomic<Int>(0)
+
+    /// HTTP/2 connections open right now.
+    package var openConnections: Int { openConnectionCount.load(ordering: .relaxed) }
+
+    func connectionOpened() { openConnectionCount.add(1, ordering: .relaxed) }
+    func connectionClosed() { openConnectionCount.subtract(1, ordering: .relaxed) }
 
     private struct State {
         var nextConnection = 0

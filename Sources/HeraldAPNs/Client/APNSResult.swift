@@ -14,6 +14,22 @@ package struct APNSResult: Sendable, Hashable {
     package var timestamp: Date?
     /// Answers received (including the last one).
     package var attempts: Int
+    /// Seconds from writing the last attempt to its answer; `nil` when nothing was sent.
+    package var latency: TimeInterval?
+
+    package init(
+        apnsID: UUID, deviceToken: String, status: Int?, reason: APNSReason?, disposition: APNSDisposition,
+        timestamp: Date?, attempts: Int, latency: TimeInterval? = nil
+    ) {
+        self.apnsID = apnsID
+        self.deviceToken = deviceToken
+        self.status = status
+        self.reason = reason
+        self.disposition = disposition
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.latency = latency
+    }
 
     package var isAccepted: Bool { disposition == .delivered }
 

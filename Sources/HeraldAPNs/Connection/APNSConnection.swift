@@ -162,6 +162,7 @@ final class APNSConnection: @unchecked Sendable {
                         return
                     }
                     consecutiveFailures = 0
+                    client.connectionOpened()
                     active = handler
                     logger.debug("APNs connection open", metadata: ["apns.endpoint": "\(endpoint)"])
                     drain()
@@ -241,6 +242,7 @@ extension APNSConnection: APNSConnectionHandlerDelegate {
     }
 
     func handlerDidClose(_ handler: APNSConnectionHandler) {
+        client.connectionClosed()
         if active === handler { active = nil }
         retiring[ObjectIdentifier(handler)] = nil
         connectIfNeeded()

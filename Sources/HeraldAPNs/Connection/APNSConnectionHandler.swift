@@ -139,7 +139,9 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         }
         headers.add(name: "content-length", value: String(request.payload.readableBytes), indexing: .nonIndexable)
         request.tokenGeneration = token.generation
-        request.deadline = .now() + requestDeadline
+        let now = NIODeadline.now()
+        request.writtenAt = now
+        request.deadline = now + requestDeadline
 
         // HEADERS: reserve the frame header, encode the block after it, then fill in the length.
         let headerStart = output.writerIndex

@@ -16,6 +16,8 @@ final class APNSPendingRequest: @unchecked Sendable {
     var tokenGeneration = 0
     /// When the answer must have come, once written.
     var deadline = NIODeadline.distantFuture
+    /// When it was last written to a stream.
+    var writtenAt: NIODeadline?
     /// The last answer, kept for the final result.
     var lastStatus: Int?
     var lastReason: APNSReason?
@@ -31,9 +33,10 @@ final class APNSPendingRequest: @unchecked Sendable {
     func finish(status: Int?, reason: APNSReason?, disposition: APNSDisposition, timestamp: Date? = nil) {
         guard !finished else { return }
         finished = true
+        let latency = writtenAt.map { Double((NIODeadline.now() - $0).nanoseconds) / 1e9 }
         completion(
             APNSResult(
                 apnsID: notification.apnsID, deviceToken: notification.deviceToken, status: status, reason: reason,
-                disposition: disposition, timestamp: timestamp, attempts: attempts))
+                disposition: disposition, timestamp: timestamp, attempts: attempts, latency: latency))
     }
 }

@@ -21,7 +21,10 @@ package enum HeraldAPI {
             let depth = (try? await runtime.store.queueDepth()) ?? 0
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: runtime.metrics.render(queueDepth: depth))))
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        string: runtime.metrics.render(
+                            queueDepth: depth, openConnections: runtime.apps.values.reduce(0) { $0 + $1.openConnections }))))
         }
         router.get("/openapi.yaml") { _, _ in
             Response(
@@ -155,46 +158,12 @@ package enum HeraldAPI {
 
     /// Streams JSON lines into the store in batches: a million lines never sit in memory.
     static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
-        var pending = ByteBuffer()
-        var batch: [DeviceRecord] = []
-        batch.reserveCapacity(1000)
-        var lineNumber = 0
-        var imported = 0
-        func flush() async throws {
-            imported += try await runtime.store.importDevices(appID: app.id, batch)
-            batch.removeAll(keepingCapacity: true)
+        let importer = DeviceLineImporter(store: runtime.store, appID: app.id)
+        for try await chunk in request.body {
+            try await importer.feed(buffer: chunk)
         }
-        func handle(_ line: ByteBufferView) async throws {
-            lineNumber += 1
-            let trimmed = line.drop(while: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0d })
-            guard !trimmed.isEmpty, !trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) else { return }
-            let prefix = "line \(lineNumber): "
-            do {
-                let body = try decodeJSON(DeviceBody.self, Data(trimmed), prefix: prefix)
-                batch.append(try body.validated(prefix: prefix))
-            } catch var error as APIError {
-                error.message += " (line \(lineNumber); \(imported + batch.count) earlier lines were imported)"
-                try await flush()
-                throw error
-            }
-            if batch.count >= 1000 { try await flush() }
-        }
-        for try await var chunk in request.body {
-            pending.writeBuffer(&chunk)
-            while let newline = pending.readableBytesView.firstIndex(of: 0x0a) {
-                let length = newline - pending.readerIndex
-                let line = pending.readSlice(length: length)!
-                pending.moveReaderIndex(forwardBy: 1)
-                try await handle(line.readableBytesView)
-            }
-            guard pending.readableBytes <= 1 << 16 else {
-                throw APIError.invalid("line \(lineNumber + 1)", "a line is longer than 64 KiB")
-            }
-            pending.discardReadBytes()
-        }
-        if pending.readableBytes > 0 { try await handle(pending.readableBytesView) }
-        try await flush()
-        return imported
+        try await importer.finish()
+        return importer.imported
     }
 }
 

@@ -106,7 +106,7 @@ package struct Dispatcher: Service {
                         client.submit(items.map(\.1)) { result in
                             if let delivery = lookup[result.apnsID] {
                                 let mapped = self.result(delivery, self.outcome(for: result, delivery: delivery), attempts: result.attempts)
-                                collected.append(mapped)
+                                collected.append(mapped, latency: result.latency)
                             }
                             if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
                                 continuation.resume()
@@ -117,6 +117,7 @@ package struct Dispatcher: Service {
             }
         }
         let results = collected.results
+        runtime.metrics.apnsRequests(latencies: collected.latencies)
         for result in results {
             switch result.outcome {
             case .sent: runtime.metrics.delivery(app: result.appID, status: "sent", reason: nil)
@@ -150,17 +151,23 @@ package struct Dispatcher: Service {
 
 /// Results arriving from the APNs clients' event loops.
 final class ResultCollector: Sendable {
-    private let storage: Mutex<[DeliveryResult]>
+    private let storage: Mutex<(results: [DeliveryResult], latencies: [Double])>
 
     init(capacity: Int) {
         var initial: [DeliveryResult] = []
         initial.reserveCapacity(capacity)
-        storage = Mutex(initial)
+        storage = Mutex((initial, []))
     }
 
-    func append(_ result: DeliveryResult) { storage.withLock { $0.append(result) } }
+    func append(_ result: DeliveryResult, latency: Double? = nil) {
+        storage.withLock { storage in
+            storage.results.append(result)
+            if let latency { storage.latencies.append(latency) }
+        }
+    }
 
-    var results: [DeliveryResult] { storage.withLock { $0 } }
+    var results: [DeliveryResult] { storage.withLock { $0.results } }
+    var latencies: [Double] { storage.withLock { $0.latencies } }
 }
 
 extension Duration {

@@ -8,6 +8,9 @@ package final class HeraldMetrics: Sendable {
         var apnsBatchSeconds: [Double] = Array(repeating: 0, count: HeraldMetrics.buckets.count)
         var apnsBatchCount = 0
         var apnsBatchSum = 0.0
+        var apnsRequestBuckets: [Int] = Array(repeating: 0, count: HeraldMetrics.requestBuckets.count)
+        var apnsRequestCount = 0
+        var apnsRequestSum = 0.0
     }
 
     struct DeliveryKey: Hashable {
@@ -17,6 +20,7 @@ package final class HeraldMetrics: Sendable {
     }
 
     static let buckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let requestBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     private let state = Mutex(State())
 
     package init() {}
@@ -38,8 +42,24 @@ package final class HeraldMetrics: Sendable {
         }
     }
 
-    /// The exposition text; `queueDepth` is read from the store by the caller.
-    package func render(queueDepth: Int) -> String {
+    /// APNs request latencies (write to answer), recorded per batch to keep the lock cold.
+    func apnsRequests(latencies: [Double]) {
+        guard !latencies.isEmpty else { return }
+        var buckets = Array(repeating: 0, count: Self.requestBuckets.count)
+        var sum = 0.0
+        for latency in latencies {
+            sum += latency
+            if let index = Self.requestBuckets.firstIndex(where: { latency <= $0 }) { buckets[index] += 1 }
+        }
+        state.withLock { state in
+            state.apnsRequestCount += latencies.count
+            state.apnsRequestSum += sum
+            for index in buckets.indices { state.apnsRequestBuckets[index] += buckets[index] }
+        }
+    }
+
+    /// The exposition text; `queueDepth` is read from the store and `openConnections` from the clients by the caller.
+    package func render(queueDepth: Int, openConnections: Int = 0) -> String {
         state.withLock { state in
             var lines: [String] = []
             lines.append("# HELP herald_deliveries_total Deliveries finished, by app, status and reason.")
@@ -63,6 +83,19 @@ package final class HeraldMetrics: Sendable {
             lines.append(#"herald_apns_batch_seconds_bucket{le="+Inf"} \#(state.apnsBatchCount)"#)
             lines.append("herald_apns_batch_seconds_sum \(state.apnsBatchSum)")
             lines.append("herald_apns_batch_seconds_count \(state.apnsBatchCount)")
+            lines.append("# HELP herald_apns_request_seconds APNs request latency, from writing a request to its answer.")
+            lines.append("# TYPE herald_apns_request_seconds histogram")
+            var cumulative = 0
+            for (index, bound) in Self.requestBuckets.enumerated() {
+                cumulative += state.apnsRequestBuckets[index]
+                lines.append(#"herald_apns_request_seconds_bucket{le="\#(bound)"} \#(cumulative)"#)
+            }
+            lines.append(#"herald_apns_request_seconds_bucket{le="+Inf"} \#(state.apnsRequestCount)"#)
+            lines.append("herald_apns_request_seconds_sum \(state.apnsRequestSum)")
+            lines.append("herald_apns_request_seconds_count \(state.apnsRequestCount)")
+            lines.append("# HELP herald_apns_open_connections HTTP/2 connections open to APNs.")
+            lines.append("# TYPE herald_apns_open_connections gauge")
+            lines.append("herald_apns_open_connections \(openConnections)")
             return lines.joined(separator: "\n") + "\n"
         }
     }
