@@ -90,17 +90,21 @@ extension HeraldStore {
         }
     }
 
-    /// Delivery counts by status for a notification.
+    /// Delivery counts by status for a notification, from its counters (O(1)); deliveries being
+    /// sent count as queued.
     package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
         try await exclusive {
-            var counts: [DeliveryStatus: Int] = [:]
-            for row in try await database.raw(
-                "SELECT status, COUNT(*) AS n FROM deliveries WHERE notification_id = \(bind: notificationID.uuidString) GROUP BY status"
-            ).all() {
-                if let status = DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) {
-                    counts[status] = try row.decode(column: "n", as: Int.self)
-                }
-            }
+            guard let row = try await database.raw(
+                "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
+            ).first() else { return [:] }
+            let recipients = try row.decode(column: "recipients", as: Int.self)
+            var counts: [DeliveryStatus: Int] = [
+                .sent: try row.decode(column: "sent_count", as: Int.self),
+                .failed: try row.decode(column: "failed_count", as: Int.self),
+                .deferred: try row.decode(column: "deferred_count", as: Int.self),
+                .suppressed: try row.decode(column: "suppressed_count", as: Int.self),
+            ]
+            counts[.queued] = max(0, recipients - counts.values.reduce(0, +))
             return counts
         }
     }
@@ -146,21 +150,24 @@ extension HeraldStore {
             claimed.reserveCapacity(rows.count)
             var gone: [Int64] = []
             var inactive: [Int64] = []
+            var failedByNotification: [String: Int] = [:]
             for row in rows {
                 let id = try row.decode(column: "id", as: Int64.self)
+                let notificationText = try row.decode(column: "notification_id", as: String.self)
                 guard let platform = try row.decode(column: "platform", as: String?.self),
                     let token = try row.decode(column: "token", as: String?.self),
                     let environment = try row.decode(column: "environment", as: String?.self)
                 else {
                     gone.append(id)
+                    failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
                 guard try row.decode(column: "active", as: Int.self) != 0 else {
                     inactive.append(id)
+                    failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                guard let notificationID = UUID(uuidString: try row.decode(column: "notification_id", as: String.self))
-                else { continue }
+                guard let notificationID = UUID(uuidString: notificationText) else { continue }
                 claimed.append(
                     ClaimedDelivery(
                         id: id, notificationID: notificationID, appID: try row.decode(column: "app_id", as: String.self),
@@ -169,6 +176,11 @@ extension HeraldStore {
             }
             for (ids, reason) in [(gone, "DeviceUnregistered"), (inactive, "DeviceInactive")] where !ids.isEmpty {
                 try await updateDeliveries(ids, status: .failed, reason: reason, now: now)
+            }
+            for (notificationID, failed) in failedByNotification {
+                try await database.raw(
+                    "UPDATE notifications SET failed_count = failed_count + \(bind: failed) WHERE id = \(bind: notificationID)"
+                ).run()
             }
             for chunk in claimed.map(\.id).chunked(Self.batchSize) {
                 try await updateDeliveries(chunk, status: .sending, reason: nil, now: now)
@@ -184,15 +196,19 @@ extension HeraldStore {
         try await transaction {
             let now = nowMilliseconds
             var sentByAttempts: [Int: [Int64]] = [:]
+            var finished: [UUID: (sent: Int, failed: Int)] = [:]
             for result in results {
                 switch result.outcome {
                 case .sent:
                     sentByAttempts[result.attempts, default: []].append(result.deliveryID)
+                    finished[result.notificationID, default: (0, 0)].sent += 1
                 case .failed(let reason):
+                    finished[result.notificationID, default: (0, 0)].failed += 1
                     try await database.raw(
                         "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
                 case .tokenDead(let reason, let since):
+                    finished[result.notificationID, default: (0, 0)].failed += 1
                     try await database.raw(
                         "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
@@ -206,6 +222,11 @@ extension HeraldStore {
                         "UPDATE deliveries SET status = 'queued', reason = \(bind: reason), due_at = \(bind: due), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
                 }
+            }
+            for (notificationID, counts) in finished {
+                try await database.raw(
+                    "UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed) WHERE id = \(bind: notificationID.uuidString)"
+                ).run()
             }
             for (attempts, ids) in sentByAttempts {
                 for chunk in ids.chunked(Self.batchSize) {
@@ -226,6 +247,18 @@ extension HeraldStore {
             ).all()
             if !rows.isEmpty { try await addToCounter("resent_after_restart", rows.count) }
             return rows.count
+        }
+    }
+
+    /// Puts claimed deliveries back in the queue unsent (a prefetched batch at shutdown).
+    package func unclaim(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        try await transaction {
+            for chunk in ids.chunked(Self.batchSize) {
+                try await database.raw(
+                    "UPDATE deliveries SET status = 'queued', updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND id IN (\(binds: chunk))"
+                ).run()
+            }
         }
     }
 

@@ -134,7 +134,18 @@ package final class HeraldStore: Sendable {
                 )
                 """,
             ]
-        )
+        ),
+        (
+            2,
+            [
+                // Per-notification counters, kept in the same transactions as the deliveries, so
+                // status reads are O(1) however many recipients a notification has.
+                "ALTER TABLE notifications ADD COLUMN sent_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN failed_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN deferred_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN suppressed_count INTEGER NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database has not seen, each in its own transaction.

@@ -104,13 +104,17 @@ package struct DeliveryResult: Sendable, Hashable {
     }
 
     package var deliveryID: Int64
+    package var notificationID: UUID
     package var appID: String
     package var deviceID: String
     package var outcome: Outcome
     package var attempts: Int
 
-    package init(deliveryID: Int64, appID: String, deviceID: String, outcome: Outcome, attempts: Int) {
+    package init(
+        deliveryID: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int
+    ) {
         self.deliveryID = deliveryID
+        self.notificationID = notificationID
         self.appID = appID
         self.deviceID = deviceID
         self.outcome = outcome

@@ -24,7 +24,11 @@ struct StoreAndConfigurationTests {
         let claimed = try await store.claimDueDeliveries(limit: 15)
         #expect(claimed.count == 15)
         try await store.recordResults(
-            claimed.prefix(5).map { DeliveryResult(deliveryID: $0.id, appID: "a", deviceID: $0.deviceID, outcome: .sent, attempts: 1) })
+            claimed.prefix(5).map {
+                DeliveryResult(
+                    deliveryID: $0.id, notificationID: notification.id, appID: "a", deviceID: $0.deviceID, outcome: .sent,
+                    attempts: 1)
+            })
         // The process dies here: 10 claimed rows have no answer. A new process opens the file.
         await store.close()
         let reopened = try await HeraldStore.open(url: url)
@@ -35,7 +39,10 @@ struct StoreAndConfigurationTests {
         #expect(Set(again.map(\.id)).isDisjoint(with: Set(claimed.prefix(5).map(\.id))))
         let counts = try await reopened.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 5)
-        #expect(counts[.sending] == 15)
+        #expect(counts[.queued] == 15)
+        // A batch claimed ahead and handed back at shutdown is queued again, not counted as resent.
+        try await reopened.unclaim(again.map(\.id))
+        #expect(try await reopened.claimDueDeliveries(limit: 100).count == 15)
         await reopened.close()
     }
 

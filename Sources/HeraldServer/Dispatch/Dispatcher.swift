@@ -35,10 +35,21 @@ package struct Dispatcher: Service {
         }
         let stopping = Atomic<Bool>(false)
         try await withGracefulShutdownHandler {
+            // Pipelined: the next batch is claimed while the current one is on the wire, and its
+            // results are written while the next is sent.
+            var claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
             while !stopping.load(ordering: .relaxed) && !Task.isCancelled {
-                let sent = try await runOnce()
-                if sent == 0 { await runtime.wake.wait(timeout: idleInterval) }
+                if claimed.isEmpty {
+                    await runtime.wake.wait(timeout: idleInterval)
+                    claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
+                    continue
+                }
+                async let next = runtime.store.claimDueDeliveries(limit: batchSize)
+                try await deliver(claimed)
+                claimed = try await next
             }
+            // A batch claimed ahead goes back unsent.
+            try await runtime.store.unclaim(claimed.map(\.id))
         } onGracefulShutdown: {
             stopping.store(true, ordering: .relaxed)
             runtime.wake.signal()
@@ -50,7 +61,13 @@ package struct Dispatcher: Service {
     @discardableResult
     package func runOnce() async throws -> Int {
         let claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
-        guard !claimed.isEmpty else { return 0 }
+        try await deliver(claimed)
+        return claimed.count
+    }
+
+    /// Sends claimed deliveries and records their results.
+    private func deliver(_ claimed: [ClaimedDelivery]) async throws {
+        guard !claimed.isEmpty else { return }
         let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
         var decoded: [UUID: StoredNotificationContent] = [:]
         for (id, data) in contents {
@@ -60,7 +77,6 @@ package struct Dispatcher: Service {
         let results = await send(claimed, contents: decoded)
         runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds)
         try await runtime.store.recordResults(results)
-        return claimed.count
     }
 
     private func send(_ claimed: [ClaimedDelivery], contents: [UUID: StoredNotificationContent]) async -> [DeliveryResult] {
@@ -130,7 +146,9 @@ package struct Dispatcher: Service {
     }
 
     private func result(_ delivery: ClaimedDelivery, _ outcome: DeliveryResult.Outcome, attempts: Int) -> DeliveryResult {
-        DeliveryResult(deliveryID: delivery.id, appID: delivery.appID, deviceID: delivery.deviceID, outcome: outcome, attempts: attempts)
+        DeliveryResult(
+            deliveryID: delivery.id, notificationID: delivery.notificationID, appID: delivery.appID,
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts)
     }
 
     private func outcome(for result: APNSResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
