@@ -124,6 +124,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "HeraldHTTP2Tests",
+            dependencies: [
+                "HeraldHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "HeraldSimulatorTests",
             dependencies: [
                 "HeraldSimulator", "HeraldAPNs", "HeraldTesting",
