@@ -1,4 +1,5 @@
 package import NIOCore
+package import NIOHPACK
 
 /// The parts of RFC 9113 that APNs and FCM traffic needs, written and read directly on a
 /// connection's bytes: no per-stream objects, one buffer per batch of writes. Used by the
@@ -106,6 +107,44 @@ package enum HTTP2Wire {
         buffer.writeInteger(UInt32(bitPattern: lastStreamID) & 0x7fff_ffff)
         buffer.writeInteger(code.rawValue)
         buffer.writeBytes(debug)
+    }
+
+    /// Writes a HEADERS frame whose block is HPACK-encoded in place (no copy), followed by
+    /// CONTINUATION frames when the block is larger than the peer's maximum frame size.
+    /// On an encoding error nothing is left in `buffer`.
+    package static func writeHeaders(
+        into buffer: inout ByteBuffer, encoder: inout HPACKEncoder, headers: HPACKHeaders, streamID: Int32,
+        endStream: Bool, maximumFrameSize: Int = defaultMaximumFrameSize
+    ) throws {
+        let start = buffer.writerIndex
+        let flags = endStream ? Flag.endStream : 0
+        writeFrameHeader(into: &buffer, length: 0, type: .headers, flags: flags | Flag.endHeaders, streamID: streamID)
+        do {
+            try encoder.encode(headers: headers, to: &buffer)
+        } catch {
+            buffer.moveWriterIndex(to: start)
+            throw error
+        }
+        let blockLength = buffer.writerIndex - start - 9
+        if blockLength <= maximumFrameSize {
+            buffer.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: start)
+            buffer.setInteger(UInt16(truncatingIfNeeded: blockLength), at: start + 1)
+            return
+        }
+        // Rare: re-frame the block as HEADERS + CONTINUATION.
+        let block = buffer.getSlice(at: start + 9, length: blockLength)!
+        buffer.moveWriterIndex(to: start)
+        var offset = 0
+        while offset < blockLength {
+            let length = min(maximumFrameSize, blockLength - offset)
+            let last = offset + length == blockLength
+            let type: FrameType = offset == 0 ? .headers : .continuation
+            let frameFlags = (offset == 0 ? flags : 0) | (last ? Flag.endHeaders : 0)
+            writeFrameHeader(into: &buffer, length: length, type: type, flags: frameFlags, streamID: streamID)
+            var part = block.getSlice(at: block.readerIndex + offset, length: length)!
+            buffer.writeBuffer(&part)
+            offset += length
+        }
     }
 
     /// Writes a DATA frame (no padding).

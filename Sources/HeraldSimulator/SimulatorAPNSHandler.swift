@@ -274,14 +274,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
                 bodyBuffer = nil
             }
         }
-        let headerStart = output.writerIndex
-        HTTP2Wire.writeFrameHeader(
-            into: &output, length: 0, type: .headers,
-            flags: HTTP2Wire.Flag.endHeaders | (bodyBuffer == nil ? HTTP2Wire.Flag.endStream : 0), streamID: streamID)
-        try? encoder.encode(headers: headers, to: &output)
-        let blockLength = output.writerIndex - headerStart - 9
-        output.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
-        output.setInteger(UInt16(truncatingIfNeeded: blockLength), at: headerStart + 1)
+        try? HTTP2Wire.writeHeaders(
+            into: &output, encoder: &encoder, headers: headers, streamID: streamID, endStream: bodyBuffer == nil)
         if let bodyBuffer {
             connectionSendWindow -= bodyBuffer.readableBytes
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: bodyBuffer, endStream: true)

@@ -96,36 +96,41 @@ struct SendCommand: AsyncParsableCommand {
 
         let progress = SendProgress(total: tokens.count)
         let started = ContinuousClock.now
-        let reporter = Task { [quiet] in
-            guard !quiet, tokens.count > 1 else { return }
-            let interactive = isatty(STDERR_FILENO) == 1
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                let line = progress.line(elapsed: ContinuousClock.now - started)
-                FileHandle.standardError.write(Data((interactive ? "\r" + line : line + "\n").utf8))
+        let showProgress = !quiet && tokens.count > 1
+        let elapsed = await withTaskGroup(of: Void.self, returning: Duration.self) { group in
+            if showProgress {
+                group.addTask {
+                    let interactive = isatty(STDERR_FILENO) == 1
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .milliseconds(500))
+                        let line = progress.line(elapsed: ContinuousClock.now - started)
+                        FileHandle.standardError.write(Data((interactive ? "\r" + line : line + "\n").utf8))
+                    }
+                }
             }
-        }
-        // Submit in chunks, keeping a bounded window in flight so memory stays flat for any list size.
-        let window = max(2_000, connections * 2_000)
-        let chunkSize = 1_000
-        var index = 0
-        while index < tokens.count {
-            await progress.waitUntilOutstanding(below: window)
-            let end = min(tokens.count, index + chunkSize)
-            let batch = tokens[index..<end].map { token in
-                APNSNotification(
-                    deviceToken: token, pushType: resolvedPushType, bundleID: topic,
-                    priority: priority.map(APNSPriority.init(rawValue:)), expiration: expiration,
-                    collapseID: collapseID, payload: payloadData)
+            // Submit in chunks, keeping a bounded window in flight so memory stays flat for any list size.
+            let window = max(2_000, connections * 2_000)
+            let chunkSize = 1_000
+            var index = 0
+            while index < tokens.count {
+                await progress.waitUntilOutstanding(below: window)
+                let end = min(tokens.count, index + chunkSize)
+                let batch = tokens[index..<end].map { token in
+                    APNSNotification(
+                        deviceToken: token, pushType: resolvedPushType, bundleID: topic,
+                        priority: priority.map(APNSPriority.init(rawValue:)), expiration: expiration,
+                        collapseID: collapseID, payload: payloadData)
+                }
+                progress.submitted(batch.count)
+                client.submit(batch) { result in progress.record(result) }
+                index = end
             }
-            progress.submitted(batch.count)
-            client.submit(batch) { result in progress.record(result) }
-            index = end
+            await client.waitUntilIdle()
+            let elapsed = ContinuousClock.now - started
+            group.cancelAll()
+            return elapsed
         }
-        await client.waitUntilIdle()
-        let elapsed = ContinuousClock.now - started
-        reporter.cancel()
-        if !quiet, tokens.count > 1 {
+        if showProgress {
             FileHandle.standardError.write(Data((progress.line(elapsed: elapsed) + "\n").utf8))
         }
         let disabled = client.disabledReason
@@ -285,12 +290,5 @@ final class SendProgress: Sendable {
 
     private static func quote(_ text: String) -> String {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -107,3 +107,25 @@ struct HTTP2FrameParserTests {
     }
 }
 
+
+@Suite("HTTP/2 header writing")
+struct HTTP2HeaderWritingTests {
+    @Test("a header block larger than the frame size goes out as HEADERS + CONTINUATION and reads back whole")
+    func largeBlock() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+        let big = String(repeating: "v", count: 40_000)
+        var buffer = ByteBuffer()
+        try HTTP2Wire.writeHeaders(
+            into: &buffer, encoder: &encoder, headers: HPACKHeaders([(":status", "200"), ("x-big", big)]), streamID: 1,
+            endStream: true)
+        var parser = HTTP2FrameParser()
+        parser.append(&buffer)
+        let frame = try #require(try parser.next())
+        #expect(frame.endStream)
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
+        var block = frame.payload
+        let headers = try decoder.decodeHeaders(from: &block)
+        #expect(headers.first(name: "x-big") == big)
+        #expect(headers.first(name: ":status") == "200")
+    }
+}

@@ -286,12 +286,10 @@ package final class APNSClient: Sendable {
     /// then closes every connection and the event loops.
     package func shutdown(gracePeriod: TimeInterval = 10) async {
         state.withLock { $0.isShutDown = true }
-        let idle = Task { await self.waitUntilIdle() }
         let deadline = ContinuousClock.now + .seconds(gracePeriod)
         while state.withLock({ $0.outstanding }) > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
-        idle.cancel()
         for connection in connections {
             try? await connection.eventLoop.submit { connection.shutdown() }.get()
         }

@@ -143,21 +143,15 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         request.writtenAt = now
         request.deadline = now + requestDeadline
 
-        // HEADERS: reserve the frame header, encode the block after it, then fill in the length.
-        let headerStart = output.writerIndex
-        HTTP2Wire.writeFrameHeader(
-            into: &output, length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: streamID)
         do {
-            try encoder.encode(headers: headers, to: &output)
+            try HTTP2Wire.writeHeaders(
+                into: &output, encoder: &encoder, headers: headers, streamID: streamID, endStream: false,
+                maximumFrameSize: peerMaximumFrameSize)
         } catch {
-            output.moveWriterIndex(to: headerStart)
             nextStreamID -= 2
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
             return
         }
-        let blockLength = output.writerIndex - headerStart - 9
-        output.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
-        output.setInteger(UInt16(truncatingIfNeeded: blockLength), at: headerStart + 1)
         HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
         connectionSendWindow -= request.payload.readableBytes
         inFlight[streamID] = InFlight(request: request)

@@ -34,3 +34,11 @@ public final class ManualClock: Sendable {
     /// A `HeraldClock` reading this clock.
     public var clock: HeraldClock { .manual(self) }
 }
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    package var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

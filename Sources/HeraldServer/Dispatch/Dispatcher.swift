@@ -187,10 +187,3 @@ final class ResultCollector: Sendable {
     var results: [DeliveryResult] { storage.withLock { $0.results } }
     var latencies: [Double] { storage.withLock { $0.latencies } }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
