@@ -1,0 +1,58 @@
+import Foundation
+
+/// Finds personal data in notification text (C10). Built-in detectors cover e-mail addresses,
+/// phone numbers, card numbers (Luhn-checked) and street addresses; apps add their own patterns.
+public struct PIIDetector: Sendable {
+    public var name: String
+    private let expression: NSRegularExpressionBox
+    private let validate: @Sendable (String) -> Bool
+
+    /// A detector from a regular expression (ICU syntax, case-insensitive).
+    public init(name: String, pattern: String, validate: @escaping @Sendable (String) -> Bool = { _ in true }) throws {
+        self.name = name
+        self.expression = NSRegularExpressionBox(try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]))
+        self.validate = validate
+    }
+
+    /// Whether `text` contains a match.
+    public func matches(_ text: String) -> Bool {
+        let range = NSRange(text.startIndex..., in: text)
+        for match in expression.value.matches(in: text, range: range) {
+            if let found = Range(match.range, in: text), validate(String(text[found])) { return true }
+        }
+        return false
+    }
+
+    public static let email = try! PIIDetector(name: "email", pattern: #"[A-Z0-9._%+-]+@[A-Z0-9.-]+\.[A-Z]{2,}"#)
+    public static let phone = try! PIIDetector(
+        name: "phone", pattern: #"(?<![\w.])\+?\d[\d ().-]{7,}\d(?![\w.])"#,
+        validate: { text in (9...15).contains(text.filter(\.isNumber).count) })
+    public static let cardNumber = try! PIIDetector(
+        name: "card_number", pattern: #"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"#,
+        validate: { text in Self.passesLuhn(text.filter(\.isNumber)) })
+    public static let streetAddress = try! PIIDetector(
+        name: "street_address",
+        pattern: #"\b\d{1,5}\s+(?:[A-Z][a-z]+\s+){1,3}(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#)
+
+    public static let builtIn: [PIIDetector] = [.email, .phone, .cardNumber, .streetAddress]
+
+    static func passesLuhn(_ digits: String) -> Bool {
+        guard (13...19).contains(digits.count) else { return false }
+        var sum = 0
+        for (index, character) in digits.reversed().enumerated() {
+            guard var digit = character.wholeNumberValue else { return false }
+            if index % 2 == 1 {
+                digit *= 2
+                if digit > 9 { digit -= 9 }
+            }
+            sum += digit
+        }
+        return sum % 10 == 0
+    }
+}
+
+/// NSRegularExpression is immutable and thread-safe once made.
+final class NSRegularExpressionBox: @unchecked Sendable {
+    let value: NSRegularExpression
+    init(_ value: NSRegularExpression) { self.value = value }
+}
