@@ -106,7 +106,7 @@ package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Walks the YAML tree, keeping the path and line of every value for error messages.
-private struct YAMLReader {
+struct YAMLReader {
     let file: String
     let directory: String
 

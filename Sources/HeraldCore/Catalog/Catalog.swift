@@ -1,0 +1,114 @@
+import Foundation
+
+/// An app's notification catalog (issue #4): app-wide settings and the notification types.
+public struct Catalog: Sendable {
+    public var app: CatalogApp
+    public var types: [CatalogType]
+
+    public init(app: CatalogApp, types: [CatalogType]) {
+        self.app = app
+        self.types = types
+    }
+
+    /// A type by its name or external id (`thought`, `PN-02`).
+    public func type(_ key: String) -> CatalogType? {
+        types.first { $0.name == key || $0.id == key }
+    }
+}
+
+/// App-level catalog settings.
+public struct CatalogApp: Sendable {
+    public var payloadKey: String?
+    public var defaultLocale: String = "en"
+    public var quietHours: QuietHours?
+    public var pacingLimit: Int?
+    public var groupingThreshold: Int?
+    public var groupThreadID: String = "group"
+    public var groupSummaryFormat: String = "{app} · {count} updates"
+    public var name: String = "App"
+    /// Extra PII patterns by name, besides the built-in detectors.
+    public var piiPatterns: [String: String] = [:]
+    public var copyRules = CopyRules()
+
+    public init() {}
+}
+
+/// Copy rules checked when the catalog loads (L10, C2).
+public struct CopyRules: Sendable {
+    public var titleMaximum: Int = 50
+    public var bodyMaximum: Int = 178
+    /// Phrases that must not appear (case-insensitive), e.g. "upgrade now".
+    public var bannedPhrases: [String] = []
+    /// LucidPal's "never ask for money": currency amounts are refused.
+    public var noMoney: Bool = false
+
+    public init() {}
+}
+
+/// One notification type.
+public struct CatalogType: Sendable {
+    public var name: String
+    /// The external id, e.g. `PN-02`.
+    public var id: String?
+    public var transactional = false
+    public var userControllable = true
+    public var defaultEnabled = true
+    public var stakes: Stakes = .low
+    public var pushType: APNSPushType = .alert
+    public var priority: APNSPriority?
+    public var sound: String?
+    public var interruptionLevel: APSInterruptionLevel?
+    public var category: String?
+    public var threadID: String?
+    public var collapseID: String?
+    public var deepLink: String?
+    /// Data fields the copy and templates may use as `{placeholders}`.
+    public var placeholders: [String] = []
+    /// Copy per locale (`en`, `fr`, `fr-CA`).
+    public var copy: [String: CatalogCopy] = [:]
+    /// Deterministic body used when a placeholder's data is missing.
+    public var fallbackBody: String?
+    public var actions: [CatalogAction] = []
+    /// Click-through goal (S8), a fraction.
+    public var goalCTR: Double?
+    /// Where the type starts in its file, for error messages.
+    public var line: Int?
+
+    public init(name: String) { self.name = name }
+
+    /// The policy view of this type.
+    public var policyType: PolicyType {
+        PolicyType(
+            id: id ?? name, transactional: transactional, userControllable: userControllable,
+            defaultEnabled: defaultEnabled, stakes: stakes)
+    }
+}
+
+/// Copy for one locale.
+public struct CatalogCopy: Sendable, Hashable {
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    public var line: Int?
+
+    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, line: Int? = nil) {
+        self.title = title
+        self.subtitle = subtitle
+        self.body = body
+        self.line = line
+    }
+}
+
+/// A quick action (K6, C5).
+public struct CatalogAction: Sendable, Hashable {
+    public var id: String
+    public var title: String
+    public var authenticationRequired = false
+    public var destructive = false
+    public var textInput = false
+
+    public init(id: String, title: String) {
+        self.id = id
+        self.title = title
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+
+/// A problem in a catalog, with where it is.
+public struct CatalogProblem: Sendable, Hashable, CustomStringConvertible {
+    public var line: Int?
+    public var key: String
+    public var message: String
+
+    public var description: String { "\(line.map { "\($0): " } ?? "")\(key): \(message)" }
+}
+
+/// Checks a catalog: unknown placeholders, missing default-locale copy, copy over the app's
+/// limits, more than two actions, high-stakes actions without authentication, banned copy.
+public enum CatalogChecker {
+    public static func check(_ catalog: Catalog) -> [CatalogProblem] {
+        var problems: [CatalogProblem] = []
+        let rules = catalog.app.copyRules
+        var seen = Set<String>()
+        for type in catalog.types {
+            let key = "types.\(type.name)"
+            if !seen.insert(type.name).inserted {
+                problems.append(CatalogProblem(line: type.line, key: key, message: "the type appears twice"))
+            }
+            let known = Set(type.placeholders)
+            if type.copy[catalog.app.defaultLocale] == nil {
+                problems.append(
+                    CatalogProblem(line: type.line, key: key + ".copy", message: "no copy for the default locale \"\(catalog.app.defaultLocale)\""))
+            }
+            for (field, template) in [("thread_id", type.threadID), ("collapse_id", type.collapseID), ("deep_link", type.deepLink), ("fallback_body", type.fallbackBody)] {
+                guard let template else { continue }
+                for name in Template.placeholders(in: template) where !known.contains(name) {
+                    problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "unknown placeholder {\(name)}"))
+                }
+            }
+            if let fallback = type.fallbackBody, !Template.placeholders(in: fallback).isEmpty {
+                problems.append(CatalogProblem(line: type.line, key: key + ".fallback_body", message: "the fallback body must not need data"))
+            }
+            for (locale, copy) in type.copy.sorted(by: { $0.key < $1.key }) {
+                let copyKey = "\(key).copy.\(locale)"
+                for (field, text) in [("title", copy.title), ("subtitle", copy.subtitle), ("body", copy.body)] {
+                    guard let text else { continue }
+                    for name in Template.placeholders(in: text) where !known.contains(name) {
+                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "unknown placeholder {\(name)}"))
+                    }
+                    let limit = field == "body" ? rules.bodyMaximum : rules.titleMaximum
+                    let length = Template.placeholders(in: text).reduce(text.count) { $0 - ($1.count + 2) }
+                    if length > limit {
+                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "\(length) characters; the app allows \(limit)"))
+                    }
+                    let lowered = text.lowercased()
+                    for phrase in rules.bannedPhrases where lowered.contains(phrase.lowercased()) {
+                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "banned phrase \"\(phrase)\""))
+                    }
+                    if rules.noMoney, Self.mentionsMoney(text) {
+                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "copy must never ask for money (currency amount)"))
+                    }
+                }
+            }
+            if type.actions.count > 2 {
+                problems.append(CatalogProblem(line: type.line, key: key + ".actions", message: "\(type.actions.count) actions; at most 2"))
+            }
+            if type.stakes >= .high {
+                for action in type.actions where !action.authenticationRequired && !action.destructive {
+                    problems.append(
+                        CatalogProblem(
+                            line: type.line, key: "\(key).actions.\(action.id)",
+                            message: "\(type.stakes.rawValue)-stakes actions need authentication_required: true"))
+                }
+            }
+            if let goal = type.goalCTR, !(0...1).contains(goal) {
+                problems.append(CatalogProblem(line: type.line, key: key + ".goal_ctr", message: "a fraction between 0 and 1"))
+            }
+        }
+        return problems
+    }
+
+    private static let money = try! NSRegularExpression(
+        pattern: #"[$€£¥]\s?\d|\d\s?(?:[$€£¥]|usd|eur|gbp|dollars?|euros?)\b|\bper (?:month|year)\b"#,
+        options: [.caseInsensitive])
+
+    static func mentionsMoney(_ text: String) -> Bool {
+        money.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    }
+}
+
+/// `{placeholder}` templates.
+public enum Template {
+    /// The placeholder names in `template`, in order.
+    public static func placeholders(in template: String) -> [String] {
+        var names: [String] = []
+        var current: String?
+        for character in template {
+            if character == "{" {
+                current = ""
+            } else if character == "}", let name = current {
+                if !name.isEmpty { names.append(name) }
+                current = nil
+            } else if current != nil {
+                current!.append(character)
+            }
+        }
+        return names
+    }
+
+    /// Fills placeholders from `data`; `nil` when one has no value.
+    public static func render(_ template: String, data: [String: String]) -> String? {
+        var result = template
+        for name in placeholders(in: template) {
+            guard let value = data[name] else { return nil }
+            result = result.replacingOccurrences(of: "{\(name)}", with: value)
+        }
+        return result
+    }
+
+    /// The locales to try for a device locale: `fr-CA` → `fr-CA`, `fr`, then the default.
+    public static func localeChain(_ locale: String?, defaultLocale: String) -> [String] {
+        var chain: [String] = []
+        if let locale, !locale.isEmpty {
+            let normalized = locale.replacingOccurrences(of: "_", with: "-")
+            chain.append(normalized)
+            if let language = normalized.split(separator: "-").first.map(String.init), language != normalized {
+                chain.append(language)
+            }
+        }
+        if !chain.contains(defaultLocale) { chain.append(defaultLocale) }
+        return chain
+    }
+}
+
+extension CatalogType {
+    /// The copy for a device locale with placeholders filled; a missing placeholder's data
+    /// makes the body the type's fallback (S9, L3).
+    public func render(locale: String?, defaultLocale: String, data: [String: String]) -> CatalogCopy? {
+        guard let chosen = Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
+        else { return nil }
+        var rendered = CatalogCopy()
+        rendered.title = chosen.title.map { Template.render($0, data: data) ?? $0.replacingPlaceholders() }
+        rendered.subtitle = chosen.subtitle.flatMap { Template.render($0, data: data) }
+        if let body = chosen.body {
+            rendered.body = Template.render(body, data: data) ?? fallbackBody ?? body.replacingPlaceholders()
+        }
+        return rendered
+    }
+}
+
+extension String {
+    /// Removes `{placeholders}` (last resort when neither data nor a fallback exists).
+    fileprivate func replacingPlaceholders() -> String {
+        var text = self
+        for name in Template.placeholders(in: self) { text = text.replacingOccurrences(of: "{\(name)}", with: "") }
+        return text.replacingOccurrences(of: "  ", with: " ").trimmingCharacters(in: .whitespaces)
+    }
+}
