@@ -146,6 +146,24 @@ package final class HeraldStore: Sendable {
                 "ALTER TABLE notifications ADD COLUMN suppressed_count INTEGER NOT NULL DEFAULT 0",
             ]
         ),
+        (
+            3,
+            [
+                """
+                CREATE TABLE users (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    time_zone TEXT,
+                    locale TEXT,
+                    attributes TEXT NOT NULL DEFAULT '{}',
+                    preferences TEXT NOT NULL DEFAULT '{}',
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id)
+                )
+                """
+            ]
+        ),
     ]
 
     /// Applies the migrations this database has not seen, each in its own transaction.

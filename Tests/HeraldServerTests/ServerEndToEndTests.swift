@@ -221,8 +221,48 @@ struct ServerEndToEndTests {
                 Set(paths.keys) == [
                     "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
-                    "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}",
+                    "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
+                    "/v1/apps/{app}/users/{user_id}/preferences",
                 ])
+        }
+    }
+
+    @Test("user state and preferences are stored, validated and turn into the policy engine's user")
+    func usersAndPreferences() async throws {
+        try await withServer { server in
+            let put = try await server.request(
+                .put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Europe/Paris","locale":"fr-CA","attributes":{"plan":"pro"}}"#)
+            #expect(put.status == .ok)
+            #expect(put.body["time_zone"] as? String == "Europe/Paris")
+            #expect((put.body["attributes"] as? [String: Any])?["plan"] as? String == "pro")
+            #expect(try await server.request(.get, "/v1/apps/demo/users/ines").body["locale"] as? String == "fr-CA")
+            #expect(try await server.request(.get, "/v1/apps/demo/users/nobody").status == .notFound)
+            let badZone = try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Mars/Olympus"}"#)
+            #expect((badZone.body["error"] as? [String: String])?["field"] == "time_zone")
+            #expect(try await server.request(.put, "/v1/apps/demo/users/ines", key: ServerHarness.client, json: "{}").status == .forbidden)
+
+            let preferences = #"{"types":{"PN-01":true,"PN-03":false},"quiet_hours":{"enabled":true,"start":"22:00","end":"09:00"},"vacation":true,"dnd_bypass":{"high":true,"failure":false}}"#
+            let stored = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: preferences)
+            #expect(stored.status == .ok)
+            #expect((stored.body["types"] as? [String: Bool])?["PN-03"] == false)
+            let badTime = try await server.request(
+                .put, "/v1/apps/demo/users/ines/preferences", json: #"{"quiet_hours":{"enabled":true,"start":"25:00"}}"#)
+            #expect((badTime.body["error"] as? [String: String])?["field"] == "quiet_hours.start")
+            let badStakes = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: #"{"dnd_bypass":{"huge":true}}"#)
+            #expect((badStakes.body["error"] as? [String: String])?["field"] == "dnd_bypass.huge")
+            // The user's time zone and locale survived the preference writes, and vice versa.
+            let record = try #require(try await server.runtime.store.user(appID: "demo", userID: "ines"))
+            #expect(record.timeZone == "Europe/Paris")
+            let decoded = try JSONDecoder().decode(UserPreferences.self, from: record.preferences)
+            let policyUser = decoded.policyUser(timeZone: record.timeZone, defaultQuietHours: nil)
+            #expect(policyUser.timeZone.identifier == "Europe/Paris")
+            #expect(policyUser.quietHours == QuietHours(start: LocalTime(hour: 22), end: LocalTime(hour: 9)))
+            #expect(policyUser.vacation)
+            #expect(policyUser.dndBypass == [.high])
+            #expect(policyUser.typeEnabled["PN-01"] == true)
+            let empty = try await server.request(.get, "/v1/apps/demo/users/new-user/preferences")
+            #expect(empty.status == .ok)
+            #expect(empty.body.isEmpty)
         }
     }
 }

@@ -57,6 +57,38 @@ package enum HeraldAPI {
             let devices = try await runtime.store.devices(appID: app.id, userID: userID)
             return try JSONResponse.make(["devices": devices.map(DeviceView.init)])
         }
+        apps.put("users/:user") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let body = try await decode(UserBody.self, request)
+            try body.validate()
+            let attributes = try JSONEncoder().encode(body.attributes ?? .object([:]))
+            let record = try await runtime.store.upsertUser(
+                appID: app.id, userID: userID, timeZone: body.timeZone, locale: body.locale, attributes: attributes)
+            return try JSONResponse.make(UserView(record: record))
+        }
+        apps.get("users/:user") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            guard let record = try await runtime.store.user(appID: app.id, userID: try validUserID(context)) else {
+                throw APIError(.notFound, code: "not_found", message: "no such user", field: "user_id")
+            }
+            return try JSONResponse.make(UserView(record: record))
+        }
+        apps.put("users/:user/preferences") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let preferences = try await decode(UserPreferences.self, request)
+            try preferences.validate()
+            let record = try await runtime.store.setPreferences(
+                appID: app.id, userID: userID, preferences: try JSONEncoder().encode(preferences))
+            return try JSONResponse.make(try JSONDecoder().decode(UserPreferences.self, from: record.preferences))
+        }
+        apps.get("users/:user/preferences") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let record = try await runtime.store.user(appID: app.id, userID: try validUserID(context))
+            let preferences = record.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
+            return try JSONResponse.make(preferences ?? UserPreferences())
+        }
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
@@ -126,6 +158,14 @@ package enum HeraldAPI {
             throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
         }
         return app
+    }
+
+    static func validUserID(_ context: BasicRequestContext) throws -> String {
+        let userID = try context.parameters.require("user")
+        guard !userID.isEmpty, userID.utf8.count <= 256 else {
+            throw APIError.invalid("user_id", "user_id is 1 to 256 bytes")
+        }
+        return userID
     }
 
     static func constantTimeEquals(_ left: String, _ right: String) -> Bool {

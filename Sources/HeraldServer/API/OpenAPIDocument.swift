@@ -115,8 +115,38 @@ enum OpenAPIDocument {
                       until: { type: string, format: date-time }
                       created_at: { type: string, format: date-time }
                       updated_at: { type: string, format: date-time }
+            UserInput:
+              type: object
+              properties:
+                time_zone: { type: string }
+                locale: { type: string, minLength: 1, maxLength: 35 }
+                attributes: { type: object }
+            User:
+              type: object
+              required: [user_id, attributes, created_at, updated_at]
+              properties:
+                user_id: { type: string }
+                time_zone: { type: string }
+                locale: { type: string }
+                attributes: { type: object }
+                created_at: { type: string, format: date-time }
+                updated_at: { type: string, format: date-time }
+            Preferences:
+              type: object
+              properties:
+                types: { type: object, additionalProperties: { type: boolean } }
+                quiet_hours:
+                  type: object
+                  required: [enabled]
+                  properties:
+                    enabled: { type: boolean }
+                    start: { type: string, pattern: '^[0-2][0-9]:[0-5][0-9]$' }
+                    end: { type: string, pattern: '^[0-2][0-9]:[0-5][0-9]$' }
+                vacation: { type: boolean }
+                dnd_bypass: { type: object, additionalProperties: { type: boolean } }
           parameters:
             app: { name: app, in: path, required: true, schema: { type: string } }
+            user_id: { name: user_id, in: path, required: true, schema: { type: string, minLength: 1 } }
           responses:
             Error:
               description: A problem with the request, naming the field.
@@ -178,6 +208,44 @@ enum OpenAPIDocument {
                 - { name: user_id, in: path, required: true, schema: { type: string } }
               responses:
                 '200': { description: The devices., content: { application/json: { schema: { type: object, properties: { devices: { type: array, items: { $ref: '#/components/schemas/Device' } } } } } } }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}:
+            put:
+              summary: Create or update a user's time zone, locale and attributes.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/UserInput' } } } }
+              responses:
+                '200': { description: The user., content: { application/json: { schema: { $ref: '#/components/schemas/User' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+            get:
+              summary: A user.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              responses:
+                '200': { description: The user., content: { application/json: { schema: { $ref: '#/components/schemas/User' } } } }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/preferences:
+            put:
+              summary: Replace a user's notification preferences.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/Preferences' } } } }
+              responses:
+                '200': { description: The stored preferences., content: { application/json: { schema: { $ref: '#/components/schemas/Preferences' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+            get:
+              summary: A user's notification preferences (empty when never set).
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              responses:
+                '200': { description: The preferences., content: { application/json: { schema: { $ref: '#/components/schemas/Preferences' } } } }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }

@@ -1,0 +1,104 @@
+import Foundation
+package import HeraldCore
+import HeraldPayload
+import HeraldStore
+
+/// A user's notification preferences as the API and the store keep them (S2, S10, C11, C12).
+package struct UserPreferences: Codable, Sendable, Hashable {
+    package struct QuietHoursSetting: Codable, Sendable, Hashable {
+        package var enabled: Bool
+        package var start: String?
+        package var end: String?
+    }
+
+    /// Per-type on/off by type name or external id; missing types use the catalog default.
+    package var types: [String: Bool]?
+    package var quietHours: QuietHoursSetting?
+    package var vacation: Bool?
+    /// Stakes levels allowed to break through Do-Not-Disturb: `{"high": true, "failure": true}`.
+    package var dndBypass: [String: Bool]?
+
+    enum CodingKeys: String, CodingKey {
+        case types, vacation
+        case quietHours = "quiet_hours"
+        case dndBypass = "dnd_bypass"
+    }
+
+    /// Checks values; the first problem names its field.
+    func validate() throws(APIError) {
+        if let quietHours, quietHours.enabled || quietHours.start != nil || quietHours.end != nil {
+            for (field, value) in [("start", quietHours.start), ("end", quietHours.end)] {
+                if let value, LocalTime(value) == nil {
+                    throw APIError.invalid("quiet_hours.\(field)", "quiet_hours.\(field) is a time HH:MM")
+                }
+            }
+        }
+        for key in (dndBypass ?? [:]).keys where Stakes(rawValue: key) == nil {
+            throw APIError.invalid("dnd_bypass.\(key)", "dnd_bypass keys are low, medium, high or failure")
+        }
+        if let types, types.count > 1000 { throw APIError.invalid("types", "at most 1000 types") }
+    }
+
+    /// The policy engine's view of a user with these preferences; `defaultQuietHours` is the
+    /// app's window, used when the user turned quiet hours on without their own.
+    package func policyUser(timeZone: String?, defaultQuietHours: QuietHours?) -> PolicyUser {
+        var quiet: QuietHours?
+        if let setting = quietHours, setting.enabled {
+            if let start = setting.start.flatMap(LocalTime.init), let end = setting.end.flatMap(LocalTime.init) {
+                quiet = QuietHours(start: start, end: end)
+            } else {
+                quiet = defaultQuietHours
+            }
+        } else if quietHours == nil {
+            quiet = defaultQuietHours
+        }
+        return PolicyUser(
+            timeZone: timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!,
+            typeEnabled: types ?? [:], quietHours: quiet, vacation: vacation ?? false,
+            dndBypass: Set((dndBypass ?? [:]).filter(\.value).compactMap { Stakes(rawValue: $0.key) }))
+    }
+}
+
+/// `PUT /v1/apps/{app}/users/{user_id}` body.
+struct UserBody: Decodable {
+    var timeZone: String?
+    var locale: String?
+    var attributes: JSONValue?
+
+    enum CodingKeys: String, CodingKey {
+        case timeZone = "time_zone", locale, attributes
+    }
+
+    func validate() throws(APIError) {
+        if let timeZone, TimeZone(identifier: timeZone) == nil {
+            throw APIError.invalid("time_zone", "time_zone is an IANA zone such as Europe/Paris")
+        }
+        if let locale, locale.isEmpty || locale.utf8.count > 35 {
+            throw APIError.invalid("locale", "locale is a language tag such as fr-CA")
+        }
+        if let attributes, attributes.objectValue == nil {
+            throw APIError.invalid("attributes", "attributes must be a JSON object")
+        }
+    }
+}
+
+/// A user as the API shows it.
+struct UserView: Encodable {
+    var record: UserRecord
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", timeZone = "time_zone", locale, attributes, createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(record.userID, forKey: .userID)
+        try container.encodeIfPresent(record.timeZone, forKey: .timeZone)
+        try container.encodeIfPresent(record.locale, forKey: .locale)
+        try container.encode(
+            (try? JSONDecoder().decode(JSONValue.self, from: record.attributes)) ?? JSONValue.object([:]), forKey: .attributes)
+        try container.encode(record.createdAt, forKey: .createdAt)
+        try container.encode(record.updatedAt, forKey: .updatedAt)
+    }
+}
