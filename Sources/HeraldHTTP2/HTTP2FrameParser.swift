@@ -1,4 +1,5 @@
 package import NIOCore
+package import NIOHPACK
 
 /// One frame as read, with padding and priority fields removed and a header block already
 /// joined with its CONTINUATION frames.
@@ -138,5 +139,17 @@ extension HTTP2ReadFrame {
             result.append((identifier, value))
         }
         return result
+    }
+}
+
+extension HPACKDecoder {
+    /// Decodes a HEADERS frame's block; a bad block is a connection-level COMPRESSION_ERROR.
+    package mutating func decodeBlock(of frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) -> HPACKHeaders {
+        var block = frame.payload
+        do {
+            return try decodeHeaders(from: &block)
+        } catch {
+            throw HTTP2ConnectionError(.compressionError, "cannot decode a header block")
+        }
     }
 }

@@ -85,13 +85,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         let streamID = frame.streamID
         switch HTTP2Wire.FrameType(rawValue: frame.type) {
         case .headers?:
-            var block = frame.payload
-            let headers: HPACKHeaders
-            do {
-                headers = try decoder.decodeHeaders(from: &block)
-            } catch {
-                throw HTTP2ConnectionError(.compressionError, "cannot decode a header block")
-            }
+            let headers = try decoder.decodeBlock(of: frame)
             if streams[streamID] != nil {
                 // Trailers: the request ends here.
                 let stream = streams.removeValue(forKey: streamID)!

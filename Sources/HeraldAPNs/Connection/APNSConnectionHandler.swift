@@ -235,13 +235,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private func process(_ frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
         switch HTTP2Wire.FrameType(rawValue: frame.type) {
         case .headers?:
-            var block = frame.payload
-            let headers: HPACKHeaders
-            do {
-                headers = try decoder.decodeHeaders(from: &block)
-            } catch {
-                throw HTTP2ConnectionError(.compressionError, "cannot decode a header block")
-            }
+            let headers = try decoder.decodeBlock(of: frame)
             guard var entry = inFlight[frame.streamID] else { return }
             if let status = headers.first(name: ":status").flatMap({ Int($0) }) { entry.status = status }
             if frame.endStream {

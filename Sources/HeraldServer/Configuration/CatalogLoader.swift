@@ -15,23 +15,12 @@ package enum CatalogLoader {
 
     /// Parses without checking (for `herald catalog check`, which lists every problem).
     package static func parse(file: String) throws(ConfigurationError) -> Catalog {
-        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "cannot read the catalog file")
-        }
-        return try parse(yaml: text, file: file)
+        try parse(yaml: YAMLReader.read(file: file, what: "catalog"), file: file)
     }
 
     package static func parse(yaml: String, file: String) throws(ConfigurationError) -> Catalog {
-        let root: Node
-        do {
-            guard let node = try Yams.compose(yaml: yaml) else {
-                throw ConfigurationError(file: file, line: nil, key: nil, message: "the catalog is empty")
-            }
-            root = node
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "not valid YAML: \(error)")
+        guard let root = try YAMLReader.compose(yaml, file: file) else {
+            throw ConfigurationError(file: file, line: nil, key: nil, message: "the catalog is empty")
         }
         let reader = YAMLReader(file: file, directory: "")
         var app = CatalogApp()

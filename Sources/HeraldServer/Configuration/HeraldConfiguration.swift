@@ -64,21 +64,12 @@ package struct HeraldConfiguration: Sendable {
 
     /// Loads a YAML file; relative `key_file`/`ca_file` paths are taken from the file's folder.
     package static func load(file: String) throws(ConfigurationError) -> HeraldConfiguration {
-        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "cannot read the configuration file")
-        }
-        return try parse(yaml: text, file: file)
+        try parse(yaml: YAMLReader.read(file: file, what: "configuration"), file: file)
     }
 
     /// Parses YAML text; errors name the key and the line.
     package static func parse(yaml: String, file: String) throws(ConfigurationError) -> HeraldConfiguration {
-        let root: Node
-        do {
-            guard let node = try Yams.compose(yaml: yaml) else { return HeraldConfiguration() }
-            root = node
-        } catch {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "not valid YAML: \(error)")
-        }
+        guard let root = try YAMLReader.compose(yaml, file: file) else { return HeraldConfiguration() }
         let reader = YAMLReader(file: file, directory: (file as NSString).deletingLastPathComponent)
         return try reader.configuration(root)
     }
@@ -109,6 +100,23 @@ package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
 struct YAMLReader {
     let file: String
     let directory: String
+
+    /// A file's text, or an error naming it.
+    static func read(file: String, what: String) throws(ConfigurationError) -> String {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            throw ConfigurationError(file: file, line: nil, key: nil, message: "cannot read the \(what) file")
+        }
+        return text
+    }
+
+    /// The document's root node (`nil` when empty), or an error naming the file.
+    static func compose(_ yaml: String, file: String) throws(ConfigurationError) -> Node? {
+        do {
+            return try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigurationError(file: file, line: nil, key: nil, message: "not valid YAML: \(error)")
+        }
+    }
 
     func fail(_ node: Node?, _ key: String, _ message: String) -> ConfigurationError {
         ConfigurationError(file: file, line: node?.mark?.line, key: key, message: message)
