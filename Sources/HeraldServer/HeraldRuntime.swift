@@ -1,6 +1,6 @@
 import Foundation
 package import HeraldAPNs
-import HeraldCore
+package import HeraldCore
 package import HeraldStore
 package import Logging
 import Synchronization
@@ -9,6 +9,8 @@ import Synchronization
 /// (one per environment, made on first use).
 package final class AppRuntime: Sendable {
     package let configuration: HeraldConfiguration.AppConfiguration
+    /// The app's notification catalog, when it has one.
+    package let catalog: Catalog?
     private let signingKey: APNSSigningKey?
     /// Why APNs is off for this app, when it is.
     package let apnsDisabledReason: String?
@@ -17,10 +19,11 @@ package final class AppRuntime: Sendable {
     private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
 
     init(
-        configuration: HeraldConfiguration.AppConfiguration, logger: Logger,
+        configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, logger: Logger,
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void
     ) {
         self.configuration = configuration
+        self.catalog = catalog
         self.logger = logger
         self.clientAdjustment = clientAdjustment
         guard let apns = configuration.apns else {
@@ -89,16 +92,19 @@ package final class HeraldRuntime: Sendable {
     package let metrics = HeraldMetrics()
     let logger: Logger
 
+    /// Builds the runtime; every app's catalog is loaded and checked here, so a bad catalog stops
+    /// the start with its file, line and key.
     package init(
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in }
-    ) {
+    ) throws(ConfigurationError) {
         self.configuration = configuration
         self.store = store
         self.logger = logger
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
-            apps[app.id] = AppRuntime(configuration: app, logger: logger, clientAdjustment: clientAdjustment)
+            let catalog = try app.catalogFile.map { file throws(ConfigurationError) in try CatalogLoader.load(file: file) }
+            apps[app.id] = AppRuntime(configuration: app, catalog: catalog, logger: logger, clientAdjustment: clientAdjustment)
         }
         self.apps = apps
     }

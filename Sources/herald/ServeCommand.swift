@@ -59,7 +59,14 @@ struct ServeCommand: AsyncParsableCommand {
             printError("herald serve: database.url: \(error.message)")
             throw ExitCode(2)
         }
-        let runtime = HeraldRuntime(configuration: configuration, store: store, logger: logger)
+        let runtime: HeraldRuntime
+        do {
+            runtime = try HeraldRuntime(configuration: configuration, store: store, logger: logger)
+        } catch {
+            printError("herald serve: catalog error: \(error)")
+            await store.close()
+            throw ExitCode(2)
+        }
         runtime.logStatus()
         if configuration.adminKey == nil {
             logger.notice("No admin key (admin_key or HERALD_ADMIN_KEY): only app keys are accepted")

@@ -222,7 +222,7 @@ struct ServerEndToEndTests {
                     "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
                     "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
-                    "/v1/apps/{app}/users/{user_id}/preferences",
+                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories",
                 ])
         }
     }
@@ -263,6 +263,21 @@ struct ServerEndToEndTests {
             let empty = try await server.request(.get, "/v1/apps/demo/users/new-user/preferences")
             #expect(empty.status == .ok)
             #expect(empty.body.isEmpty)
+        }
+    }
+
+    @Test("catalog categories and actions are served for the app to register (client key allowed)")
+    func categories() async throws {
+        try await withServer { server in
+            let response = try await server.request(.get, "/v1/apps/demo/catalog/categories", key: ServerHarness.client)
+            #expect(response.status == .ok)
+            let categories = try #require(response.body["categories"] as? [[String: Any]])
+            let error = try #require(categories.first { $0["id"] as? String == "SYNC_ERROR" })
+            #expect(error["types"] as? [String] == ["PN-02"])
+            #expect((error["actions"] as? [[String: Any]])?.first?["id"] as? String == "FIX")
+            #expect(categories.contains { $0["id"] as? String == "BILLING" && ($0["types"] as? [String])?.count == 2 })
+            let none = try await server.request(.get, "/v1/apps/silent/catalog/categories", key: "silent-server-key-0123456789")
+            #expect(none.status == .notFound)
         }
     }
 }

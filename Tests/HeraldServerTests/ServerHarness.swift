@@ -75,11 +75,12 @@ func withServer(
                 apns: .init(
                     teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
                     topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
-                    caFile: harness.simulator.caFile)),
+                    caFile: harness.simulator.caFile),
+                catalogFile: CatalogTests.examples.appendingPathComponent("syncwell.yaml").path),
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
         let store = try await HeraldStore.open(url: configuration.databaseURL)
-        let runtime = HeraldRuntime(configuration: configuration, store: store) { client in
+        let runtime = try HeraldRuntime(configuration: configuration, store: store) { client in
             client.connections = 2
             client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
         }

@@ -101,7 +101,7 @@ struct StoreAndConfigurationTests {
         let store = try await HeraldStore.open(url: "sqlite://:memory:")
         var configuration = HeraldConfiguration()
         configuration.apps = [.init(id: "quiet", serverKey: "server-0123456789abcdef")]
-        let runtime = HeraldRuntime(configuration: configuration, store: store)
+        let runtime = try HeraldRuntime(configuration: configuration, store: store)
         #expect(runtime.apps["quiet"]?.apnsDisabledReason == "no credentials")
         _ = try await store.upsertDevice(
             appID: "quiet", DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
@@ -113,6 +113,26 @@ struct StoreAndConfigurationTests {
         let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(deliveries.first?.status == .failed)
         #expect(deliveries.first?.reason == "APNsNotConfigured")
+        await store.close()
+    }
+
+    @Test("an app's catalog is loaded and checked at start; a bad one stops the start with file and line")
+    func catalogAtStart() async throws {
+        let directory = try makeTemporaryDirectory("herald-catalog")
+        let bad = directory + "/bad.yaml"
+        try "types:\n  a:\n    copy:\n      en: { title: \"Hi {who}\" }\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let yaml = "apps:\n  - id: demo\n    catalog: bad.yaml\n"
+        let configuration = try HeraldConfiguration.parse(yaml: yaml, file: directory + "/herald.yaml")
+        #expect(configuration.apps.first?.catalogFile == bad)
+        let store = try await HeraldStore.open(url: "sqlite://:memory:")
+        do {
+            _ = try HeraldRuntime(configuration: configuration, store: store)
+            Issue.record("a bad catalog was accepted")
+        } catch {
+            #expect(error.file == bad)
+            #expect(error.line == 4)
+            #expect(error.key == "types.a.copy.en.title")
+        }
         await store.close()
     }
 }

@@ -57,6 +57,13 @@ package enum HeraldAPI {
             let devices = try await runtime.store.devices(appID: app.id, userID: userID)
             return try JSONResponse.make(["devices": devices.map(DeviceView.init)])
         }
+        apps.get("catalog/categories") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: true)
+            guard let catalog = app.catalog else {
+                throw APIError(.notFound, code: "no_catalog", message: "app \"\(app.id)\" has no catalog", field: "app")
+            }
+            return try JSONResponse.make(CategoriesView(catalog: catalog))
+        }
         apps.put("users/:user") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
@@ -204,6 +211,49 @@ package enum HeraldAPI {
         }
         try await importer.finish()
         return importer.imported
+    }
+}
+
+/// The categories and actions an app registers on the device (`UNNotificationCategory`).
+struct CategoriesView: Encodable {
+    struct Action: Encodable {
+        var id: String
+        var title: String
+        var authenticationRequired: Bool
+        var destructive: Bool
+        var textInput: Bool
+        enum CodingKeys: String, CodingKey {
+            case id, title, destructive
+            case authenticationRequired = "authentication_required", textInput = "text_input"
+        }
+    }
+
+    struct Category: Encodable {
+        var id: String
+        var types: [String]
+        var actions: [Action]
+    }
+
+    var categories: [Category]
+
+    init(catalog: Catalog) {
+        var byID: [String: Category] = [:]
+        var order: [String] = []
+        for type in catalog.types {
+            guard let category = type.category else { continue }
+            if byID[category] == nil {
+                order.append(category)
+                byID[category] = Category(id: category, types: [], actions: [])
+            }
+            byID[category]!.types.append(type.id ?? type.name)
+            for action in type.actions where !byID[category]!.actions.contains(where: { $0.id == action.id }) {
+                byID[category]!.actions.append(
+                    Action(
+                        id: action.id, title: action.title, authenticationRequired: action.authenticationRequired,
+                        destructive: action.destructive, textInput: action.textInput))
+            }
+        }
+        categories = order.map { byID[$0]! }
     }
 }
 

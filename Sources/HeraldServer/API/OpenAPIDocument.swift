@@ -211,6 +211,37 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/catalog/categories:
+            get:
+              summary: The categories and actions to register on the device (client key allowed).
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              responses:
+                '200':
+                  description: The categories.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          categories:
+                            type: array
+                            items:
+                              type: object
+                              properties:
+                                id: { type: string }
+                                types: { type: array, items: { type: string } }
+                                actions:
+                                  type: array
+                                  items:
+                                    type: object
+                                    properties:
+                                      id: { type: string }
+                                      title: { type: string }
+                                      authentication_required: { type: boolean }
+                                      destructive: { type: boolean }
+                                      text_input: { type: boolean }
+                '401': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}:
             put:
               summary: Create or update a user's time zone, locale and attributes.

@@ -30,13 +30,19 @@ package struct HeraldConfiguration: Sendable {
         package var serverKey: String?
         package var clientKey: String?
         package var apns: APNSConfiguration?
+        /// The notification catalog file (issue #4), checked at start.
+        package var catalogFile: String?
 
-        package init(id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil, apns: APNSConfiguration? = nil) {
+        package init(
+            id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
+            apns: APNSConfiguration? = nil, catalogFile: String? = nil
+        ) {
             self.id = id
             self.payloadKey = payloadKey ?? id
             self.serverKey = serverKey
             self.clientKey = clientKey
             self.apns = apns
+            self.catalogFile = catalogFile
         }
     }
 
@@ -207,6 +213,7 @@ struct YAMLReader {
                     if kind == "server" { app.serverKey = secret } else { app.clientKey = secret }
                 }
             case "apns": app.apns = try apns(value, key + ".apns")
+            case "catalog": app.catalogFile = try path(value, key + ".catalog")
             default: break
             }
         }
