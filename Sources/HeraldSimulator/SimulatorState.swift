@@ -80,11 +80,6 @@ package final class SimulatorState: Sendable {
         storage.withLock { $0.inbox[token.lowercased()] ?? [] }
     }
 
-    /// Every token with at least one accepted notification and how many it got.
-    package func inboxCounts() -> [String: Int] {
-        storage.withLock { $0.inbox.mapValues(\.count) }
-    }
-
     /// Totals: notifications, distinct tokens, and notifications beyond the first per token.
     package func inboxSummary() -> (total: Int, tokens: Int, duplicates: Int) {
         storage.withLock { ($0.inboxCount, $0.inbox.count, $0.duplicates) }

@@ -35,9 +35,6 @@ final class APNSConnection: @unchecked Sendable {
 
     func attach(to client: APNSClient) { clientReference = client }
 
-    /// Requests queued or in flight here (read on the loop).
-    var load: Int { queue.count + (active?.inFlightCount ?? 0) + retiring.values.reduce(0) { $0 + $1.inFlightCount } }
-
     // MARK: Work in
 
     /// Queues requests; must be called on `eventLoop`.

@@ -71,7 +71,9 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     /// The provider token this connection sends and since when (for the 20-minute rule).
     var token: APNSProviderToken?
     var tokenSetAt = NIODeadline.distantPast
+    /// `bearer <token>`, built once per token generation.
     private var authorizationValue = ""
+    private var authorizationGeneration = 0
 
     /// Our receive windows: 16 MiB for the connection, 1 MiB per stream.
     static let connectionReceiveWindow = 16 << 20
@@ -114,8 +116,9 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     /// `availableStreams` and `canSend`, and calls `flush()` after the batch.
     func write(_ request: APNSPendingRequest) {
         guard context != nil, let token else { return }
-        if authorizationValue.isEmpty || request.tokenGeneration != token.generation {
+        if authorizationGeneration != token.generation {
             authorizationValue = "bearer " + token.value
+            authorizationGeneration = token.generation
         }
         let streamID = nextStreamID
         nextStreamID += 2
