@@ -11,6 +11,8 @@ package final class AppRuntime: Sendable {
     package let configuration: HeraldConfiguration.AppConfiguration
     /// The app's notification catalog, when it has one.
     package let catalog: Catalog?
+    /// The catalog's policy settings, with its PII detectors compiled once.
+    package let policyApp: PolicyApp?
     private let signingKey: APNSSigningKey?
     /// Why APNs is off for this app, when it is.
     package let apnsDisabledReason: String?
@@ -24,6 +26,7 @@ package final class AppRuntime: Sendable {
     ) {
         self.configuration = configuration
         self.catalog = catalog
+        self.policyApp = catalog?.app.policyApp
         self.logger = logger
         self.clientAdjustment = clientAdjustment
         guard let apns = configuration.apns else {
@@ -102,8 +105,9 @@ package final class HeraldRuntime: Sendable {
         self.store = store
         self.logger = logger
         var apps: [String: AppRuntime] = [:]
-        for app in configuration.apps {
+        for var app in configuration.apps {
             let catalog = try app.catalogFile.map { file throws(ConfigurationError) in try CatalogLoader.load(file: file) }
+            if !app.payloadKeyIsExplicit, let key = catalog?.app.payloadKey { app.payloadKey = key }
             apps[app.id] = AppRuntime(configuration: app, catalog: catalog, logger: logger, clientAdjustment: clientAdjustment)
         }
         self.apps = apps

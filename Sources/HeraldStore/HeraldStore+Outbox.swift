@@ -114,7 +114,7 @@ extension HeraldStore {
         try await exclusive {
             try await database.raw(
                 """
-                SELECT id, device_id, status, reason, attempts, due_at, created_at, updated_at FROM deliveries
+                SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
                 WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY id LIMIT \(bind: limit) OFFSET \(bind: offset)
                 """
             ).all().map { row in
@@ -127,33 +127,43 @@ extension HeraldStore {
                     status: DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .queued,
                     reason: try row.decode(column: "reason", as: String?.self),
                     attempts: try row.decode(column: "attempts", as: Int.self),
+                    trace: try row.decode(column: "trace", as: String?.self),
                     dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"))
             }
         }
     }
 
-    /// Claims up to `limit` due deliveries (`queued` → `sending`) with the device data needed to
-    /// send them. Deliveries whose device is gone or inactive fail here instead.
+    /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) with the device
+    /// data needed to send them; deferred ones whose time has come go first. Deliveries whose
+    /// device is gone or inactive fail here instead.
     package func claimDueDeliveries(limit: Int) async throws -> [ClaimedDelivery] {
         try await transaction {
             let now = nowMilliseconds
-            let rows = try await database.raw(
-                """
-                SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts,
-                       v.platform, v.token, v.environment, v.active
-                FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-                WHERE d.status = 'queued' AND d.due_at <= \(bind: now)
-                ORDER BY d.due_at, d.id LIMIT \(bind: limit)
-                """
-            ).all()
+            // One query per status, so each walks the (status, due_at) index in order.
+            var rows: [any SQLRow] = []
+            for status in [DeliveryStatus.deferred, .queued] where rows.count < limit {
+                rows += try await database.raw(
+                    """
+                    SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
+                           v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone
+                    FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+                    WHERE d.status = \(bind: status.rawValue) AND d.due_at <= \(bind: now)
+                    ORDER BY d.due_at, d.id LIMIT \(bind: limit - rows.count)
+                    """
+                ).all()
+            }
             var claimed: [ClaimedDelivery] = []
             claimed.reserveCapacity(rows.count)
             var gone: [Int64] = []
             var inactive: [Int64] = []
             var failedByNotification: [String: Int] = [:]
+            var undeferredByNotification: [String: Int] = [:]
             for row in rows {
                 let id = try row.decode(column: "id", as: Int64.self)
                 let notificationText = try row.decode(column: "notification_id", as: String.self)
+                if try row.decode(column: "status", as: String.self) == DeliveryStatus.deferred.rawValue {
+                    undeferredByNotification[notificationText, default: 0] += 1
+                }
                 guard let platform = try row.decode(column: "platform", as: String?.self),
                     let token = try row.decode(column: "token", as: String?.self),
                     let environment = try row.decode(column: "environment", as: String?.self)
@@ -172,7 +182,11 @@ extension HeraldStore {
                     ClaimedDelivery(
                         id: id, notificationID: notificationID, appID: try row.decode(column: "app_id", as: String.self),
                         deviceID: try row.decode(column: "device_id", as: String.self), platform: platform,
-                        token: token, environment: environment, attempts: try row.decode(column: "attempts", as: Int.self)))
+                        token: token, environment: environment, attempts: try row.decode(column: "attempts", as: Int.self),
+                        userID: try row.decode(column: "user_id", as: String?.self) ?? "",
+                        locale: try row.decode(column: "locale", as: String?.self),
+                        timeZone: try row.decode(column: "time_zone", as: String?.self),
+                        trace: try row.decode(column: "trace", as: String?.self)))
             }
             for (ids, reason) in [(gone, "DeviceUnregistered"), (inactive, "DeviceInactive")] where !ids.isEmpty {
                 try await updateDeliveries(ids, status: .failed, reason: reason, now: now)
@@ -182,10 +196,39 @@ extension HeraldStore {
                     "UPDATE notifications SET failed_count = failed_count + \(bind: failed) WHERE id = \(bind: notificationID)"
                 ).run()
             }
+            for (notificationID, undeferred) in undeferredByNotification {
+                try await database.raw(
+                    "UPDATE notifications SET deferred_count = deferred_count - \(bind: undeferred) WHERE id = \(bind: notificationID)"
+                ).run()
+            }
             for chunk in claimed.map(\.id).chunked(Self.batchSize) {
                 try await updateDeliveries(chunk, status: .sending, reason: nil, now: now)
             }
             return claimed
+        }
+    }
+
+    /// When each of these users last received policy-governed notifications since `since`, by
+    /// user: (notification, time) pairs, oldest first. Pacing and grouping count them.
+    package func recentSends(appID: String, userIDs: [String], since: Date) async throws -> [String: [(UUID, Date)]] {
+        guard !userIDs.isEmpty else { return [:] }
+        return try await exclusive {
+            var result: [String: [(UUID, Date)]] = [:]
+            let sinceMilliseconds = Int64((since.timeIntervalSince1970 * 1000).rounded(.down))
+            for chunk in userIDs.chunked(Self.batchSize) {
+                for row in try await database.raw(
+                    """
+                    SELECT user_id, notification_id, sent_at FROM user_sends
+                    WHERE app_id = \(bind: appID) AND user_id IN (\(binds: chunk)) AND sent_at > \(bind: sinceMilliseconds)
+                    ORDER BY sent_at
+                    """
+                ).all() {
+                    guard let id = UUID(uuidString: try row.decode(column: "notification_id", as: String.self)) else { continue }
+                    let at = Date(timeIntervalSince1970: Double(try row.decode(column: "sent_at", as: Int64.self)) / 1000)
+                    result[try row.decode(column: "user_id", as: String.self), default: []].append((id, at))
+                }
+            }
+            return result
         }
     }
 
@@ -196,19 +239,24 @@ extension HeraldStore {
         try await transaction {
             let now = nowMilliseconds
             var sentByAttempts: [Int: [Int64]] = [:]
-            var finished: [UUID: (sent: Int, failed: Int)] = [:]
+            var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+            var userSends: [String: [(String, UUID)]] = [:]
             for result in results {
+                if let trace = result.trace {
+                    try await database.raw("UPDATE deliveries SET trace = \(bind: trace) WHERE id = \(bind: result.deliveryID)").run()
+                }
                 switch result.outcome {
                 case .sent:
                     sentByAttempts[result.attempts, default: []].append(result.deliveryID)
-                    finished[result.notificationID, default: (0, 0)].sent += 1
+                    finished[result.notificationID, default: (0, 0, 0, 0)].sent += 1
+                    if let userID = result.pacedUserID { userSends[result.appID, default: []].append((userID, result.notificationID)) }
                 case .failed(let reason):
-                    finished[result.notificationID, default: (0, 0)].failed += 1
+                    finished[result.notificationID, default: (0, 0, 0, 0)].failed += 1
                     try await database.raw(
                         "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
                 case .tokenDead(let reason, let since):
-                    finished[result.notificationID, default: (0, 0)].failed += 1
+                    finished[result.notificationID, default: (0, 0, 0, 0)].failed += 1
                     try await database.raw(
                         "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
@@ -221,12 +269,42 @@ extension HeraldStore {
                     try await database.raw(
                         "UPDATE deliveries SET status = 'queued', reason = \(bind: reason), due_at = \(bind: due), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
+                case .deferred(let reason, let until):
+                    finished[result.notificationID, default: (0, 0, 0, 0)].deferred += 1
+                    let due = Int64((until.timeIntervalSince1970 * 1000).rounded(.up))
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'deferred', reason = \(bind: reason), due_at = \(bind: due), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
+                    ).run()
+                case .suppressed(let reason):
+                    finished[result.notificationID, default: (0, 0, 0, 0)].suppressed += 1
+                    try await database.raw(
+                        "UPDATE deliveries SET status = 'suppressed', reason = \(bind: reason), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
+                    ).run()
                 }
             }
             for (notificationID, counts) in finished {
                 try await database.raw(
-                    "UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed) WHERE id = \(bind: notificationID.uuidString)"
+                    """
+                    UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed),
+                        deferred_count = deferred_count + \(bind: counts.deferred), suppressed_count = suppressed_count + \(bind: counts.suppressed)
+                    WHERE id = \(bind: notificationID.uuidString)
+                    """
                 ).run()
+            }
+            // What each user received, for pacing and grouping; older than a day is never read.
+            for (appID, sends) in userSends {
+                for chunk in sends.chunked(Self.batchSize) {
+                    var values: [SQLQueryString] = []
+                    for (userID, notificationID) in chunk {
+                        values.append("(\(bind: appID), \(bind: userID), \(bind: notificationID.uuidString), \(bind: now))")
+                    }
+                    try await database.raw(
+                        "INSERT OR IGNORE INTO user_sends (app_id, user_id, notification_id, sent_at) VALUES \(values.joined(separator: ", "))"
+                    ).run()
+                    try await database.raw(
+                        "DELETE FROM user_sends WHERE app_id = \(bind: appID) AND user_id IN (\(binds: Array(Set(chunk.map(\.0))))) AND sent_at < \(bind: now - 86_400_000)"
+                    ).run()
+                }
             }
             for (attempts, ids) in sentByAttempts {
                 for chunk in ids.chunked(Self.batchSize) {
@@ -266,7 +344,7 @@ extension HeraldStore {
     package func queueDepth() async throws -> Int {
         try await exclusive {
             try await database.raw(
-                "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'sending') AND due_at <= \(bind: nowMilliseconds)"
+                "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'deferred', 'sending') AND due_at <= \(bind: nowMilliseconds)"
             ).first()?.decode(column: "n", as: Int.self) ?? 0
         }
     }

@@ -54,11 +54,32 @@ extension HeraldStore {
         try await exclusive { try await fetchUser(appID: appID, userID: userID) }
     }
 
+    /// Several users at once (the dispatcher's policy step), by user id; unknown ones are absent.
+    package func users(appID: String, ids: [String]) async throws -> [String: UserRecord] {
+        guard !ids.isEmpty else { return [:] }
+        return try await exclusive {
+            var result: [String: UserRecord] = [:]
+            for chunk in ids.chunked(Self.batchSize) {
+                for row in try await database.raw(
+                    "SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users WHERE app_id = \(bind: appID) AND user_id IN (\(binds: chunk))"
+                ).all() {
+                    let user = try Self.user(from: row)
+                    result[user.userID] = user
+                }
+            }
+            return result
+        }
+    }
+
     private func fetchUser(appID: String, userID: String) async throws -> UserRecord? {
         guard let row = try await database.raw(
             "SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users WHERE app_id = \(bind: appID) AND user_id = \(bind: userID)"
         ).first() else { return nil }
-        return UserRecord(
+        return try Self.user(from: row)
+    }
+
+    private static func user(from row: any SQLRow) throws -> UserRecord {
+        UserRecord(
             userID: try row.decode(column: "user_id", as: String.self),
             timeZone: try row.decode(column: "time_zone", as: String?.self),
             locale: try row.decode(column: "locale", as: String?.self),

@@ -164,6 +164,24 @@ package final class HeraldStore: Sendable {
                 """
             ]
         ),
+        (
+            4,
+            [
+                // The policy engine's decision trace per delivery (JSON array of steps), and what
+                // each user received when: pacing and grouping look at the last hour of it.
+                "ALTER TABLE deliveries ADD COLUMN trace TEXT",
+                """
+                CREATE TABLE user_sends (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    sent_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, notification_id)
+                )
+                """,
+                "CREATE INDEX user_sends_recent ON user_sends (app_id, user_id, sent_at)",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database has not seen, each in its own transaction.

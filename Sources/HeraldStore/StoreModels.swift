@@ -75,6 +75,8 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var status: DeliveryStatus
     package var reason: String?
     package var attempts: Int
+    /// The decision trace (a JSON array of `{rule, message}`), when the policy engine ran.
+    package var trace: String?
     package var dueAt: Date
     package var createdAt: Date
     package var updatedAt: Date
@@ -90,6 +92,12 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var token: String
     package var environment: String
     package var attempts: Int
+    /// The device's user, locale and time zone: the policy engine needs them.
+    package var userID: String = ""
+    package var locale: String?
+    package var timeZone: String?
+    /// The decision trace so far (a JSON array), when the delivery was deferred before.
+    package var trace: String?
 }
 
 /// The result of one delivery, to be written in a batch.
@@ -101,6 +109,10 @@ package struct DeliveryResult: Sendable, Hashable {
         case tokenDead(reason: String, since: Date?)
         /// Not sent now: back to the queue at `dueAt`.
         case retry(reason: String, dueAt: Date)
+        /// The policy engine held it back until `until` (quiet hours, pacing).
+        case deferred(reason: String, until: Date)
+        /// The policy engine decided it is not sent at all (preference off, vacation).
+        case suppressed(reason: String)
     }
 
     package var deliveryID: Int64
@@ -109,9 +121,14 @@ package struct DeliveryResult: Sendable, Hashable {
     package var deviceID: String
     package var outcome: Outcome
     package var attempts: Int
+    /// The whole decision trace (a JSON array) to store, when the policy engine ran.
+    package var trace: String?
+    /// Set when a policy-governed send reached the user: it counts for pacing and grouping.
+    package var pacedUserID: String?
 
     package init(
-        deliveryID: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int
+        deliveryID: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
+        trace: String? = nil, pacedUserID: String? = nil
     ) {
         self.deliveryID = deliveryID
         self.notificationID = notificationID
@@ -119,6 +136,8 @@ package struct DeliveryResult: Sendable, Hashable {
         self.deviceID = deviceID
         self.outcome = outcome
         self.attempts = attempts
+        self.trace = trace
+        self.pacedUserID = pacedUserID
     }
 }
 

@@ -244,7 +244,8 @@ struct ServerEndToEndTests {
             let preferences = #"{"types":{"PN-01":true,"PN-03":false},"quiet_hours":{"enabled":true,"start":"22:00","end":"09:00"},"vacation":true,"dnd_bypass":{"high":true,"failure":false}}"#
             let stored = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: preferences)
             #expect(stored.status == .ok)
-            #expect((stored.body["types"] as? [String: Bool])?["PN-03"] == false)
+            // The answer shows every user-controllable type by name: the user's choice, else the default.
+            #expect(stored.body["types"] as? [String: Bool] == ["sync_success": true, "sync_error": true, "new_provider": false, "achievement": true])
             let badTime = try await server.request(
                 .put, "/v1/apps/demo/users/ines/preferences", json: #"{"quiet_hours":{"enabled":true,"start":"25:00"}}"#)
             #expect((badTime.body["error"] as? [String: String])?["field"] == "quiet_hours.start")
@@ -262,7 +263,9 @@ struct ServerEndToEndTests {
             #expect(policyUser.typeEnabled["PN-01"] == true)
             let empty = try await server.request(.get, "/v1/apps/demo/users/new-user/preferences")
             #expect(empty.status == .ok)
-            #expect(empty.body.isEmpty)
+            #expect(empty.body["types"] as? [String: Bool] == ["sync_success": false, "sync_error": true, "new_provider": true, "achievement": true])
+            let unknown = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: #"{"types":{"PN-99":true}}"#)
+            #expect((unknown.body["error"] as? [String: String])?["field"] == "types.PN-99")
         }
     }
 

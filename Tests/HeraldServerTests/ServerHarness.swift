@@ -31,12 +31,13 @@ struct ServerHarness {
         return (response.status, object ?? [:])
     }
 
-    func register(_ deviceID: String, user: String, token: String, key: String = ServerHarness.client) async throws
-        -> HTTPResponse.Status
-    {
-        try await request(
+    func register(
+        _ deviceID: String, user: String, token: String, key: String = ServerHarness.client, locale: String? = nil
+    ) async throws -> HTTPResponse.Status {
+        let localeField = locale.map { #","locale":"\#($0)""# } ?? ""
+        return try await request(
             .post, "/v1/apps/demo/devices", key: key,
-            json: #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"}"#
+            json: #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"\#(localeField)}"#
         ).status
     }
 
@@ -57,8 +58,11 @@ struct ServerHarness {
     }
 }
 
-/// Starts the simulator, a store in a temp file, and the server with its dispatcher.
+/// Starts the simulator, a store in a temp file, and the server with its dispatcher. The demo
+/// app uses `catalog` from Examples/ (and its payload key when `payloadKey` is nil); with a manual `clock`, the store, API and policy engine
+/// read it (the APNs client keeps real time for its tokens).
 func withServer(
+    catalog: String = "syncwell.yaml", payloadKey: String? = "demo", clock: ManualClock? = nil,
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
 ) async throws {
@@ -71,15 +75,15 @@ func withServer(
         configuration.databaseURL = "sqlite://\(directory)/herald.sqlite"
         configuration.apps = [
             .init(
-                id: "demo", payloadKey: "demo", serverKey: ServerHarness.server, clientKey: ServerHarness.client,
+                id: "demo", payloadKey: payloadKey, serverKey: ServerHarness.server, clientKey: ServerHarness.client,
                 apns: .init(
                     teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
                     topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
                     caFile: harness.simulator.caFile),
-                catalogFile: CatalogTests.examples.appendingPathComponent("syncwell.yaml").path),
+                catalogFile: CatalogTests.examples.appendingPathComponent(catalog).path),
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
-        let store = try await HeraldStore.open(url: configuration.databaseURL)
+        let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
         let runtime = try HeraldRuntime(configuration: configuration, store: store) { client in
             client.connections = 2
             client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)

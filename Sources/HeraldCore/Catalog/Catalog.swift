@@ -21,7 +21,9 @@ public struct CatalogApp: Sendable {
     public var payloadKey: String?
     public var defaultLocale: String = "en"
     public var quietHours: QuietHours?
-    public var pacingLimit: Int?
+    /// At most this many notifications per user per rolling hour (U7); 0 turns pacing off.
+    public var pacingLimit: Int = 5
+    /// Grouping (C7) is on when the catalog has a `grouping` section; its threshold defaults to 5.
     public var groupingThreshold: Int?
     public var groupThreadID: String = "group"
     public var groupSummaryFormat: String = "{app} · {count} updates"
@@ -29,8 +31,23 @@ public struct CatalogApp: Sendable {
     /// Extra PII patterns by name, besides the built-in detectors.
     public var piiPatterns: [String: String] = [:]
     public var copyRules = CopyRules()
+    /// The app-wide opaque text used when the PII guard fires and a type has none of its own.
+    public var opaqueTitle: String = "New notification"
+    public var opaqueBody: String = "Open the app to view"
 
     public init() {}
+
+    /// The policy engine's view of these settings; custom PII patterns join the built-in detectors.
+    public var policyApp: PolicyApp {
+        var detectors = PIIDetector.builtIn
+        for (name, pattern) in piiPatterns.sorted(by: { $0.key < $1.key }) {
+            if let detector = try? PIIDetector(name: name, pattern: pattern) { detectors.append(detector) }
+        }
+        return PolicyApp(
+            name: name, pacingLimit: pacingLimit > 0 ? pacingLimit : nil,
+            groupingThreshold: groupingThreshold.flatMap { $0 > 0 ? $0 : nil }, groupThreadID: groupThreadID,
+            groupSummaryFormat: groupSummaryFormat, piiDetectors: detectors)
+    }
 }
 
 /// Copy rules checked when the catalog loads (L10, C2).
@@ -57,6 +74,8 @@ public struct CatalogType: Sendable {
     public var pushType: APNSPushType = .alert
     public var priority: APNSPriority?
     public var sound: String?
+    /// `mutable-content: 1`, for a notification service extension (rich content, K4).
+    public var mutableContent = false
     public var interruptionLevel: APSInterruptionLevel?
     public var category: String?
     public var threadID: String?
@@ -68,6 +87,10 @@ public struct CatalogType: Sendable {
     public var copy: [String: CatalogCopy] = [:]
     /// Deterministic body used when a placeholder's data is missing.
     public var fallbackBody: String?
+    /// Shown instead of title and body when they contain personal data (C10); the app's
+    /// opaque text when `nil`.
+    public var opaqueTitle: String?
+    public var opaqueBody: String?
     public var actions: [CatalogAction] = []
     /// Click-through goal (S8), a fraction.
     public var goalCTR: Double?
@@ -76,11 +99,12 @@ public struct CatalogType: Sendable {
 
     public init(name: String) { self.name = name }
 
-    /// The policy view of this type.
-    public var policyType: PolicyType {
+    /// The policy view of this type; `app` supplies the opaque text the type does not set.
+    public func policyType(app: CatalogApp) -> PolicyType {
         PolicyType(
-            id: id ?? name, transactional: transactional, userControllable: userControllable,
-            defaultEnabled: defaultEnabled, stakes: stakes)
+            id: name, transactional: transactional, userControllable: userControllable,
+            defaultEnabled: defaultEnabled, stakes: stakes, opaqueTitle: opaqueTitle ?? app.opaqueTitle,
+            opaqueBody: opaqueBody ?? app.opaqueBody)
     }
 }
 

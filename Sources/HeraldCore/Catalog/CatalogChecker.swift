@@ -22,7 +22,8 @@ public enum CatalogChecker {
                 problems.append(CatalogProblem(line: type.line, key: key, message: "the type appears twice"))
             }
             let known = Set(type.placeholders)
-            if type.copy[catalog.app.defaultLocale] == nil {
+            // Silent (background) pushes show nothing, so they need no copy.
+            if type.copy[catalog.app.defaultLocale] == nil && type.pushType != .background {
                 problems.append(
                     CatalogProblem(line: type.line, key: key + ".copy", message: "no copy for the default locale \"\(catalog.app.defaultLocale)\""))
             }
@@ -54,6 +55,11 @@ public enum CatalogChecker {
                     if rules.noMoney, Self.mentionsMoney(text) {
                         problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "copy must never ask for money (currency amount)"))
                     }
+                }
+            }
+            for (field, text) in [("opaque.title", type.opaqueTitle), ("opaque.body", type.opaqueBody)] {
+                if let text, !Template.placeholders(in: text).isEmpty {
+                    problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "opaque text must not need data"))
                 }
             }
             if type.actions.count > 2 {

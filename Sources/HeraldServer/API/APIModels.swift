@@ -130,9 +130,12 @@ struct NotificationBody: Decodable, Sendable {
     var expiration: Int?
     var deliverAt: String?
     var idempotencyKey: String?
+    /// A catalog type (name or external id): copy, category, thread, collapse id, deep link,
+    /// sound and interruption level come from it, rendered per device; the policy engine runs.
+    var type: String?
 
     enum CodingKeys: String, CodingKey {
-        case to, alert, data, priority, category, badge, sound, expiration
+        case to, alert, data, priority, category, badge, sound, expiration, type
         case excludeDeviceIDs = "exclude_device_ids", pushType = "push_type", collapseID = "collapse_id"
         case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
         case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", deliverAt = "deliver_at"
@@ -142,7 +145,9 @@ struct NotificationBody: Decodable, Sendable {
     static let maximumRecipientIDs = 10_000
 
     /// Validates and renders the request into what the outbox stores.
-    func prepared(payloadKey: String, now: Date) throws(APIError) -> (RecipientSelector, StoredNotificationContent, Date) {
+    func prepared(payloadKey: String, catalog: Catalog?, now: Date) throws(APIError) -> (
+        RecipientSelector, StoredNotificationContent, Date
+    ) {
         guard let to else { throw APIError.missing("to") }
         let targets = [to.userIDs != nil, to.deviceIDs != nil, to.all == true].filter { $0 }.count
         guard targets == 1 else {
@@ -165,12 +170,25 @@ struct NotificationBody: Decodable, Sendable {
         if let excluded = excludeDeviceIDs, excluded.count > Self.maximumRecipientIDs {
             throw APIError.invalid("exclude_device_ids", "at most \(Self.maximumRecipientIDs) ids")
         }
+        var catalogType: CatalogType?
+        if let type {
+            guard let catalog else {
+                throw APIError.invalid("type", "this app has no catalog (apps[].catalog); send alert fields instead")
+            }
+            guard let found = catalog.type(type) else {
+                let known = catalog.types.map(\.name).joined(separator: ", ")
+                throw APIError.invalid("type", "unknown type \"\(type)\"; the catalog has \(known)")
+            }
+            catalogType = found
+        }
         let visible = alert != nil || badge != nil || sound != nil
-        let pushType = APNSPushType(rawValue: self.pushType ?? (contentAvailable == true && !visible ? "background" : "alert"))
+        let pushType = APNSPushType(
+            rawValue: self.pushType ?? catalogType?.pushType.rawValue
+                ?? (contentAvailable == true && !visible ? "background" : "alert"))
         guard pushType.isKnown else {
             throw APIError.invalid("push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
         }
-        let priority = APNSPriority(rawValue: self.priority ?? (pushType == .background ? 5 : 10))
+        let priority = APNSPriority(rawValue: self.priority ?? catalogType?.priority?.rawValue ?? (pushType == .background ? 5 : 10))
         guard priority.isValid else { throw APIError.invalid("priority", "priority is 10, 5 or 1") }
         if pushType == .background && priority == .immediate {
             throw APIError.invalid("priority", "background pushes must use priority 5")
@@ -200,6 +218,12 @@ struct NotificationBody: Decodable, Sendable {
             else { throw APIError.invalid("deliver_at", "deliver_at is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
             dueAt = max(now, date)
         }
+        if let catalogType, let catalog {
+            let content = try typedContent(
+                catalogType, catalog: catalog, pushType: pushType, priority: priority, interruption: interruption,
+                payloadKey: payloadKey)
+            return (selector, content, dueAt)
+        }
         var aps = APS()
         if let alert { aps.alert = APSAlert(title: alert.title, subtitle: alert.subtitle, body: alert.body) }
         aps.badge = badge
@@ -218,15 +242,80 @@ struct NotificationBody: Decodable, Sendable {
         } catch {
             throw APIError.invalid("data", "the payload cannot be encoded")
         }
-        guard payload.count <= pushType.payloadLimit else {
-            throw APIError(
-                .contentTooLarge, code: "payload_too_large",
-                message: "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)",
-                field: alert?.body != nil ? "alert.body" : "data")
-        }
+        try Self.checkSize(payload, pushType: pushType, field: alert?.body != nil ? "alert.body" : "data")
         let content = StoredNotificationContent(
             pushType: pushType.rawValue, priority: priority.rawValue, collapseID: collapseID, expiration: expiration,
             payload: String(decoding: payload, as: UTF8.self))
         return (selector, content, dueAt)
+    }
+
+    static func checkSize(_ payload: Data, pushType: APNSPushType, field: String) throws(APIError) {
+        guard payload.count <= pushType.payloadLimit else {
+            throw APIError(
+                .contentTooLarge, code: "payload_too_large",
+                message: "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)",
+                field: field)
+        }
+    }
+
+    /// Keys Herald writes under the payload key when sending by type.
+    static let reservedDataKeys: Set<String> = ["type", "deep_link", "group_summary"]
+
+    /// A send by catalog type: resolves every field (request first, then the type), keeps what
+    /// the dispatcher needs to render per device, and checks that the default-locale rendering
+    /// can fit once the policy engine shortens the body.
+    private func typedContent(
+        _ type: CatalogType, catalog: Catalog, pushType: APNSPushType, priority: APNSPriority,
+        interruption: APSInterruptionLevel?, payloadKey: String
+    ) throws(APIError) -> StoredNotificationContent {
+        let object = data?.objectValue ?? [:]
+        for key in object.keys where Self.reservedDataKeys.contains(key) {
+            throw APIError.invalid("data.\(key)", "data.\(key) is set by Herald when sending by type")
+        }
+        var values: [String: String] = [:]
+        for (key, value) in object {
+            switch value {
+            case .string(let text): values[key] = text
+            case .int(let number): values[key] = String(number)
+            case .double(let number): values[key] = String(number)
+            case .bool(let flag): values[key] = String(flag)
+            case .null: break
+            case .array, .object:
+                values[key] = (try? JSONEncoder().encode(value)).map { String(decoding: $0, as: UTF8.self) }
+            }
+        }
+        let resolvedCollapseID = collapseID ?? type.collapseID.flatMap { Template.render($0, data: values) }
+        if let resolvedCollapseID, resolvedCollapseID.utf8.count > APNSNotification.collapseIDLimit {
+            throw APIError.invalid(collapseID != nil ? "collapse_id" : "data", "the collapse id \"\(resolvedCollapseID.prefix(80))\" is over 64 bytes")
+        }
+        var custom = object
+        custom["type"] = .string(type.name)
+        if let link = type.deepLink.flatMap({ Template.render($0, data: values) }) { custom["deep_link"] = .string(link) }
+        let typed = TypedContent(
+            type: type.name, data: values, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body, badge: badge,
+            sound: sound ?? type.sound, threadID: threadID ?? type.threadID.flatMap { Template.render($0, data: values) },
+            category: category ?? type.category, contentAvailable: contentAvailable ?? (pushType == .background),
+            mutableContent: mutableContent ?? type.mutableContent, interruptionLevel: (interruption ?? type.interruptionLevel)?.rawValue,
+            relevanceScore: relevanceScore, custom: .object(custom))
+        let copy = pushType == .background && alert == nil
+            ? nil : type.render(locale: nil, defaultLocale: catalog.app.defaultLocale, data: values)
+        var content = typed.policyContent(copy: copy)
+        let subtitle = alert?.subtitle ?? copy?.subtitle
+        let payload: Data
+        do {
+            payload = try typed.apnsPayload(content, subtitle: subtitle, payloadKey: payloadKey)
+            // The policy engine may shorten the body to "…"; without it the rest must fit.
+            content.body = content.body.map { _ in "…" }
+            try Self.checkSize(
+                try typed.apnsPayload(content, subtitle: subtitle, payloadKey: payloadKey), pushType: pushType,
+                field: "data")
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError.invalid("data", "the payload cannot be encoded")
+        }
+        return StoredNotificationContent(
+            pushType: pushType.rawValue, priority: priority.rawValue, collapseID: resolvedCollapseID, expiration: expiration,
+            payload: String(decoding: payload, as: UTF8.self), typed: typed)
     }
 }

@@ -85,22 +85,23 @@ package enum HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let preferences = try await decode(UserPreferences.self, request)
-            try preferences.validate()
+            try preferences.validate(catalog: app.catalog)
             let record = try await runtime.store.setPreferences(
                 appID: app.id, userID: userID, preferences: try JSONEncoder().encode(preferences))
-            return try JSONResponse.make(try JSONDecoder().decode(UserPreferences.self, from: record.preferences))
+            let stored = try JSONDecoder().decode(UserPreferences.self, from: record.preferences)
+            return try JSONResponse.make(stored.withDefaults(from: app.catalog))
         }
         apps.get("users/:user/preferences") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let record = try await runtime.store.user(appID: app.id, userID: try validUserID(context))
             let preferences = record.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
-            return try JSONResponse.make(preferences ?? UserPreferences())
+            return try JSONResponse.make((preferences ?? UserPreferences()).withDefaults(from: app.catalog))
         }
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
             let (selector, content, dueAt) = try body.prepared(
-                payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+                payloadKey: app.configuration.payloadKey, catalog: app.catalog, now: runtime.store.now)
             let contentData = try JSONEncoder().encode(content)
             let (record, created) = try await runtime.store.createNotification(
                 appID: app.id, id: UUID.random(), idempotencyKey: body.idempotencyKey, content: contentData,
@@ -272,7 +273,7 @@ struct NotificationView: Encodable {
     enum CodingKeys: String, CodingKey { case id, createdAt = "created_at", recipients, counts, deliveries }
     enum DeliveryKeys: String, CodingKey {
         case deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
-        case updatedAt = "updated_at"
+        case updatedAt = "updated_at", trace
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -298,6 +299,8 @@ struct NotificationView: Encodable {
             if delivery.status == .deferred || delivery.status == .queued { try item.encode(delivery.dueAt, forKey: .until) }
             try item.encode(delivery.createdAt, forKey: .createdAt)
             try item.encode(delivery.updatedAt, forKey: .updatedAt)
+            let trace = DecisionTrace.entries(delivery.trace)
+            if !trace.isEmpty { try item.encode(trace, forKey: .trace) }
         }
     }
 }

@@ -24,8 +24,19 @@ package struct UserPreferences: Codable, Sendable, Hashable {
         case dndBypass = "dnd_bypass"
     }
 
-    /// Checks values; the first problem names its field.
-    func validate() throws(APIError) {
+    /// Checks values; the first problem names its field. With a catalog, every type must be
+    /// one of its user-controllable types (by name or external id).
+    func validate(catalog: Catalog? = nil) throws(APIError) {
+        if let catalog {
+            for key in (types ?? [:]).keys.sorted() {
+                guard let type = catalog.type(key) else {
+                    throw APIError.invalid("types.\(key)", "unknown type \"\(key)\"; the catalog has \(catalog.types.map(\.name).joined(separator: ", "))")
+                }
+                guard type.userControllable else {
+                    throw APIError.invalid("types.\(key)", "\(key) is not user-controllable; it cannot be switched off")
+                }
+            }
+        }
         if let quietHours, quietHours.enabled || quietHours.start != nil || quietHours.end != nil {
             for (field, value) in [("start", quietHours.start), ("end", quietHours.end)] {
                 if let value, LocalTime(value) == nil {
@@ -37,6 +48,20 @@ package struct UserPreferences: Codable, Sendable, Hashable {
             throw APIError.invalid("dnd_bypass.\(key)", "dnd_bypass keys are low, medium, high or failure")
         }
         if let types, types.count > 1000 { throw APIError.invalid("types", "at most 1000 types") }
+    }
+
+    /// What the API shows: every user-controllable type of the catalog with its effective
+    /// setting (the user's choice, else the catalog default), keyed by type name (S2).
+    func withDefaults(from catalog: Catalog?) -> UserPreferences {
+        guard let catalog else { return self }
+        var copy = self
+        var effective: [String: Bool] = [:]
+        for type in catalog.types where type.userControllable {
+            let chosen = (types ?? [:]).first { catalog.type($0.key)?.name == type.name }?.value
+            effective[type.name] = chosen ?? type.defaultEnabled
+        }
+        copy.types = effective
+        return copy
     }
 
     /// The policy engine's view of a user with these preferences; `defaultQuietHours` is the

@@ -46,10 +46,21 @@ package enum CatalogLoader {
         return value
     }
 
+    /// `opaque: { title: …, body: … }`: the text shown when the PII guard fires (C10).
+    private static func opaque(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> (String?, String?) {
+        var title: String?
+        var body: String?
+        for (part, textNode) in try reader.mapping(node, key, allowed: ["title", "body"]) {
+            if part == "title" { title = try reader.string(textNode, key + ".title") } else { body = try reader.string(textNode, key + ".body") }
+        }
+        return (title, body)
+    }
+
     private static func app(_ node: Node, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogApp {
         var app = CatalogApp()
         let allowed: Set<String> = [
             "name", "payload_key", "default_locale", "quiet_hours", "pacing_limit", "grouping", "pii", "copy_rules",
+            "opaque",
         ]
         for (name, value) in try reader.mapping(node, "app", allowed: allowed) {
             let key = "app." + name
@@ -57,7 +68,13 @@ package enum CatalogLoader {
             case "name": app.name = try reader.string(value, key)
             case "payload_key": app.payloadKey = try reader.string(value, key)
             case "default_locale": app.defaultLocale = try reader.string(value, key)
-            case "pacing_limit": app.pacingLimit = try reader.int(value, key)
+            case "pacing_limit":
+                app.pacingLimit = try reader.int(value, key)
+                guard app.pacingLimit >= 0 else { throw reader.fail(value, key, "0 (off) or more") }
+            case "opaque":
+                let (title, body) = try opaque(value, key, reader)
+                app.opaqueTitle = title ?? app.opaqueTitle
+                app.opaqueBody = body ?? app.opaqueBody
             case "quiet_hours":
                 var start: LocalTime?
                 var end: LocalTime?
@@ -70,6 +87,7 @@ package enum CatalogLoader {
                 guard let start, let end else { throw reader.fail(value, key, "needs start and end") }
                 app.quietHours = QuietHours(start: start, end: end)
             case "grouping":
+                app.groupingThreshold = 5
                 for (field, fieldNode) in try reader.mapping(value, key, allowed: ["threshold", "thread_id", "summary"]) {
                     switch field {
                     case "threshold": app.groupingThreshold = try reader.int(fieldNode, key + ".threshold")
@@ -112,7 +130,7 @@ package enum CatalogLoader {
         let allowed: Set<String> = [
             "id", "transactional", "user_controllable", "default_enabled", "stakes", "push_type", "priority", "sound",
             "interruption_level", "category", "thread_id", "collapse_id", "deep_link", "placeholders", "copy",
-            "fallback_body", "actions", "goal_ctr",
+            "fallback_body", "actions", "goal_ctr", "opaque", "mutable_content",
         ]
         for (field, value) in try reader.mapping(node, key, allowed: allowed) {
             let fieldKey = key + "." + field
@@ -134,6 +152,7 @@ package enum CatalogLoader {
                 guard priority.isValid else { throw reader.fail(value, fieldKey, "10, 5 or 1") }
                 type.priority = priority
             case "sound": type.sound = try reader.string(value, fieldKey)
+            case "mutable_content": type.mutableContent = try bool(value, fieldKey, reader)
             case "interruption_level":
                 let level = APSInterruptionLevel(rawValue: try reader.string(value, fieldKey))
                 guard APSInterruptionLevel.known.contains(level) else {
@@ -145,6 +164,7 @@ package enum CatalogLoader {
             case "collapse_id": type.collapseID = try reader.string(value, fieldKey)
             case "deep_link": type.deepLink = try reader.string(value, fieldKey)
             case "fallback_body": type.fallbackBody = try reader.string(value, fieldKey)
+            case "opaque": (type.opaqueTitle, type.opaqueBody) = try opaque(value, fieldKey, reader)
             case "goal_ctr":
                 guard case .scalar(let scalar) = value, let goal = Double(scalar.string) else {
                     throw reader.fail(value, fieldKey, "a fraction such as 0.15")

@@ -25,8 +25,13 @@ package struct HeraldConfiguration: Sendable {
     /// One app: its keys, payload key and push credentials.
     package struct AppConfiguration: Sendable {
         package var id: String
-        /// Custom data goes under this top-level payload key (U3). Defaults to the app id.
-        package var payloadKey: String
+        /// Custom data goes under this top-level payload key (U3). Defaults to the catalog's
+        /// `app.payload_key`, else the app id.
+        package var payloadKey: String {
+            didSet { payloadKeyIsExplicit = true }
+        }
+        /// Whether the configuration names the payload key (else the catalog's may replace it).
+        package private(set) var payloadKeyIsExplicit = false
         package var serverKey: String?
         package var clientKey: String?
         package var apns: APNSConfiguration?
@@ -39,6 +44,7 @@ package struct HeraldConfiguration: Sendable {
         ) {
             self.id = id
             self.payloadKey = payloadKey ?? id
+            self.payloadKeyIsExplicit = payloadKey != nil
             self.serverKey = serverKey
             self.clientKey = clientKey
             self.apns = apns

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import HeraldPayload
 import HeraldStore
 import Logging
 import ServiceLifecycle
@@ -65,7 +66,8 @@ package struct Dispatcher: Service {
         return claimed.count
     }
 
-    /// Sends claimed deliveries and records their results.
+    /// Runs the policy engine on deliveries of typed notifications, sends what may go now and
+    /// records every result (sent, failed, deferred, suppressed) in one batch.
     private func deliver(_ claimed: [ClaimedDelivery]) async throws {
         guard !claimed.isEmpty else { return }
         let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
@@ -73,13 +75,120 @@ package struct Dispatcher: Service {
         for (id, data) in contents {
             decoded[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
         }
+        var sendable = claimed
+        var held: [DeliveryResult] = []
+        var planned: [Int64: PlannedDelivery] = [:]
+        if claimed.contains(where: { decoded[$0.notificationID]?.typed != nil }) {
+            (held, planned) = try await applyPolicy(claimed.filter { decoded[$0.notificationID]?.typed != nil }, contents: decoded)
+            let heldIDs = Set(held.map(\.deliveryID))
+            sendable.removeAll { heldIDs.contains($0.id) }
+        }
         let started = ContinuousClock.now
-        let results = await send(claimed, contents: decoded)
+        let results = await send(sendable, contents: decoded, planned: planned)
         runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds)
-        try await runtime.store.recordResults(results)
+        for result in held {
+            switch result.outcome {
+            case .deferred(let reason, _): runtime.metrics.delivery(app: result.appID, status: "deferred", reason: reason)
+            case .suppressed(let reason): runtime.metrics.delivery(app: result.appID, status: "suppressed", reason: reason)
+            case .failed(let reason): runtime.metrics.delivery(app: result.appID, status: "failed", reason: reason)
+            default: break
+            }
+        }
+        try await runtime.store.recordResults(held + results)
     }
 
-    private func send(_ claimed: [ClaimedDelivery], contents: [UUID: StoredNotificationContent]) async -> [DeliveryResult] {
+    /// The policy step (issue #4): per delivery of a typed notification, renders the copy in the
+    /// device's locale and asks the engine whether it goes now, later or not at all. Users are
+    /// taken in claim order, and sends decided in this batch count for the next decisions, so
+    /// pacing and grouping hold within a batch as across batches.
+    private func applyPolicy(
+        _ deliveries: [ClaimedDelivery], contents: [UUID: StoredNotificationContent]
+    ) async throws -> (held: [DeliveryResult], planned: [Int64: PlannedDelivery]) {
+        var held: [DeliveryResult] = []
+        var planned: [Int64: PlannedDelivery] = [:]
+        let now = runtime.store.now
+        let engine = PolicyEngine(clock: HeraldClock { now })
+        for (appID, appDeliveries) in Dictionary(grouping: deliveries, by: \.appID) {
+            guard let app = runtime.apps[appID], let catalog = app.catalog, let policyApp = app.policyApp else {
+                for delivery in appDeliveries {
+                    held.append(result(delivery, .failed(reason: "CatalogNotConfigured"), attempts: 0))
+                }
+                continue
+            }
+            let userIDs = Array(Set(appDeliveries.map(\.userID)))
+            let users = try await runtime.store.users(appID: appID, ids: userIDs)
+            var history = try await runtime.store.recentSends(appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-3600))
+            var policyUsers: [String: PolicyUser] = [:]
+            for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
+                guard let typed = contents[delivery.notificationID]?.typed, let content = contents[delivery.notificationID],
+                    let type = catalog.type(typed.type)
+                else {
+                    held.append(result(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
+                    continue
+                }
+                let user = users[delivery.userID]
+                let policyUser = policyUsers[delivery.userID] ?? {
+                    let preferences = user.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
+                        ?? UserPreferences()
+                    var policyUser = preferences.policyUser(
+                        timeZone: user?.timeZone ?? delivery.timeZone, defaultQuietHours: catalog.app.quietHours)
+                    // Preferences may name a type by its external id (PN-01); the engine uses names.
+                    policyUser.typeEnabled = Dictionary(
+                        policyUser.typeEnabled.map { (catalog.type($0.key)?.name ?? $0.key, $0.value) },
+                        uniquingKeysWith: { _, last in last })
+                    policyUsers[delivery.userID] = policyUser
+                    return policyUser
+                }()
+                let pushType = APNSPushType(rawValue: content.pushType)
+                let silent = pushType == .background && typed.title == nil && typed.body == nil
+                let copy = silent
+                    ? nil : type.render(locale: delivery.locale ?? user?.locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
+                let subtitle = typed.subtitle ?? copy?.subtitle
+                let payloadKey = app.configuration.payloadKey
+                let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
+                let decision = engine.decide(
+                    type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
+                    content: typed.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
+                    payloadSize: { (try? typed.apnsPayload($0, subtitle: subtitle, payloadKey: payloadKey).count) ?? .max })
+                let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
+                switch decision.outcome {
+                case .send:
+                    var typed = typed
+                    if decision.trace.contains(where: { $0.rule == "pii" }) {
+                        // The copy was leaking personal data: so would the same values as data.
+                        typed.custom = typed.custom.map { Self.scrubbed($0, detectors: policyApp.piiDetectors) }
+                    }
+                    guard let payload = try? typed.apnsPayload(decision.content, subtitle: subtitle, payloadKey: payloadKey) else {
+                        held.append(result(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
+                        continue
+                    }
+                    planned[delivery.id] = PlannedDelivery(payload: payload, trace: trace, userID: delivery.userID)
+                    if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
+                        history[delivery.userID, default: []].append((delivery.notificationID, now))
+                    }
+                case .deferred(let until):
+                    let reason = decision.trace.last?.rule ?? "deferred"
+                    held.append(result(delivery, .deferred(reason: reason, until: until), attempts: 0, trace: trace))
+                case .suppressed(let reason):
+                    held.append(result(delivery, .suppressed(reason: reason), attempts: 0, trace: trace))
+                }
+            }
+        }
+        return (held, planned)
+    }
+
+    /// The payload-key object without the values a PII detector matches.
+    static func scrubbed(_ custom: JSONValue, detectors: [PIIDetector]) -> JSONValue {
+        guard var object = custom.objectValue else { return custom }
+        for (key, value) in object {
+            if case .string(let text) = value, detectors.contains(where: { $0.matches(text) }) { object[key] = nil }
+        }
+        return .object(object)
+    }
+
+    private func send(
+        _ claimed: [ClaimedDelivery], contents: [UUID: StoredNotificationContent], planned: [Int64: PlannedDelivery]
+    ) async -> [DeliveryResult] {
         let collected = ResultCollector(capacity: claimed.count)
         // Group by client; deliveries that cannot be sent are answered at once.
         var batches: [ObjectIdentifier: (APNSClient, [(ClaimedDelivery, APNSNotification)])] = [:]
@@ -87,7 +196,7 @@ package struct Dispatcher: Service {
         var payloads: [UUID: Data] = [:]
         for delivery in claimed {
             guard delivery.platform == "apns" else {
-                collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0))
+                collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]))
                 continue
             }
             guard let app = runtime.apps[delivery.appID], let content = contents[delivery.notificationID] else {
@@ -96,7 +205,7 @@ package struct Dispatcher: Service {
             }
             switch app.apnsClient(environment: delivery.environment) {
             case .unavailable(let reason):
-                collected.append(self.result(delivery, .failed(reason: reason.rawValue), attempts: 0))
+                collected.append(self.result(delivery, .failed(reason: reason.rawValue), attempts: 0, planned: planned[delivery.id]))
             case .client(let client):
                 let topic = app.configuration.apns?.topic ?? ""
                 let notification = APNSNotification(
@@ -104,7 +213,7 @@ package struct Dispatcher: Service {
                     priority: APNSPriority(rawValue: content.priority), expiration: content.expiration,
                     collapseID: content.collapseID,
                     apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id),
-                    payload: payloads[delivery.notificationID] ?? {
+                    payload: planned[delivery.id]?.payload ?? payloads[delivery.notificationID] ?? {
                         let data = Data(content.payload.utf8)
                         payloads[delivery.notificationID] = data
                         return data
@@ -121,7 +230,9 @@ package struct Dispatcher: Service {
                         let remaining = Atomic<Int>(items.count)
                         client.submit(items.map(\.1)) { result in
                             if let delivery = lookup[result.apnsID] {
-                                let mapped = self.result(delivery, self.outcome(for: result, delivery: delivery), attempts: result.attempts)
+                                let mapped = self.result(
+                                    delivery, self.outcome(for: result, delivery: delivery), attempts: result.attempts,
+                                    planned: planned[delivery.id])
                                 collected.append(mapped, latency: result.latency)
                             }
                             if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
@@ -140,15 +251,22 @@ package struct Dispatcher: Service {
             case .failed(let reason), .tokenDead(let reason, _):
                 runtime.metrics.delivery(app: result.appID, status: "failed", reason: reason)
             case .retry(let reason, _): runtime.metrics.delivery(app: result.appID, status: "retry", reason: reason)
+            case .deferred, .suppressed: break
             }
         }
         return results
     }
 
-    private func result(_ delivery: ClaimedDelivery, _ outcome: DeliveryResult.Outcome, attempts: Int) -> DeliveryResult {
-        DeliveryResult(
+    private func result(
+        _ delivery: ClaimedDelivery, _ outcome: DeliveryResult.Outcome, attempts: Int, trace: String? = nil,
+        planned: PlannedDelivery? = nil
+    ) -> DeliveryResult {
+        var pacedUserID: String?
+        if case .sent = outcome { pacedUserID = planned?.userID }
+        return DeliveryResult(
             deliveryID: delivery.id, notificationID: delivery.notificationID, appID: delivery.appID,
-            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts)
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace ?? planned?.trace,
+            pacedUserID: pacedUserID)
     }
 
     private func outcome(for result: APNSResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
@@ -164,6 +282,35 @@ package struct Dispatcher: Service {
             let delay = result.reason == .clientShutdown ? 0 : min(300, 5 * pow(2, Double(min(total, 6))))
             return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
         }
+    }
+}
+
+/// A typed delivery the policy engine let through: its own payload and the trace to store.
+struct PlannedDelivery: Sendable {
+    var payload: Data
+    var trace: String?
+    var userID: String
+}
+
+/// The decision trace as stored per delivery: a JSON array of `{rule, message, at}`, appended to
+/// each time the engine looks at the delivery again (a deferred one comes back).
+enum DecisionTrace {
+    struct Entry: Codable, Sendable, Hashable {
+        var rule: String
+        var message: String
+        var at: String
+    }
+
+    static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
+        var entries = stored.flatMap { try? JSONDecoder().decode([Entry].self, from: Data($0.utf8)) } ?? []
+        guard !steps.isEmpty else { return stored }
+        let at = ISO8601DateFormatter.herald.string(from: date)
+        entries += steps.map { Entry(rule: $0.rule, message: $0.message, at: at) }
+        return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func entries(_ stored: String?) -> [Entry] {
+        stored.flatMap { try? JSONDecoder().decode([Entry].self, from: Data($0.utf8)) } ?? []
     }
 }
 
