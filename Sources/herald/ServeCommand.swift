@@ -101,6 +101,8 @@ enum DevSetup {
     static func make(directory: String, host: String?, port: Int?) async throws -> (HeraldConfiguration, APNSSimulator, String) {
         let fileManager = FileManager.default
         try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // Run from a checkout, the demo app gets the SyncWell example catalog (send by type).
+        let demoCatalog = "Examples/syncwell.yaml"
         let keyPath = directory + "/demo-AuthKey.p8"
         let key: P256.Signing.PrivateKey
         if let pem = try? String(contentsOfFile: keyPath, encoding: .utf8), let existing = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
@@ -135,9 +137,17 @@ enum DevSetup {
                 id: "demo", payloadKey: "demo", serverKey: secrets["server"], clientKey: secrets["client"],
                 apns: HeraldConfiguration.APNSConfiguration(
                     teamID: "DEMOTEAM01", keyID: "DEMOKEY001", keyFile: keyPath, topic: "com.example.demo",
-                    environment: "sandbox", endpoint: simulator.endpointURL, caFile: simulator.caFile))
+                    environment: "sandbox", endpoint: simulator.endpointURL, caFile: simulator.caFile),
+                catalogFile: fileManager.fileExists(atPath: demoCatalog) ? demoCatalog : nil)
         ]
         let base = "http://\(configuration.host):\(configuration.port)"
+        let typedExample = configuration.apps[0].catalogFile == nil ? "" : """
+
+            Send by catalog type (\(demoCatalog): copy per device locale, quiet hours, preferences):
+              curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
+                -H 'Content-Type: application/json' \\
+                -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
+            """
         let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
         let banner = """
 
@@ -152,7 +162,7 @@ enum DevSetup {
                 -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
               curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
                 -H 'Content-Type: application/json' \\
-                -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'
+                -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
 
             See what reached the device (the simulator's inbox):
               curl -s \(simulator.controlURL!)/inbox/\(token)

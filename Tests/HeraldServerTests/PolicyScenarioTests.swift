@@ -231,6 +231,52 @@ struct PolicyScenarioTests {
             #expect((last()["cocotte"] as? [String: Any])?["group_summary"] == nil)
         }
     }
+
+    @Test("send by type: explicit fields override the type; bad types and reserved data keys are named")
+    func typedRequests() async throws {
+        try await withServer { server in
+            let token = makeDeviceTokens(1)[0]
+            #expect(try await server.register("phone", user: "ana", token: token) == .created)
+            let overridden = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Oura","source_id":"oura"},"alert":{"title":"Custom"},"thread_id":"mine","category":"OTHER"}"#)
+            _ = try await server.settled(try #require(overridden.body["id"] as? String))
+            let payload = try #require(server.simulator.state.inbox(for: token).first?.payloadObject)
+            let aps = try #require(payload["aps"] as? [String: Any])
+            #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Custom")
+            #expect((aps["alert"] as? [String: Any])?["body"] as? String == "Your connection to Oura has an issue. Tap to fix.")
+            #expect(aps["thread-id"] as? String == "mine")
+            #expect(aps["category"] as? String == "OTHER")
+
+            func field(_ json: String, app: String = "demo", key: String = ServerHarness.server) async throws -> String? {
+                let response = try await server.request(.post, "/v1/apps/\(app)/notifications", key: key, json: json)
+                #expect(response.status == .badRequest)
+                return (response.body["error"] as? [String: Any])?["field"] as? String
+            }
+            #expect(try await field(#"{"to":{"all":true},"type":"PN-99"}"#) == "type")
+            #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"type":"x"}}"#) == "data.type")
+            #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"deep_link":"x"}}"#) == "data.deep_link")
+            #expect(try await field(#"{"to":{"all":true},"type":"PN-02"}"#, app: "silent", key: "silent-server-key-0123456789") == "type")
+            let huge = String(repeating: "x", count: 5000)
+            let tooLarge = try await server.send(#"{"to":{"all":true},"type":"PN-02","data":{"note":"\#(huge)"}}"#)
+            #expect(tooLarge.status == .contentTooLarge)
+            #expect(((tooLarge.body["error"] as? [String: Any])?["field"]) as? String == "data")
+            // The type's collapse id template, filled in, must still fit 64 bytes.
+            #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"source_id":"\#(huge.prefix(80))"}}"#) == "data")
+
+            // A long body is shortened to fit 4096 bytes, at a character boundary, with "…".
+            let long = String(repeating: "é", count: 3000)
+            let shortened = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"PN-02","alert":{"body":"\#(long)"}}"#)
+            #expect(shortened.status == .accepted)
+            let view = try await server.settled(try #require(shortened.body["id"] as? String))
+            let trace = (view["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]]
+            #expect(trace?.first?["rule"] as? String == "size")
+            let entry = try #require(server.simulator.state.inbox(for: token).last)
+            #expect(entry.payload.count <= 4096)
+            let body = (((entry.payloadObject?["aps"] as? [String: Any])?["alert"]) as? [String: Any])?["body"] as? String
+            #expect(body?.hasSuffix("…") == true)
+            #expect(body?.dropLast().allSatisfy { $0 == "é" } == true)
+        }
+    }
 }
 
 /// Polls `condition` for up to 10 s.

@@ -79,6 +79,14 @@ enum OpenAPIDocument {
                 expiration: { type: integer, minimum: 0 }
                 deliver_at: { type: string, format: date-time }
                 idempotency_key: { type: string, minLength: 1, maxLength: 256 }
+                type:
+                  type: string
+                  description: >-
+                    A catalog type (name or external id such as PN-02). Copy is rendered per device locale
+                    (fr-CA, fr, then the default) from data; category, thread, collapse id, deep link, sound and
+                    interruption level come from the type unless given here; the policy engine decides per
+                    device whether it is sent now, deferred or suppressed. data may not use the keys type,
+                    deep_link or group_summary.
             NotificationAccepted:
               type: object
               required: [id, recipients, duplicate]
@@ -115,6 +123,16 @@ enum OpenAPIDocument {
                       until: { type: string, format: date-time }
                       created_at: { type: string, format: date-time }
                       updated_at: { type: string, format: date-time }
+                      trace:
+                        description: The policy engine's decision trace, every step that changed the outcome.
+                        type: array
+                        items:
+                          type: object
+                          required: [rule, message, at]
+                          properties:
+                            rule: { type: string, enum: [preference, vacation, quiet_hours, pacing, grouping, dnd, pii, size] }
+                            message: { type: string }
+                            at: { type: string, format: date-time }
             UserInput:
               type: object
               properties:
