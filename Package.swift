@@ -55,6 +55,20 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "HeraldFCM",
+            dependencies: [
+                "HeraldCore", "HeraldHTTP2", "HeraldPayload",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "HeraldSimulator",
             dependencies: [
                 "HeraldCore", "HeraldHTTP2",

@@ -1,0 +1,364 @@
+public import Foundation
+public import HeraldCore
+public import Logging
+import HeraldHTTP2
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// How an `FCMClient` runs.
+public struct FCMClientConfiguration: Sendable {
+    /// `https://fcm.googleapis.com` unless pointed at a simulator.
+    public var endpoint: String = "https://fcm.googleapis.com"
+    /// The OAuth2 token endpoint; the service account's `token_uri` when `nil`.
+    public var tokenEndpoint: String?
+    /// An extra CA to trust (the simulator's).
+    public var caFile: String?
+    /// Long-lived HTTP/2 connections to the send endpoint; each carries as many streams as the server allows.
+    public var connections: Int = 2
+    /// Per request (protocols.md: ≥ 10 s).
+    public var requestTimeout: TimeInterval = 10
+    public var connectTimeout: TimeInterval = 10
+    /// Answers per message before giving up on retryable errors.
+    public var maximumAttempts: Int = 4
+    /// Exponential backoff for `UNAVAILABLE`/`INTERNAL`/no answer: base·2ⁿ with jitter, capped.
+    public var baseDelay: TimeInterval = 1
+    public var maximumDelay: TimeInterval = 120
+    /// Wait after `QUOTA_EXCEEDED` without `Retry-After` (Google: 60 s).
+    public var quotaDelay: TimeInterval = 60
+    /// The access token is renewed this long before it expires.
+    public var tokenRefreshMargin: TimeInterval = 300
+
+    public init() {}
+}
+
+/// Sends to FCM HTTP v1 (protocols.md §10–§13): a service account's RS256 assertion is exchanged
+/// for an OAuth2 access token (cached, renewed before expiry, one exchange in flight at a time);
+/// messages go one request per token over long-lived HTTP/2 connections; answers are classified
+/// per §12 and retried with backoff, honouring `Retry-After`. A project-wide `QUOTA_EXCEEDED`
+/// pauses every send; a per-device one slows only that message.
+public final class FCMClient: Sendable {
+    public let account: FCMServiceAccount
+    public let configuration: FCMClientConfiguration
+    private let endpoint: FCMEndpoint
+    private let tokenEndpoint: FCMEndpoint
+    private let tokenPath: String
+    private let sslContext: NIOSSLContext
+    private let group: MultiThreadedEventLoopGroup
+    private let pool: FCMConnectionPool
+    private let tokens: FCMAccessTokenCache
+    private let clock: HeraldClock
+    private let logger: Logger
+    private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int)>((nil, nil, 0))
+
+    public init(
+        account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
+        clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.fcm")
+    ) throws(FCMConfigurationError) {
+        self.account = account
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        endpoint = try FCMEndpoint(url: configuration.endpoint)
+        let tokenURL = configuration.tokenEndpoint ?? account.tokenURI
+        tokenEndpoint = try FCMEndpoint(url: tokenURL)
+        tokenPath = tokenEndpoint.path.isEmpty ? "/" : tokenEndpoint.path
+        sslContext = try NIOSSLContext.fcm(caFile: configuration.caFile)
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        pool = FCMConnectionPool(size: max(1, configuration.connections))
+        tokens = FCMAccessTokenCache()
+    }
+
+    /// Why sends fail fast, after a configuration error (bad credentials).
+    public var disabledReason: String? { state.withLock { $0.disabledReason } }
+    /// OAuth2 exchanges made so far (tests check reuse).
+    public var tokenExchanges: Int { state.withLock { $0.exchanges } }
+
+    public func shutdown() async {
+        await pool.closeAll()
+        try? await group.shutdownGracefully()
+    }
+
+    /// Sends many messages concurrently (every one is its own request); results in input order.
+    public func send(_ messages: [FCMMessage], concurrency: Int = 1000) async -> [FCMResult] {
+        await withTaskGroup(of: (Int, FCMResult).self) { group in
+            var results = [FCMResult?](repeating: nil, count: messages.count)
+            var next = 0
+            func add() {
+                guard next < messages.count else { return }
+                let index = next
+                next += 1
+                group.addTask { (index, await self.send(messages[index])) }
+            }
+            for _ in 0..<min(concurrency, messages.count) { add() }
+            while let (index, result) = await group.next() {
+                results[index] = result
+                add()
+            }
+            return results.map { $0! }
+        }
+    }
+
+    /// Sends one message, retrying what §12 says to retry.
+    public func send(_ message: FCMMessage) async -> FCMResult {
+        func result(_ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil, retryAfter: TimeInterval? = nil) -> FCMResult {
+            FCMResult(token: message.token, status: status, reason: reason, disposition: disposition, attempts: attempts, messageName: name, retryAfter: retryAfter)
+        }
+        if let reason = disabledReason { return result(nil, reason, .configurationError, 0) }
+        let body: Data
+        do {
+            body = try message.requestBody()
+        } catch {
+            return result(nil, "InvalidMessage", .badRequest, 0)
+        }
+        guard body.count <= FCMMessage.sizeLimit + 64 else { return result(nil, "MessageTooBig", .badRequest, 0) }
+        if let key = message.data.keys.first(where: FCMMessage.isReservedDataKey) {
+            return result(nil, "ReservedDataKey:\(key)", .badRequest, 0)
+        }
+        let path = endpoint.path + "/v1/projects/\(account.projectID)/messages:send"
+        var attempts = 0
+        var refreshedForAuth = false
+        var lastReason: String?
+        var lastStatus: Int?
+        var lastRetryAfter: TimeInterval?
+        while attempts < configuration.maximumAttempts {
+            if let pause = state.withLock({ $0.pausedUntil }), pause > clock.now() {
+                try? await Task.sleep(for: .seconds(pause.timeIntervalSince(clock.now())))
+            }
+            let accessToken: String
+            do {
+                accessToken = try await self.accessToken()
+            } catch let error as FCMSendError {
+                if error.disposition == .configurationError { disable(error.reason) }
+                return result(error.status, error.reason, error.disposition, attempts)
+            } catch {
+                return result(nil, "TokenExchangeFailed", .retryLater, attempts)
+            }
+            let response: HTTP2Response
+            do {
+                let connection = try await pool.connection(using: connect)
+                response = try await connection.request(
+                    path: path,
+                    headers: [("authorization", "Bearer " + accessToken), ("content-type", "application/json")],
+                    body: ByteBuffer(bytes: body), timeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)))
+            } catch HTTP2RequestFailure.unanswered {
+                // Never reached FCM: send again at once (bounded by the attempts).
+                attempts += 1
+                lastReason = "Unanswered"
+                continue
+            } catch {
+                attempts += 1
+                lastReason = (error as? HTTP2RequestFailure) == .timedOut ? "Timeout" : "ConnectFailed"
+                lastStatus = nil
+                await backoff(attempts: attempts, retryAfter: nil)
+                continue
+            }
+            attempts += 1
+            if response.status == 200 {
+                let name = response.body.flatMap { Self.json($0)?["name"] as? String }
+                return result(200, nil, .delivered, attempts, name: name)
+            }
+            let error = FCMErrorBody(response)
+            lastStatus = response.status
+            lastReason = error.errorCode ?? error.status ?? "HTTP\(response.status)"
+            lastRetryAfter = response.header("retry-after").flatMap(TimeInterval.init)
+            switch Self.classify(status: response.status, errorCode: error.errorCode, googleStatus: error.status) {
+            case .delivered, .retryLater:
+                if error.errorCode == "QUOTA_EXCEEDED" || response.status == 429 {
+                    let wait = lastRetryAfter ?? configuration.quotaDelay
+                    if !error.isPerDevice {
+                        // The project's quota: everything waits.
+                        state.withLock { $0.pausedUntil = clock.now().addingTimeInterval(wait) }
+                        logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
+                    }
+                    if attempts < configuration.maximumAttempts { try? await Task.sleep(for: .seconds(wait)) }
+                } else if attempts < configuration.maximumAttempts {
+                    await backoff(attempts: attempts, retryAfter: lastRetryAfter)
+                }
+            case .tokenDead:
+                return result(response.status, lastReason, .tokenDead, attempts)
+            case .badRequest:
+                return result(response.status, lastReason, .badRequest, attempts)
+            case .configurationError:
+                if response.status == 401, error.errorCode == nil, !refreshedForAuth {
+                    // An expired or revoked access token: get a new one once.
+                    refreshedForAuth = true
+                    await tokens.invalidate()
+                    continue
+                }
+                disable(lastReason ?? "UNAUTHENTICATED")
+                return result(response.status, lastReason, .configurationError, attempts)
+            }
+        }
+        return result(lastStatus, lastReason, .retryLater, attempts, retryAfter: lastRetryAfter)
+    }
+
+    /// §12's table.
+    static func classify(status: Int, errorCode: String?, googleStatus: String?) -> FCMDisposition {
+        switch errorCode {
+        case "UNREGISTERED", "SENDER_ID_MISMATCH": return .tokenDead
+        case "INVALID_ARGUMENT", "UNSPECIFIED_ERROR": return .badRequest
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR": return .configurationError
+        case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL": return .retryLater
+        default: break
+        }
+        switch status {
+        case 200: return .delivered
+        case 401, 403: return .configurationError
+        case 404: return .tokenDead
+        case 429, 500...599: return .retryLater
+        default: return .badRequest
+        }
+    }
+
+    private func disable(_ reason: String) {
+        let first = state.withLock { state -> Bool in
+            defer { state.disabledReason = reason }
+            return state.disabledReason == nil
+        }
+        if first {
+            logger.critical(
+                "FCM credentials refused; FCM sends are disabled until the configuration is fixed",
+                metadata: ["fcm.reason": "\(reason)", "fcm.project": "\(account.projectID)", "fcm.client_email": "\(account.clientEmail)"])
+        }
+    }
+
+    private func backoff(attempts: Int, retryAfter: TimeInterval?) async {
+        let exponential = min(configuration.maximumDelay, configuration.baseDelay * pow(2, Double(attempts - 1)))
+        let delay = retryAfter ?? (exponential / 2 + Double.random(in: 0...(exponential / 2)))
+        try? await Task.sleep(for: .seconds(delay))
+    }
+
+    private func connect() async throws -> FCMConnection {
+        try await FCMConnection.connect(
+            to: endpoint, sslContext: sslContext, eventLoop: group.next(),
+            timeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)))
+    }
+
+    // MARK: OAuth2
+
+    /// A valid access token: the cached one, or a new exchange (one at a time).
+    func accessToken() async throws -> String {
+        try await tokens.token(now: clock.now(), margin: configuration.tokenRefreshMargin) { [self] in
+            try await exchange()
+        }
+    }
+
+    private func exchange() async throws -> (String, Date) {
+        let now = clock.now()
+        let assertion = try account.assertion(at: now)
+        let form = "grant_type=" + "urn:ietf:params:oauth:grant-type:jwt-bearer".formEncoded + "&assertion=" + assertion
+        let connection = try await FCMConnection.connect(
+            to: tokenEndpoint, sslContext: sslContext, eventLoop: group.next(),
+            timeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)))
+        defer { connection.close() }
+        let response = try await connection.request(
+            path: tokenPath, headers: [("content-type", "application/x-www-form-urlencoded")],
+            body: ByteBuffer(string: form), timeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)))
+        state.withLock { $0.exchanges += 1 }
+        let object = response.body.flatMap(Self.json) ?? [:]
+        guard response.status == 200, let token = object["access_token"] as? String else {
+            let reason = (object["error"] as? String) ?? "HTTP\(response.status)"
+            // 4xx from the token endpoint: the service account is wrong (invalid_grant, unauthorized_client…).
+            let disposition: FCMDisposition = (400..<500).contains(response.status) ? .configurationError : .retryLater
+            throw FCMSendError(status: response.status, reason: "OAuth2:" + reason, disposition: disposition)
+        }
+        let lifetime = (object["expires_in"] as? NSNumber)?.doubleValue ?? 3600
+        logger.debug("FCM access token obtained", metadata: ["fcm.expires_in": "\(Int(lifetime))"])
+        return (token, now.addingTimeInterval(lifetime))
+    }
+
+    static func json(_ buffer: ByteBuffer) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any]
+    }
+}
+
+/// A failure before or instead of an FCM answer.
+struct FCMSendError: Error {
+    var status: Int?
+    var reason: String
+    var disposition: FCMDisposition
+}
+
+/// Google's error JSON (protocols.md §12): `status` and the FCM `errorCode` from `details`.
+struct FCMErrorBody {
+    var status: String?
+    var errorCode: String?
+    var isPerDevice = false
+
+    init(_ response: HTTP2Response) {
+        guard let object = response.body.flatMap(FCMClient.json), let error = object["error"] as? [String: Any] else { return }
+        status = error["status"] as? String
+        for detail in error["details"] as? [[String: Any]] ?? [] {
+            let type = detail["@type"] as? String ?? ""
+            if type.hasSuffix("FcmError") { errorCode = detail["errorCode"] as? String }
+            if type.hasSuffix("QuotaFailure") {
+                for violation in detail["violations"] as? [[String: Any]] ?? [] {
+                    let text = ((violation["subject"] as? String) ?? "") + " " + ((violation["description"] as? String) ?? "")
+                    if text.lowercased().contains("device") { isPerDevice = true }
+                }
+            }
+        }
+    }
+}
+
+/// The cached access token; concurrent callers share one exchange.
+actor FCMAccessTokenCache {
+    private var cached: (token: String, expires: Date)?
+    private var inFlight: Task<(String, Date), any Error>?
+
+    func token(now: Date, margin: TimeInterval, exchange: @escaping @Sendable () async throws -> (String, Date)) async throws -> String {
+        if let cached, cached.expires.timeIntervalSince(now) > margin { return cached.token }
+        if let inFlight { return try await inFlight.value.0 }
+        let task = Task { try await exchange() }
+        inFlight = task
+        defer { inFlight = nil }
+        let fresh = try await task.value
+        cached = (fresh.0, fresh.1)
+        return fresh.0
+    }
+
+    func invalidate() { cached = nil }
+}
+
+/// The send endpoint's connections, made on first use and replaced when they stop taking requests.
+actor FCMConnectionPool {
+    private var slots: [Task<FCMConnection, any Error>?]
+    private var next = 0
+
+    init(size: Int) { slots = Array(repeating: nil, count: size) }
+
+    func connection(using connect: @escaping @Sendable () async throws -> FCMConnection) async throws -> FCMConnection {
+        let index = next
+        next = (next + 1) % slots.count
+        if let task = slots[index] {
+            if let connection = try? await task.value, connection.isUsable { return connection }
+            if let current = slots[index], current != task { return try await current.value }
+        }
+        let task = Task { try await connect() }
+        slots[index] = task
+        do {
+            return try await task.value
+        } catch {
+            if slots[index] == task { slots[index] = nil }
+            throw error
+        }
+    }
+
+    func closeAll() async {
+        for slot in slots {
+            if let connection = try? await slot?.value { connection.close() }
+        }
+        slots = slots.map { _ in nil }
+    }
+}
+
+extension String {
+    /// `application/x-www-form-urlencoded` value encoding.
+    var formEncoded: String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return addingPercentEncoding(withAllowedCharacters: allowed) ?? self
+    }
+}

@@ -1,0 +1,123 @@
+public import Foundation
+public import HeraldPayload
+
+/// A Herald notification as FCM HTTP v1 sees it (protocols.md §11), for one registration token.
+public struct FCMMessage: Sendable, Hashable {
+    public var token: String
+    public var title: String?
+    public var body: String?
+    public var image: String?
+    /// Custom data; every value goes out as a string (nested values JSON-encoded).
+    public var data: [String: JSONValue]
+    /// Alerts go `HIGH`, silent (data-only) messages `NORMAL`.
+    public var highPriority: Bool
+    /// Seconds the message may wait for the device (`android.ttl`); `nil` = FCM's default.
+    public var timeToLive: Int?
+    public var collapseKey: String?
+    public var channelID: String?
+    public var tag: String?
+    /// Where a tap leads (`android.notification.click_action`): the deep link.
+    public var clickAction: String?
+    /// `fcm_options.analytics_label`: the notification type.
+    public var analyticsLabel: String?
+
+    public init(
+        token: String, title: String? = nil, body: String? = nil, image: String? = nil, data: [String: JSONValue] = [:],
+        highPriority: Bool? = nil, timeToLive: Int? = nil, collapseKey: String? = nil, channelID: String? = nil,
+        tag: String? = nil, clickAction: String? = nil, analyticsLabel: String? = nil
+    ) {
+        self.token = token
+        self.title = title
+        self.body = body
+        self.image = image
+        self.data = data
+        self.highPriority = highPriority ?? (title != nil || body != nil)
+        self.timeToLive = timeToLive
+        self.collapseKey = collapseKey
+        self.channelID = channelID
+        self.tag = tag
+        self.clickAction = clickAction
+        self.analyticsLabel = analyticsLabel
+    }
+
+    /// FCM's limit for a message to a token.
+    public static let sizeLimit = 4096
+    /// Data keys FCM refuses (`from`, `message_type`, anything starting `google` or `gcm`).
+    public static func isReservedDataKey(_ key: String) -> Bool {
+        let lowered = key.lowercased()
+        return lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google") || lowered.hasPrefix("gcm")
+    }
+
+    /// Every data value as FCM wants it: strings as they are, anything else as JSON.
+    public var stringData: [String: String] {
+        var result: [String: String] = [:]
+        for (key, value) in data {
+            switch value {
+            case .string(let text): result[key] = text
+            case .null: continue
+            default: result[key] = (try? JSONEncoder().encode(value)).map { String(decoding: $0, as: UTF8.self) }
+            }
+        }
+        return result
+    }
+
+    /// The request body: `{"message":{…}}`.
+    public func requestBody() throws -> Data {
+        var message: [String: Any] = ["token": token]
+        if title != nil || body != nil || image != nil {
+            var notification: [String: Any] = [:]
+            if let title { notification["title"] = title }
+            if let body { notification["body"] = body }
+            if let image { notification["image"] = image }
+            message["notification"] = notification
+        }
+        let strings = stringData
+        if !strings.isEmpty { message["data"] = strings }
+        var android: [String: Any] = ["priority": highPriority ? "HIGH" : "NORMAL"]
+        if let timeToLive { android["ttl"] = "\(max(0, timeToLive))s" }
+        if let collapseKey { android["collapse_key"] = collapseKey }
+        var androidNotification: [String: Any] = [:]
+        if let channelID { androidNotification["channel_id"] = channelID }
+        if let tag { androidNotification["tag"] = tag }
+        if let clickAction { androidNotification["click_action"] = clickAction }
+        if !androidNotification.isEmpty, message["notification"] != nil { android["notification"] = androidNotification }
+        message["android"] = android
+        if let analyticsLabel { message["fcm_options"] = ["analytics_label": Self.analyticsLabel(analyticsLabel)] }
+        return try JSONSerialization.data(withJSONObject: ["message": message], options: [.sortedKeys])
+    }
+
+    /// FCM labels are `[a-zA-Z0-9-_.~%]{1,50}`.
+    static func analyticsLabel(_ text: String) -> String {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~%")
+        return String(text.map { allowed.contains($0) ? $0 : "_" }.prefix(50))
+    }
+}
+
+/// What to do about an FCM answer (protocols.md §12).
+public enum FCMDisposition: String, Sendable, Hashable {
+    case delivered
+    /// `UNREGISTERED`, `SENDER_ID_MISMATCH`: the token is unusable; stop sending to it.
+    case tokenDead
+    /// `INVALID_ARGUMENT` and other 4xx: no retry.
+    case badRequest
+    /// `THIRD_PARTY_AUTH_ERROR`, 401/403 after a fresh access token: fix the credentials.
+    case configurationError
+    /// `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`, no answer: retried with backoff; final when the budget is spent.
+    case retryLater
+}
+
+/// The outcome of one FCM send, after the client's retries.
+public struct FCMResult: Sendable, Hashable {
+    public var token: String
+    public var status: Int?
+    /// FCM's `errorCode` (or the Google `status` when there is none, or a Herald reason such as `Timeout`).
+    public var reason: String?
+    public var disposition: FCMDisposition
+    public var attempts: Int
+    /// `projects/{project}/messages/{id}` on success.
+    public var messageName: String?
+    /// Seconds to wait before trying again (`Retry-After`), when FCM said.
+    public var retryAfter: TimeInterval?
+
+    public var isDelivered: Bool { disposition == .delivered }
+}
