@@ -79,6 +79,7 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
@@ -112,7 +113,10 @@ let package = Package(
         ),
         .target(
             name: "HeraldTesting",
-            dependencies: ["HeraldAPNs", "HeraldSimulator", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "HeraldAPNs", "HeraldSimulator", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -153,6 +157,11 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HeraldFCMTests",
+            dependencies: ["HeraldFCM", "HeraldSimulator", "HeraldTesting", "HeraldPayload"],
             swiftSettings: strict
         ),
         .testTarget(

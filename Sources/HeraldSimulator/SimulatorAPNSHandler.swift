@@ -16,6 +16,9 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
     }
 
     private let evaluator: APNSRequestEvaluator
+    private let fcmEvaluator: FCMRequestEvaluator
+    /// Set once the connection carried an FCM request (FCM has no per-connection JWT step).
+    private var speaksFCM = false
     private let state: SimulatorState
     private let isSandbox: Bool
     private var parser = HTTP2FrameParser()
@@ -41,6 +44,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
 
     init(evaluator: APNSRequestEvaluator, state: SimulatorState, isSandbox: Bool) {
         self.evaluator = evaluator
+        self.fcmEvaluator = FCMRequestEvaluator(configuration: evaluator.configuration)
         self.state = state
         self.isSandbox = isSandbox
     }
@@ -204,16 +208,21 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
 
     private func complete(streamID: Int32, headers: HPACKHeaders, body: ByteBuffer?, context: ChannelHandlerContext) {
         let faults = state.faults
+        if let path = headers.first(name: ":path"), FCMRequestEvaluator.handles(path: path) {
+            speaksFCM = true
+            let answer = fcmEvaluator.evaluate(headers: headers, body: body, state: state, faults: faults, random: &random)
+            adjustStreamLimit(faults)
+            processed += 1
+            guard !answer.hang else { return }
+            respond(streamID: streamID, latency: faults.latencyMilliseconds, context: context) { handler in
+                handler.write(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
+            }
+            if let limit = faults.goAwayAfterStreams, limit > 0, processed >= limit { goAway(context: context) }
+            return
+        }
         let (verdict, apnsID) = evaluator.evaluate(
             headers: headers, body: body, authentication: &authentication, state: state, faults: faults, random: &random)
-        let wanted = authentication.isAuthenticated ? max(1, faults.maximumConcurrentStreams) : 1
-        if wanted != advertisedStreamLimit {
-            // Until the client acknowledges, streams it opened under the old limit stay allowed.
-            enforcedStreamLimit = max(enforcedStreamLimit, wanted)
-            pendingLimitAcknowledgements.append(wanted)
-            advertisedStreamLimit = wanted
-            HTTP2Wire.writeSettings(into: &output, [(.maximumConcurrentStreams, UInt32(wanted))])
-        }
+        adjustStreamLimit(faults)
         processed += 1
         switch verdict {
         case .hang:
@@ -233,32 +242,57 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         }
     }
 
+    /// Once a connection is authenticated (APNs JWT, or any FCM request) it may use the configured limit.
+    private func adjustStreamLimit(_ faults: SimulatorFaults) {
+        let wanted = authentication.isAuthenticated || speaksFCM ? max(1, faults.maximumConcurrentStreams) : 1
+        if wanted != advertisedStreamLimit {
+            // Until the client acknowledges, streams it opened under the old limit stay allowed.
+            enforcedStreamLimit = max(enforcedStreamLimit, wanted)
+            pendingLimitAcknowledgements.append(wanted)
+            advertisedStreamLimit = wanted
+            HTTP2Wire.writeSettings(into: &output, [(.maximumConcurrentStreams, UInt32(wanted))])
+        }
+    }
+
     private func answer(
         streamID: Int32, status: Int, apnsID: String, body: String?, latency: Int, context: ChannelHandlerContext
     ) {
+        respond(streamID: streamID, latency: latency, context: context) { handler in
+            handler.write(streamID: streamID, status: status, apnsID: apnsID, body: body)
+        }
+    }
+
+    /// Writes an answer now, or after the configured latency if the stream is still open then.
+    private func respond(
+        streamID: Int32, latency: Int, context: ChannelHandlerContext, _ write: @escaping (SimulatorAPNSHandler) -> Void
+    ) {
         if latency > 0 {
             let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let loopBoundWrite = NIOLoopBound(write, eventLoop: context.eventLoop)
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) { [self] in
                 let context = loopBoundContext.value
                 guard context.channel.isActive, openStreams.contains(streamID) else { return }
-                write(streamID: streamID, status: status, apnsID: apnsID, body: body)
+                loopBoundWrite.value(self)
                 flush(context: context)
                 closeIfGoneAway(context: context)
             }
         } else {
-            write(streamID: streamID, status: status, apnsID: apnsID, body: body)
+            write(self)
         }
     }
 
     private func write(streamID: Int32, status: Int, apnsID: String, body: String?) {
+        var headers: [(String, String)] = [("apns-id", apnsID)]
+        if isSandbox { headers.append(("apns-unique-id", SimulatorIdentifiers.randomUUIDString(using: &random))) }
+        write(streamID: streamID, status: status, headers: headers, body: body)
+    }
+
+    private func write(streamID: Int32, status: Int, headers extra: [(String, String)], body: String?) {
         openStreams.remove(streamID)
         var headers = HPACKHeaders()
-        headers.reserveCapacity(4)
+        headers.reserveCapacity(extra.count + 2)
         headers.add(name: ":status", value: status == 200 ? "200" : String(status))
-        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-        if isSandbox {
-            headers.add(name: "apns-unique-id", value: SimulatorIdentifiers.randomUUIDString(using: &random), indexing: .nonIndexable)
-        }
+        for (name, value) in extra { headers.add(name: name, value: value, indexing: .nonIndexable) }
         var bodyBuffer: ByteBuffer?
         if let body {
             headers.add(name: "content-type", value: "application/json")

@@ -1,4 +1,5 @@
 package import Crypto
+package import _CryptoExtras
 package import Foundation
 package import HeraldCore
 
@@ -11,6 +12,19 @@ package struct SimulatorKey: Sendable {
     package init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
         self.keyID = keyID
         self.teamID = teamID
+        self.publicKey = publicKey
+    }
+}
+
+/// A Google service account the simulator's FCM token endpoint trusts.
+package struct SimulatorFCMAccount: Sendable {
+    package var projectID: String
+    package var clientEmail: String
+    package var publicKey: _RSA.Signing.PublicKey
+
+    package init(projectID: String, clientEmail: String, publicKey: _RSA.Signing.PublicKey) {
+        self.projectID = projectID
+        self.clientEmail = clientEmail
         self.publicKey = publicKey
     }
 }
@@ -73,6 +87,10 @@ package struct SimulatorConfiguration: Sendable {
     package var tlsDirectory: String
     /// Keys whose provider tokens are accepted.
     package var keys: [SimulatorKey] = []
+    /// Service accounts whose FCM assertions the token endpoint (`POST /token`) accepts.
+    package var fcmAccounts: [SimulatorFCMAccount] = []
+    /// Lifetime of the FCM access tokens it issues (`expires_in`).
+    package var fcmAccessTokenLifetime: TimeInterval = 3599
     /// Bundle ids the keys may push to; empty accepts any.
     package var bundleIDs: Set<String> = []
     /// `sandbox` adds `apns-unique-id` to answers, as Apple's sandbox does.

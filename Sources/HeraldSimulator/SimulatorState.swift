@@ -31,6 +31,9 @@ package struct SimulatorCounters: Sendable, Hashable {
     package var tokenChanges = 0
     /// Streams refused (RST_STREAM REFUSED_STREAM) for exceeding the advertised limit.
     package var refusedStreams = 0
+    /// FCM: OAuth2 assertions exchanged for access tokens, and sends by answer status.
+    package var fcmTokenExchanges = 0
+    package var fcmRequests = 0
 }
 
 /// The simulator's shared state: inbox, dead tokens, scripted answers, faults and counters.
@@ -43,6 +46,8 @@ package final class SimulatorState: Sendable {
         var scripted: [String: (status: Int, reason: String)] = [:]
         var counters = SimulatorCounters()
         var faults: SimulatorFaults
+        /// FCM OAuth2 access tokens issued, with their project and expiry.
+        var fcmAccessTokens: [String: (project: String, expires: Date)] = [:]
     }
 
     private let storage: Mutex<Storage>
@@ -121,6 +126,30 @@ package final class SimulatorState: Sendable {
 
     func scripted(for token: String) -> (status: Int, reason: String)? {
         storage.withLock { $0.scripted.isEmpty ? nil : $0.scripted[token] }
+    }
+
+    // MARK: FCM access tokens
+
+    func issueFCMAccessToken(project: String, lifetime: TimeInterval, now: Date, random: inout SimulatorRandom) -> String {
+        let token = "ya29.sim-" + SimulatorIdentifiers.randomUUIDString(using: &random)
+        storage.withLock {
+            $0.fcmAccessTokens[token] = (project, now.addingTimeInterval(lifetime))
+            $0.counters.fcmTokenExchanges += 1
+        }
+        return token
+    }
+
+    /// The project an access token was issued for, while it is valid.
+    func fcmProject(forAccessToken token: String, now: Date) -> String? {
+        storage.withLock { storage in
+            guard let entry = storage.fcmAccessTokens[token], entry.expires > now else { return nil }
+            return entry.project
+        }
+    }
+
+    /// Makes every FCM access token invalid (as when Google revokes them).
+    package func revokeFCMAccessTokens() {
+        storage.withLock { $0.fcmAccessTokens.removeAll() }
     }
 
     // MARK: Faults and counters

@@ -45,6 +45,7 @@ package func withSimulator<Result>(
     var configuration = SimulatorConfiguration(tlsDirectory: try makeTemporaryDirectory("herald-sim"))
     configuration.keys = [key.simulatorKey]
     configuration.bundleIDs = [bundleID]
+    configuration.fcmAccounts = [TestServiceAccount.shared.simulatorAccount]
     configuration.controlPort = nil
     adjust(&configuration)
     let simulator = try await APNSSimulator.start(configuration)

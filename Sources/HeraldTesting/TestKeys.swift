@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+package import _CryptoExtras
+package import Foundation
 package import HeraldAPNs
 package import HeraldSimulator
 
@@ -46,5 +47,31 @@ package func makeDeviceTokens(_ count: Int) -> [String] {
 extension String {
     fileprivate func leftPadded(to length: Int) -> String {
         count >= length ? self : String(repeating: "0", count: length - count) + self
+    }
+}
+
+/// A Google service account for tests: an RSA key (made once per process), its key file JSON and
+/// the simulator's view of it.
+package struct TestServiceAccount: Sendable {
+    package static let shared = TestServiceAccount()
+    package let privateKey: _RSA.Signing.PrivateKey
+    package let projectID = "herald-test"
+    package let clientEmail = "herald@herald-test.iam.gserviceaccount.com"
+
+    init() {
+        privateKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+    }
+
+    /// The key file, pointing its `token_uri` at `tokenURI`.
+    package func json(tokenURI: String) -> Data {
+        let object: [String: Any] = [
+            "type": "service_account", "project_id": projectID, "private_key_id": "0123456789abcdef",
+            "private_key": privateKey.pemRepresentation, "client_email": clientEmail, "token_uri": tokenURI,
+        ]
+        return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    }
+
+    package var simulatorAccount: SimulatorFCMAccount {
+        SimulatorFCMAccount(projectID: projectID, clientEmail: clientEmail, publicKey: privateKey.publicKey)
     }
 }

@@ -1,0 +1,158 @@
+import Foundation
+import HeraldFCM
+import HeraldPayload
+import HeraldSimulator
+import HeraldTesting
+import Testing
+
+/// FCM HTTP v1 against the simulator over real HTTP/2 + TLS: OAuth2 exchange and reuse, every
+/// error class, Retry-After, data stringification.
+@Suite("FCM client")
+struct FCMClientTests {
+    func withFCM(
+        _ adjust: (inout FCMClientConfiguration) -> Void = { _ in },
+        _ body: (FCMClient, SimulatorHarness) async throws -> Void
+    ) async throws {
+        try await withSimulator { harness in
+            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            configuration.baseDelay = 0.01
+            configuration.quotaDelay = 0.05
+            adjust(&configuration)
+            let client = try FCMClient(account: account, configuration: configuration)
+            do {
+                try await body(client, harness)
+            } catch {
+                await client.shutdown()
+                throw error
+            }
+            await client.shutdown()
+        }
+    }
+
+    @Test("one token exchange serves many sends; data values arrive as strings; mapping per protocols.md §11")
+    func sendsAndMapping() async throws {
+        try await withFCM { client, harness in
+            let message = FCMMessage(
+                token: "fcm-token-A", title: "Sync Complete", body: "Your data from Strava has been synced.",
+                data: ["source": .string("strava"), "count": .int(3), "nested": .object(["a": .bool(true)])],
+                timeToLive: 3600, collapseKey: "sync-strava", channelID: "sync", clickAction: "syncwell://connection/strava",
+                analyticsLabel: "PN-01")
+            let first = await client.send(message)
+            #expect(first.isDelivered)
+            let name = first.messageName ?? ""
+            #expect(name.starts(with: "projects/herald-test/messages/"))
+            let more = await client.send((0..<200).map { FCMMessage(token: "bulk-\($0)", data: ["n": .int($0)]) })
+            #expect(more.filter { !$0.isDelivered }.isEmpty)
+            #expect(client.tokenExchanges == 1)
+            #expect(harness.simulator.state.counters.fcmTokenExchanges == 1)
+            let entry = try #require(harness.simulator.state.inbox(for: "fcm-token-A").first)
+            #expect(entry.pushType == "fcm")
+            #expect(entry.priority == 10)
+            #expect(entry.collapseID == "sync-strava")
+            let sent = try #require(entry.payloadObject?["message"] as? [String: Any])
+            #expect(sent["token"] as? String == "fcm-token-A")
+            #expect((sent["notification"] as? [String: Any])?["title"] as? String == "Sync Complete")
+            let data = try #require(sent["data"] as? [String: String])
+            #expect(data == ["source": "strava", "count": "3", "nested": #"{"a":true}"#])
+            let android = try #require(sent["android"] as? [String: Any])
+            #expect(android["priority"] as? String == "HIGH")
+            #expect(android["ttl"] as? String == "3600s")
+            #expect((android["notification"] as? [String: Any])?["channel_id"] as? String == "sync")
+            #expect((android["notification"] as? [String: Any])?["click_action"] as? String == "syncwell://connection/strava")
+            #expect((sent["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "PN-01")
+            // A silent (data-only) message goes NORMAL.
+            #expect(harness.simulator.state.inbox(for: "bulk-7").first?.priority == 5)
+        }
+    }
+
+    @Test("an expired access token is renewed once; a revoked one after a 401")
+    func tokenRenewal() async throws {
+        try await withSimulator({ $0.fcmAccessTokenLifetime = 1 }) { harness in
+            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            configuration.tokenRefreshMargin = 0
+            let client = try FCMClient(account: account, configuration: configuration)
+            #expect(await client.send(FCMMessage(token: "t1", body: "one")).isDelivered)
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(await client.send(FCMMessage(token: "t2", body: "two")).isDelivered)
+            #expect(client.tokenExchanges == 2)
+            harness.simulator.state.revokeFCMAccessTokens()
+            let afterRevoke = await client.send(FCMMessage(token: "t3", body: "three"))
+            #expect(afterRevoke.isDelivered)
+            #expect(afterRevoke.attempts == 2)
+            #expect(client.tokenExchanges == 3)
+            await client.shutdown()
+        }
+    }
+
+    @Test("error classes: UNREGISTERED, SENDER_ID_MISMATCH, INVALID_ARGUMENT, THIRD_PARTY_AUTH_ERROR, UNAVAILABLE, QUOTA_EXCEEDED")
+    func errorClasses() async throws {
+        try await withFCM { client, harness in
+            let state = harness.simulator.state
+            state.markDead("gone")
+            state.script("other-project", status: 403, reason: "SENDER_ID_MISMATCH")
+            state.script("busy", status: 503, reason: "UNAVAILABLE")
+            state.script("quota", status: 429, reason: "QUOTA_EXCEEDED")
+            let gone = await client.send(FCMMessage(token: "gone", body: "x"))
+            #expect(gone.disposition == .tokenDead)
+            #expect(gone.reason == "UNREGISTERED")
+            #expect(gone.status == 404)
+            #expect(await client.send(FCMMessage(token: "other-project", body: "x")).disposition == .tokenDead)
+            // String-only data is checked by FCM: a reserved key never leaves Herald.
+            let reserved = await client.send(FCMMessage(token: "ok", data: ["google.x": .string("1")]))
+            #expect(reserved.disposition == .badRequest)
+            #expect(reserved.attempts == 0)
+            let busy = await client.send(FCMMessage(token: "busy", body: "x"))
+            #expect(busy.disposition == .retryLater)
+            #expect(busy.attempts == 4)
+            #expect(busy.reason == "UNAVAILABLE")
+            #expect(busy.retryAfter == 1)
+            // 429 with Retry-After: 1 → retried after it, then accepted once the script is gone.
+            let started = Date()
+            let quotaTask = Task { await client.send(FCMMessage(token: "quota", body: "x")) }
+            try await Task.sleep(for: .milliseconds(300))
+            state.removeScript("quota")
+            let quota = await quotaTask.value
+            #expect(quota.isDelivered)
+            #expect(quota.attempts >= 2)
+            #expect(Date().timeIntervalSince(started) >= 0.9)
+            // Bad credentials are a configuration error that disables the client, said once.
+            state.script("auth", status: 401, reason: "THIRD_PARTY_AUTH_ERROR")
+            let auth = await client.send(FCMMessage(token: "auth", body: "x"))
+            #expect(auth.disposition == .configurationError)
+            #expect(client.disabledReason == "THIRD_PARTY_AUTH_ERROR")
+            #expect(await client.send(FCMMessage(token: "ok", body: "x")).disposition == .configurationError)
+        }
+    }
+
+    @Test("the simulator refuses a TTL over 28 days and assertions from unknown service accounts")
+    func simulatorValidation() async throws {
+        try await withSimulator { harness in
+            // A service account the simulator does not know: the token exchange fails (invalid_grant).
+            var account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            let stranger = try FCMServiceAccount(
+                json: Data(String(decoding: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"), as: UTF8.self)
+                    .replacingOccurrences(of: "herald@herald-test", with: "stranger@herald-test").utf8))
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            let strangerClient = try FCMClient(account: stranger, configuration: configuration)
+            let refused = await strangerClient.send(FCMMessage(token: "t", body: "x"))
+            #expect(refused.disposition == .configurationError)
+            #expect(refused.reason == "OAuth2:invalid_grant")
+            await strangerClient.shutdown()
+            // A TTL over 28 days is INVALID_ARGUMENT.
+            account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            let client = try FCMClient(account: account, configuration: configuration)
+            let ttl = await client.send(FCMMessage(token: "t", body: "x", timeToLive: 3_000_000))
+            #expect(ttl.disposition == .badRequest)
+            #expect(ttl.reason == "INVALID_ARGUMENT")
+            await client.shutdown()
+        }
+    }
+}
