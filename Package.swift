@@ -102,7 +102,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldStore", "HeraldSimulator",
+                "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore", "HeraldSimulator",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

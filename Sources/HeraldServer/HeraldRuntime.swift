@@ -1,6 +1,7 @@
 import Foundation
 package import HeraldAPNs
 package import HeraldCore
+package import HeraldFCM
 package import HeraldStore
 package import Logging
 import Synchronization
@@ -17,18 +18,23 @@ package final class AppRuntime: Sendable {
     /// Why APNs is off for this app, when it is.
     package let apnsDisabledReason: String?
     private let clients = Mutex<[APNSEnvironment: APNSClient]>([:])
+    /// The app's FCM client, when it has FCM credentials, or why not.
+    package let fcmClient: FCMClient?
+    package let fcmDisabledReason: String?
     private let logger: Logger
     private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
 
     init(
         configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, logger: Logger,
-        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void
+        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void,
+        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) {
         self.configuration = configuration
         self.catalog = catalog
         self.policyApp = catalog?.app.policyApp
         self.logger = logger
         self.clientAdjustment = clientAdjustment
+        (fcmClient, fcmDisabledReason) = Self.makeFCMClient(configuration.fcm, logger: logger, adjust: fcmAdjustment)
         guard let apns = configuration.apns else {
             signingKey = nil
             apnsDisabledReason = "no credentials"
@@ -48,6 +54,23 @@ package final class AppRuntime: Sendable {
     }
 
     package var id: String { configuration.id }
+
+    private static func makeFCMClient(
+        _ fcm: HeraldConfiguration.FCMConfiguration?, logger: Logger, adjust: (inout FCMClientConfiguration) -> Void
+    ) -> (FCMClient?, String?) {
+        guard let fcm else { return (nil, "no credentials") }
+        do {
+            let account = try FCMServiceAccount(file: fcm.serviceAccountFile)
+            var configuration = FCMClientConfiguration()
+            if let endpoint = fcm.endpoint { configuration.endpoint = endpoint }
+            configuration.tokenEndpoint = fcm.tokenEndpoint
+            configuration.caFile = fcm.caFile
+            adjust(&configuration)
+            return (try FCMClient(account: account, configuration: configuration, logger: logger), nil)
+        } catch {
+            return (nil, error.message)
+        }
+    }
 
     /// The client for a device environment, or why there is none.
     package func apnsClient(environment: String) -> ClientLookup {
@@ -77,6 +100,7 @@ package final class AppRuntime: Sendable {
     func shutdown() async {
         let all = clients.withLock { Array($0.values) }
         for client in all { await client.shutdown(gracePeriod: 5) }
+        await fcmClient?.shutdown()
     }
 }
 
@@ -99,7 +123,8 @@ package final class HeraldRuntime: Sendable {
     /// the start with its file, line and key.
     package init(
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
-        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in }
+        clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
+        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) throws(ConfigurationError) {
         self.configuration = configuration
         self.store = store
@@ -108,7 +133,9 @@ package final class HeraldRuntime: Sendable {
         for var app in configuration.apps {
             let catalog = try app.catalogFile.map { file throws(ConfigurationError) in try CatalogLoader.load(file: file) }
             if !app.payloadKeyIsExplicit, let key = catalog?.app.payloadKey { app.payloadKey = key }
-            apps[app.id] = AppRuntime(configuration: app, catalog: catalog, logger: logger, clientAdjustment: clientAdjustment)
+            apps[app.id] = AppRuntime(
+                configuration: app, catalog: catalog, logger: logger, clientAdjustment: clientAdjustment,
+                fcmAdjustment: fcmAdjustment)
         }
         self.apps = apps
     }
@@ -116,6 +143,13 @@ package final class HeraldRuntime: Sendable {
     /// Logs, per app, whether APNs is enabled and why not (L9).
     package func logStatus() {
         for app in apps.values.sorted(by: { $0.id < $1.id }) {
+            if let client = app.fcmClient {
+                logger.info(
+                    "FCM enabled for app \"\(app.id)\"",
+                    metadata: ["fcm.project": "\(client.account.projectID)", "fcm.endpoint": "\(client.configuration.endpoint)"])
+            } else {
+                logger.info("FCM disabled for app \"\(app.id)\": \(app.fcmDisabledReason ?? "no credentials")")
+            }
             if let reason = app.apnsDisabledReason {
                 logger.warning("APNs disabled for app \"\(app.id)\": \(reason)")
             } else if let apns = app.configuration.apns {

@@ -287,3 +287,49 @@ func eventually(_ condition: @Sendable () async throws -> Bool) async throws {
     }
     Issue.record("condition not met within 10 s")
 }
+
+@Suite("FCM through the server")
+struct ServerFCMTests {
+    @Test("a user with an iPhone and an Android phone receives one send on both; dead FCM tokens deactivate the device")
+    func mixedUser() async throws {
+        try await withServer { server in
+            let apnsToken = makeDeviceTokens(1)[0]
+            #expect(try await server.register("iphone", user: "ana", token: apnsToken) == .created)
+            let android = try await server.request(
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1"}"#)
+            #expect(android.status == .created)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava","retries":2}}"#)
+            let view = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 2)
+            #expect(server.simulator.state.inbox(for: apnsToken).count == 1)
+            let entry = try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").first)
+            #expect(entry.pushType == "fcm")
+            let message = try #require(entry.payloadObject?["message"] as? [String: Any])
+            #expect(message["token"] as? String == "fcm:Pixel-Token_1")
+            #expect((message["notification"] as? [String: Any])?["title"] as? String == "SyncWell Action Required")
+            let data = try #require(message["data"] as? [String: String])
+            #expect(data["retries"] == "2")
+            #expect(data["deep_link"] == "syncwell://connection/strava")
+            #expect(data["type"] == "sync_error")
+            #expect((message["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "sync_error")
+            #expect((message["android"] as? [String: Any])?["collapse_key"] as? String == "sync-error-strava")
+
+            // FCM says UNREGISTERED: the delivery fails and the device stops receiving.
+            server.simulator.state.markDead("fcm:Pixel-Token_1")
+            let second = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"again"}}"#)
+            let secondView = try await server.settled(try #require(second.body["id"] as? String))
+            let failed = (secondView["deliveries"] as? [[String: Any]])?.first { $0["device_id"] as? String == "pixel" }
+            #expect(failed?["status"] as? String == "failed")
+            #expect(failed?["reason"] as? String == "UNREGISTERED")
+            let devices = try await server.request(.get, "/v1/apps/demo/users/ana/devices")
+            let pixel = (devices.body["devices"] as? [[String: Any]])?.first { $0["device_id"] as? String == "pixel" }
+            #expect(pixel?["active"] as? Bool == false)
+            // FCM's reserved data keys are refused at the API.
+            let reserved = try await server.send(#"{"to":{"user_ids":["ana"]},"data":{"google.sent":"x"}}"#)
+            #expect(reserved.status == .badRequest)
+            #expect(((reserved.body["error"] as? [String: Any])?["field"]) as? String == "data.google.sent")
+        }
+    }
+}

@@ -70,6 +70,9 @@ func withServer(
         let directory = try makeTemporaryDirectory("herald-server")
         let keyFile = directory + "/AuthKey.p8"
         try harness.key.pem.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let serviceAccountFile = directory + "/sa.json"
+        try TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token")
+            .write(to: URL(fileURLWithPath: serviceAccountFile))
         var configuration = HeraldConfiguration()
         configuration.adminKey = ServerHarness.admin
         configuration.databaseURL = "sqlite://\(directory)/herald.sqlite"
@@ -80,13 +83,20 @@ func withServer(
                     teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
                     topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
                     caFile: harness.simulator.caFile),
-                catalogFile: CatalogTests.examples.appendingPathComponent(catalog).path),
+                catalogFile: CatalogTests.examples.appendingPathComponent(catalog).path,
+                fcm: .init(
+                    serviceAccountFile: serviceAccountFile, endpoint: harness.simulator.endpointURL,
+                    caFile: harness.simulator.caFile)),
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
         let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
         let runtime = try HeraldRuntime(configuration: configuration, store: store) { client in
             client.connections = 2
             client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
+        } fcmAdjustment: { fcm in
+            fcm.maximumAttempts = 2
+            fcm.baseDelay = 0.01
+            fcm.quotaDelay = 0.01
         }
         let application = Application(
             router: HeraldAPI.router(runtime: runtime),

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldFCM
 import HeraldPayload
 import HeraldStore
 
@@ -209,6 +210,9 @@ struct NotificationBody: Decodable, Sendable {
         if let expiration, expiration < 0 { throw APIError.invalid("expiration", "expiration is UNIX seconds ≥ 0") }
         if let badge, badge < 0 { throw APIError.invalid("badge", "badge is 0 or more") }
         if let data, data.objectValue == nil { throw APIError.invalid("data", "data must be a JSON object") }
+        if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
+            throw APIError.invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
+        }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw APIError.invalid("idempotency_key", "idempotency_key is 1 to 256 bytes")
         }

@@ -37,11 +37,14 @@ package struct HeraldConfiguration: Sendable {
         package var apns: APNSConfiguration?
         /// The notification catalog file (issue #4), checked at start.
         package var catalogFile: String?
+        /// FCM HTTP v1 credentials (issue #5).
+        package var fcm: FCMConfiguration?
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
-            apns: APNSConfiguration? = nil, catalogFile: String? = nil
+            apns: APNSConfiguration? = nil, catalogFile: String? = nil, fcm: FCMConfiguration? = nil
         ) {
+            self.fcm = fcm
             self.id = id
             self.payloadKey = payloadKey ?? id
             self.payloadKeyIsExplicit = payloadKey != nil
@@ -49,6 +52,21 @@ package struct HeraldConfiguration: Sendable {
             self.clientKey = clientKey
             self.apns = apns
             self.catalogFile = catalogFile
+        }
+    }
+
+    /// An app's FCM credentials: a service account key file; Google's hosts unless overridden.
+    package struct FCMConfiguration: Sendable {
+        package var serviceAccountFile: String
+        package var endpoint: String?
+        package var tokenEndpoint: String?
+        package var caFile: String?
+
+        package init(serviceAccountFile: String, endpoint: String? = nil, tokenEndpoint: String? = nil, caFile: String? = nil) {
+            self.serviceAccountFile = serviceAccountFile
+            self.endpoint = endpoint
+            self.tokenEndpoint = tokenEndpoint
+            self.caFile = caFile
         }
     }
 
@@ -220,10 +238,25 @@ struct YAMLReader {
                 }
             case "apns": app.apns = try apns(value, key + ".apns")
             case "catalog": app.catalogFile = try path(value, key + ".catalog")
+            case "fcm": app.fcm = try fcm(value, key + ".fcm")
             default: break
             }
         }
         return app
+    }
+
+    func fcm(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.FCMConfiguration {
+        var values: [String: String] = [:]
+        let allowed: Set<String> = ["service_account_file", "endpoint", "token_endpoint", "ca_file"]
+        for (name, value) in try mapping(node, key, allowed: allowed) {
+            values[name] = name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
+            if name.hasSuffix("endpoint"), !(values[name]!.hasPrefix("https://")) {
+                throw fail(value, key + "." + name, "an https:// URL")
+            }
+        }
+        guard let file = values["service_account_file"] else { throw fail(node, key + ".service_account_file", "is required") }
+        return HeraldConfiguration.FCMConfiguration(
+            serviceAccountFile: file, endpoint: values["endpoint"], tokenEndpoint: values["token_endpoint"], caFile: values["ca_file"])
     }
 
     func apns(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.APNSConfiguration {

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import HeraldFCM
 import HeraldPayload
 import HeraldStore
 import Logging
@@ -194,13 +195,21 @@ package struct Dispatcher: Service {
         var batches: [ObjectIdentifier: (APNSClient, [(ClaimedDelivery, APNSNotification)])] = [:]
         // One payload buffer per notification, shared by all its deliveries.
         var payloads: [UUID: Data] = [:]
+        var fcmBatches: [ObjectIdentifier: (FCMClient, [(ClaimedDelivery, FCMMessage)])] = [:]
         for delivery in claimed {
-            guard delivery.platform == "apns" else {
-                collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]))
-                continue
-            }
             guard let app = runtime.apps[delivery.appID], let content = contents[delivery.notificationID] else {
                 collected.append(self.result(delivery, .failed(reason: "AppNotConfigured"), attempts: 0))
+                continue
+            }
+            guard delivery.platform == "apns" else {
+                guard let client = app.fcmClient else {
+                    collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]))
+                    continue
+                }
+                let message = Self.fcmMessage(
+                    token: delivery.token, content: content, payload: planned[delivery.id]?.payload,
+                    payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+                fcmBatches[ObjectIdentifier(client), default: (client, [])].1.append((delivery, message))
                 continue
             }
             switch app.apnsClient(environment: delivery.environment) {
@@ -222,6 +231,17 @@ package struct Dispatcher: Service {
             }
         }
         await withTaskGroup(of: Void.self) { group in
+            for (client, items) in fcmBatches.values {
+                group.addTask {
+                    let answers = await client.send(items.map(\.1))
+                    for ((delivery, _), answer) in zip(items, answers) {
+                        collected.append(
+                            self.result(
+                                delivery, self.outcome(for: answer, delivery: delivery), attempts: answer.attempts,
+                                planned: planned[delivery.id]))
+                    }
+                }
+            }
             for (client, items) in batches.values {
                 group.addTask {
                     // Every delivery has its own apns-id: answers are matched by it.
@@ -267,6 +287,46 @@ package struct Dispatcher: Service {
             deliveryID: delivery.id, notificationID: delivery.notificationID, appID: delivery.appID,
             deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace ?? planned?.trace,
             pacedUserID: pacedUserID)
+    }
+
+    private func outcome(for result: FCMResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
+        let reason = result.reason ?? "FCMError"
+        switch result.disposition {
+        case .delivered: return .sent
+        case .tokenDead: return .tokenDead(reason: reason, since: nil)
+        case .badRequest, .configurationError: return .failed(reason: reason)
+        case .retryLater:
+            let total = delivery.attempts + result.attempts
+            guard total < maximumOutboxAttempts else { return .failed(reason: reason) }
+            let delay = max(result.retryAfter ?? 0, min(300, 10 * pow(2, Double(min(total, 5)))))
+            return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
+        }
+    }
+
+    /// The FCM message for a delivery, from the APNs payload Herald rendered (per device for a
+    /// typed notification): alert → `notification`, the payload-key object → `data`, collapse
+    /// id → `collapse_key`, expiration → `ttl`, deep link → `click_action`, type → analytics label.
+    static func fcmMessage(
+        token: String, content: StoredNotificationContent, payload: Data?, payloadKey: String, now: Date
+    ) -> FCMMessage {
+        let object = (try? JSONDecoder().decode(JSONValue.self, from: payload ?? Data(content.payload.utf8)))?.objectValue ?? [:]
+        let aps = object["aps"]?.objectValue ?? [:]
+        var title: String?
+        var body: String?
+        if let alert = aps["alert"] {
+            if case .string(let text) = alert { body = text }
+            title = alert.objectValue?["title"]?.stringValue
+            body = body ?? alert.objectValue?["body"]?.stringValue
+        }
+        var data = object[payloadKey]?.objectValue ?? [:]
+        if let thread = aps["thread-id"]?.stringValue { data["thread_id"] = .string(thread) }
+        if let category = aps["category"]?.stringValue { data["category"] = .string(category) }
+        let ttl = content.expiration.map { max(0, $0 - Int(now.timeIntervalSince1970)) }
+        return FCMMessage(
+            token: token, title: title, body: body, data: data,
+            highPriority: APNSPushType(rawValue: content.pushType) != .background && (title != nil || body != nil),
+            timeToLive: ttl, collapseKey: content.collapseID, tag: content.collapseID,
+            clickAction: data["deep_link"]?.stringValue, analyticsLabel: content.typed?.type)
     }
 
     private func outcome(for result: APNSResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
