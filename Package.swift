@@ -122,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldAPNs", "HeraldSimulator", "HeraldServer", "HeraldStore",
+                "HeraldAPNs", "HeraldFCM", "HeraldSimulator", "HeraldServer", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import HeraldFCM
 import HeraldPayload
 import Logging
 import Synchronization
@@ -11,17 +12,20 @@ import Synchronization
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send a notification to one token or a list of tokens through APNs.",
+        abstract: "Send a notification to one token or a list of tokens through APNs (or FCM with --fcm).",
         discussion: """
             Prints exactly one JSON line on stdout: {"sent":N,"accepted":N,"failed":{"<reason>":count},"seconds":S,"per_second":R}. \
             Progress goes to stderr. Exit 0 when every notification got an answer, 1 when some got none \
             (timeouts, unreachable), 2 on a configuration error (bad key, bad topic, bad flags).
             """)
 
-    @Option(name: .customLong("key-file"), help: "The APNs .p8 signing key.") var keyFile: String
-    @Option(name: .customLong("key-id"), help: "The key's 10-character key id.") var keyID: String
-    @Option(name: .customLong("team-id"), help: "The 10-character team id.") var teamID: String
-    @Option(help: "The app's bundle id; the push type's suffix is added.") var topic: String
+    @Option(name: .customLong("key-file"), help: "The APNs .p8 signing key (APNs).") var keyFile: String?
+    @Option(name: .customLong("key-id"), help: "The key's 10-character key id (APNs).") var keyID: String?
+    @Option(name: .customLong("team-id"), help: "The 10-character team id (APNs).") var teamID: String?
+    @Option(help: "The app's bundle id; the push type's suffix is added (APNs).") var topic: String?
+    @Flag(help: "Send through FCM HTTP v1 instead of APNs (needs --service-account).") var fcm = false
+    @Option(name: .customLong("service-account"), help: "FCM: the Google service-account key JSON.") var serviceAccount: String?
+    @Option(name: .customLong("token-endpoint"), help: "FCM: the OAuth2 token endpoint (default: the key file's token_uri).") var tokenEndpoint: String?
     @Option(help: "production or sandbox (chooses Apple's host unless --endpoint is given).") var environment = "sandbox"
     @Option(help: "An explicit https://host[:port] endpoint (the simulator).") var endpoint: String?
     @Option(name: .customLong("ca-file"), help: "Extra CA certificates (PEM) to trust, e.g. the simulator's sim-ca.pem.") var caFile: String?
@@ -52,7 +56,7 @@ struct SendCommand: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(defaultLevel: .warning)
         do {
-            let summary = try await send()
+            let summary = fcm ? try await sendFCM() : try await send()
             printOutput(summary.json)
             if summary.configurationError { throw ExitCode(2) }
             if summary.unanswered > 0 { throw ExitCode(1) }
@@ -65,6 +69,9 @@ struct SendCommand: AsyncParsableCommand {
     private func send() async throws -> SendSummary {
         guard let environment = APNSEnvironment(rawValue: environment) else {
             throw SendConfigurationError("--environment is production or sandbox, not \"\(self.environment)\"")
+        }
+        guard let keyFile, let keyID, let teamID, let topic else {
+            throw SendConfigurationError("APNs needs --key-file, --key-id, --team-id and --topic (or use --fcm --service-account FILE)")
         }
         let key: APNSSigningKey
         do {
@@ -137,6 +144,71 @@ struct SendCommand: AsyncParsableCommand {
         await client.shutdown(gracePeriod: 1)
         if let disabled {
             printError("herald send: APNs refused the credential or topic (\(disabled.rawValue)); check --key-file, --key-id, --team-id, --topic and --environment")
+        }
+        return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
+    }
+
+    /// `--fcm`: the same tokens and summary line, through FCM HTTP v1.
+    private func sendFCM() async throws -> SendSummary {
+        guard let serviceAccount else { throw SendConfigurationError("--fcm needs --service-account FILE") }
+        let account: FCMServiceAccount
+        do {
+            account = try FCMServiceAccount(file: serviceAccount)
+        } catch {
+            throw SendConfigurationError("--service-account: \(error.message)")
+        }
+        var configuration = FCMClientConfiguration()
+        if let endpoint { configuration.endpoint = endpoint }
+        configuration.tokenEndpoint = tokenEndpoint
+        configuration.caFile = caFile
+        configuration.connections = connections
+        configuration.requestTimeout = deadline
+        configuration.maximumAttempts = max(1, maximumAttempts)
+        configuration.baseDelay = retryBaseDelay
+        configuration.quotaDelay = tooManyRequestsDelay
+        let client: FCMClient
+        do {
+            client = try FCMClient(account: account, configuration: configuration)
+        } catch {
+            throw SendConfigurationError("--endpoint/--token-endpoint/--ca-file: \(error.message)")
+        }
+        let tokens = try loadTokens()
+        var data: [String: JSONValue] = [:]
+        if let payload {
+            guard let bytes = FileManager.default.contents(atPath: payload),
+                let object = (try? JSONDecoder().decode(JSONValue.self, from: bytes))?.objectValue
+            else { throw SendConfigurationError("--payload: with --fcm, a JSON object sent as data") }
+            data = object
+        }
+        let ttl = expiration.map { max(0, $0 - Int(Date().timeIntervalSince1970)) }
+        let progress = SendProgress(total: tokens.count)
+        let started = ContinuousClock.now
+        let chunkSize = 5_000
+        var index = 0
+        while index < tokens.count {
+            let end = min(tokens.count, index + chunkSize)
+            let messages = tokens[index..<end].map { token in
+                FCMMessage(
+                    token: token, title: title, body: body, data: data,
+                    highPriority: priority.map { $0 == 10 } ?? (title != nil || body != nil), timeToLive: ttl,
+                    collapseKey: collapseID)
+            }
+            progress.submitted(messages.count)
+            for result in await client.send(messages, concurrency: max(1, connections) * 500) {
+                progress.record(
+                    accepted: result.isDelivered, reason: result.reason ?? "Unknown",
+                    unanswered: result.status == nil && result.disposition == .retryLater)
+            }
+            index = end
+            if !quiet && tokens.count > 1 {
+                FileHandle.standardError.write(Data((progress.line(elapsed: ContinuousClock.now - started) + "\n").utf8))
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        let disabled = client.disabledReason
+        await client.shutdown()
+        if let disabled {
+            printError("herald send: FCM refused the credentials (\(disabled)); check --service-account and the project")
         }
         return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
     }
@@ -238,15 +310,19 @@ final class SendProgress: Sendable {
     func submitted(_ count: Int) { state.withLock { $0.submitted += count } }
 
     func record(_ result: APNSResult) {
+        record(
+            accepted: result.isAccepted, reason: result.reasonKey,
+            unanswered: result.status == nil && result.disposition != .configurationError && result.disposition != .badRequest)
+    }
+
+    func record(accepted: Bool, reason: String, unanswered: Bool) {
         let resume = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.completed += 1
-            if result.isAccepted {
+            if accepted {
                 state.accepted += 1
             } else {
-                state.failed[result.reasonKey, default: 0] += 1
-                if result.status == nil && result.disposition != .configurationError && result.disposition != .badRequest {
-                    state.unanswered += 1
-                }
+                state.failed[reason, default: 0] += 1
+                if unanswered { state.unanswered += 1 }
             }
             if let waiter = state.waiter, state.submitted - state.completed < waiter.limit {
                 state.waiter = nil
