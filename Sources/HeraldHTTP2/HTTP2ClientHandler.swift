@@ -66,17 +66,10 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private var waiting = CircularBuffer<Pending>()
     private var inFlight: [Int32: InFlight] = [:]
     private var nextStreamID: Int32 = 1
-    private var remoteStreamLimit = 0
-    private var receivedSettings = false
-    private var connectionSendWindow = HTTP2Wire.defaultWindow
-    private var streamInitialSendWindow = HTTP2Wire.defaultWindow
-    private var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    private var peer = HTTP2ClientPeerState(streamLimitCap: 1000)
     private var isGoingAway = false
     private var isClosed = false
     private var sentPreface = false
-    private var unacknowledgedBytes = 0
-    private var lastRead = NIODeadline.now()
-    private var pingSentAt: NIODeadline?
     private var sweepTask: RepeatedTask?
 
     public init(
@@ -112,27 +105,27 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     }
 
     private var availableStreams: Int {
-        guard receivedSettings, !isGoingAway, !isClosed, nextStreamID < Int32.max - 2 else { return 0 }
-        return max(0, remoteStreamLimit - inFlight.count)
+        guard peer.receivedSettings, !isGoingAway, !isClosed, nextStreamID < Int32.max - 2 else { return 0 }
+        return max(0, peer.remoteStreamLimit - inFlight.count)
     }
 
     private func drain() {
         while availableStreams > 0, let next = waiting.first {
             let size = next.body.readableBytes
-            guard size <= connectionSendWindow, size <= streamInitialSendWindow, size <= peerMaximumFrameSize else { return }
+            guard peer.fits(bodySize: size) else { return }
             let pending = waiting.removeFirst()
             let streamID = nextStreamID
             do {
                 try HTTP2Wire.writeHeaders(
                     into: &output, encoder: &encoder, headers: pending.headers, streamID: streamID, endStream: false,
-                    maximumFrameSize: peerMaximumFrameSize)
+                    maximumFrameSize: peer.peerMaximumFrameSize)
             } catch {
                 pending.promise.fail(HTTP2RequestFailure.invalidRequest)
                 continue
             }
             nextStreamID += 2
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: pending.body, endStream: true)
-            connectionSendWindow -= size
+            peer.connectionSendWindow -= size
             inFlight[streamID] = InFlight(pending: pending)
         }
     }
@@ -177,17 +170,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private func sendPreface() {
         guard !sentPreface else { return }
         sentPreface = true
-        output.writeBytes(HTTP2Wire.clientPreface)
-        HTTP2Wire.writeSettings(into: &output, [(.enablePush, 0), (.initialWindowSize, 1 << 20), (.maximumConcurrentStreams, 0)])
-        HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: (16 << 20) - HTTP2Wire.defaultWindow)
+        HTTP2ClientPeerState.writePreface(into: &output)
         flush()
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
-        lastRead = .now()
-        pingSentAt = nil
+        peer.didRead()
         do {
             while let frame = try parser.next() { try process(frame) }
         } catch {
@@ -208,7 +198,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             }
             finishOrKeep(entry, frame)
         case .data?:
-            unacknowledgedBytes += frame.flowControlledLength
+            peer.received(data: frame)
             guard var entry = inFlight[frame.streamID] else { return }
             var data = frame.payload
             if entry.body == nil { entry.body = ByteBuffer(buffer: data) } else { entry.body!.writeBuffer(&data) }
@@ -222,27 +212,9 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            guard !frame.isAcknowledgement else { return }
-            if !receivedSettings {
-                receivedSettings = true
-                remoteStreamLimit = 1000
-            }
-            for (identifier, value) in frame.settings {
-                switch HTTP2Wire.Setting(rawValue: identifier) {
-                case .maximumConcurrentStreams?: remoteStreamLimit = min(Int(value), 1000)
-                case .initialWindowSize?:
-                    guard value <= UInt32(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1") }
-                    streamInitialSendWindow = Int(value)
-                case .maximumFrameSize?: peerMaximumFrameSize = Int(value)
-                case .headerTableSize?: try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
-                default: break
-                }
-            }
-            HTTP2Wire.writeSettingsAcknowledgement(into: &output)
+            try peer.apply(settings: frame, encoder: &encoder, output: &output)
         case .ping?:
-            var payload = frame.payload
-            let data = payload.readInteger(as: UInt64.self) ?? 0
-            if !frame.isAcknowledgement { HTTP2Wire.writePing(into: &output, data: data, acknowledgement: true) }
+            HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
             var payload = frame.payload
             let last = Int32(bitPattern: (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
@@ -254,14 +226,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             }
             failWaiting()
         case .windowUpdate?:
-            var payload = frame.payload
-            let increment = Int((payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
-            if frame.streamID == 0 {
-                connectionSendWindow += increment
-                guard connectionSendWindow <= Int(Int32.max) else {
-                    throw HTTP2ConnectionError(.flowControlError, "connection window over 2^31-1")
-                }
-            }
+            try peer.apply(windowUpdate: frame)
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -279,10 +244,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes >= 1 << 20 {
-            HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: unacknowledgedBytes)
-            unacknowledgedBytes = 0
-        }
+        peer.acknowledgeReceived(into: &output)
         drain()
         flush()
         closeIfDrained()
@@ -327,14 +289,9 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         while let first = waiting.first, first.deadline <= now {
             waiting.removeFirst().promise.fail(HTTP2RequestFailure.timedOut)
         }
-        if let pingSentAt {
-            if now - pingSentAt > pingTimeout {
-                context.close(promise: nil)
-                return
-            }
-        } else if now - lastRead > idlePingInterval {
-            pingSentAt = now
-            HTTP2Wire.writePing(into: &output, data: 0x4845_5241_4c44, acknowledgement: false)
+        guard peer.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout, output: &output) else {
+            context.close(promise: nil)
+            return
         }
         flush()
         closeIfDrained()

@@ -53,19 +53,11 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private var output = ByteBuffer()
     private var inFlight: [Int32: InFlight] = [:]
     private var nextStreamID: Int32 = 1
-    private var remoteStreamLimit = 0
-    private var receivedSettings = false
-    /// What we may still send on the connection, and the window each new stream starts with.
-    private var connectionSendWindow = HTTP2Wire.defaultWindow
-    private var streamInitialSendWindow = HTTP2Wire.defaultWindow
-    private var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    private var peer = HTTP2ClientPeerState()
     private(set) var isGoingAway = false
     private(set) var isClosed = false
     /// Set when the owner wants this connection to finish its streams and close (token rotation).
     private(set) var isRetired = false
-    private var unacknowledgedBytes = 0
-    private var lastRead = NIODeadline.now()
-    private var pingSentAt: NIODeadline?
     private var sweepTask: RepeatedTask?
 
     /// The provider token this connection sends and since when (for the 20-minute rule).
@@ -74,10 +66,6 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     /// `bearer <token>`, built once per token generation.
     private var authorizationValue = ""
     private var authorizationGeneration = 0
-
-    /// Our receive windows: 16 MiB for the connection, 1 MiB per stream.
-    static let connectionReceiveWindow = 16 << 20
-    static let streamReceiveWindow: UInt32 = 1 << 20
 
     init(
         authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, idlePingInterval: TimeInterval,
@@ -93,10 +81,10 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     /// Streams that may be opened now.
     var availableStreams: Int {
-        guard receivedSettings, !isGoingAway, !isClosed, !isRetired else { return 0 }
+        guard peer.receivedSettings, !isGoingAway, !isClosed, !isRetired else { return 0 }
         // Leave room below the largest stream id; past it the connection must be replaced.
         guard nextStreamID < Int32.max - 2 else { return 0 }
-        return max(0, min(remoteStreamLimit, ownStreamLimit) - inFlight.count)
+        return max(0, min(peer.remoteStreamLimit, ownStreamLimit) - inFlight.count)
     }
 
     /// Whether new requests may be written here (now or once SETTINGS arrive).
@@ -106,8 +94,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     /// Whether the flow-control windows let this request's body go out whole right now.
     func canSend(_ request: APNSPendingRequest) -> Bool {
-        let size = request.payload.readableBytes
-        return size <= connectionSendWindow && size <= streamInitialSendWindow && size <= peerMaximumFrameSize
+        peer.fits(bodySize: request.payload.readableBytes)
     }
 
     // MARK: Writing
@@ -149,14 +136,14 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         do {
             try HTTP2Wire.writeHeaders(
                 into: &output, encoder: &encoder, headers: headers, streamID: streamID, endStream: false,
-                maximumFrameSize: peerMaximumFrameSize)
+                maximumFrameSize: peer.peerMaximumFrameSize)
         } catch {
             nextStreamID -= 2
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
             return
         }
         HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
-        connectionSendWindow -= request.payload.readableBytes
+        peer.connectionSendWindow -= request.payload.readableBytes
         inFlight[streamID] = InFlight(request: request)
     }
 
@@ -208,21 +195,14 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private func sendPreface() {
         guard !sentPreface else { return }
         sentPreface = true
-        output.writeBytes(HTTP2Wire.clientPreface)
-        HTTP2Wire.writeSettings(
-            into: &output,
-            [(.enablePush, 0), (.initialWindowSize, Self.streamReceiveWindow), (.maximumConcurrentStreams, 0)])
-        // Open the connection window wide at once so answers never wait for WINDOW_UPDATE.
-        HTTP2Wire.writeWindowUpdate(
-            into: &output, streamID: 0, increment: Self.connectionReceiveWindow - HTTP2Wire.defaultWindow)
+        HTTP2ClientPeerState.writePreface(into: &output)
         flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
-        lastRead = .now()
-        pingSentAt = nil
+        peer.didRead()
         do {
             while let frame = try parser.next() {
                 try process(frame)
@@ -248,7 +228,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 inFlight[frame.streamID] = entry
             }
         case .data?:
-            unacknowledgedBytes += frame.flowControlledLength
+            peer.received(data: frame)
             guard var entry = inFlight[frame.streamID] else { return }
             var data = frame.payload
             if entry.body == nil {
@@ -275,33 +255,9 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            guard !frame.isAcknowledgement else { return }
-            if !receivedSettings {
-                receivedSettings = true
-                remoteStreamLimit = Int(Int32.max)
-            }
-            for (identifier, value) in frame.settings {
-                switch HTTP2Wire.Setting(rawValue: identifier) {
-                case .maximumConcurrentStreams?:
-                    remoteStreamLimit = Int(value)
-                case .initialWindowSize?:
-                    guard value <= UInt32(Int32.max) else {
-                        throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1")
-                    }
-                    streamInitialSendWindow = Int(value)
-                case .maximumFrameSize?:
-                    peerMaximumFrameSize = Int(value)
-                case .headerTableSize?:
-                    try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
-                default:
-                    break
-                }
-            }
-            HTTP2Wire.writeSettingsAcknowledgement(into: &output)
+            try peer.apply(settings: frame, encoder: &encoder, output: &output)
         case .ping?:
-            var payload = frame.payload
-            let data = payload.readInteger(as: UInt64.self) ?? 0
-            if !frame.isAcknowledgement { HTTP2Wire.writePing(into: &output, data: data, acknowledgement: true) }
+            HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
             var payload = frame.payload
             let last = Int32(bitPattern: (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
@@ -321,14 +277,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             delegate?.handlerIsGoingAway(self, reason: reason)
             if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
         case .windowUpdate?:
-            var payload = frame.payload
-            let increment = Int((payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
-            if frame.streamID == 0 {
-                connectionSendWindow += increment
-                guard connectionSendWindow <= Int(Int32.max) else {
-                    throw HTTP2ConnectionError(.flowControlError, "connection window over 2^31-1")
-                }
-            }
+            try peer.apply(windowUpdate: frame)
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -337,10 +286,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes >= 1 << 20 {
-            HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: unacknowledgedBytes)
-            unacknowledgedBytes = 0
-        }
+        peer.acknowledgeReceived(into: &output)
         delegate?.handlerHasCapacity(self)
         flush()
         closeIfDrained()
@@ -397,15 +343,10 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
             delegate?.handler(self, timedOut: entry.request)
         }
-        if let pingSentAt {
-            if now - pingSentAt > pingTimeout {
-                logger.warning("APNs connection did not answer PING; closing it")
-                context.close(promise: nil)
-                return
-            }
-        } else if now - lastRead > idlePingInterval {
-            pingSentAt = now
-            HTTP2Wire.writePing(into: &output, data: 0x4845_5241_4c44, acknowledgement: false)
+        guard peer.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout, output: &output) else {
+            logger.warning("APNs connection did not answer PING; closing it")
+            context.close(promise: nil)
+            return
         }
         flush()
         closeIfDrained()
