@@ -196,6 +196,7 @@ package struct Dispatcher: Service {
         // One payload buffer per notification, shared by all its deliveries.
         var payloads: [UUID: Data] = [:]
         var fcmBatches: [ObjectIdentifier: (FCMClient, [(ClaimedDelivery, FCMMessage)])] = [:]
+        var fcmTemplates: [UUID: FCMMessage] = [:]
         for delivery in claimed {
             guard let app = runtime.apps[delivery.appID], let content = contents[delivery.notificationID] else {
                 collected.append(self.result(delivery, .failed(reason: "AppNotConfigured"), attempts: 0))
@@ -206,9 +207,22 @@ package struct Dispatcher: Service {
                     collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]))
                     continue
                 }
-                let message = Self.fcmMessage(
-                    token: delivery.token, content: content, payload: planned[delivery.id]?.payload,
-                    payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+                var message: FCMMessage
+                if let payload = planned[delivery.id]?.payload {
+                    message = Self.fcmMessage(
+                        token: delivery.token, content: content, payload: payload, payloadKey: app.configuration.payloadKey,
+                        now: runtime.store.now)
+                } else {
+                    // Like the APNs payload: decoded once per notification, only the token differs.
+                    message = fcmTemplates[delivery.notificationID] ?? {
+                        let template = Self.fcmMessage(
+                            token: "", content: content, payload: nil, payloadKey: app.configuration.payloadKey,
+                            now: runtime.store.now)
+                        fcmTemplates[delivery.notificationID] = template
+                        return template
+                    }()
+                    message.token = delivery.token
+                }
                 fcmBatches[ObjectIdentifier(client), default: (client, [])].1.append((delivery, message))
                 continue
             }
@@ -296,11 +310,20 @@ package struct Dispatcher: Service {
         case .tokenDead: return .tokenDead(reason: reason, since: nil)
         case .badRequest, .configurationError: return .failed(reason: reason)
         case .retryLater:
-            let total = delivery.attempts + result.attempts
-            guard total < maximumOutboxAttempts else { return .failed(reason: reason) }
-            let delay = max(result.retryAfter ?? 0, min(300, 10 * pow(2, Double(min(total, 5)))))
-            return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
+            return outboxRetry(reason: reason, delivery: delivery, attempts: result.attempts) { total in
+                max(result.retryAfter ?? 0, min(300, 10 * pow(2, Double(min(total, 5)))))
+            }
         }
+    }
+
+    /// The client's own retries are spent: the outbox tries again after `delay(total attempts)`,
+    /// and gives up (failed) once the delivery has had `maximumOutboxAttempts` answers.
+    private func outboxRetry(
+        reason: String, delivery: ClaimedDelivery, attempts: Int, delay: (Int) -> TimeInterval
+    ) -> DeliveryResult.Outcome {
+        let total = delivery.attempts + attempts
+        guard total < maximumOutboxAttempts else { return .failed(reason: reason) }
+        return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay(total)))
     }
 
     /// The FCM message for a delivery, from the APNs payload Herald rendered (per device for a
@@ -336,11 +359,9 @@ package struct Dispatcher: Service {
         case .tokenDead: return .tokenDead(reason: reason, since: result.timestamp)
         case .configurationError, .badRequest: return .failed(reason: reason)
         case .retryTokenLater, .retryWithBackoff, .resendOnNewConnection:
-            // The client's own retries are spent: the outbox tries again later, then gives up.
-            let total = delivery.attempts + result.attempts
-            guard total < maximumOutboxAttempts else { return .failed(reason: reason) }
-            let delay = result.reason == .clientShutdown ? 0 : min(300, 5 * pow(2, Double(min(total, 6))))
-            return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
+            return outboxRetry(reason: reason, delivery: delivery, attempts: result.attempts) { total in
+                result.reason == .clientShutdown ? 0 : min(300, 5 * pow(2, Double(min(total, 6))))
+            }
         }
     }
 }
@@ -362,8 +383,8 @@ enum DecisionTrace {
     }
 
     static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
-        var entries = stored.flatMap { try? JSONDecoder().decode([Entry].self, from: Data($0.utf8)) } ?? []
         guard !steps.isEmpty else { return stored }
+        var entries = entries(stored)
         let at = ISO8601DateFormatter.herald.string(from: date)
         entries += steps.map { Entry(rule: $0.rule, message: $0.message, at: at) }
         return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
