@@ -27,6 +27,60 @@ package struct SimulatorFCMAccount: Sendable {
         self.clientEmail = clientEmail
         self.publicKey = publicKey
     }
+
+    /// The account a Google service-account key file describes (`project_id`, `client_email` and
+    /// the public half of `private_key`). The private key is used for nothing else.
+    package init(serviceAccountFile path: String) throws(SimulatorConfigurationError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SimulatorConfigurationError("cannot read the service account file \(path)")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw SimulatorConfigurationError("\(path) is not a JSON object")
+        }
+        func field(_ name: String) throws(SimulatorConfigurationError) -> String {
+            guard let value = object[name] as? String, !value.isEmpty else {
+                throw SimulatorConfigurationError("\(path): `\(name)` is missing")
+            }
+            return value
+        }
+        let pem = try field("private_key")
+        guard let key = try? _RSA.Signing.PrivateKey(pemRepresentation: pem) else {
+            throw SimulatorConfigurationError("\(path): `private_key` is not an RSA private key in PEM")
+        }
+        self.init(projectID: try field("project_id"), clientEmail: try field("client_email"), publicKey: key.publicKey)
+    }
+
+    /// The simulator's demo service account: `demo-service-account.json` in `directory`, made once
+    /// (RSA 2048, project `herald-demo`) and kept, with its `token_uri` rewritten to `tokenURI` so
+    /// the file works as it is with `herald send --fcm --service-account`.
+    package static func demo(
+        in directory: String, tokenURI: String
+    ) throws -> (account: SimulatorFCMAccount, file: String) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/demo-service-account.json"
+        var object = FileManager.default.contents(atPath: path)
+            .flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
+        let existing = (object["private_key"] as? String).flatMap { try? _RSA.Signing.PrivateKey(pemRepresentation: $0) }
+        let key = try existing ?? _RSA.Signing.PrivateKey(keySize: .bits2048)
+        if existing == nil || object["token_uri"] as? String != tokenURI {
+            object = [
+                "type": "service_account", "project_id": "herald-demo", "private_key_id": "demo0000000000000000",
+                "private_key": key.pemRepresentation, "client_email": "herald-demo@herald-demo.iam.gserviceaccount.com",
+                "client_id": "000000000000000000000", "token_uri": tokenURI,
+            ]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        }
+        return (try SimulatorFCMAccount(serviceAccountFile: path), path)
+    }
+}
+
+/// A simulator option that cannot be used (an unreadable or malformed key file).
+package struct SimulatorConfigurationError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 /// Faults the simulator injects; changeable while it runs (`PUT /faults`).

@@ -9,7 +9,7 @@ import NIOHTTP1
 /// | `GET /inbox` | `{"total","tokens","duplicates"}` |
 /// | `GET /inbox/{token}` | `{"token","notifications":[…]}`: what was accepted for a token, payload included |
 /// | `DELETE /inbox` | empties the inbox |
-/// | `GET /counters` | requests, accepted, by status, by reason, connections, GOAWAYs |
+/// | `GET /counters` | requests, accepted, by status, by reason, connections, GOAWAYs, FCM token exchanges and sends |
 /// | `GET /faults`, `PUT /faults` | the fault settings (`fail_500`, `fail_503`, `fail_429`, `latency_ms`, `goaway_after_streams`, `max_concurrent_streams`, `hang_tokens`) |
 /// | `POST /tokens/{token}/unregister` | answer the token 410 `Unregistered` from now on (`{"reason":"ExpiredToken"}` optional) |
 /// | `DELETE /tokens/{token}/unregister` | make it live again |
@@ -114,7 +114,7 @@ final class SimulatorControlHandler: ChannelInboundHandler {
     static func json(for counters: SimulatorCounters) -> String {
         let statuses = counters.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
         let reasons = counters.byReason.sorted { $0.key < $1.key }.map { #"\#(quote($0.key)):\#($0.value)"# }
-        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges),"refused_streams":\#(counters.refusedStreams)}"#
+        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges),"refused_streams":\#(counters.refusedStreams),"fcm_token_exchanges":\#(counters.fcmTokenExchanges),"fcm_requests":\#(counters.fcmRequests)}"#
     }
 
     static func encode(_ faults: SimulatorFaults) -> String {

@@ -174,11 +174,9 @@ struct SendCommand: AsyncParsableCommand {
         }
         let tokens = try loadTokens()
         var data: [String: JSONValue] = [:]
-        if let payload {
-            guard let bytes = FileManager.default.contents(atPath: payload),
-                let object = (try? JSONDecoder().decode(JSONValue.self, from: bytes))?.objectValue
-            else { throw SendConfigurationError("--payload: with --fcm, a JSON object sent as data") }
-            data = object
+        if let bytes = try payloadObject() {
+            // With --fcm the object is the message's data (every value sent as a string).
+            data = try JSONDecoder().decode(JSONValue.self, from: bytes).objectValue ?? [:]
         }
         let ttl = expiration.map { max(0, $0 - Int(Date().timeIntervalSince1970)) }
         let progress = SendProgress(total: tokens.count)
@@ -222,10 +220,7 @@ struct SendCommand: AsyncParsableCommand {
         var tokens: [String] = []
         if let token { tokens.append(contentsOf: Self.tokens(in: Data(token.utf8))) }
         if let tokensFile {
-            guard let data = FileManager.default.contents(atPath: tokensFile) else {
-                throw SendConfigurationError("--tokens-file: cannot read \(tokensFile)")
-            }
-            tokens.append(contentsOf: Self.tokens(in: data))
+            tokens.append(contentsOf: Self.tokens(in: try readFile(tokensFile, option: "--tokens-file")))
         }
         guard !tokens.isEmpty else { throw SendConfigurationError("give --token or --tokens-file") }
         return tokens
@@ -256,16 +251,27 @@ struct SendCommand: AsyncParsableCommand {
         return tokens
     }
 
-    private func buildPayload() throws -> Data {
-        if let payload {
-            guard let data = FileManager.default.contents(atPath: payload) else {
-                throw SendConfigurationError("--payload: cannot read \(payload)")
-            }
-            guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
-                throw SendConfigurationError("--payload: \(payload) is not a JSON object")
-            }
-            return data
+    /// The bytes of --payload, checked to be a JSON object; `nil` without --payload.
+    private func payloadObject() throws -> Data? {
+        guard let payload else { return nil }
+        let data = try readFile(payload, option: "--payload")
+        guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
+            throw SendConfigurationError("--payload: \(payload) is not a JSON object")
         }
+        return data
+    }
+
+    /// A file named by an option, read through a file handle so pipes (`<(…)`, /dev/stdin) work too.
+    private func readFile(_ path: String, option: String) throws -> Data {
+        guard let handle = FileHandle(forReadingAtPath: path), let data = try? handle.readToEnd() ?? Data() else {
+            throw SendConfigurationError("\(option): cannot read \(path)")
+        }
+        try? handle.close()
+        return data
+    }
+
+    private func buildPayload() throws -> Data {
+        if let data = try payloadObject() { return data }
         var aps = APS()
         if title != nil || subtitle != nil || body != nil {
             aps.alert = APSAlert(title: title, subtitle: subtitle, body: body)

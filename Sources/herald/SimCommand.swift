@@ -8,10 +8,13 @@ import Logging
 struct SimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sim",
-        abstract: "Run the APNs simulator: HTTP/2 + TLS on loopback, Apple's validations, an inbox, fault injection.",
+        abstract: "Run the APNs + FCM simulator: HTTP/2 + TLS on loopback, Apple's and Google's validations, an inbox, fault injection.",
         discussion: """
             With no key options the simulator creates a demo key (demo-AuthKey.p8 in --tls-dir) and prints a \
-            `herald send` command that works against it. The control API (HTTP/1.1 JSON) serves /inbox, \
+            `herald send` command that works against it. The same port speaks FCM HTTP v1 (POST /token, \
+            /v1/projects/{project}/messages:send); with no --fcm-service-account it trusts a demo service \
+            account (demo-service-account.json in --tls-dir, token_uri pointing here) and prints a \
+            `herald send --fcm` command too. The control API (HTTP/1.1 JSON) serves /inbox, \
             /inbox/{token}, /counters, /faults and /tokens/{token}/unregister.
             """)
 
@@ -22,6 +25,11 @@ struct SimCommand: AsyncParsableCommand {
     @Option(name: .customLong("key-file"), help: "A .p8 key whose tokens are accepted (its public half is used).") var keyFile: String?
     @Option(name: .customLong("key-id"), help: "The key id of --key-file.") var keyID: String?
     @Option(name: .customLong("team-id"), help: "The team id of --key-file.") var teamID: String?
+    @Option(
+        name: .customLong("fcm-service-account"),
+        help: "A Google service-account key JSON whose RS256 assertions the FCM token endpoint accepts (repeatable; only the public half of its key is used).")
+    var fcmServiceAccounts: [String] = []
+    @Option(name: .customLong("fcm-token-lifetime"), help: "Seconds an FCM access token stays valid.") var fcmTokenLifetime = 3599.0
     @Option(name: .customLong("topic"), help: "A bundle id pushes may go to (repeatable); none accepts any.") var topics: [String] = []
     @Flag(help: "Answer as production APNs (no apns-unique-id header).") var production = false
     @Option(name: .customLong("fail-500"), help: "Fraction of requests answered 500 InternalServerError.") var fail500 = 0.0
@@ -41,6 +49,7 @@ struct SimCommand: AsyncParsableCommand {
         if (keyFile != nil) != (keyID != nil) || (keyFile != nil) != (teamID != nil) {
             throw ValidationError("--key-file, --key-id and --team-id go together")
         }
+        if fcmTokenLifetime <= 0 { throw ValidationError("--fcm-token-lifetime must be positive, not \(fcmTokenLifetime)") }
     }
 
     func run() async throws {
@@ -53,6 +62,7 @@ struct SimCommand: AsyncParsableCommand {
         configuration.isSandbox = !production
         configuration.threads = threads
         configuration.tokenMaximumAge = tokenMaximumAge
+        configuration.fcmAccessTokenLifetime = fcmTokenLifetime
         configuration.faults.internalServerErrorRate = fail500
         configuration.faults.serviceUnavailableRate = fail503
         configuration.faults.tooManyRequestsRate = fail429
@@ -84,16 +94,38 @@ struct SimCommand: AsyncParsableCommand {
             (usedKeyID, usedTeamID) = ("DEMOKEY001", "DEMOTEAM01")
             configuration.keys = [SimulatorKey(keyID: usedKeyID, teamID: usedTeamID, publicKey: key.publicKey)]
         }
+        var demoServiceAccount: String? = nil
+        if fcmServiceAccounts.isEmpty {
+            let demo = try SimulatorFCMAccount.demo(in: tlsDirectory, tokenURI: "https://\(host):\(port)/token")
+            configuration.fcmAccounts = [demo.account]
+            demoServiceAccount = demo.file
+        } else {
+            do {
+                configuration.fcmAccounts = try fcmServiceAccounts.map { try SimulatorFCMAccount(serviceAccountFile: $0) }
+            } catch {
+                throw ValidationError("--fcm-service-account: \(error)")
+            }
+        }
         let simulator = try await APNSSimulator.start(configuration)
+        if demoServiceAccount != nil, port == 0 {
+            // The port was picked at start: point the demo key file's token_uri at it.
+            _ = try SimulatorFCMAccount.demo(in: tlsDirectory, tokenURI: simulator.endpointURL + "/token")
+        }
         let topic = topics.first ?? "com.example.demo"
+        let fcmAccount = demoServiceAccount ?? fcmServiceAccounts[0]
         printOutput(
             """
-            APNs simulator ready on \(simulator.endpointURL) (CA: \(simulator.caFile))
+            APNs + FCM simulator ready on \(simulator.endpointURL) (CA: \(simulator.caFile))
             Control API: \(simulator.controlURL ?? "off")  (GET /inbox, /inbox/{token}, /counters; PUT /faults)
-            Try:
+            FCM service accounts trusted: \(configuration.fcmAccounts.map { "\($0.clientEmail) (project \($0.projectID))" }.joined(separator: ", "))
+            Try APNs:
               herald send --endpoint \(simulator.endpointURL) --ca-file \(simulator.caFile) \\
                 --key-file \(keyPath) --key-id \(usedKeyID) --team-id \(usedTeamID) \\
                 --topic \(topic) --token 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef --title Hello --body World
+            Try FCM:
+              herald send --fcm --service-account \(fcmAccount) \\
+                --endpoint \(simulator.endpointURL) --token-endpoint \(simulator.endpointURL)/token --ca-file \(simulator.caFile) \\
+                --token demo-fcm-registration-token --title Hello --body World
             Press Ctrl-C to stop.
             """)
         let signalNumber = await waitForTerminationSignal()

@@ -155,4 +155,45 @@ struct FCMClientTests {
             await client.shutdown()
         }
     }
+
+    @Test("herald sim's demo service account: made once, kept, token_uri pointed at the simulator; a key file is trusted by its public half")
+    func demoServiceAccount() async throws {
+        let directory = try makeTemporaryDirectory("herald-demo-sa")
+        let first = try SimulatorFCMAccount.demo(in: directory, tokenURI: "https://127.0.0.1:1/token")
+        let again = try SimulatorFCMAccount.demo(in: directory, tokenURI: "https://127.0.0.1:1/token")
+        #expect(first.account.publicKey.derRepresentation == again.account.publicKey.derRepresentation)
+        #expect(first.account.projectID == "herald-demo")
+        let permissions = try FileManager.default.attributesOfItem(atPath: first.file)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        try await withSimulator({ $0.fcmAccounts = [first.account] }) { harness in
+            let moved = try SimulatorFCMAccount.demo(in: directory, tokenURI: harness.simulator.endpointURL + "/token")
+            #expect(moved.account.publicKey.derRepresentation == first.account.publicKey.derRepresentation)
+            // The file as written is what `herald send --fcm --service-account` reads; no token endpoint override.
+            let account = try FCMServiceAccount(file: moved.file)
+            #expect(account.tokenURI == harness.simulator.endpointURL + "/token")
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            let client = try FCMClient(account: account, configuration: configuration)
+            let result = await client.send(FCMMessage(token: "demo-token", title: "Hello", body: "World"))
+            await client.shutdown()
+            #expect(result.isDelivered)
+            #expect(result.messageName?.starts(with: "projects/herald-demo/messages/") == true)
+            #expect(harness.simulator.state.inbox(for: "demo-token").count == 1)
+        }
+        // A key file from elsewhere is trusted through its public half; a broken one names the field.
+        let testFile = directory + "/test-sa.json"
+        try TestServiceAccount.shared.json(tokenURI: "https://example.invalid/token").write(to: URL(fileURLWithPath: testFile))
+        let trusted = try SimulatorFCMAccount(serviceAccountFile: testFile)
+        #expect(trusted.clientEmail == TestServiceAccount.shared.clientEmail)
+        #expect(trusted.publicKey.derRepresentation == TestServiceAccount.shared.privateKey.publicKey.derRepresentation)
+        let brokenFile = directory + "/broken-sa.json"
+        try Data(#"{"project_id":"p","client_email":"a@b"}"#.utf8).write(to: URL(fileURLWithPath: brokenFile))
+        #expect(throws: SimulatorConfigurationError.self) { try SimulatorFCMAccount(serviceAccountFile: brokenFile) }
+        do {
+            _ = try SimulatorFCMAccount(serviceAccountFile: brokenFile)
+        } catch {
+            #expect(error.description.contains("private_key"))
+        }
+    }
 }
