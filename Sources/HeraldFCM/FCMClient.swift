@@ -156,7 +156,7 @@ public final class FCMClient: Sendable {
             }
             attempts += 1
             if response.status == 200 {
-                let name = response.body.flatMap { Self.json($0)?["name"] as? String }
+                let name = response.body.flatMap { Self.messageName(in: $0) ?? Self.json($0)?["name"] as? String }
                 return result(200, nil, .delivered, attempts, name: name)
             }
             let error = FCMErrorBody(response)
@@ -168,9 +168,15 @@ public final class FCMClient: Sendable {
                 if error.errorCode == "QUOTA_EXCEEDED" || response.status == 429 {
                     let wait = lastRetryAfter ?? configuration.quotaDelay
                     if !error.isPerDevice {
-                        // The project's quota: everything waits.
-                        state.withLock { $0.pausedUntil = clock.now().addingTimeInterval(wait) }
-                        logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
+                        // The project's quota: everything waits. Said once per pause, not per answer.
+                        let now = clock.now()
+                        let wasRunning = state.withLock { state -> Bool in
+                            defer { state.pausedUntil = max(state.pausedUntil ?? now, now.addingTimeInterval(wait)) }
+                            return (state.pausedUntil ?? .distantPast) <= now
+                        }
+                        if wasRunning {
+                            logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
+                        }
                     }
                     if attempts < configuration.maximumAttempts { try? await Task.sleep(for: .seconds(wait)) }
                 } else if attempts < configuration.maximumAttempts {
@@ -267,6 +273,38 @@ public final class FCMClient: Sendable {
         let lifetime = (object["expires_in"] as? NSNumber)?.doubleValue ?? 3600
         logger.debug("FCM access token obtained", metadata: ["fcm.expires_in": "\(Int(lifetime))"])
         return (token, now.addingTimeInterval(lifetime))
+    }
+
+    /// The `name` of a success answer (`{"name": "projects/p/messages/0:123…"}`) found by a scan of
+    /// the bytes; `nil` when the answer does not look like that (the caller then parses it).
+    static func messageName(in buffer: ByteBuffer) -> String? {
+        let bytes = buffer.readableBytesView
+        // `"name"` is near the start of the answer; a plain scan (the generic `firstRange(of:)` was 7% of a send).
+        let key: [UInt8] = Array(#""name""#.utf8)
+        var index = bytes.startIndex
+        var found = false
+        while index + key.count <= bytes.endIndex {
+            if bytes[index] == key[0], bytes[index + 1] == key[1], bytes[index + 2] == key[2], bytes[index + 3] == key[3],
+                bytes[index + 4] == key[4], bytes[index + 5] == key[5]
+            {
+                found = true
+                break
+            }
+            index += 1
+        }
+        guard found else { return nil }
+        index += key.count
+        func skipSpace() { while index < bytes.endIndex, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 } }
+        skipSpace()
+        guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ":") else { return nil }
+        index += 1
+        skipSpace()
+        guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        guard let end = bytes[start...].firstIndex(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }),
+            bytes[end] == UInt8(ascii: "\"")
+        else { return nil }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 
     static func json(_ buffer: ByteBuffer) -> [String: Any]? {

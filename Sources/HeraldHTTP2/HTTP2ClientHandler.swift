@@ -70,6 +70,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private var isGoingAway = false
     private var isClosed = false
     private var sentPreface = false
+    private var flushScheduled = false
     private var sweepTask: RepeatedTask?
 
     public init(
@@ -101,7 +102,18 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         all.add(name: "content-length", value: String(body.readableBytes), indexing: .nonIndexable)
         waiting.append(Pending(headers: all, body: body, deadline: deadline, promise: promise))
         drain()
-        flush()
+        scheduleFlush()
+    }
+
+    /// Flushes after the submissions already queued on the event loop have been written, so a
+    /// burst of requests goes out in one TLS record and one `write`, not one each.
+    private func scheduleFlush() {
+        guard !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            self.flush()
+        }
     }
 
     private var availableStreams: Int {

@@ -196,4 +196,43 @@ struct FCMClientTests {
             #expect(error.description.contains("private_key"))
         }
     }
+
+    @Test("the request body is valid JSON that carries every string exactly, whatever it contains")
+    func requestBodyEscaping() throws {
+        let tricky = ["plain", "quote \" inside", "back\\slash", "new\nline\r\n", "\u{1}\u{1F} controls", "tab\t", "émoji 🎉 ü", "", "</script>"]
+        for text in tricky {
+            let message = FCMMessage(
+                token: "tok-\(text)", title: text, body: text, data: ["k": .string(text), "n": .array([.string(text), .int(-3), .double(1.5), .bool(false), .null])],
+                timeToLive: 60, collapseKey: text, channelID: text, tag: text, clickAction: text, analyticsLabel: "PN 01")
+            let body = try message.requestBody()
+            let root = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            let sent = try #require(root["message"] as? [String: Any])
+            #expect(sent["token"] as? String == "tok-\(text)")
+            let notification = try #require(sent["notification"] as? [String: Any])
+            #expect(notification["title"] as? String == text)
+            #expect(notification["body"] as? String == text)
+            let data = try #require(sent["data"] as? [String: String])
+            #expect(data["k"] == text)
+            let nestedText = try #require(data["n"])
+            let nested = try #require(try JSONSerialization.jsonObject(with: Data(nestedText.utf8)) as? [Any])
+            #expect(nested.first as? String == text)
+            #expect((nested[1] as? NSNumber)?.intValue == -3)
+            #expect((nested[2] as? NSNumber)?.doubleValue == 1.5)
+            #expect(nested[4] is NSNull)
+            let android = try #require(sent["android"] as? [String: Any])
+            #expect(android["collapse_key"] as? String == text)
+            #expect(android["ttl"] as? String == "60s")
+            let androidNotification = try #require(android["notification"] as? [String: Any])
+            #expect(androidNotification["tag"] as? String == text)
+            #expect(androidNotification["click_action"] as? String == text)
+            #expect(androidNotification["channel_id"] as? String == text)
+            #expect((sent["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "PN_01")
+        }
+        // A data-only message: no notification block, NORMAL priority, null values left out.
+        let silent = try JSONSerialization.jsonObject(with: try FCMMessage(token: "t", data: ["a": .null, "b": .int(1)]).requestBody()) as? [String: Any]
+        let sent = try #require(silent?["message"] as? [String: Any])
+        #expect(sent["notification"] == nil)
+        #expect(sent["data"] as? [String: String] == ["b": "1"])
+        #expect((sent["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
+    }
 }
