@@ -11,6 +11,8 @@ struct FCMAnswer {
     var headers: [(String, String)] = []
     var body: String
     var hang = false
+    /// For a refused `messages:send`: the FCM `errorCode`, else Google's status (counted in /counters).
+    var reason: String? = nil
 }
 
 /// Google's side of FCM HTTP v1 (protocols.md §10–§12, §16): the OAuth2 token endpoint, which
@@ -192,6 +194,6 @@ struct FCMRequestEvaluator {
         let json = (try? JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys])) ?? Data()
         var headers: [(String, String)] = []
         if let retryAfter { headers.append(("retry-after", retryAfter)) }
-        return FCMAnswer(status: status, headers: headers, body: String(decoding: json, as: UTF8.self))
+        return FCMAnswer(status: status, headers: headers, body: String(decoding: json, as: UTF8.self), reason: errorCode ?? googleStatus)
     }
 }

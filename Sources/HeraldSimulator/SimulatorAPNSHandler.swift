@@ -213,6 +213,7 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
             let answer = fcmEvaluator.evaluate(headers: headers, body: body, state: state, faults: faults, random: &random)
             adjustStreamLimit(faults)
             processed += 1
+            if let reason = answer.reason { state.reject(status: answer.status, reason: reason) }
             guard !answer.hang else { return }
             respond(streamID: streamID, latency: faults.latencyMilliseconds, context: context) { handler in
                 handler.write(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)

@@ -16,11 +16,11 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             The configuration file (YAML) is --config, else $HERALD_CONFIG, else herald.yaml if present. \
             HERALD_DATABASE_URL and HERALD_ADMIN_KEY override it. --dev needs no configuration: it runs a \
-            demo app against an in-process APNs simulator and prints the keys and commands to try.
+            demo app against an in-process APNs + FCM simulator and prints the keys and commands to try.
             """)
 
     @Option(help: "The configuration file (YAML).") var config: String?
-    @Flag(help: "Start with a demo app wired to an in-process APNs simulator; no configuration needed.") var dev = false
+    @Flag(help: "Start with a demo app wired to an in-process APNs + FCM simulator; no configuration needed.") var dev = false
     @Option(help: "Override server.host.") var host: String?
     @Option(help: "Override server.port.") var port: Int?
     @Option(name: .customLong("dev-dir"), help: "Where --dev keeps its database, keys and simulator files.") var devDirectory = ".herald-dev"
@@ -125,6 +125,10 @@ enum DevSetup {
         simulatorConfiguration.controlPort = 0
         simulatorConfiguration.keys = [SimulatorKey(keyID: "DEMOKEY001", teamID: "DEMOTEAM01", publicKey: key.publicKey)]
         simulatorConfiguration.bundleIDs = ["com.example.demo"]
+        // FCM: a demo service account the simulator trusts (its port is picked at start, so the
+        // token endpoint is given to the app explicitly).
+        let fcmDemo = try SimulatorFCMAccount.demo(in: directory + "/sim", tokenURI: "https://127.0.0.1/token")
+        simulatorConfiguration.fcmAccounts = [fcmDemo.account]
         let simulator = try await APNSSimulator.start(simulatorConfiguration)
 
         var configuration = HeraldConfiguration()
@@ -140,6 +144,9 @@ enum DevSetup {
                     environment: "sandbox", endpoint: simulator.endpointURL, caFile: simulator.caFile),
                 catalogFile: fileManager.fileExists(atPath: demoCatalog) ? demoCatalog : nil)
         ]
+        configuration.apps[0].fcm = HeraldConfiguration.FCMConfiguration(
+            serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL, tokenEndpoint: simulator.endpointURL + "/token",
+            caFile: simulator.caFile)
         let base = "http://\(configuration.host):\(configuration.port)"
         let typedExample = configuration.apps[0].catalogFile == nil ? "" : """
 
@@ -149,9 +156,10 @@ enum DevSetup {
                 -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
             """
         let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        let fcmToken = "demo-android-registration-token"
         let banner = """
 
-            Herald is running in dev mode: app "demo", APNs via the in-process simulator.
+            Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
               admin key:  \(secrets["admin"]!)
               server key: \(secrets["server"]!)   (send notifications)
               client key: \(secrets["client"]!)   (register devices, for apps)
@@ -160,12 +168,16 @@ enum DevSetup {
               curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(secrets["client"]!)' \\
                 -H 'Content-Type: application/json' \\
                 -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
+              curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(secrets["client"]!)' \\
+                -H 'Content-Type: application/json' \\
+                -d '{"device_id":"pixel-1","user_id":"alice","platform":"fcm","token":"\(fcmToken)"}'
               curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
                 -H 'Content-Type: application/json' \\
                 -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
 
-            See what reached the device (the simulator's inbox):
+            See what reached the devices (the simulator's inbox):
               curl -s \(simulator.controlURL!)/inbox/\(token)
+              curl -s \(simulator.controlURL!)/inbox/\(fcmToken)
 
             Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
             """

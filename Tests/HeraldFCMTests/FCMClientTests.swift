@@ -110,6 +110,11 @@ struct FCMClientTests {
             let busy = await client.send(FCMMessage(token: "busy", body: "x"))
             #expect(busy.disposition == .retryLater)
             #expect(busy.attempts == 4)
+            // The simulator counts refused sends by status and FCM error code, like APNs reasons.
+            let counters = state.counters
+            #expect(counters.byReason["UNREGISTERED"] == 1)
+            #expect(counters.byReason["UNAVAILABLE"] == 4)
+            #expect(counters.byStatus[503] == 4)
             #expect(busy.reason == "UNAVAILABLE")
             #expect(busy.retryAfter == 1)
             // 429 with Retry-After: 1 → retried after it, then accepted once the script is gone.
