@@ -332,4 +332,43 @@ struct ServerFCMTests {
             #expect(((reserved.body["error"] as? [String: Any])?["field"]) as? String == "data.google.sent")
         }
     }
+
+    @Test("INVALID_ARGUMENT fails the delivery; it drops the token only when the same notification went through for another token")
+    func invalidArgument() async throws {
+        try await withServer { server in
+            for (device, token) in [("pixel-a", "fcm-token-good"), ("pixel-b", "fcm-token-bad")] {
+                let registered = try await server.request(
+                    .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                    json: #"{"device_id":"\#(device)","user_id":"bo","platform":"fcm","token":"\#(token)"}"#)
+                #expect(registered.status == .created)
+            }
+            let solo = try await server.request(
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                json: #"{"device_id":"pixel-c","user_id":"cy","platform":"fcm","token":"fcm-token-alone"}"#)
+            #expect(solo.status == .created)
+            server.simulator.state.script("fcm-token-bad", status: 400, reason: "INVALID_ARGUMENT")
+            server.simulator.state.script("fcm-token-alone", status: 400, reason: "INVALID_ARGUMENT")
+
+            func devices(_ user: String) async throws -> [String: Bool] {
+                let answer = try await server.request(.get, "/v1/apps/demo/users/\(user)/devices")
+                var result: [String: Bool] = [:]
+                for device in answer.body["devices"] as? [[String: Any]] ?? [] {
+                    result[device["device_id"] as? String ?? ""] = device["active"] as? Bool
+                }
+                return result
+            }
+            // Accepted for pixel-a, refused for pixel-b: the payload is good, pixel-b's token is not.
+            let both = try await server.send(#"{"to":{"user_ids":["bo"]},"alert":{"body":"hi"}}"#)
+            let bothView = try await server.settled(try #require(both.body["id"] as? String))
+            let refused = (bothView["deliveries"] as? [[String: Any]])?.first { $0["device_id"] as? String == "pixel-b" }
+            #expect(refused?["status"] as? String == "failed")
+            #expect(refused?["reason"] as? String == "INVALID_ARGUMENT")
+            #expect(try await devices("bo") == ["pixel-a": true, "pixel-b": false])
+            // Refused with nothing to compare against: the delivery fails, the device stays.
+            let alone = try await server.send(#"{"to":{"user_ids":["cy"]},"alert":{"body":"hi"}}"#)
+            let aloneView = try await server.settled(try #require(alone.body["id"] as? String))
+            #expect((aloneView["deliveries"] as? [[String: Any]])?.first?["reason"] as? String == "INVALID_ARGUMENT")
+            #expect(try await devices("cy") == ["pixel-c": true])
+        }
+    }
 }

@@ -248,11 +248,16 @@ package struct Dispatcher: Service {
             for (client, items) in fcmBatches.values {
                 group.addTask {
                     let answers = await client.send(items.map(\.1))
+                    // A notification FCM accepted for one token is a known-good payload: an
+                    // INVALID_ARGUMENT for another token of it blames that token (protocols.md §12).
+                    let knownGood = Set(zip(items, answers).filter { $0.1.isDelivered }.map { $0.0.0.notificationID })
                     for ((delivery, _), answer) in zip(items, answers) {
                         collected.append(
                             self.result(
-                                delivery, self.outcome(for: answer, delivery: delivery), attempts: answer.attempts,
-                                planned: planned[delivery.id]))
+                                delivery,
+                                self.outcome(
+                                    for: answer, delivery: delivery, payloadKnownGood: knownGood.contains(delivery.notificationID)),
+                                attempts: answer.attempts, planned: planned[delivery.id]))
                     }
                 }
             }
@@ -303,11 +308,14 @@ package struct Dispatcher: Service {
             pacedUserID: pacedUserID)
     }
 
-    private func outcome(for result: FCMResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
+    private func outcome(for result: FCMResult, delivery: ClaimedDelivery, payloadKnownGood: Bool) -> DeliveryResult.Outcome {
         let reason = result.reason ?? "FCMError"
         switch result.disposition {
         case .delivered: return .sent
         case .tokenDead: return .tokenDead(reason: reason, since: nil)
+        case .badRequest where reason == "INVALID_ARGUMENT" && payloadKnownGood:
+            // The same notification went through for other tokens: this token is the invalid argument.
+            return .tokenDead(reason: reason, since: nil)
         case .badRequest, .configurationError: return .failed(reason: reason)
         case .retryLater:
             return outboxRetry(reason: reason, delivery: delivery, attempts: result.attempts) { total in
