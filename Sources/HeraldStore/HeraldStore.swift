@@ -12,7 +12,8 @@ import SQLKit
 /// transactions included, and bulk work happens in multi-row statements.
 package final class HeraldStore: Sendable {
     let database: any SQLDatabase
-    private let connection: SQLiteConnection
+    /// The connection itself, for hot reads that skip SQLKit's Codable row decoding.
+    let connection: SQLiteConnection
     let clock: HeraldClock
     let logger: Logger
     private let lock = AsyncSerialLock()

@@ -166,6 +166,8 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         package static let unsupported = Code(rawValue: "unsupported_database")
         package static let conflict = Code(rawValue: "conflict")
         package static let notFound = Code(rawValue: "not_found")
+        /// A stored row that does not have the shape the code expects.
+        package static let corrupt = Code(rawValue: "corrupt_row")
     }
 
     package var code: Code
