@@ -315,6 +315,30 @@ struct ServerFCMTests {
             #expect(data["type"] == "sync_error")
             #expect((message["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "sync_error")
             #expect((message["android"] as? [String: Any])?["collapse_key"] as? String == "sync-error-strava")
+            // The type's Android channel (PN-02: sync_errors; the app's default is sync_updates).
+            let androidNotification = (message["android"] as? [String: Any])?["notification"] as? [String: Any]
+            #expect(androidNotification?["channel_id"] as? String == "sync_errors")
+
+            // A type without a channel uses the app's (PN-04 is transactional: no quiet hours).
+            let renewal = try await server.send(#"{"to":{"device_ids":["pixel"]},"type":"PN-04"}"#)
+            _ = try await server.settled(try #require(renewal.body["id"] as? String))
+            let renewalMessage = try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any])
+            #expect(((renewalMessage["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String == "sync_updates")
+            // A raw send may name the channel and an image; bad ones are refused by field.
+            let imaged = try await server.send(
+                #"{"to":{"device_ids":["pixel"]},"alert":{"title":"Look","body":"New chart"},"android":{"channel_id":"charts","image":"https://example.com/chart.png"}}"#)
+            _ = try await server.settled(try #require(imaged.body["id"] as? String))
+            let chart = try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any])
+            #expect((chart["notification"] as? [String: Any])?["image"] as? String == "https://example.com/chart.png")
+            #expect(((chart["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String == "charts")
+            for (json, field) in [
+                (#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"image":"ftp://example.com/a.png"}}"#, "android.image"),
+                (#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"channel_id":""}}"#, "android.channel_id"),
+            ] {
+                let refused = try await server.send(json)
+                #expect(refused.status == .badRequest)
+                #expect(((refused.body["error"] as? [String: Any])?["field"]) as? String == field)
+            }
 
             // FCM says UNREGISTERED: the delivery fails and the device stops receiving.
             server.simulator.state.markDead("fcm:Pixel-Token_1")

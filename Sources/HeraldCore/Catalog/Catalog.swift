@@ -34,6 +34,8 @@ public struct CatalogApp: Sendable {
     /// The app-wide opaque text used when the PII guard fires and a type has none of its own.
     public var opaqueTitle: String = "New notification"
     public var opaqueBody: String = "Open the app to view"
+    /// The Android notification channel FCM messages use when a type names none.
+    public var androidChannel: String?
 
     public init() {}
 
@@ -81,6 +83,8 @@ public struct CatalogType: Sendable {
     public var threadID: String?
     public var collapseID: String?
     public var deepLink: String?
+    /// The Android notification channel (`android.notification.channel_id`) of FCM messages.
+    public var androidChannel: String?
     /// Data fields the copy and templates may use as `{placeholders}`.
     public var placeholders: [String] = []
     /// Copy per locale (`en`, `fr`, `fr-CA`).

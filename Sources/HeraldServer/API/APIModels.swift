@@ -113,6 +113,13 @@ struct NotificationBody: Decodable, Sendable {
         var body: String?
     }
 
+    /// FCM-only settings: the Android notification channel and an image URL.
+    struct Android: Decodable, Sendable {
+        var channelID: String?
+        var image: String?
+        enum CodingKeys: String, CodingKey { case channelID = "channel_id", image }
+    }
+
     var to: Target?
     var excludeDeviceIDs: [String]?
     var alert: Alert?
@@ -134,9 +141,10 @@ struct NotificationBody: Decodable, Sendable {
     /// A catalog type (name or external id): copy, category, thread, collapse id, deep link,
     /// sound and interruption level come from it, rendered per device; the policy engine runs.
     var type: String?
+    var android: Android?
 
     enum CodingKeys: String, CodingKey {
-        case to, alert, data, priority, category, badge, sound, expiration, type
+        case to, alert, data, priority, category, badge, sound, expiration, type, android
         case excludeDeviceIDs = "exclude_device_ids", pushType = "push_type", collapseID = "collapse_id"
         case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
         case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", deliverAt = "deliver_at"
@@ -216,6 +224,14 @@ struct NotificationBody: Decodable, Sendable {
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw APIError.invalid("idempotency_key", "idempotency_key is 1 to 256 bytes")
         }
+        if let channel = android?.channelID, channel.isEmpty || channel.utf8.count > 256 {
+            throw APIError.invalid("android.channel_id", "android.channel_id is 1 to 256 bytes")
+        }
+        if let image = android?.image {
+            guard let url = URL(string: image), url.scheme == "https" || url.scheme == "http", url.host?.isEmpty == false,
+                image.utf8.count <= 2048
+            else { throw APIError.invalid("android.image", "android.image is an http(s) URL of at most 2048 bytes") }
+        }
         var dueAt = now
         if let deliverAt {
             guard let date = ISO8601DateFormatter.herald.date(from: deliverAt) ?? ISO8601DateFormatter().date(from: deliverAt)
@@ -249,7 +265,8 @@ struct NotificationBody: Decodable, Sendable {
         try Self.checkSize(payload, pushType: pushType, field: alert?.body != nil ? "alert.body" : "data")
         let content = StoredNotificationContent(
             pushType: pushType.rawValue, priority: priority.rawValue, collapseID: collapseID, expiration: expiration,
-            payload: String(decoding: payload, as: UTF8.self))
+            payload: String(decoding: payload, as: UTF8.self),
+            android: AndroidContent.make(channelID: android?.channelID, image: android?.image))
         return (selector, content, dueAt)
     }
 
@@ -320,6 +337,8 @@ struct NotificationBody: Decodable, Sendable {
         }
         return StoredNotificationContent(
             pushType: pushType.rawValue, priority: priority.rawValue, collapseID: resolvedCollapseID, expiration: expiration,
-            payload: String(decoding: payload, as: UTF8.self), typed: typed)
+            payload: String(decoding: payload, as: UTF8.self), typed: typed,
+            android: AndroidContent.make(
+                channelID: android?.channelID ?? type.androidChannel ?? catalog.app.androidChannel, image: android?.image))
     }
 }

@@ -79,6 +79,12 @@ enum OpenAPIDocument {
                 expiration: { type: integer, minimum: 0 }
                 deliver_at: { type: string, format: date-time }
                 idempotency_key: { type: string, minLength: 1, maxLength: 256 }
+                android:
+                  type: object
+                  description: FCM only. channel_id defaults to the catalog type's or app's android_channel.
+                  properties:
+                    channel_id: { type: string, minLength: 1, maxLength: 256 }
+                    image: { type: string, maxLength: 2048, description: "an http(s) URL: notification.image" }
                 type:
                   type: string
                   description: >-

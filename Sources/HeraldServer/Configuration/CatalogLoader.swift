@@ -60,7 +60,7 @@ package enum CatalogLoader {
         var app = CatalogApp()
         let allowed: Set<String> = [
             "name", "payload_key", "default_locale", "quiet_hours", "pacing_limit", "grouping", "pii", "copy_rules",
-            "opaque",
+            "opaque", "android_channel",
         ]
         for (name, value) in try reader.mapping(node, "app", allowed: allowed) {
             let key = "app." + name
@@ -68,6 +68,7 @@ package enum CatalogLoader {
             case "name": app.name = try reader.string(value, key)
             case "payload_key": app.payloadKey = try reader.string(value, key)
             case "default_locale": app.defaultLocale = try reader.string(value, key)
+            case "android_channel": app.androidChannel = try reader.string(value, key)
             case "pacing_limit":
                 app.pacingLimit = try reader.int(value, key)
                 guard app.pacingLimit >= 0 else { throw reader.fail(value, key, "0 (off) or more") }
@@ -130,7 +131,7 @@ package enum CatalogLoader {
         let allowed: Set<String> = [
             "id", "transactional", "user_controllable", "default_enabled", "stakes", "push_type", "priority", "sound",
             "interruption_level", "category", "thread_id", "collapse_id", "deep_link", "placeholders", "copy",
-            "fallback_body", "actions", "goal_ctr", "opaque", "mutable_content",
+            "fallback_body", "actions", "goal_ctr", "opaque", "mutable_content", "android_channel",
         ]
         for (field, value) in try reader.mapping(node, key, allowed: allowed) {
             let fieldKey = key + "." + field
@@ -163,6 +164,7 @@ package enum CatalogLoader {
             case "thread_id": type.threadID = try reader.string(value, fieldKey)
             case "collapse_id": type.collapseID = try reader.string(value, fieldKey)
             case "deep_link": type.deepLink = try reader.string(value, fieldKey)
+            case "android_channel": type.androidChannel = try reader.string(value, fieldKey)
             case "fallback_body": type.fallbackBody = try reader.string(value, fieldKey)
             case "opaque": (type.opaqueTitle, type.opaqueBody) = try opaque(value, fieldKey, reader)
             case "goal_ctr":

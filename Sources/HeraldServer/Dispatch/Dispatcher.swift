@@ -354,9 +354,9 @@ package struct Dispatcher: Service {
         if let category = aps["category"]?.stringValue { data["category"] = .string(category) }
         let ttl = content.expiration.map { max(0, $0 - Int(now.timeIntervalSince1970)) }
         return FCMMessage(
-            token: token, title: title, body: body, data: data,
+            token: token, title: title, body: body, image: content.android?.image, data: data,
             highPriority: APNSPushType(rawValue: content.pushType) != .background && (title != nil || body != nil),
-            timeToLive: ttl, collapseKey: content.collapseID, tag: content.collapseID,
+            timeToLive: ttl, collapseKey: content.collapseID, channelID: content.android?.channelID, tag: content.collapseID,
             clickAction: data["deep_link"]?.stringValue, analyticsLabel: content.typed?.type)
     }
 

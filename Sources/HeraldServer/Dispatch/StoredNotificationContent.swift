@@ -14,10 +14,12 @@ package struct StoredNotificationContent: Codable, Sendable, Hashable {
     package var payload: String
     /// Set when the notification was sent by catalog type.
     package var typed: TypedContent?
+    /// FCM-only settings (channel, image); `nil` for most notifications.
+    package var android: AndroidContent?
 
     package init(
         pushType: String, priority: Int, collapseID: String? = nil, expiration: Int? = nil, payload: String,
-        typed: TypedContent? = nil
+        typed: TypedContent? = nil, android: AndroidContent? = nil
     ) {
         self.pushType = pushType
         self.priority = priority
@@ -25,6 +27,7 @@ package struct StoredNotificationContent: Codable, Sendable, Hashable {
         self.expiration = expiration
         self.payload = payload
         self.typed = typed
+        self.android = android
     }
 
     enum CodingKeys: String, CodingKey {
@@ -34,6 +37,27 @@ package struct StoredNotificationContent: Codable, Sendable, Hashable {
         case expiration
         case payload
         case typed
+        case android
+    }
+}
+
+/// What only FCM uses: `android.notification.channel_id` and `notification.image`.
+package struct AndroidContent: Codable, Sendable, Hashable {
+    package var channelID: String?
+    package var image: String?
+
+    package init(channelID: String?, image: String?) {
+        self.channelID = channelID
+        self.image = image
+    }
+
+    /// `nil` when there is nothing to say, so stored content stays as it was.
+    static func make(channelID: String?, image: String?) -> AndroidContent? {
+        channelID == nil && image == nil ? nil : AndroidContent(channelID: channelID, image: image)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case channelID = "channel_id", image
     }
 }
 
