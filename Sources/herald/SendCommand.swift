@@ -26,6 +26,9 @@ struct SendCommand: AsyncParsableCommand {
     @Flag(help: "Send through FCM HTTP v1 instead of APNs (needs --service-account).") var fcm = false
     @Option(name: .customLong("service-account"), help: "FCM: the Google service-account key JSON.") var serviceAccount: String?
     @Option(name: .customLong("token-endpoint"), help: "FCM: the OAuth2 token endpoint (default: the key file's token_uri).") var tokenEndpoint: String?
+    @Option(name: .customLong("android-channel"), help: "FCM: the Android notification channel (android.notification.channel_id).") var androidChannel: String?
+    @Option(help: "FCM: an image URL shown with the notification (notification.image).") var image: String?
+    @Option(name: .customLong("analytics-label"), help: "FCM: fcm_options.analytics_label.") var analyticsLabel: String?
     @Option(help: "production or sandbox (chooses Apple's host unless --endpoint is given).") var environment = "sandbox"
     @Option(help: "An explicit https://host[:port] endpoint (the simulator).") var endpoint: String?
     @Option(name: .customLong("ca-file"), help: "Extra CA certificates (PEM) to trust, e.g. the simulator's sim-ca.pem.") var caFile: String?
@@ -187,9 +190,9 @@ struct SendCommand: AsyncParsableCommand {
             let end = min(tokens.count, index + chunkSize)
             let messages = tokens[index..<end].map { token in
                 FCMMessage(
-                    token: token, title: title, body: body, data: data,
+                    token: token, title: title, body: body, image: image, data: data,
                     highPriority: priority.map { $0 == 10 } ?? (title != nil || body != nil), timeToLive: ttl,
-                    collapseKey: collapseID)
+                    collapseKey: collapseID, channelID: androidChannel, analyticsLabel: analyticsLabel)
             }
             progress.submitted(messages.count)
             for result in await client.send(messages, concurrency: max(1, connections) * 500) {
