@@ -29,6 +29,9 @@ public struct FCMClientConfiguration: Sendable {
     public var quotaDelay: TimeInterval = 60
     /// The access token is renewed this long before it expires.
     public var tokenRefreshMargin: TimeInterval = 300
+    /// After a failed token exchange, sends fail fast with the same error for this long instead of
+    /// each trying the token endpoint again (an OAuth2 outage must not be hammered).
+    public var tokenFailureCooldown: TimeInterval = 5
 
     public init() {}
 }
@@ -50,7 +53,7 @@ public final class FCMClient: Sendable {
     private let tokens: FCMAccessTokenCache
     private let clock: HeraldClock
     private let logger: Logger
-    private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int)>((nil, nil, 0))
+    private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int, exchangeAttempts: Int)>((nil, nil, 0, 0))
 
     public init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
@@ -74,6 +77,8 @@ public final class FCMClient: Sendable {
     public var disabledReason: String? { state.withLock { $0.disabledReason } }
     /// OAuth2 exchanges made so far (tests check reuse).
     public var tokenExchanges: Int { state.withLock { $0.exchanges } }
+    /// Token exchanges started, answered or not.
+    public var tokenExchangeAttempts: Int { state.withLock { $0.exchangeAttempts } }
 
     public func shutdown() async {
         await pool.closeAll()
@@ -246,13 +251,16 @@ public final class FCMClient: Sendable {
 
     /// A valid access token: the cached one, or a new exchange (one at a time).
     func accessToken() async throws -> String {
-        try await tokens.token(now: clock.now(), margin: configuration.tokenRefreshMargin) { [self] in
+        try await tokens.token(
+            now: clock.now(), margin: configuration.tokenRefreshMargin, cooldown: configuration.tokenFailureCooldown
+        ) { [self] in
             try await exchange()
         }
     }
 
     private func exchange() async throws -> (String, Date) {
         let now = clock.now()
+        state.withLock { $0.exchangeAttempts += 1 }
         let assertion = try account.assertion(at: now)
         let form = "grant_type=" + "urn:ietf:params:oauth:grant-type:jwt-bearer".formEncoded + "&assertion=" + assertion
         let connection = try await FCMConnection.connect(
@@ -345,16 +353,28 @@ struct FCMErrorBody {
 actor FCMAccessTokenCache {
     private var cached: (token: String, expires: Date)?
     private var inFlight: Task<(String, Date), any Error>?
+    /// The last exchange's failure, repeated to callers until `until`.
+    private var failure: (error: any Error, until: Date)?
 
-    func token(now: Date, margin: TimeInterval, exchange: @escaping @Sendable () async throws -> (String, Date)) async throws -> String {
+    func token(
+        now: Date, margin: TimeInterval, cooldown: TimeInterval,
+        exchange: @escaping @Sendable () async throws -> (String, Date)
+    ) async throws -> String {
         if let cached, cached.expires.timeIntervalSince(now) > margin { return cached.token }
         if let inFlight { return try await inFlight.value.0 }
+        if let failure, now < failure.until { throw failure.error }
         let task = Task { try await exchange() }
         inFlight = task
         defer { inFlight = nil }
-        let fresh = try await task.value
-        cached = (fresh.0, fresh.1)
-        return fresh.0
+        do {
+            let fresh = try await task.value
+            cached = (fresh.0, fresh.1)
+            failure = nil
+            return fresh.0
+        } catch {
+            failure = (error, now.addingTimeInterval(cooldown))
+            throw error
+        }
     }
 
     func invalidate() { cached = nil }

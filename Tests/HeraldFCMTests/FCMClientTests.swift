@@ -135,6 +135,27 @@ struct FCMClientTests {
         }
     }
 
+    @Test("an unreachable token endpoint is tried once per cooldown, not once per message")
+    func tokenEndpointOutage() async throws {
+        try await withSimulator { harness in
+            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: "https://127.0.0.1:1/token"))
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            configuration.connectTimeout = 1
+            configuration.tokenFailureCooldown = 60
+            let client = try FCMClient(account: account, configuration: configuration)
+            for index in 0..<20 {
+                let result = await client.send(FCMMessage(token: "t\(index)", body: "x"))
+                #expect(result.disposition == .retryLater)
+                #expect(result.reason == "TokenExchangeFailed")
+            }
+            #expect(client.tokenExchangeAttempts == 1)
+            #expect(client.disabledReason == nil)
+            await client.shutdown()
+        }
+    }
+
     @Test("the simulator refuses a TTL over 28 days and assertions from unknown service accounts")
     func simulatorValidation() async throws {
         try await withSimulator { harness in
