@@ -54,6 +54,8 @@ public final class FCMClient: Sendable {
     private let clock: HeraldClock
     private let logger: Logger
     private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int, exchangeAttempts: Int)>((nil, nil, 0, 0))
+    /// Devices FCM said are over their own rate, until when (per-device `QUOTA_EXCEEDED`).
+    private let devicePauses = Mutex<[String: Date]>([:])
 
     public init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
@@ -77,6 +79,11 @@ public final class FCMClient: Sendable {
     public var disabledReason: String? { state.withLock { $0.disabledReason } }
     /// OAuth2 exchanges made so far (tests check reuse).
     public var tokenExchanges: Int { state.withLock { $0.exchanges } }
+    /// Until when every send waits after a project-wide `QUOTA_EXCEEDED`; `nil` when not paused.
+    public var projectPausedUntil: Date? {
+        let now = clock.now()
+        return state.withLock { $0.pausedUntil }.flatMap { $0 > now ? $0 : nil }
+    }
     /// Token exchanges started, answered or not.
     public var tokenExchangeAttempts: Int { state.withLock { $0.exchangeAttempts } }
 
@@ -120,6 +127,10 @@ public final class FCMClient: Sendable {
         guard body.count <= FCMMessage.sizeLimit + 64 else { return result(nil, "MessageTooBig", .badRequest, 0) }
         if let key = message.data.keys.first(where: FCMMessage.isReservedDataKey) {
             return result(nil, "ReservedDataKey:\(key)", .badRequest, 0)
+        }
+        if let until = devicePauses.withLock({ $0[message.token] }), until > clock.now() {
+            // This device is over its own rate: not even tried; the caller sends again later.
+            return result(429, "QUOTA_EXCEEDED", .retryLater, 0, retryAfter: until.timeIntervalSince(clock.now()))
         }
         let path = endpoint.path + "/v1/projects/\(account.projectID)/messages:send"
         var attempts = 0
@@ -172,16 +183,24 @@ public final class FCMClient: Sendable {
             case .delivered, .retryLater:
                 if error.errorCode == "QUOTA_EXCEEDED" || response.status == 429 {
                     let wait = lastRetryAfter ?? configuration.quotaDelay
-                    if !error.isPerDevice {
-                        // The project's quota: everything waits. Said once per pause, not per answer.
+                    if error.isPerDevice {
+                        // Only this device is over its rate: remember it, and hand the message
+                        // back rather than hold up the others (protocols.md §12–§13).
                         let now = clock.now()
-                        let wasRunning = state.withLock { state -> Bool in
-                            defer { state.pausedUntil = max(state.pausedUntil ?? now, now.addingTimeInterval(wait)) }
-                            return (state.pausedUntil ?? .distantPast) <= now
+                        devicePauses.withLock { pauses in
+                            if pauses.count > 10_000 { pauses = pauses.filter { $0.value > now } }
+                            pauses[message.token] = now.addingTimeInterval(wait)
                         }
-                        if wasRunning {
-                            logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
-                        }
+                        return result(response.status, lastReason, .retryLater, attempts, retryAfter: wait)
+                    }
+                    // The project's quota: everything waits. Said once per pause, not per answer.
+                    let now = clock.now()
+                    let wasRunning = state.withLock { state -> Bool in
+                        defer { state.pausedUntil = max(state.pausedUntil ?? now, now.addingTimeInterval(wait)) }
+                        return (state.pausedUntil ?? .distantPast) <= now
+                    }
+                    if wasRunning {
+                        logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
                     }
                     if attempts < configuration.maximumAttempts { try? await Task.sleep(for: .seconds(wait)) }
                 } else if attempts < configuration.maximumAttempts {

@@ -148,6 +148,13 @@ struct FCMRequestEvaluator {
         if state.deadEntry(for: key) != nil {
             return Self.error(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED")
         }
+        if configuration.fcmDeviceRateLimit > 0,
+            let wait = state.takeFCMDeviceSlot(key, limit: configuration.fcmDeviceRateLimit, now: configuration.clock.now())
+        {
+            return Self.error(
+                429, "RESOURCE_EXHAUSTED", "Quota exceeded for the device.", errorCode: "QUOTA_EXCEEDED",
+                retryAfter: String(Int(wait.rounded(.up))), quotaSubject: "device")
+        }
         let roll = Double(random.next() % 1_000_000) / 1_000_000
         if roll < faults.internalServerErrorRate {
             return Self.error(500, "INTERNAL", "Internal error encountered.", errorCode: "INTERNAL")
@@ -185,12 +192,19 @@ struct FCMRequestEvaluator {
 
     /// Google's error JSON (protocols.md §12).
     static func error(
-        _ status: Int, _ googleStatus: String, _ message: String, errorCode: String? = nil, retryAfter: String? = nil
+        _ status: Int, _ googleStatus: String, _ message: String, errorCode: String? = nil, retryAfter: String? = nil,
+        quotaSubject: String? = nil
     ) -> FCMAnswer {
         var error: [String: Any] = ["code": status, "message": message, "status": googleStatus]
-        if let errorCode {
-            error["details"] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode]]
+        var details: [[String: Any]] = []
+        if let errorCode { details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode]) }
+        if let quotaSubject {
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [["subject": quotaSubject, "description": "Message rate exceeded for this \(quotaSubject)."]],
+            ])
         }
+        if !details.isEmpty { error["details"] = details }
         let json = (try? JSONSerialization.data(withJSONObject: ["error": error], options: [.sortedKeys])) ?? Data()
         var headers: [(String, String)] = []
         if let retryAfter { headers.append(("retry-after", retryAfter)) }

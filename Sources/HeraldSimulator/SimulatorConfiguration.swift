@@ -145,6 +145,9 @@ package struct SimulatorConfiguration: Sendable {
     package var fcmAccounts: [SimulatorFCMAccount] = []
     /// Lifetime of the FCM access tokens it issues (`expires_in`).
     package var fcmAccessTokenLifetime: TimeInterval = 3599
+    /// FCM's per-device rate (protocols.md §13: 240 messages a minute to one Android device):
+    /// more in a minute is 429 `QUOTA_EXCEEDED` with a `QuotaFailure` naming the device. 0 = off.
+    package var fcmDeviceRateLimit: Int = 240
     /// Bundle ids the keys may push to; empty accepts any.
     package var bundleIDs: Set<String> = []
     /// `sandbox` adds `apns-unique-id` to answers, as Apple's sandbox does.

@@ -48,6 +48,8 @@ package final class SimulatorState: Sendable {
         var faults: SimulatorFaults
         /// FCM OAuth2 access tokens issued, with their project and expiry.
         var fcmAccessTokens: [String: (project: String, expires: Date)] = [:]
+        /// Per registration token: the start of its current one-minute window and messages in it.
+        var fcmDeviceWindows: [String: (start: Date, count: Int)] = [:]
     }
 
     private let storage: Mutex<Storage>
@@ -144,6 +146,22 @@ package final class SimulatorState: Sendable {
         storage.withLock { storage in
             guard let entry = storage.fcmAccessTokens[token], entry.expires > now else { return nil }
             return entry.project
+        }
+    }
+
+    /// Counts a message to `token` against the per-device rate; the seconds until the device's
+    /// window ends when it is over `limit`, else `nil`.
+    func takeFCMDeviceSlot(_ token: String, limit: Int, now: Date) -> TimeInterval? {
+        storage.withLock { storage in
+            if storage.fcmDeviceWindows.count > 100_000 {
+                storage.fcmDeviceWindows = storage.fcmDeviceWindows.filter { now.timeIntervalSince($0.value.start) < 60 }
+            }
+            var window = storage.fcmDeviceWindows[token] ?? (now, 0)
+            if now.timeIntervalSince(window.start) >= 60 { window = (now, 0) }
+            guard window.count < limit else { return 60 - now.timeIntervalSince(window.start) }
+            window.count += 1
+            storage.fcmDeviceWindows[token] = window
+            return nil
         }
     }
 

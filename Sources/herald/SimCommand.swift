@@ -30,6 +30,10 @@ struct SimCommand: AsyncParsableCommand {
         help: "A Google service-account key JSON whose RS256 assertions the FCM token endpoint accepts (repeatable; only the public half of its key is used).")
     var fcmServiceAccounts: [String] = []
     @Option(name: .customLong("fcm-token-lifetime"), help: "Seconds an FCM access token stays valid.") var fcmTokenLifetime = 3599.0
+    @Option(
+        name: .customLong("fcm-device-rate"),
+        help: "FCM messages one registration token may get per minute before 429 QUOTA_EXCEEDED (per device); 0 = no limit.")
+    var fcmDeviceRate = 240
     @Option(name: .customLong("topic"), help: "A bundle id pushes may go to (repeatable); none accepts any.") var topics: [String] = []
     @Flag(help: "Answer as production APNs (no apns-unique-id header).") var production = false
     @Option(name: .customLong("fail-500"), help: "Fraction of requests answered 500 InternalServerError.") var fail500 = 0.0
@@ -63,6 +67,7 @@ struct SimCommand: AsyncParsableCommand {
         configuration.threads = threads
         configuration.tokenMaximumAge = tokenMaximumAge
         configuration.fcmAccessTokenLifetime = fcmTokenLifetime
+        configuration.fcmDeviceRateLimit = max(0, fcmDeviceRate)
         configuration.faults.internalServerErrorRate = fail500
         configuration.faults.serviceUnavailableRate = fail503
         configuration.faults.tooManyRequestsRate = fail429

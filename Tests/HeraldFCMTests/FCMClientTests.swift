@@ -156,6 +156,37 @@ struct FCMClientTests {
         }
     }
 
+    @Test("a device over FCM's per-device rate is slowed alone: remembered, handed back with Retry-After, others go on")
+    func perDeviceQuota() async throws {
+        try await withSimulator({ $0.fcmDeviceRateLimit = 5 }) { harness in
+            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            var configuration = FCMClientConfiguration()
+            configuration.endpoint = harness.simulator.endpointURL
+            configuration.caFile = harness.simulator.caFile
+            let client = try FCMClient(account: account, configuration: configuration)
+            let first = await client.send((0..<5).map { FCMMessage(token: "hot", body: "n\($0)") })
+            #expect(first.filter { !$0.isDelivered }.isEmpty)
+            let over = await client.send(FCMMessage(token: "hot", body: "sixth"))
+            #expect(over.disposition == .retryLater)
+            #expect(over.reason == "QUOTA_EXCEEDED")
+            #expect(over.attempts == 1)
+            #expect((over.retryAfter ?? 0) > 30)
+            let requests = harness.simulator.state.counters.fcmRequests
+            // Remembered: the next one to that device is not even sent.
+            let again = await client.send(FCMMessage(token: "hot", body: "seventh"))
+            #expect(again.disposition == .retryLater)
+            #expect(again.attempts == 0)
+            #expect(harness.simulator.state.counters.fcmRequests == requests)
+            // Other devices are not paused: no project-wide pause was set.
+            #expect(client.projectPausedUntil == nil)
+            let other = await client.send(FCMMessage(token: "cool", body: "x"))
+            #expect(other.isDelivered)
+            #expect(harness.simulator.state.inbox(for: "hot").count == 5)
+            #expect(harness.simulator.state.counters.byReason["QUOTA_EXCEEDED"] == 1)
+            await client.shutdown()
+        }
+    }
+
     @Test("the simulator refuses a TTL over 28 days and assertions from unknown service accounts")
     func simulatorValidation() async throws {
         try await withSimulator { harness in
