@@ -165,6 +165,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "HeraldCLITests",
+            dependencies: ["HeraldSimulator", "HeraldTesting"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "HeraldAPNsTests",
             dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldTesting"],
             swiftSettings: strict
