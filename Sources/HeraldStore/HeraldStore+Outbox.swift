@@ -144,15 +144,7 @@ extension HeraldStore {
             // as SQLiteRow: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
             var rows: [SQLiteRow] = []
             for status in [DeliveryStatus.deferred, .queued] where rows.count < limit {
-                rows += try await connection.query(
-                    """
-                    SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
-                           v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone
-                    FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-                    WHERE d.status = ?1 AND d.due_at <= ?2
-                    ORDER BY d.due_at, d.id LIMIT ?3
-                    """,
-                    [.text(status.rawValue), .integer(Int(now)), .integer(limit - rows.count)])
+                rows += try await connection.query(Self.claimSQL(status), [.integer(Int(now)), .integer(limit - rows.count)])
             }
             var claimed: [ClaimedDelivery] = []
             claimed.reserveCapacity(rows.count)
@@ -208,6 +200,41 @@ extension HeraldStore {
                 try await updateDeliveries(chunk, status: .sending, reason: nil, now: now)
             }
             return claimed
+        }
+    }
+
+    /// The partial outbox index's condition (migration 5). SQLite uses a partial index only when
+    /// the query's WHERE repeats this term verbatim, so every outbox query by status carries it.
+    static let outboxIndexTerm = "status IN ('queued', 'deferred', 'sending')"
+
+    /// Due deliveries of one status, oldest first, with what sending needs from the device.
+    static func claimSQL(_ status: DeliveryStatus) -> String {
+        """
+        SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
+               v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone
+        FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+        WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= ?1
+        ORDER BY d.due_at, d.id LIMIT ?2
+        """
+    }
+
+    static let requeueSQL = "UPDATE deliveries SET status = 'queued', updated_at = ?1 WHERE status = 'sending' AND \(outboxIndexTerm) RETURNING id"
+    static let queueDepthSQL = "SELECT COUNT(*) AS n FROM deliveries WHERE \(outboxIndexTerm) AND due_at <= ?1"
+
+    /// SQLite's plan for each outbox query by status (tests check that they use the index).
+    package func outboxQueryPlans() async throws -> [String: String] {
+        try await exclusive {
+            var plans: [String: String] = [:]
+            let queries = [
+                ("claim queued", Self.claimSQL(.queued)), ("claim deferred", Self.claimSQL(.deferred)),
+                ("requeue", Self.requeueSQL), ("queue depth", Self.queueDepthSQL),
+            ]
+            for (name, sql) in queries {
+                let binds: [SQLiteData] = sql.contains("?2") ? [.integer(0), .integer(1)] : [.integer(0)]
+                let rows = try await connection.query("EXPLAIN QUERY PLAN " + sql, binds)
+                plans[name] = rows.compactMap { $0.column("detail")?.string }.joined(separator: "; ")
+            }
+            return plans
         }
     }
 
@@ -323,9 +350,7 @@ extension HeraldStore {
     /// (at-least-once). Returns how many; they are counted in `resent_after_restart`.
     package func requeueUnfinished() async throws -> Int {
         try await transaction {
-            let rows = try await database.raw(
-                "UPDATE deliveries SET status = 'queued', updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' RETURNING id"
-            ).all()
+            let rows = try await connection.query(Self.requeueSQL, [.integer(Int(nowMilliseconds))])
             if !rows.isEmpty { try await addToCounter("resent_after_restart", rows.count) }
             return rows.count
         }
@@ -346,9 +371,7 @@ extension HeraldStore {
     /// Deliveries waiting to be sent (queued and due, or being sent).
     package func queueDepth() async throws -> Int {
         try await exclusive {
-            try await database.raw(
-                "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'deferred', 'sending') AND due_at <= \(bind: nowMilliseconds)"
-            ).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await connection.query(Self.queueDepthSQL, [.integer(Int(nowMilliseconds))]).first?.column("n")?.integer ?? 0
         }
     }
 

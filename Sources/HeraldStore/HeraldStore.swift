@@ -183,6 +183,16 @@ package final class HeraldStore: Sendable {
                 "CREATE INDEX user_sends_recent ON user_sends (app_id, user_id, sent_at)",
             ]
         ),
+        (
+            5,
+            [
+                // The outbox index holds only rows still to be answered: a delivery leaves it when it
+                // is sent, failed or suppressed, so the index stays the size of the queue, not of
+                // the history (queries must name statuses as literals to use it).
+                "DROP INDEX deliveries_due",
+                "CREATE INDEX deliveries_due ON deliveries (status, due_at) WHERE status IN ('queued', 'deferred', 'sending')",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database has not seen, each in its own transaction.

@@ -46,6 +46,19 @@ struct StoreAndConfigurationTests {
         await reopened.close()
     }
 
+    @Test("every outbox query by status walks the partial outbox index, never the whole table")
+    func outboxQueriesUseTheIndex() async throws {
+        let store = try await HeraldStore.open(url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
+        let plans = try await store.outboxQueryPlans()
+        #expect(plans.count == 4)
+        for (name, plan) in plans {
+            #expect(plan.contains("INDEX deliveries_due"), "\(name): \(plan)")
+            #expect(!plan.contains("SCAN d") && !plan.contains("SCAN deliveries"), "\(name): \(plan)")
+            #expect(!plan.contains("TEMP B-TREE"), "\(name): \(plan)")
+        }
+        await store.close()
+    }
+
     @Test("a configuration error names the key and the line")
     func configurationErrors() throws {
         let yaml = """
