@@ -73,16 +73,9 @@ public struct FCMMessage: Sendable, Hashable {
         }
         let hasNotification = title != nil || body != nil || image != nil
         if hasNotification, channelID != nil || tag != nil || clickAction != nil {
-            json.raw(#""notification":{"#)
-            var first = true
-            for (name, value) in [("channel_id", channelID), ("click_action", clickAction), ("tag", tag)] {
-                guard let value else { continue }
-                if !first { json.raw(",") }
-                first = false
-                json.key(name)
-                json.string(value)
-            }
-            json.raw("},")
+            json.raw(#""notification":"#)
+            json.stringObject([("channel_id", channelID), ("click_action", clickAction), ("tag", tag)])
+            json.raw(",")
         }
         json.raw(highPriority ? #""priority":"HIGH""# : #""priority":"NORMAL""#)
         if let timeToLive {
@@ -90,14 +83,10 @@ public struct FCMMessage: Sendable, Hashable {
             json.string("\(max(0, timeToLive))s")
         }
         json.raw("}")
-        if data.contains(where: { $0.value != .null }) {
-            json.raw(#","data":{"#)
-            for (index, (key, value)) in stringData.sorted(by: { $0.key < $1.key }).enumerated() {
-                if index > 0 { json.raw(",") }
-                json.key(key)
-                json.string(value)
-            }
-            json.raw("}")
+        let strings = stringData
+        if !strings.isEmpty {
+            json.raw(#","data":"#)
+            json.stringObject(strings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         }
         if let analyticsLabel {
             json.raw(#","fcm_options":{"analytics_label":"#)
@@ -105,16 +94,8 @@ public struct FCMMessage: Sendable, Hashable {
             json.raw("}")
         }
         if hasNotification {
-            json.raw(#","notification":{"#)
-            var first = true
-            for (name, value) in [("body", body), ("image", image), ("title", title)] {
-                guard let value else { continue }
-                if !first { json.raw(",") }
-                first = false
-                json.key(name)
-                json.string(value)
-            }
-            json.raw("}")
+            json.raw(#","notification":"#)
+            json.stringObject([("body", body), ("image", image), ("title", title)])
         }
         json.raw(#","token":"#)
         json.string(token)

@@ -49,6 +49,20 @@ package struct JSONWriter: Sendable {
         bytes.append(UInt8(ascii: ":"))
     }
 
+    /// Appends `{"key":"value",…}` with the members in the order given; `nil` values are left out.
+    package mutating func stringObject(_ members: some Sequence<(String, String?)>) {
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        for (key, value) in members {
+            guard let value else { continue }
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            self.key(key)
+            string(value)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
     /// Appends any JSON value; object keys sorted. Non-finite doubles, which JSON cannot carry, become `null`.
     package mutating func value(_ value: JSONValue) {
         switch value {

@@ -14,10 +14,8 @@ struct FCMClientTests {
         _ body: (FCMClient, SimulatorHarness) async throws -> Void
     ) async throws {
         try await withSimulator { harness in
-            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            let account = try harness.fcmAccount()
+            var configuration = harness.fcmConfiguration
             configuration.baseDelay = 0.01
             configuration.quotaDelay = 0.05
             adjust(&configuration)
@@ -71,10 +69,8 @@ struct FCMClientTests {
     @Test("an expired access token is renewed once; a revoked one after a 401")
     func tokenRenewal() async throws {
         try await withSimulator({ $0.fcmAccessTokenLifetime = 1 }) { harness in
-            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            let account = try harness.fcmAccount()
+            var configuration = harness.fcmConfiguration
             configuration.tokenRefreshMargin = 0
             let client = try FCMClient(account: account, configuration: configuration)
             #expect(await client.send(FCMMessage(token: "t1", body: "one")).isDelivered)
@@ -139,9 +135,7 @@ struct FCMClientTests {
     func tokenEndpointOutage() async throws {
         try await withSimulator { harness in
             let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: "https://127.0.0.1:1/token"))
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            var configuration = harness.fcmConfiguration
             configuration.connectTimeout = 1
             configuration.tokenFailureCooldown = 60
             let client = try FCMClient(account: account, configuration: configuration)
@@ -159,10 +153,8 @@ struct FCMClientTests {
     @Test("a device over FCM's per-device rate is slowed alone: remembered, handed back with Retry-After, others go on")
     func perDeviceQuota() async throws {
         try await withSimulator({ $0.fcmDeviceRateLimit = 5 }) { harness in
-            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            let account = try harness.fcmAccount()
+            let configuration = harness.fcmConfiguration
             let client = try FCMClient(account: account, configuration: configuration)
             let first = await client.send((0..<5).map { FCMMessage(token: "hot", body: "n\($0)") })
             #expect(first.filter { !$0.isDelivered }.isEmpty)
@@ -191,20 +183,17 @@ struct FCMClientTests {
     func simulatorValidation() async throws {
         try await withSimulator { harness in
             // A service account the simulator does not know: the token exchange fails (invalid_grant).
-            var account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
             let stranger = try FCMServiceAccount(
                 json: Data(String(decoding: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"), as: UTF8.self)
                     .replacingOccurrences(of: "herald@herald-test", with: "stranger@herald-test").utf8))
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            let configuration = harness.fcmConfiguration
             let strangerClient = try FCMClient(account: stranger, configuration: configuration)
             let refused = await strangerClient.send(FCMMessage(token: "t", body: "x"))
             #expect(refused.disposition == .configurationError)
             #expect(refused.reason == "OAuth2:invalid_grant")
             await strangerClient.shutdown()
             // A TTL over 28 days is INVALID_ARGUMENT.
-            account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"))
+            let account = try harness.fcmAccount()
             let client = try FCMClient(account: account, configuration: configuration)
             let ttl = await client.send(FCMMessage(token: "t", body: "x", timeToLive: 3_000_000))
             #expect(ttl.disposition == .badRequest)
@@ -228,9 +217,7 @@ struct FCMClientTests {
             // The file as written is what `herald send --fcm --service-account` reads; no token endpoint override.
             let account = try FCMServiceAccount(file: moved.file)
             #expect(account.tokenURI == harness.simulator.endpointURL + "/token")
-            var configuration = FCMClientConfiguration()
-            configuration.endpoint = harness.simulator.endpointURL
-            configuration.caFile = harness.simulator.caFile
+            let configuration = harness.fcmConfiguration
             let client = try FCMClient(account: account, configuration: configuration)
             let result = await client.send(FCMMessage(token: "demo-token", title: "Hello", body: "World"))
             await client.shutdown()
@@ -291,5 +278,20 @@ struct FCMClientTests {
         #expect(sent["notification"] == nil)
         #expect(sent["data"] as? [String: String] == ["b": "1"])
         #expect((sent["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
+    }
+}
+
+extension SimulatorHarness {
+    /// An FCM client configuration pointed at this simulator and trusting its CA.
+    var fcmConfiguration: FCMClientConfiguration {
+        var configuration = FCMClientConfiguration()
+        configuration.endpoint = simulator.endpointURL
+        configuration.caFile = simulator.caFile
+        return configuration
+    }
+
+    /// The test service account, its `token_uri` pointing at this simulator.
+    func fcmAccount() throws -> FCMServiceAccount {
+        try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: simulator.endpointURL + "/token"))
     }
 }
