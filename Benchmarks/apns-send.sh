@@ -26,41 +26,14 @@ PORT=${HERALD_BENCH_PORT:-18443}
 CONTROL=${HERALD_BENCH_CONTROL_PORT:-18444}
 python3 -c "import secrets,sys; print('\n'.join(secrets.token_hex(32) for _ in range($COUNT)))" > "$TOKENS"
 
-SIM_PID=""
-start_sim() {
-    "$HERALD" sim --port "$PORT" --control-port "$CONTROL" --tls-dir "$OUT/sim" --topic com.example.bench "$@" \
-        > "$OUT/sim.out" 2> "$OUT/sim.err" &
-    SIM_PID=$!
-    for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$CONTROL/inbox" >/dev/null && return 0; sleep 0.1; done
-    echo "simulator did not start" >&2; cat "$OUT/sim.err" >&2; exit 1
-}
-stop_sim() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""; }
-trap stop_sim EXIT
+. Benchmarks/lib.sh
 SEND=("$HERALD" send --endpoint "https://127.0.0.1:$PORT" --ca-file "$OUT/sim/sim-ca.pem"
     --key-file "$OUT/sim/demo-AuthKey.p8" --key-id DEMOKEY001 --team-id DEMOTEAM01
     --topic com.example.bench --title Hello --body World --tokens-file "$TOKENS" --quiet)
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
-
-sim_cpu() { python3 -c "import os; f=open('/proc/$SIM_PID/stat').read().rsplit(')',1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))"; }
 
 echo "== herald send: $COUNT tokens, 1 warm-up run + 3 measured runs"
-start_sim
-"${SEND[@]}" > /dev/null
-rates=(); cpus=(); rsss=()
-for run in 1 2 3; do
-    curl -sf -X DELETE "http://127.0.0.1:$CONTROL/inbox" >/dev/null
-    before=$(sim_cpu)
-    line=$(/usr/bin/time -f "%U %S %M %e" -o "$OUT/time-$run.txt" "${SEND[@]}")
-    after=$(sim_cpu)
-    read -r user sys rss wall < "$OUT/time-$run.txt"
-    rate=$(echo "$line" | field per_second)
-    cpu=$(python3 -c "print(round($user + $sys, 2))")
-    echo "run $run: $line cpu_seconds=$cpu peak_rss_kb=$rss wall_seconds=$wall sim_cpu_seconds=$(python3 -c "print(round($after - $before, 2))") inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")"
-    rates+=("$rate"); cpus+=("$cpu"); rsss+=("$rss")
-done
-HERALD_RATE=$(printf '%s\n' "${rates[@]}" | median)
-echo "median: per_second=$HERALD_RATE cpu_seconds=$(printf '%s\n' "${cpus[@]}" | median) peak_rss_kb=$(printf '%s\n' "${rsss[@]}" | median)"
+start_sim --topic com.example.bench
+measure apns "${SEND[@]}"
 
 if [ "$AIOAPNS" = 1 ]; then
     python3 -c "import aioapns" 2>/dev/null || pip install -q aioapns >&2
@@ -83,14 +56,5 @@ stop_sim
 echo "== fault run: 10% 500, 5% 429, GOAWAY every 1,000 streams, $COUNT tokens"
 start_sim --fail-500 0.1 --fail-429 0.05 --goaway-after-streams 1000
 line=$("${SEND[@]}" --retry-base-delay 0.05 --too-many-requests-delay 0.1 --max-attempts 20)
-inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")
 echo "send: $line"
-echo "inbox: $inbox"
-echo "counters: $(curl -sf "http://127.0.0.1:$CONTROL/counters")"
-python3 - "$inbox" "$COUNT" <<'PY'
-import json, sys
-inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])
-ok = inbox["total"] == count and inbox["tokens"] == count and inbox["duplicates"] == 0
-print("exactly once:", "yes" if ok else "NO")
-sys.exit(0 if ok else 1)
-PY
+check_exactly_once "$COUNT"

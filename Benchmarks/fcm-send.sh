@@ -30,41 +30,15 @@ CONTROL=${HERALD_BENCH_CONTROL_PORT:-18444}
 # FCM registration tokens are opaque strings of ~150 characters; these are as long.
 python3 -c "import secrets; print('\n'.join(secrets.token_urlsafe(60) + ':APA91b' + secrets.token_urlsafe(56) for _ in range($COUNT)))" > "$TOKENS"
 
-SIM_PID=""
-start_sim() {
-    "$HERALD" sim --port "$PORT" --control-port "$CONTROL" --tls-dir "$OUT/sim" "$@" \
-        > "$OUT/sim.out" 2> "$OUT/sim.err" &
-    SIM_PID=$!
-    for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$CONTROL/inbox" >/dev/null && return 0; sleep 0.1; done
-    echo "simulator did not start" >&2; cat "$OUT/sim.err" >&2; exit 1
-}
-stop_sim() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""; }
-trap stop_sim EXIT
+. Benchmarks/lib.sh
 # The simulator's demo service account (its token_uri points at the simulator).
 SEND=("$HERALD" send --fcm --service-account "$OUT/sim/demo-service-account.json"
     --endpoint "https://127.0.0.1:$PORT" --ca-file "$OUT/sim/sim-ca.pem"
     --title Hello --body World --tokens-file "$TOKENS" --quiet)
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
-sim_cpu() { python3 -c "import os; f=open('/proc/$SIM_PID/stat').read().rsplit(')',1)[1].split(); print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))"; }
 
 echo "== herald send --fcm: $COUNT tokens, 1 warm-up run + 3 measured runs"
 start_sim
-"${SEND[@]}" > /dev/null
-rates=(); cpus=(); rsss=()
-for run in 1 2 3; do
-    curl -sf -X DELETE "http://127.0.0.1:$CONTROL/inbox" >/dev/null
-    before=$(sim_cpu)
-    line=$(/usr/bin/time -f "%U %S %M %e" -o "$OUT/fcm-time-$run.txt" "${SEND[@]}")
-    after=$(sim_cpu)
-    read -r user sys rss wall < "$OUT/fcm-time-$run.txt"
-    rate=$(echo "$line" | field per_second)
-    cpu=$(python3 -c "print(round($user + $sys, 2))")
-    echo "run $run: $line cpu_seconds=$cpu peak_rss_kb=$rss wall_seconds=$wall sim_cpu_seconds=$(python3 -c "print(round($after - $before, 2))") inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")"
-    rates+=("$rate"); cpus+=("$cpu"); rsss+=("$rss")
-done
-HERALD_RATE=$(printf '%s\n' "${rates[@]}" | median)
-echo "median: per_second=$HERALD_RATE cpu_seconds=$(printf '%s\n' "${cpus[@]}" | median) peak_rss_kb=$(printf '%s\n' "${rsss[@]}" | median)"
+measure fcm "${SEND[@]}"
 echo "counters: $(curl -sf "http://127.0.0.1:$CONTROL/counters")"
 
 if [ "$FIREBASE" = 1 ]; then
@@ -89,14 +63,5 @@ echo "== fault run: 10% 500, 5% 503, 1% 429 (Retry-After: 1), GOAWAY every 1,000
 start_sim --fail-500 0.1 --fail-503 0.05 --fail-429 0.01 --goaway-after-streams 1000
 line=$(/usr/bin/time -f "%U %S %M %e" -o "$OUT/fcm-time-fault.txt" "${SEND[@]}" --retry-base-delay 0.05 --max-attempts 20)
 read -r user sys rss wall < "$OUT/fcm-time-fault.txt"
-inbox=$(curl -sf "http://127.0.0.1:$CONTROL/inbox")
 echo "send: $line cpu_seconds=$(python3 -c "print(round($user + $sys, 2))") peak_rss_kb=$rss wall_seconds=$wall"
-echo "inbox: $inbox"
-echo "counters: $(curl -sf "http://127.0.0.1:$CONTROL/counters")"
-python3 - "$inbox" "$COUNT" <<'PY'
-import json, sys
-inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])
-ok = inbox["total"] == count and inbox["tokens"] == count and inbox["duplicates"] == 0
-print("exactly once:", "yes" if ok else "NO")
-sys.exit(0 if ok else 1)
-PY
+check_exactly_once "$COUNT"
