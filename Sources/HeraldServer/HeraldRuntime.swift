@@ -55,6 +55,15 @@ package final class AppRuntime: Sendable {
 
     package var id: String { configuration.id }
 
+    /// How devices register in this app: its APNs environment for devices that name none, its
+    /// device cap per user.
+    package func registrationRules(client: Bool) -> DeviceRegistrationRules {
+        DeviceRegistrationRules(
+            defaultEnvironment: configuration.apns?.environment ?? "production",
+            maxDevicesPerUser: configuration.maxDevicesPerUser,
+            keepUserUnlessSameToken: client && configuration.clientRegistration == .verified)
+    }
+
     private static func makeFCMClient(
         _ fcm: HeraldConfiguration.FCMConfiguration?, logger: Logger, adjust: (inout FCMClientConfiguration) -> Void
     ) -> (FCMClient?, String?) {
@@ -126,6 +135,7 @@ package final class HeraldRuntime: Sendable {
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) throws(ConfigurationError) {
+        try configuration.validate()
         self.configuration = configuration
         self.store = store
         self.logger = logger

@@ -69,8 +69,7 @@ package struct SimulatorFCMAccount: Sendable {
                 "client_id": "000000000000000000000", "token_uri": tokenURI,
             ]
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            try SecretFile.write(data, to: path)
         }
         return (try SimulatorFCMAccount(serviceAccountFile: path), path)
     }

@@ -28,8 +28,7 @@ package struct SimulatorTLS: Sendable {
         let material = try create()
         try material.caCertificatePEM.write(toFile: caPath, atomically: true, encoding: .utf8)
         try material.serverCertificatePEM.write(toFile: certificatePath, atomically: true, encoding: .utf8)
-        try material.serverKeyPEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
-        try fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+        try SecretFile.write(material.serverKeyPEM, to: keyPath)
         return material
     }
 

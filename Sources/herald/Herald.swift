@@ -7,7 +7,7 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "Herald: a self-hosted push-notification platform (APNs and FCM).",
-        subcommands: [ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self]
+        subcommands: [ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self, TokenCommand.self]
     )
 }
 

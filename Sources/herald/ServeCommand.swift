@@ -109,16 +109,14 @@ enum DevSetup {
             key = existing
         } else {
             key = P256.Signing.PrivateKey()
-            try key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
-            try fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+            try SecretFile.write(key.pemRepresentation, to: keyPath)
         }
         let secretsPath = directory + "/keys.json"
         var secrets = (try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: secretsPath)))) ?? [:]
         for name in ["admin", "server", "client"] where secrets[name] == nil {
             secrets[name] = "\(name == "admin" ? "hadm" : name == "server" ? "hsrv" : "hcli")_" + randomSecret()
         }
-        try JSONEncoder().encode(secrets).write(to: URL(fileURLWithPath: secretsPath))
-        try fileManager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretsPath)
+        try SecretFile.write(try JSONEncoder().encode(secrets), to: secretsPath)
 
         var simulatorConfiguration = SimulatorConfiguration(tlsDirectory: directory + "/sim")
         simulatorConfiguration.port = 0
@@ -144,6 +142,8 @@ enum DevSetup {
                     environment: "sandbox", endpoint: simulator.endpointURL, caFile: simulator.caFile),
                 catalogFile: fileManager.fileExists(atPath: demoCatalog) ? demoCatalog : nil)
         ]
+        // Dev mode trusts the client key as it is; production apps verify user tokens.
+        configuration.apps[0].clientRegistration = .unverified
         configuration.apps[0].fcm = HeraldConfiguration.FCMConfiguration(
             serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL, tokenEndpoint: simulator.endpointURL + "/token",
             caFile: simulator.caFile)
@@ -160,6 +160,9 @@ enum DevSetup {
         let banner = """
 
             Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
+            Client registration is UNVERIFIED here: the client key alone may register any user's devices.
+            In production set apps[].user_token_secret and keep client_registration: verified (the default),
+            so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
               admin key:  \(secrets["admin"]!)
               server key: \(secrets["server"]!)   (send notifications)
               client key: \(secrets["client"]!)   (register devices, for apps)

@@ -93,8 +93,7 @@ struct SimCommand: AsyncParsableCommand {
                 key = existing
             } else {
                 key = P256.Signing.PrivateKey()
-                try key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
-                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+                try SecretFile.write(key.pemRepresentation, to: keyPath)
             }
             (usedKeyID, usedTeamID) = ("DEMOKEY001", "DEMOTEAM01")
             configuration.keys = [SimulatorKey(keyID: usedKeyID, teamID: usedTeamID, publicKey: key.publicKey)]

@@ -296,7 +296,7 @@ struct ServerFCMTests {
             let apnsToken = makeDeviceTokens(1)[0]
             #expect(try await server.register("iphone", user: "ana", token: apnsToken) == .created)
             let android = try await server.request(
-                .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: ServerHarness.userToken("ana"),
                 json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1"}"#)
             #expect(android.status == .created)
             let sent = try await server.send(
@@ -362,12 +362,12 @@ struct ServerFCMTests {
         try await withServer { server in
             for (device, token) in [("pixel-a", "fcm-token-good"), ("pixel-b", "fcm-token-bad")] {
                 let registered = try await server.request(
-                    .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                    .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: ServerHarness.userToken("bo"),
                     json: #"{"device_id":"\#(device)","user_id":"bo","platform":"fcm","token":"\#(token)"}"#)
                 #expect(registered.status == .created)
             }
             let solo = try await server.request(
-                .post, "/v1/apps/demo/devices", key: ServerHarness.client,
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: ServerHarness.userToken("cy"),
                 json: #"{"device_id":"pixel-c","user_id":"cy","platform":"fcm","token":"fcm-token-alone"}"#)
             #expect(solo.status == .created)
             server.simulator.state.script("fcm-token-bad", status: 400, reason: "INVALID_ARGUMENT")

@@ -76,7 +76,8 @@ struct ServerEndToEndTests {
             _ = try await server.register("new-phone", user: "dave", token: fresh)
             let dave = try await server.request(.get, "/v1/apps/demo/users/dave/devices")
             #expect(((dave.body["devices"] as? [[String: Any]])?.first)?["token"] as? String == fresh)
-            let logout = try await server.request(.delete, "/v1/apps/demo/devices/new-phone", key: ServerHarness.client)
+            let logout = try await server.request(
+                .delete, "/v1/apps/demo/devices/new-phone", key: ServerHarness.client, userToken: ServerHarness.userToken("dave"))
             #expect(logout.status == .noContent)
             #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
         }
@@ -149,14 +150,15 @@ struct ServerEndToEndTests {
             func field(_ response: (status: HTTPResponse.Status, body: [String: Any])) -> String? {
                 (response.body["error"] as? [String: String])?["field"]
             }
+            let user = ServerHarness.userToken("u")
             let missingToken = try await server.request(
-                .post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u"}"#)
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u"}"#)
             #expect(missingToken.status == .badRequest)
             #expect(field(missingToken) == "token")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u","token":"xyz"}"#)) == "token")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":"d","user_id":"u","token":"ab","environment":"moon"}"#)) == "environment")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: #"{"device_id":5}"#)) == "device_id")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, json: "{nope")) == "body")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u","token":"xyz"}"#)) == "token")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u","token":"ab","environment":"moon"}"#)) == "environment")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":5}"#)) == "device_id")
+            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: "{nope")) == "body")
             #expect(field(try await server.send(#"{"alert":{"body":"x"}}"#)) == "to")
             #expect(field(try await server.send(#"{"to":{"all":true,"user_ids":["a"]}}"#)) == "to")
             #expect(field(try await server.send(#"{"to":{"all":true},"push_type":"telepathy"}"#)) == "push_type")
@@ -177,7 +179,7 @@ struct ServerEndToEndTests {
     func importDevices() async throws {
         try await withServer { server in
             let tokens = makeDeviceTokens(2_500)
-            let lines = tokens.enumerated().map { #"{"device_id":"d\#($0.offset)","user_id":"u\#($0.offset % 10)","token":"\#($0.element)"}"# }
+            let lines = tokens.enumerated().map { #"{"device_id":"d\#($0.offset)","user_id":"u\#($0.offset % 250)","token":"\#($0.element)"}"# }
             let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n") + "\n")
             #expect(imported.status == .ok)
             #expect(imported.body["imported"] as? Int == 2_500)

@@ -5,6 +5,7 @@ import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -15,15 +16,24 @@ struct ServerHarness {
     let client: any TestClientProtocol
     let simulator: APNSSimulator
     let runtime: HeraldRuntime
-    static let admin = "admin-key-0123456789abcdef"
+    static let admin = "admin-key-0123456789abcdef-0123456789"
     static let server = "server-key-0123456789abcdef"
     static let client = "client-key-0123456789abcdef"
+    static let userTokenSecret = "user-token-secret-0123456789abcdef-0123456789"
+
+    /// A user token for `user`, signed with the demo app's secret, valid for `lifetime`.
+    static func userToken(_ user: String, lifetime: TimeInterval = 3600, now: Date = Date()) -> String {
+        UserToken(userID: user, expiresAt: now.addingTimeInterval(lifetime), issuedAt: now)
+            .signed(secret: Data(userTokenSecret.utf8))
+    }
 
     func request(
-        _ method: HTTPRequest.Method, _ path: String, key: String? = ServerHarness.server, json: String? = nil
+        _ method: HTTPRequest.Method, _ path: String, key: String? = ServerHarness.server, userToken: String? = nil,
+        json: String? = nil
     ) async throws -> (status: HTTPResponse.Status, body: [String: Any]) {
         var headers: HTTPFields = [:]
         if let key { headers[.authorization] = "Bearer \(key)" }
+        if let userToken { headers[HTTPField.Name("X-Herald-User-Token")!] = userToken }
         if json != nil { headers[.contentType] = "application/json" }
         let response = try await client.execute(
             uri: path, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
@@ -36,7 +46,7 @@ struct ServerHarness {
     ) async throws -> HTTPResponse.Status {
         let localeField = locale.map { #","locale":"\#($0)""# } ?? ""
         return try await request(
-            .post, "/v1/apps/demo/devices", key: key,
+            .post, "/v1/apps/demo/devices", key: key, userToken: key == ServerHarness.client ? ServerHarness.userToken(user, now: runtime.store.now) : nil,
             json: #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"\#(localeField)}"#
         ).status
     }
@@ -63,6 +73,7 @@ struct ServerHarness {
 /// read it (the APNs client keeps real time for its tokens).
 func withServer(
     catalog: String = "syncwell.yaml", payloadKey: String? = "demo", clock: ManualClock? = nil,
+    app adjustApp: (inout HeraldConfiguration.AppConfiguration) -> Void = { _ in },
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
 ) async throws {
@@ -79,6 +90,7 @@ func withServer(
         configuration.apps = [
             .init(
                 id: "demo", payloadKey: payloadKey, serverKey: ServerHarness.server, clientKey: ServerHarness.client,
+                userTokenSecret: ServerHarness.userTokenSecret,
                 apns: .init(
                     teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
                     topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
@@ -89,6 +101,7 @@ func withServer(
                     caFile: harness.simulator.caFile)),
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
+        adjustApp(&configuration.apps[0])
         let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
         let runtime = try HeraldRuntime(configuration: configuration, store: store) { client in
             client.connections = 2

@@ -88,11 +88,15 @@ struct StoreAndConfigurationTests {
         let yaml = """
             server: { host: 0.0.0.0, port: 9090 }
             database: { url: "sqlite://herald.sqlite" }
-            admin_key: "admin-0123456789abcdef"
+            admin_key: "admin-0123456789abcdef-0123456789abcdef"
+            metrics_key: "metrics-0123456789abcdef-0123456789abcdef"
             apps:
               - id: demo
                 payload_key: lucid
                 keys: { server: "server-0123456789abcdef", client: "client-0123456789abcdef" }
+                user_token_secret: "user-token-secret-0123456789abcdef"
+                client_registration: verified
+                max_devices_per_user: 5
                 apns: { team_id: "T", key_id: "K", key_file: "AuthKey.p8", topic: "com.example.demo",
                         environment: sandbox, endpoint: "https://127.0.0.1:8443", ca_file: "sim-ca.pem" }
             """
@@ -104,9 +108,15 @@ struct StoreAndConfigurationTests {
         #expect(app.apns?.keyFile == "/etc/herald/AuthKey.p8")
         #expect(app.apns?.caFile == "/etc/herald/sim-ca.pem")
         #expect(app.apns?.environment == "sandbox")
+        #expect(app.userTokenSecret == "user-token-secret-0123456789abcdef")
+        #expect(app.clientRegistration == .verified)
+        #expect(app.maxDevicesPerUser == 5)
+        #expect(configuration.metricsKey == "metrics-0123456789abcdef-0123456789abcdef")
         configuration.applyEnvironment(["HERALD_DATABASE_URL": "sqlite:///tmp/x.sqlite", "HERALD_ADMIN_KEY": "env-admin-key-0123"])
         #expect(configuration.databaseURL == "sqlite:///tmp/x.sqlite")
         #expect(configuration.adminKey == "env-admin-key-0123")
+        // A short admin key from the environment is refused before the server starts.
+        #expect(throws: ConfigurationError.self) { try configuration.validate() }
     }
 
     @Test("an app without credentials says why APNs is off, and its deliveries fail visibly")

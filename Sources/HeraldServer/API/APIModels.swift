@@ -46,8 +46,9 @@ struct DeviceBody: Codable, Sendable {
                 throw APIError.invalid(prefix + "token", "an APNs token is the hex of the token bytes")
             }
         }
-        let environment = environment ?? "production"
-        guard environment == "production" || environment == "sandbox" else {
+        // Missing: the store keeps the device's environment, or gives a new one the app's.
+        let environment = environment ?? ""
+        guard environment.isEmpty || environment == "production" || environment == "sandbox" else {
             throw APIError.invalid(prefix + "environment", "environment is production or sandbox")
         }
         if let authorizationStatus, !Self.authorizationStatuses.contains(authorizationStatus) {

@@ -8,6 +8,7 @@ package import NIOCore
 package final class DeviceLineImporter {
     private let store: HeraldStore
     private let appID: String
+    private let rules: DeviceRegistrationRules
     private var pending = ByteBuffer()
     private var batch: [DeviceRecord] = []
     private var lineNumber = 0
@@ -16,9 +17,10 @@ package final class DeviceLineImporter {
     static let batchSize = 1_000
     static let maximumLineLength = 1 << 16
 
-    package init(store: HeraldStore, appID: String) {
+    package init(store: HeraldStore, appID: String, rules: DeviceRegistrationRules = DeviceRegistrationRules()) {
         self.store = store
         self.appID = appID
+        self.rules = rules
         batch.reserveCapacity(Self.batchSize)
     }
 
@@ -74,7 +76,7 @@ package final class DeviceLineImporter {
 
     private func flush() async throws {
         guard !batch.isEmpty else { return }
-        imported += try await store.importDevices(appID: appID, batch)
+        imported += try await store.importDevices(appID: appID, batch, rules: rules)
         batch.removeAll(keepingCapacity: true)
     }
 }

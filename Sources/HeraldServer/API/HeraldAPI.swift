@@ -34,11 +34,24 @@ package enum HeraldAPI {
 
         let apps = router.group("/v1/apps/:app")
         apps.post("devices") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: true)
+            let (app, role) = try caller(request, context, runtime)
+            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
             let body = try await decode(DeviceBody.self, request)
             let device = try body.validated()
-            let (stored, created) = try await runtime.store.upsertDevice(appID: app.id, device)
-            return try JSONResponse.make(DeviceView(device: stored), status: created ? .created : .ok)
+            if let tokenUser, tokenUser != device.userID {
+                throw APIError(
+                    .forbidden, code: "forbidden", message: "the user token is for another user than user_id", field: "user_id")
+            }
+            do {
+                let (stored, created) = try await runtime.store.upsertDevice(
+                    appID: app.id, device, rules: app.registrationRules(client: role == .client))
+                return try JSONResponse.make(DeviceView(device: stored), status: created ? .created : .ok)
+            } catch let error as StoreError where error.code == .conflict {
+                throw APIError(
+                    .forbidden, code: "forbidden",
+                    message: "device_id is registered to another user: only that device, presenting the token it holds, can sign in as a new user",
+                    field: "device_id")
+            }
         }
         apps.post("devices/import") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -46,14 +59,20 @@ package enum HeraldAPI {
             return try JSONResponse.make(["imported": imported])
         }
         apps.delete("devices/:device") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: true)
-            let deviceID = try context.parameters.require("device")
-            _ = try await runtime.store.deleteDevice(appID: app.id, deviceID: deviceID)
+            let (app, role) = try caller(request, context, runtime)
+            let deviceID = try pathParameter(context, "device", field: "device_id")
+            let owner = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            let removal = try await runtime.store.removeDevice(appID: app.id, deviceID: deviceID, ownedBy: owner)
+            guard removal != .ownedByAnotherUser else {
+                throw APIError(
+                    .forbidden, code: "forbidden", message: "the device is registered to another user than the user token's",
+                    field: "device_id")
+            }
             return Response(status: .noContent)
         }
         apps.get("users/:user/devices") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let userID = try context.parameters.require("user")
+            let userID = try validUserID(context)
             let devices = try await runtime.store.devices(appID: app.id, userID: userID)
             return try JSONResponse.make(["devices": devices.map(DeviceView.init)])
         }
@@ -116,7 +135,7 @@ package enum HeraldAPI {
         }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            guard let id = UUID(uuidString: try context.parameters.require("id")) else {
+            guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
             guard let record = try await runtime.store.notification(appID: app.id, id: id) else {
@@ -135,9 +154,42 @@ package enum HeraldAPI {
 
     // MARK: Helpers
 
+    /// The app and role a request's key gives. An unknown app and a wrong key get the same 401,
+    /// so app ids cannot be probed; only the admin key learns that an app does not exist.
+    static func caller(
+        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime
+    ) throws -> (AppRuntime, CallerRole) {
+        let key = try bearerKey(request)
+        let appID = try context.parameters.require("app")
+        let isAdmin = runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
+        let app = runtime.apps[appID]
+        if isAdmin {
+            guard let app else { throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app") }
+            return (app, .admin)
+        }
+        if let app {
+            // Every key is compared (constant time each), so timing does not tell which matched.
+            let server = app.configuration.serverKeys.map { constantTimeEquals($0, key) }.contains(true)
+            let client = app.configuration.clientKeys.map { constantTimeEquals($0, key) }.contains(true)
+            if server { return (app, .server) }
+            if client { return (app, .client) }
+        }
+        throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
+    }
+
+    /// The app a request may act on; client keys only where `allowClient`.
     static func authorize(
         _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime, allowClient: Bool
     ) throws -> AppRuntime {
+        let (app, role) = try caller(request, context, runtime)
+        if role == .client && !allowClient {
+            throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
+        }
+        return app
+    }
+
+    /// The key in `Authorization: Bearer <key>`.
+    static func bearerKey(_ request: Request) throws -> String {
         guard let header = request.headers[.authorization] else {
             throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
         }
@@ -145,31 +197,42 @@ package enum HeraldAPI {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
         }
-        let key = String(parts[1])
-        let appID = try context.parameters.require("app")
-        let isAdmin = runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
-        guard let app = runtime.apps[appID] else {
-            if isAdmin { throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app") }
-            throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid", field: "authorization")
+        return String(parts[1])
+    }
+
+    /// For a client-key call: the user the `X-Herald-User-Token` proves (nil when the app's
+    /// client registration is unverified). Missing, malformed, expired or forged → 401.
+    static func verifiedUser(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) throws -> String? {
+        guard app.configuration.clientRegistration == .verified else { return nil }
+        guard let secret = app.configuration.userTokenSecret else {
+            // Refused at start; kept closed should a configuration bypass the check.
+            throw APIError(.unauthorized, code: "unauthorized", message: "the app has no user_token_secret", field: UserToken.header)
         }
-        let role: CallerRole
-        if isAdmin {
-            role = .admin
-        } else if let server = app.configuration.serverKey, constantTimeEquals(server, key) {
-            role = .server
-        } else if let client = app.configuration.clientKey, constantTimeEquals(client, key) {
-            role = .client
-        } else {
-            throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
+        let name = UserToken.header.lowercased()
+        guard let token = request.headers.first(where: { $0.name.canonicalName == name })?.value, !token.isEmpty else {
+            throw APIError(
+                .unauthorized, code: "unauthorized",
+                message: "a client key needs \(UserToken.header): a user token (JWT HS256, sub = user id) signed by the app's backend",
+                field: UserToken.header)
         }
-        if role == .client && !allowClient {
-            throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
+        do {
+            return try UserToken.verify(token, secret: Data(secret.utf8), now: runtime.store.now).userID
+        } catch {
+            throw APIError(.unauthorized, code: "unauthorized", message: error.message, field: UserToken.header)
         }
-        return app
+    }
+
+    /// A path parameter, percent-decoded (`jos%C3%A9` is `josé`); a bad encoding is a 400 naming `field`.
+    static func pathParameter(_ context: BasicRequestContext, _ name: String, field: String) throws -> String {
+        let raw = try context.parameters.require(name)
+        guard let decoded = raw.removingPercentEncoding else {
+            throw APIError.invalid(field, "\(field) in the path is not valid percent-encoding")
+        }
+        return decoded
     }
 
     static func validUserID(_ context: BasicRequestContext) throws -> String {
-        let userID = try context.parameters.require("user")
+        let userID = try pathParameter(context, "user", field: "user_id")
         guard !userID.isEmpty, userID.utf8.count <= 256 else {
             throw APIError.invalid("user_id", "user_id is 1 to 256 bytes")
         }
@@ -206,7 +269,7 @@ package enum HeraldAPI {
 
     /// Streams JSON lines into the store in batches: a million lines never sit in memory.
     static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
-        let importer = DeviceLineImporter(store: runtime.store, appID: app.id)
+        let importer = DeviceLineImporter(store: runtime.store, appID: app.id, rules: app.registrationRules(client: false))
         for try await chunk in request.body {
             try await importer.feed(buffer: chunk)
         }

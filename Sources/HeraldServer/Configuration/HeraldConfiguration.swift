@@ -6,11 +6,15 @@ import Yams
 /// ```yaml
 /// server: { host: 127.0.0.1, port: 8080 }
 /// database: { url: "sqlite://herald.sqlite" }
-/// admin_key: "…"                      # or HERALD_ADMIN_KEY
+/// admin_key: "…"                      # or HERALD_ADMIN_KEY; at least 32 characters
+/// metrics_key: "…"                    # optional: a key that may read /metrics only
 /// apps:
 ///   - id: demo
 ///     payload_key: demo
-///     keys: { server: "…", client: "…" }
+///     keys: { server: "…", client: "…" }    # or a list of two for rotation: server: [old, new]
+///     user_token_secret: "…"              # ≥ 32 bytes: verifies X-Herald-User-Token
+///     client_registration: verified        # or unverified
+///     max_devices_per_user: 20
 ///     apns: { team_id, key_id, key_file, topic, environment, endpoint, ca_file }
 /// ```
 package struct HeraldConfiguration: Sendable {
@@ -18,7 +22,13 @@ package struct HeraldConfiguration: Sendable {
     package var port = 8080
     package var databaseURL = "sqlite://herald.sqlite"
     package var adminKey: String?
+    /// A key that may read `/metrics` and nothing else (the admin key may too).
+    package var metricsKey: String?
     package var apps: [AppConfiguration] = []
+    /// The shortest admin or metrics key accepted.
+    package static let minimumAdminKeyLength = 32
+    /// The shortest app key accepted.
+    package static let minimumAppKeyLength = 16
 
     package init() {}
 
@@ -32,8 +42,17 @@ package struct HeraldConfiguration: Sendable {
         }
         /// Whether the configuration names the payload key (else the catalog's may replace it).
         package private(set) var payloadKeyIsExplicit = false
-        package var serverKey: String?
-        package var clientKey: String?
+        /// Keys that may send and read (`keys.server`): one, or two while rotating.
+        package var serverKeys: [String]
+        /// Keys that ship in apps and may register devices (`keys.client`): one, or two while rotating.
+        package var clientKeys: [String]
+        /// The secret the app's backend signs user tokens with (`user_token_secret`, ≥ 32 bytes).
+        package var userTokenSecret: String?
+        /// Whether client-key calls need a user token (`client_registration`); default verified.
+        package var clientRegistration: ClientRegistration = .verified
+        /// Registering one more active device than this deactivates the user's least recently
+        /// registered one (`max_devices_per_user`, default 20).
+        package var maxDevicesPerUser = 20
         package var apns: APNSConfiguration?
         /// The notification catalog file (issue #4), checked at start.
         package var catalogFile: String?
@@ -42,17 +61,26 @@ package struct HeraldConfiguration: Sendable {
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
-            apns: APNSConfiguration? = nil, catalogFile: String? = nil, fcm: FCMConfiguration? = nil
+            userTokenSecret: String? = nil, apns: APNSConfiguration? = nil, catalogFile: String? = nil, fcm: FCMConfiguration? = nil
         ) {
             self.fcm = fcm
             self.id = id
             self.payloadKey = payloadKey ?? id
             self.payloadKeyIsExplicit = payloadKey != nil
-            self.serverKey = serverKey
-            self.clientKey = clientKey
+            self.serverKeys = serverKey.map { [$0] } ?? []
+            self.clientKeys = clientKey.map { [$0] } ?? []
+            self.userTokenSecret = userTokenSecret
             self.apns = apns
             self.catalogFile = catalogFile
         }
+    }
+
+    /// How client-key calls prove which user they speak for.
+    package enum ClientRegistration: String, Sendable {
+        /// Client-key calls carry a user token signed with the app's `user_token_secret`.
+        case verified
+        /// Client-key calls are trusted as they are (development only: the client key is public).
+        case unverified
     }
 
     /// An app's FCM credentials: a service account key file; Google's hosts unless overridden.
@@ -101,7 +129,56 @@ package struct HeraldConfiguration: Sendable {
     package static func parse(yaml: String, file: String) throws(ConfigurationError) -> HeraldConfiguration {
         guard let root = try YAMLReader.compose(yaml, file: file) else { return HeraldConfiguration() }
         let reader = YAMLReader(file: file, directory: (file as NSString).deletingLastPathComponent)
-        return try reader.configuration(root)
+        let configuration = try reader.configuration(root)
+        try configuration.validate(file: file)
+        return configuration
+    }
+
+    /// Checks what involves several keys or the environment: key lengths, keys used twice, and
+    /// verified client registration without a secret. `herald serve` runs it after the
+    /// environment is applied; the runtime runs it again.
+    package func validate(file: String = "configuration") throws(ConfigurationError) {
+        func fail(_ key: String, _ message: String) -> ConfigurationError {
+            ConfigurationError(file: file, line: nil, key: key, message: message)
+        }
+        var owners: [String: String] = [:]
+        func claim(_ secret: String, _ key: String) throws(ConfigurationError) {
+            if let owner = owners.updateValue(key, forKey: secret) {
+                throw fail(key, "is the same secret as \(owner): every key and secret must be different")
+            }
+        }
+        for (secret, key) in [(adminKey, "admin_key"), (metricsKey, "metrics_key")] {
+            guard let secret else { continue }
+            guard secret.count >= Self.minimumAdminKeyLength else {
+                throw fail(key, "needs at least \(Self.minimumAdminKeyLength) characters (it opens every app)")
+            }
+            try claim(secret, key)
+        }
+        for (index, app) in apps.enumerated() {
+            let path = "apps[\(index)]"
+            for (role, keys) in [("server", app.serverKeys), ("client", app.clientKeys)] {
+                guard keys.count <= 2 else { throw fail("\(path).keys.\(role)", "one key, or two while rotating") }
+                for key in keys {
+                    guard key.count >= Self.minimumAppKeyLength else {
+                        throw fail("\(path).keys.\(role)", "API keys need at least \(Self.minimumAppKeyLength) characters")
+                    }
+                    try claim(key, "\(path).keys.\(role)")
+                }
+            }
+            if let secret = app.userTokenSecret {
+                guard secret.utf8.count >= UserToken.minimumSecretBytes else {
+                    throw fail("\(path).user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
+                }
+                try claim(secret, "\(path).user_token_secret")
+            }
+            if app.clientRegistration == .verified, !app.clientKeys.isEmpty, app.userTokenSecret == nil {
+                throw fail(
+                    "\(path).user_token_secret",
+                    "is required while client_registration is verified (the default) and the app has a client key: client-key calls are checked against user tokens signed with it"
+                )
+            }
+            guard app.maxDevicesPerUser >= 1 else { throw fail("\(path).max_devices_per_user", "must be 1 or more") }
+        }
     }
 
     /// Applies `HERALD_DATABASE_URL` and `HERALD_ADMIN_KEY`.
@@ -185,7 +262,7 @@ struct YAMLReader {
 
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
-        for (name, value) in try mapping(root, "", allowed: ["server", "database", "admin_key", "apps"]) {
+        for (name, value) in try mapping(root, "", allowed: ["server", "database", "admin_key", "metrics_key", "apps"]) {
             switch name {
             case "server":
                 for (field, node) in try mapping(value, "server", allowed: ["host", "port"]) {
@@ -202,6 +279,8 @@ struct YAMLReader {
                 }
             case "admin_key":
                 configuration.adminKey = try string(value, "admin_key")
+            case "metrics_key":
+                configuration.metricsKey = try string(value, "metrics_key")
             default:
                 guard case .sequence(let apps) = value else { throw fail(value, "apps", "must be a list of apps") }
                 var seen = Set<String>()
@@ -218,7 +297,12 @@ struct YAMLReader {
     }
 
     func app(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.AppConfiguration {
-        let fields = try mapping(node, key, allowed: ["id", "payload_key", "keys", "apns", "catalog", "fcm"])
+        let fields = try mapping(
+            node, key,
+            allowed: [
+                "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
+                "max_devices_per_user",
+            ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else { throw fail(node, key + ".id", "is required") }
         let id = try string(idNode, key + ".id")
         guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
@@ -230,12 +314,34 @@ struct YAMLReader {
             case "payload_key": app.payloadKey = try string(value, key + ".payload_key")
             case "keys":
                 for (kind, keyNode) in try mapping(value, key + ".keys", allowed: ["server", "client"]) {
-                    let secret = try string(keyNode, key + ".keys." + kind)
-                    guard secret.count >= 16 else {
-                        throw fail(keyNode, key + ".keys." + kind, "API keys need at least 16 characters")
+                    let path = key + ".keys." + kind
+                    var secrets: [String] = []
+                    if case .sequence(let list) = keyNode {
+                        guard (1...2).contains(list.count) else { throw fail(keyNode, path, "one key, or a list of two while rotating") }
+                        for item in list { secrets.append(try string(item, path)) }
+                    } else {
+                        secrets = [try string(keyNode, path)]
                     }
-                    if kind == "server" { app.serverKey = secret } else { app.clientKey = secret }
+                    for secret in secrets where secret.count < HeraldConfiguration.minimumAppKeyLength {
+                        throw fail(keyNode, path, "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
+                    }
+                    if kind == "server" { app.serverKeys = secrets } else { app.clientKeys = secrets }
                 }
+            case "user_token_secret":
+                let secret = try string(value, key + ".user_token_secret")
+                guard secret.utf8.count >= UserToken.minimumSecretBytes else {
+                    throw fail(value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
+                }
+                app.userTokenSecret = secret
+            case "client_registration":
+                guard let mode = HeraldConfiguration.ClientRegistration(rawValue: try string(value, key + ".client_registration")) else {
+                    throw fail(value, key + ".client_registration", "is verified or unverified")
+                }
+                app.clientRegistration = mode
+            case "max_devices_per_user":
+                let limit = try int(value, key + ".max_devices_per_user")
+                guard limit >= 1 else { throw fail(value, key + ".max_devices_per_user", "must be 1 or more") }
+                app.maxDevicesPerUser = limit
             case "apns": app.apns = try apns(value, key + ".apns")
             case "catalog": app.catalogFile = try path(value, key + ".catalog")
             case "fcm": app.fcm = try fcm(value, key + ".fcm")
