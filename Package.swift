@@ -136,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore",
+                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore", "HeraldFCM",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),

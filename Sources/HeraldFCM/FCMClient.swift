@@ -178,7 +178,7 @@ public final class FCMClient: Sendable {
             let error = FCMErrorBody(response)
             lastStatus = response.status
             lastReason = error.errorCode ?? error.status ?? "HTTP\(response.status)"
-            lastRetryAfter = response.header("retry-after").flatMap(TimeInterval.init)
+            lastRetryAfter = Self.retryAfter(response.header("retry-after"))
             switch Self.classify(status: response.status, errorCode: error.errorCode, googleStatus: error.status) {
             case .delivered, .retryLater:
                 if error.errorCode == "QUOTA_EXCEEDED" || response.status == 429 {
@@ -188,8 +188,8 @@ public final class FCMClient: Sendable {
                         // back rather than hold up the others (protocols.md §12–§13).
                         let now = clock.now()
                         devicePauses.withLock { pauses in
-                            if pauses.count > 10_000 { pauses = pauses.filter { $0.value > now } }
                             pauses[message.token] = now.addingTimeInterval(wait)
+                            Self.bound(&pauses, now: now)
                         }
                         return result(response.status, lastReason, .retryLater, attempts, retryAfter: wait)
                     }
@@ -202,7 +202,11 @@ public final class FCMClient: Sendable {
                     if wasRunning {
                         logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
                     }
-                    if attempts < configuration.maximumAttempts { try? await Task.sleep(for: .seconds(wait)) }
+                    // A long pause is the outbox's to wait, not this batch's.
+                    guard attempts < configuration.maximumAttempts, wait <= configuration.maximumDelay else {
+                        return result(response.status, lastReason, .retryLater, attempts, retryAfter: wait)
+                    }
+                    try? await Task.sleep(for: .seconds(wait))
                 } else if attempts < configuration.maximumAttempts {
                     await backoff(attempts: attempts, retryAfter: lastRetryAfter)
                 }
@@ -252,6 +256,30 @@ public final class FCMClient: Sendable {
                 "FCM credentials refused; FCM sends are disabled until the configuration is fixed",
                 metadata: ["fcm.reason": "\(reason)", "fcm.project": "\(account.projectID)", "fcm.client_email": "\(account.clientEmail)"])
         }
+    }
+
+    /// The longest `Retry-After` believed: an hour. Larger, negative or non-numeric values
+    /// (`inf`, `nan`, `1e300`) from a proxy or a wrong endpoint are clamped or ignored.
+    static let maximumRetryAfter: TimeInterval = 3600
+    /// The most devices remembered as over their rate at once.
+    package static let maximumDevicePauses = 10_000
+
+    /// `Retry-After` in seconds, within 0…``maximumRetryAfter``; `nil` when absent or not a number.
+    package static func retryAfter(_ header: String?) -> TimeInterval? {
+        guard let header, let seconds = TimeInterval(header.trimmingCharacters(in: .whitespaces)), seconds.isFinite else {
+            return nil
+        }
+        return min(max(seconds, 0), maximumRetryAfter)
+    }
+
+    /// Keeps the per-device pause map within ``maximumDevicePauses``: expired entries go first,
+    /// then those that end soonest.
+    package static func bound(_ pauses: inout [String: Date], now: Date) {
+        guard pauses.count > maximumDevicePauses else { return }
+        pauses = pauses.filter { $0.value > now }
+        guard pauses.count > maximumDevicePauses else { return }
+        let keep = pauses.sorted { $0.value > $1.value }.prefix(maximumDevicePauses / 2)
+        pauses = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
     }
 
     private func backoff(attempts: Int, retryAfter: TimeInterval?) async {

@@ -13,6 +13,8 @@ public struct FCMMessage: Sendable, Hashable {
     public var highPriority: Bool
     /// Seconds the message may wait for the device (`android.ttl`); `nil` = FCM's default.
     public var timeToLive: Int?
+    /// FCM's longest `ttl`: 28 days. Longer expirations (fine for APNs) are sent as 28 days.
+    public static let maximumTimeToLive = 28 * 86400
     public var collapseKey: String?
     public var channelID: String?
     public var tag: String?
@@ -80,7 +82,7 @@ public struct FCMMessage: Sendable, Hashable {
         json.raw(highPriority ? #""priority":"HIGH""# : #""priority":"NORMAL""#)
         if let timeToLive {
             json.raw(#","ttl":"#)
-            json.string("\(max(0, timeToLive))s")
+            json.string("\(min(max(0, timeToLive), Self.maximumTimeToLive))s")
         }
         json.raw("}")
         let strings = stringData

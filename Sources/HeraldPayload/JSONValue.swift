@@ -54,6 +54,25 @@ public enum JSONValue: Sendable, Hashable, Codable {
         return nil
     }
 
+    /// How many objects and arrays nest at the deepest point: 0 for a scalar, 1 for `{"a":1}`.
+    /// Walks without recursion, so any depth is measured safely.
+    public var depth: Int {
+        var deepest = 0
+        var pending: [(JSONValue, Int)] = [(self, 0)]
+        while let (value, level) = pending.popLast() {
+            switch value {
+            case .object(let members):
+                deepest = max(deepest, level + 1)
+                pending.append(contentsOf: members.values.map { ($0, level + 1) })
+            case .array(let items):
+                deepest = max(deepest, level + 1)
+                pending.append(contentsOf: items.map { ($0, level + 1) })
+            default: break
+            }
+        }
+        return deepest
+    }
+
     /// The member `key` of an object, `nil` for anything else.
     public subscript(key: String) -> JSONValue? {
         objectValue?[key]

@@ -142,8 +142,10 @@ struct FCMRequestEvaluator {
         }
         let key = token.lowercased()
         if faults.hangTokens.contains(key) { return FCMAnswer(status: 0, body: "", hang: true) }
-        if let (status, reason) = state.scripted(for: key) {
-            return Self.error(status, Self.googleStatus(for: status), "Scripted answer", errorCode: reason, retryAfter: status == 429 || status == 503 ? "1" : nil)
+        if let (status, reason, retryAfter) = state.scripted(for: key) {
+            return Self.error(
+                status, Self.googleStatus(for: status), "Scripted answer", errorCode: reason,
+                retryAfter: retryAfter ?? (status == 429 || status == 503 ? "1" : nil))
         }
         if state.deadEntry(for: key) != nil {
             return Self.error(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED")

@@ -13,7 +13,7 @@ import NIOHTTP1
 /// | `GET /faults`, `PUT /faults` | the fault settings (`fail_500`, `fail_503`, `fail_429`, `latency_ms`, `goaway_after_streams`, `max_concurrent_streams`, `hang_tokens`) |
 /// | `POST /tokens/{token}/unregister` | answer the token 410 `Unregistered` from now on (`{"reason":"ExpiredToken"}` optional) |
 /// | `DELETE /tokens/{token}/unregister` | make it live again |
-/// | `PUT /tokens/{token}/script` | answer the token `{"status":400,"reason":"BadTopic"}` from now on; `DELETE` removes it |
+/// | `PUT /tokens/{token}/script` | answer the token `{"status":400,"reason":"BadTopic"}` from now on (FCM: optional `"retry_after"` header text, sent as given); `DELETE` removes it |
 final class SimulatorControlHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -86,7 +86,7 @@ final class SimulatorControlHandler: ChannelInboundHandler {
             else {
                 return (.badRequest, #"{"error":{"code":"invalid_script","message":"body needs status (number) and reason (string)","field":"status"}}"#)
             }
-            state.script(parts[1], status: status, reason: reason)
+            state.script(parts[1], status: status, reason: reason, retryAfter: object["retry_after"] as? String)
             return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"status":\#(status),"reason":\#(Self.quote(reason))}"#)
         case (.DELETE, "tokens", 3) where parts[2] == "script":
             state.removeScript(parts[1])

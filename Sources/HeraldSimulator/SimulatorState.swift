@@ -43,7 +43,8 @@ package final class SimulatorState: Sendable {
         var inboxCount = 0
         var duplicates = 0
         var dead: [String: (reason: String, timestamp: Int64)] = [:]
-        var scripted: [String: (status: Int, reason: String)] = [:]
+        /// Scripted answers; `retryAfter` is sent as given (a hostile peer may send `1e300`).
+        var scripted: [String: (status: Int, reason: String, retryAfter: String?)] = [:]
         var counters = SimulatorCounters()
         var faults: SimulatorFaults
         /// FCM OAuth2 access tokens issued, with their project and expiry.
@@ -118,15 +119,15 @@ package final class SimulatorState: Sendable {
     }
 
     /// Answers every request for `token` with this status and reason (any reason Apple documents).
-    package func script(_ token: String, status: Int, reason: String) {
-        storage.withLock { $0.scripted[token.lowercased()] = (status, reason) }
+    package func script(_ token: String, status: Int, reason: String, retryAfter: String? = nil) {
+        storage.withLock { $0.scripted[token.lowercased()] = (status, reason, retryAfter) }
     }
 
     package func removeScript(_ token: String) {
         _ = storage.withLock { $0.scripted.removeValue(forKey: token.lowercased()) }
     }
 
-    func scripted(for token: String) -> (status: Int, reason: String)? {
+    func scripted(for token: String) -> (status: Int, reason: String, retryAfter: String?)? {
         storage.withLock { $0.scripted.isEmpty ? nil : $0.scripted[token] }
     }
 

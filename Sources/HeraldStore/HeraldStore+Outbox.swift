@@ -36,7 +36,7 @@ extension HeraldStore {
                 VALUES (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), 0, \(bind: now))
                 """
             ).run()
-            let due = Int64((dueAt.timeIntervalSince1970 * 1000).rounded())
+            let due = Self.milliseconds(dueAt)
             var filter: SQLQueryString = ""
             switch recipients {
             case .all: break
@@ -244,7 +244,7 @@ extension HeraldStore {
         guard !userIDs.isEmpty else { return [:] }
         return try await exclusive {
             var result: [String: [(UUID, Date)]] = [:]
-            let sinceMilliseconds = Int64((since.timeIntervalSince1970 * 1000).rounded(.down))
+            let sinceMilliseconds = Self.milliseconds(since, rounding: .down)
             for chunk in userIDs.chunked(Self.batchSize) {
                 for row in try await database.raw(
                     """
@@ -290,18 +290,18 @@ extension HeraldStore {
                     try await database.raw(
                         "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
-                    let sinceMilliseconds = Int64(((since ?? clock.now()).timeIntervalSince1970 * 1000).rounded())
+                    let sinceMilliseconds = Self.milliseconds(since ?? clock.now())
                     try await database.raw(
                         "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: sinceMilliseconds), updated_at = \(bind: now) WHERE app_id = \(bind: result.appID) AND device_id = \(bind: result.deviceID)"
                     ).run()
                 case .retry(let reason, let dueAt):
-                    let due = Int64((dueAt.timeIntervalSince1970 * 1000).rounded())
+                    let due = Self.milliseconds(dueAt)
                     try await database.raw(
                         "UPDATE deliveries SET status = 'queued', reason = \(bind: reason), due_at = \(bind: due), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()
                 case .deferred(let reason, let until):
                     finished[result.notificationID, default: (0, 0, 0, 0)].deferred += 1
-                    let due = Int64((until.timeIntervalSince1970 * 1000).rounded(.up))
+                    let due = Self.milliseconds(until, rounding: .up)
                     try await database.raw(
                         "UPDATE deliveries SET status = 'deferred', reason = \(bind: reason), due_at = \(bind: due), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
                     ).run()

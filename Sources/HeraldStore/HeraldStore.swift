@@ -74,7 +74,18 @@ package final class HeraldStore: Sendable {
         }
     }
 
-    var nowMilliseconds: Int64 { Int64((clock.now().timeIntervalSince1970 * 1000).rounded()) }
+    var nowMilliseconds: Int64 { Self.milliseconds(clock.now()) }
+
+    /// A time as stored (Unix milliseconds), clamped to years 1970…9999 so that no date — one
+    /// computed from a peer's `Retry-After` or timestamp included — can trap the conversion.
+    static func milliseconds(_ date: Date, rounding: FloatingPointRoundingRule = .toNearestOrAwayFromZero) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(rounding)
+        guard value.isFinite else { return value > 0 ? maximumMilliseconds : 0 }
+        return Int64(min(max(value, 0), Double(maximumMilliseconds)))
+    }
+
+    /// 9999-12-31T23:59:59Z in milliseconds.
+    static let maximumMilliseconds: Int64 = 253_402_300_799_000
 
     // MARK: Migrations
 

@@ -179,7 +179,7 @@ struct FCMClientTests {
         }
     }
 
-    @Test("the simulator refuses a TTL over 28 days and assertions from unknown service accounts")
+    @Test("a TTL over 28 days is sent as 28 days (the simulator refuses more); unknown service accounts are refused")
     func simulatorValidation() async throws {
         try await withSimulator { harness in
             // A service account the simulator does not know: the token exchange fails (invalid_grant).
@@ -192,12 +192,13 @@ struct FCMClientTests {
             #expect(refused.disposition == .configurationError)
             #expect(refused.reason == "OAuth2:invalid_grant")
             await strangerClient.shutdown()
-            // A TTL over 28 days is INVALID_ARGUMENT.
+            // FCM answers INVALID_ARGUMENT to a TTL over 28 days; the client sends 28 days instead.
             let account = try harness.fcmAccount()
             let client = try FCMClient(account: account, configuration: configuration)
-            let ttl = await client.send(FCMMessage(token: "t", body: "x", timeToLive: 3_000_000))
-            #expect(ttl.disposition == .badRequest)
-            #expect(ttl.reason == "INVALID_ARGUMENT")
+            let ttl = await client.send(FCMMessage(token: "long", body: "x", timeToLive: 3_000_000))
+            #expect(ttl.disposition == .delivered)
+            let android = try #require(harness.simulator.state.inbox(for: "long").first?.payloadObject?["message"] as? [String: Any])
+            #expect((android["android"] as? [String: Any])?["ttl"] as? String == "2419200s")
             await client.shutdown()
         }
     }

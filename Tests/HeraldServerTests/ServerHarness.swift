@@ -115,8 +115,14 @@ func withServer(
             router: HeraldAPI.router(runtime: runtime),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             services: [Dispatcher(runtime: runtime, batchSize: 500, idleInterval: .milliseconds(20))])
-        try await application.test(.live) { client in
-            try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
+        do {
+            try await application.test(.live) { client in
+                try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
+            }
+        } catch {
+            await runtime.shutdown()
+            await store.close()
+            throw error
         }
         await runtime.shutdown()
         await store.close()

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import HeraldCore
 import HeraldHTTP2
 import Logging
@@ -317,7 +317,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         if status != 200, let body = entry.body, let object = Self.jsonObject(in: body) {
             reason = (object["reason"] as? String).map(APNSReason.init(rawValue:))
             if let milliseconds = object["timestamp"] as? NSNumber {
-                timestamp = Date(timeIntervalSince1970: milliseconds.doubleValue / 1000)
+                timestamp = APNSTimestamp.sane(seconds: milliseconds.doubleValue / 1000)
             }
         }
         delegate?.handler(self, answered: entry.request, status: status, reason: reason, timestamp: timestamp)
@@ -381,5 +381,16 @@ extension UUID {
                 return 36
             }
         }
+    }
+}
+
+/// Apple's "token invalid since" time (the 410 answer's `timestamp`, in milliseconds).
+package enum APNSTimestamp {
+    /// Believed only within the last ten years and not in the future; anything else (`1e300`,
+    /// negative, `nan`) is clamped or dropped, so no peer's number reaches a trapping conversion.
+    package static func sane(seconds: Double, now: Date = Date()) -> Date? {
+        guard seconds.isFinite else { return nil }
+        let earliest = now.timeIntervalSince1970 - 10 * 365 * 86400
+        return Date(timeIntervalSince1970: min(max(seconds, earliest), now.timeIntervalSince1970))
     }
 }

@@ -24,6 +24,12 @@ public struct APNSPushType: Sendable, Hashable, RawRepresentable, CustomStringCo
         .widgets, .controls,
     ]
 
+    /// Push types APNs delivers only to a token registered for them (PushKit, Live Activity,
+    /// location pushes …), never to a device's regular alert token.
+    public var needsOwnToken: Bool {
+        [.voip, .liveActivity, .location, .complication, .fileProvider, .pushToTalk, .widgets, .controls].contains(self)
+    }
+
     /// Whether Apple documents this push type.
     public var isKnown: Bool { Self.known.contains(self) }
 

@@ -1,4 +1,5 @@
 import Foundation
+public import HeraldPayload
 
 /// Finds personal data in notification text (C10). Built-in detectors cover e-mail addresses,
 /// phone numbers, card numbers (Luhn-checked) and street addresses; apps add their own patterns.
@@ -48,6 +49,27 @@ public struct PIIDetector: Sendable {
             sum += digit
         }
         return sum % 10 == 0
+    }
+}
+
+extension PIIDetector {
+    /// `value` without any string that a detector matches, at any depth (object members and
+    /// array items are removed), and the names of the detectors that matched.
+    public static func scrubbed(_ value: JSONValue, detectors: [PIIDetector]) -> (JSONValue, Set<String>) {
+        var found = Set<String>()
+        func walk(_ value: JSONValue) -> JSONValue? {
+            switch value {
+            case .string(let text):
+                guard let detector = detectors.first(where: { $0.matches(text) }) else { return value }
+                found.insert(detector.name)
+                return nil
+            case .object(let members): return .object(members.compactMapValues(walk))
+            case .array(let items): return .array(items.compactMap(walk))
+            default: return value
+            }
+        }
+        guard !detectors.isEmpty else { return (value, []) }
+        return (walk(value) ?? .null, found)
     }
 }
 

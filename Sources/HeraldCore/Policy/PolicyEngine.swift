@@ -81,6 +81,15 @@ public struct PolicyEngine: Sendable {
             content.body = type.opaqueBody
             trace.append(PolicyStep(rule: "pii", message: "title and body replaced: \(detector.name) found"))
         }
+        // Identifiers rendered from data travel in clear headers and payload keys too.
+        if let thread = content.threadID, let detector = app.piiDetectors.first(where: { $0.matches(thread) }) {
+            content.threadID = nil
+            trace.append(PolicyStep(rule: "pii", message: "thread id left out: \(detector.name) found"))
+        }
+        if let collapse = content.collapseID, let detector = app.piiDetectors.first(where: { $0.matches(collapse) }) {
+            content.collapseID = nil
+            trace.append(PolicyStep(rule: "pii", message: "collapse id left out: \(detector.name) found"))
+        }
         if payloadSize(content) > payloadLimit {
             guard let body = content.body, let shortened = Self.shorten(body, content: content, limit: payloadLimit, size: payloadSize)
             else {

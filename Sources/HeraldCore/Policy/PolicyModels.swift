@@ -124,16 +124,19 @@ public struct PolicyContent: Sendable, Hashable {
     public var title: String?
     public var body: String?
     public var threadID: String?
+    /// The rendered `apns-collapse-id` / FCM collapse key, checked by the PII guard.
+    public var collapseID: String?
     public var summary: String?
     public var interruptionLevel: APSInterruptionLevel?
 
     public init(
-        title: String? = nil, body: String? = nil, threadID: String? = nil, summary: String? = nil,
-        interruptionLevel: APSInterruptionLevel? = nil
+        title: String? = nil, body: String? = nil, threadID: String? = nil, collapseID: String? = nil,
+        summary: String? = nil, interruptionLevel: APSInterruptionLevel? = nil
     ) {
         self.title = title
         self.body = body
         self.threadID = threadID
+        self.collapseID = collapseID
         self.summary = summary
         self.interruptionLevel = interruptionLevel
     }
@@ -144,6 +147,11 @@ public struct PolicyStep: Sendable, Hashable, CustomStringConvertible {
     public var rule: String
     public var message: String
     public var description: String { "\(rule): \(message)" }
+
+    public init(rule: String, message: String) {
+        self.rule = rule
+        self.message = message
+    }
 }
 
 /// The outcome for one recipient device at one moment.

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import Hummingbird
 
 /// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
@@ -37,7 +37,7 @@ enum JSONResponse {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(ISO8601DateFormatter.herald.string(from: date))
+            try container.encode(HeraldTime.format(date))
         }
         return encoder
     }()
@@ -50,11 +50,18 @@ enum JSONResponse {
     }
 }
 
-extension ISO8601DateFormatter {
-    /// RFC 3339 with milliseconds, UTC.
-    nonisolated(unsafe) static let herald: ISO8601DateFormatter = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
+/// RFC 3339 times as the API writes and reads them. `Date.ISO8601FormatStyle` is a value type:
+/// no formatter object is shared between threads (swift-corelibs-foundation's
+/// `ISO8601DateFormatter` is not safe to share).
+package enum HeraldTime {
+    private static let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let plain = Date.ISO8601FormatStyle()
+
+    /// `2026-11-23T09:00:00.000Z`: UTC, with milliseconds.
+    package static func format(_ date: Date) -> String { withFraction.format(date) }
+
+    /// Parses an RFC 3339 time with or without fractional seconds.
+    package static func parse(_ text: String) -> Date? {
+        (try? withFraction.parse(text)) ?? (try? plain.parse(text))
+    }
 }

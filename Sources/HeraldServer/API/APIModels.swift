@@ -153,6 +153,10 @@ struct NotificationBody: Decodable, Sendable {
     }
 
     static let maximumRecipientIDs = 10_000
+    /// How far ahead `deliver_at` may be: a year (a typo such as 2206 is refused, not kept for ever).
+    static let maximumScheduleAhead: TimeInterval = 366 * 86400
+    /// How deeply `data` may nest objects and arrays.
+    static let maximumDataDepth = 16
 
     /// Validates and renders the request into what the outbox stores.
     func prepared(payloadKey: String, catalog: Catalog?, now: Date) throws(APIError) -> (
@@ -198,6 +202,14 @@ struct NotificationBody: Decodable, Sendable {
         guard pushType.isKnown else {
             throw APIError.invalid("push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
         }
+        guard !pushType.needsOwnToken else {
+            // Sent to a device's regular token, APNs answers DeviceTokenNotForTopic: a fleet
+            // would look dead. Devices register one token today.
+            throw APIError.invalid(
+                "push_type",
+                "push_type \(pushType.rawValue) needs a token of its own (PushKit, Live Activity …), which devices cannot register yet; use alert or background"
+            )
+        }
         let priority = APNSPriority(rawValue: self.priority ?? catalogType?.priority?.rawValue ?? (pushType == .background ? 5 : 10))
         guard priority.isValid else { throw APIError.invalid("priority", "priority is 10, 5 or 1") }
         if pushType == .background && priority == .immediate {
@@ -219,6 +231,9 @@ struct NotificationBody: Decodable, Sendable {
         if let expiration, expiration < 0 { throw APIError.invalid("expiration", "expiration is UNIX seconds ≥ 0") }
         if let badge, badge < 0 { throw APIError.invalid("badge", "badge is 0 or more") }
         if let data, data.objectValue == nil { throw APIError.invalid("data", "data must be a JSON object") }
+        if let data, data.depth > Self.maximumDataDepth {
+            throw APIError.invalid("data", "data nests objects and arrays more than \(Self.maximumDataDepth) levels deep")
+        }
         if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
             throw APIError.invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
         }
@@ -235,8 +250,12 @@ struct NotificationBody: Decodable, Sendable {
         }
         var dueAt = now
         if let deliverAt {
-            guard let date = ISO8601DateFormatter.herald.date(from: deliverAt) ?? ISO8601DateFormatter().date(from: deliverAt)
-            else { throw APIError.invalid("deliver_at", "deliver_at is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+            guard let date = HeraldTime.parse(deliverAt) else {
+                throw APIError.invalid("deliver_at", "deliver_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
+            guard date <= now.addingTimeInterval(Self.maximumScheduleAhead) else {
+                throw APIError.invalid("deliver_at", "deliver_at is at most a year ahead")
+            }
             dueAt = max(now, date)
         }
         if let catalogType, let catalog {

@@ -104,6 +104,10 @@ struct UserBody: Decodable {
         if let attributes, attributes.objectValue == nil {
             throw APIError.invalid("attributes", "attributes must be a JSON object")
         }
+        if let attributes, attributes.depth > NotificationBody.maximumDataDepth {
+            throw APIError.invalid(
+                "attributes", "attributes nest objects and arrays more than \(NotificationBody.maximumDataDepth) levels deep")
+        }
     }
 }
 

@@ -147,23 +147,33 @@ package struct Dispatcher: Service {
                 let subtitle = typed.subtitle ?? copy?.subtitle
                 let payloadKey = app.configuration.payloadKey
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
+                var policyContent = typed.policyContent(copy: copy)
+                policyContent.collapseID = content.collapseID
                 let decision = engine.decide(
                     type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
-                    content: typed.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
+                    content: policyContent, recent: recent, payloadLimit: pushType.payloadLimit,
                     payloadSize: { (try? typed.apnsPayload($0, subtitle: subtitle, payloadKey: payloadKey).count) ?? .max })
                 let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
                     var typed = typed
-                    if decision.trace.contains(where: { $0.rule == "pii" }) {
-                        // The copy was leaking personal data: so would the same values as data.
-                        typed.custom = typed.custom.map { Self.scrubbed($0, detectors: policyApp.piiDetectors) }
+                    var trace = trace
+                    // Every data value, at any depth (the deep link included), is scanned too.
+                    if let custom = typed.custom {
+                        let (scrubbed, found) = PIIDetector.scrubbed(custom, detectors: policyApp.piiDetectors)
+                        if !found.isEmpty {
+                            typed.custom = scrubbed
+                            trace = DecisionTrace.appending(
+                                [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
+                                at: now, to: trace)
+                        }
                     }
                     guard let payload = try? typed.apnsPayload(decision.content, subtitle: subtitle, payloadKey: payloadKey) else {
                         held.append(result(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
-                    planned[delivery.id] = PlannedDelivery(payload: payload, trace: trace, userID: delivery.userID)
+                    planned[delivery.id] = PlannedDelivery(
+                        payload: payload, collapseID: decision.content.collapseID, trace: trace, userID: delivery.userID)
                     if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                     }
@@ -176,15 +186,6 @@ package struct Dispatcher: Service {
             }
         }
         return (held, planned)
-    }
-
-    /// The payload-key object without the values a PII detector matches.
-    static func scrubbed(_ custom: JSONValue, detectors: [PIIDetector]) -> JSONValue {
-        guard var object = custom.objectValue else { return custom }
-        for (key, value) in object {
-            if case .string(let text) = value, detectors.contains(where: { $0.matches(text) }) { object[key] = nil }
-        }
-        return .object(object)
     }
 
     private func send(
@@ -208,16 +209,16 @@ package struct Dispatcher: Service {
                     continue
                 }
                 var message: FCMMessage
-                if let payload = planned[delivery.id]?.payload {
+                if let plan = planned[delivery.id] {
                     message = Self.fcmMessage(
-                        token: delivery.token, content: content, payload: payload, payloadKey: app.configuration.payloadKey,
-                        now: runtime.store.now)
+                        token: delivery.token, content: content, payload: plan.payload, collapseID: plan.collapseID,
+                        payloadKey: app.configuration.payloadKey, now: runtime.store.now)
                 } else {
                     // Like the APNs payload: decoded once per notification, only the token differs.
                     message = fcmTemplates[delivery.notificationID] ?? {
                         let template = Self.fcmMessage(
-                            token: "", content: content, payload: nil, payloadKey: app.configuration.payloadKey,
-                            now: runtime.store.now)
+                            token: "", content: content, payload: nil, collapseID: content.collapseID,
+                            payloadKey: app.configuration.payloadKey, now: runtime.store.now)
                         fcmTemplates[delivery.notificationID] = template
                         return template
                     }()
@@ -234,7 +235,7 @@ package struct Dispatcher: Service {
                 let notification = APNSNotification(
                     deviceToken: delivery.token, pushType: APNSPushType(rawValue: content.pushType), bundleID: topic,
                     priority: APNSPriority(rawValue: content.priority), expiration: content.expiration,
-                    collapseID: content.collapseID,
+                    collapseID: planned[delivery.id].map(\.collapseID) ?? content.collapseID,
                     apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id),
                     payload: planned[delivery.id]?.payload ?? payloads[delivery.notificationID] ?? {
                         let data = Data(content.payload.utf8)
@@ -338,7 +339,7 @@ package struct Dispatcher: Service {
     /// typed notification): alert → `notification`, the payload-key object → `data`, collapse
     /// id → `collapse_key`, expiration → `ttl`, deep link → `click_action`, type → analytics label.
     static func fcmMessage(
-        token: String, content: StoredNotificationContent, payload: Data?, payloadKey: String, now: Date
+        token: String, content: StoredNotificationContent, payload: Data?, collapseID: String?, payloadKey: String, now: Date
     ) -> FCMMessage {
         let object = (try? JSONDecoder().decode(JSONValue.self, from: payload ?? Data(content.payload.utf8)))?.objectValue ?? [:]
         let aps = object["aps"]?.objectValue ?? [:]
@@ -356,7 +357,7 @@ package struct Dispatcher: Service {
         return FCMMessage(
             token: token, title: title, body: body, image: content.android?.image, data: data,
             highPriority: APNSPushType(rawValue: content.pushType) != .background && (title != nil || body != nil),
-            timeToLive: ttl, collapseKey: content.collapseID, channelID: content.android?.channelID, tag: content.collapseID,
+            timeToLive: ttl, collapseKey: collapseID, channelID: content.android?.channelID, tag: collapseID,
             clickAction: data["deep_link"]?.stringValue, analyticsLabel: content.typed?.type)
     }
 
@@ -377,6 +378,8 @@ package struct Dispatcher: Service {
 /// A typed delivery the policy engine let through: its own payload and the trace to store.
 struct PlannedDelivery: Sendable {
     var payload: Data
+    /// The collapse id after the PII guard (nil when it was left out).
+    var collapseID: String?
     var trace: String?
     var userID: String
 }
@@ -393,7 +396,7 @@ enum DecisionTrace {
     static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
         guard !steps.isEmpty else { return stored }
         var entries = entries(stored)
-        let at = ISO8601DateFormatter.herald.string(from: date)
+        let at = HeraldTime.format(date)
         entries += steps.map { Entry(rule: $0.rule, message: $0.message, at: at) }
         return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
     }
