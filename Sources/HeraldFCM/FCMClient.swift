@@ -77,6 +77,13 @@ public final class FCMClient: Sendable {
 
     /// Why sends fail fast, after a configuration error (bad credentials).
     public var disabledReason: String? { state.withLock { $0.disabledReason } }
+
+    /// Lets messages through again after the credential was refused (the server's provider
+    /// pause tries it again this way); the next send gets a new access token.
+    public func enable() async {
+        state.withLock { $0.disabledReason = nil }
+        await tokens.invalidate()
+    }
     /// OAuth2 exchanges made so far (tests check reuse).
     public var tokenExchanges: Int { state.withLock { $0.exchanges } }
     /// Until when every send waits after a project-wide `QUOTA_EXCEEDED`; `nil` when not paused.
@@ -114,8 +121,11 @@ public final class FCMClient: Sendable {
 
     /// Sends one message, retrying what §12 says to retry.
     public func send(_ message: FCMMessage) async -> FCMResult {
+        var latency: TimeInterval?
         func result(_ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil, retryAfter: TimeInterval? = nil) -> FCMResult {
-            FCMResult(token: message.token, status: status, reason: reason, disposition: disposition, attempts: attempts, messageName: name, retryAfter: retryAfter)
+            FCMResult(
+                token: message.token, status: status, reason: reason, disposition: disposition, attempts: attempts, messageName: name,
+                retryAfter: retryAfter, latency: latency)
         }
         if let reason = disabledReason { return result(nil, reason, .configurationError, 0) }
         let body: Data
@@ -154,6 +164,8 @@ public final class FCMClient: Sendable {
             let response: HTTP2Response
             do {
                 let connection = try await pool.connection(using: connect)
+                let sent = ContinuousClock.now
+                defer { latency = (ContinuousClock.now - sent).seconds }
                 response = try await connection.request(
                     path: path,
                     headers: [("authorization", "Bearer " + accessToken), ("content-type", "application/json")],
@@ -221,7 +233,11 @@ public final class FCMClient: Sendable {
                     await tokens.invalidate()
                     continue
                 }
-                disable(lastReason ?? "UNAUTHENTICATED")
+                // THIRD_PARTY_AUTH_ERROR and APNS_AUTH_ERROR can be one token's (a web push or
+                // iOS token of an app whose APNs credential FCM holds): the caller decides.
+                if error.errorCode != "THIRD_PARTY_AUTH_ERROR" && error.errorCode != "APNS_AUTH_ERROR" {
+                    disable(lastReason ?? "UNAUTHENTICATED")
+                }
                 return result(response.status, lastReason, .configurationError, attempts)
             }
         }

@@ -137,6 +137,8 @@ public struct FCMResult: Sendable, Hashable {
     public var messageName: String?
     /// Seconds to wait before trying again (`Retry-After`), when FCM said.
     public var retryAfter: TimeInterval?
+    /// Seconds from sending the last attempt to its answer; `nil` when nothing was sent.
+    public var latency: TimeInterval?
 
     public var isDelivered: Bool { disposition == .delivered }
 }

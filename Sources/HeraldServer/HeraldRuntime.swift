@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import HeraldAPNs
 package import HeraldCore
 package import HeraldFCM
@@ -103,6 +103,15 @@ package final class AppRuntime: Sendable {
         }
     }
 
+    /// Lets a provider's client send again after it refused the credential (a pause's probe).
+    package func enable(platform: String) async {
+        if platform == "fcm" {
+            await fcmClient?.enable()
+        } else {
+            for client in clients.withLock({ Array($0.values) }) { client.enable() }
+        }
+    }
+
     /// HTTP/2 connections this app's clients hold open.
     package var openConnections: Int { clients.withLock { $0.values.reduce(0) { $0 + $1.openConnections } } }
 
@@ -126,16 +135,23 @@ package final class HeraldRuntime: Sendable {
     package let apps: [String: AppRuntime]
     package let wake = WakeSignal()
     package let metrics = HeraldMetrics()
+    /// Providers held back by answers that blame the configuration (issue #10 §2).
+    package let pauses = ProviderPauses()
     let logger: Logger
+    /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
+    let started = Date()
+    /// How long work may be due without the dispatcher finishing a batch before `/healthz` is 503.
+    package let dispatcherStallLimit: TimeInterval
 
     /// Builds the runtime; every app's catalog is loaded and checked here, so a bad catalog stops
     /// the start with its file, line and key.
     package init(
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
-        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
+        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60
     ) throws(ConfigurationError) {
         try configuration.validate()
+        self.dispatcherStallLimit = dispatcherStallLimit
         self.configuration = configuration
         self.store = store
         self.logger = logger
@@ -175,5 +191,76 @@ package final class HeraldRuntime: Sendable {
 
     package func shutdown() async {
         for app in apps.values { await app.shutdown() }
+    }
+
+    /// What `/healthz` says: 503 when the database does not take writes or work has been due
+    /// for `dispatcherStallLimit` without the dispatcher finishing a batch; paused providers are
+    /// listed but keep it 200 (restarting cannot fix a credential). App ids only when `detailed`
+    /// (the caller holds the admin or metrics key).
+    package func health(detailed: Bool) async -> HealthReport {
+        var problems: [String] = []
+        var database = "writable"
+        do {
+            try await store.checkWritable()
+        } catch {
+            database = "unwritable"
+            problems.append("database: does not take writes (\(String(describing: error).prefix(200)))")
+        }
+        let lastBatch = metrics.lastBatchFinished
+        var due = 0
+        if let outbox = try? await store.outboxGauges() {
+            due = outbox.due
+            let idle = Date().timeIntervalSince(lastBatch ?? started)
+            if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {
+                problems.append(
+                    "dispatcher: no batch finished in \(Int(idle)) s while \(outbox.due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)")
+            }
+        }
+        let paused = pauses.all.sorted { $0.key < $1.key }.map { key, pause in
+            HealthReport.PausedProvider(
+                app: detailed ? key.app : nil, platform: key.platform, reason: pause.reason, since: HeraldTime.format(pause.since),
+                retryAt: HeraldTime.format(pause.retryAt))
+        }
+        return HealthReport(
+            status: problems.isEmpty ? "ok" : "unhealthy", problems: problems, database: database,
+            dispatcher: .init(lastBatchAt: lastBatch.map(HeraldTime.format), due: due), providersPaused: paused)
+    }
+}
+
+/// The body of `/healthz`.
+package struct HealthReport: Codable, Sendable {
+    package struct Dispatcher: Codable, Sendable {
+        package var lastBatchAt: String?
+        package var due: Int
+        enum CodingKeys: String, CodingKey {
+            case lastBatchAt = "last_batch_at"
+            case due
+        }
+    }
+
+    package struct PausedProvider: Codable, Sendable {
+        package var app: String?
+        package var platform: String
+        package var reason: String
+        package var since: String
+        package var retryAt: String
+        enum CodingKeys: String, CodingKey {
+            case app, platform, reason, since
+            case retryAt = "retry_at"
+        }
+    }
+
+    /// `ok` or `unhealthy` (HTTP 503).
+    package var status: String
+    /// What is wrong, in words, when unhealthy.
+    package var problems: [String]
+    /// `writable` or `unwritable`.
+    package var database: String
+    package var dispatcher: Dispatcher
+    package var providersPaused: [PausedProvider]
+
+    enum CodingKeys: String, CodingKey {
+        case status, problems, database, dispatcher
+        case providersPaused = "providers_paused"
     }
 }

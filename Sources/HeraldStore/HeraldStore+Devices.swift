@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import SQLKit
 
 extension HeraldStore {
@@ -164,6 +164,23 @@ extension HeraldStore {
             if let userID, owner != userID { return .ownedByAnotherUser }
             try await database.raw("DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)").run()
             return .removed
+        }
+    }
+
+    /// Makes devices active again that were deactivated for `reason` (at or after `since`, when
+    /// given): undoes deactivations a misconfiguration caused (`herald devices reactivate`).
+    /// Returns how many devices were reactivated.
+    package func reactivateDevices(appID: String, reason: String, since: Date?) async throws -> Int {
+        let now = Self.milliseconds(self.now)
+        let from = since.map { Self.milliseconds($0) } ?? Int64.min
+        return try await exclusive {
+            try await database.raw(
+                """
+                UPDATE devices SET active = 1, inactive_reason = NULL, inactive_since = NULL, updated_at = \(bind: now)
+                WHERE app_id = \(bind: appID) AND active = 0 AND inactive_reason = \(bind: reason) AND updated_at >= \(bind: from)
+                RETURNING device_id
+                """
+            ).all().count
         }
     }
 

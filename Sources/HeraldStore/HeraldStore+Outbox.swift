@@ -375,6 +375,23 @@ extension HeraldStore {
         }
     }
 
+    /// What an operator watches of the outbox: deliveries due now, deliveries deferred by the
+    /// policy engine, and how long the oldest due delivery has waited past its time.
+    package func outboxGauges() async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
+        let now = nowMilliseconds
+        return try await exclusive {
+            let due = try await connection.query(Self.queueDepthSQL, [.integer(Int(now))]).first?.column("n")?.integer ?? 0
+            let deferred = try await connection.query(
+                "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'", []
+            ).first?.column("n")?.integer ?? 0
+            let oldest = try await connection.query(
+                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'queued' AND due_at <= ?1",
+                [.integer(Int(now))]
+            ).first?.column("m")?.integer
+            return (due, deferred, oldest.map { max(0, Double(Int(now) - $0) / 1000) } ?? 0)
+        }
+    }
+
     private func updateDeliveries(_ ids: [Int64], status: DeliveryStatus, reason: String?, now: Int64) async throws {
         try await database.raw(
             "UPDATE deliveries SET status = \(bind: status.rawValue), reason = \(bind: reason), updated_at = \(bind: now) WHERE id IN (\(binds: ids))"

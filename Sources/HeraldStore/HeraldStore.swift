@@ -22,7 +22,8 @@ package final class HeraldStore: Sendable {
 
     private init(connection: SQLiteConnection, clock: HeraldClock, logger: Logger) {
         self.connection = connection
-        self.database = connection.sql()
+        // No query text or bound values in any log at any level: they hold tokens and user data.
+        self.database = connection.sql(queryLogLevel: nil)
         self.clock = clock
         self.logger = logger
     }
@@ -204,7 +205,31 @@ package final class HeraldStore: Sendable {
                 "CREATE INDEX deliveries_due ON deliveries (status, due_at) WHERE status IN ('queued', 'deferred', 'sending')",
             ]
         ),
+        (
+            6,
+            [
+                // One row /healthz writes: proof that the database takes writes.
+                "CREATE TABLE heartbeat (id INTEGER PRIMARY KEY CHECK (id = 1), at BIGINT NOT NULL)"
+            ]
+        ),
     ]
+
+    /// Writes the heartbeat row: throws when the database does not take writes (read-only
+    /// file, full disk, lost lock), which `/healthz` reports.
+    package func checkWritable() async throws {
+        let now = nowMilliseconds
+        try await exclusive {
+            try await database.raw("INSERT INTO heartbeat (id, at) VALUES (1, \(bind: now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at").run()
+        }
+    }
+
+    /// Makes this connection refuse writes (`PRAGMA query_only`), or take them again: how the
+    /// tests make the database unwritable for `/healthz`.
+    package func setQueryOnly(_ on: Bool) async throws {
+        try await exclusive {
+            try await database.raw(SQLQueryString(on ? "PRAGMA query_only = ON" : "PRAGMA query_only = OFF")).run()
+        }
+    }
 
     /// Applies the migrations this database has not seen, each in its own transaction.
     func migrate() async throws {

@@ -5,6 +5,7 @@ import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
 
@@ -15,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Run the Herald server: device registry, send API, durable outbox and dispatcher.",
         discussion: """
             The configuration file (YAML) is --config, else $HERALD_CONFIG, else herald.yaml if present. \
-            HERALD_DATABASE_URL and HERALD_ADMIN_KEY override it. --dev needs no configuration: it runs a \
+            HERALD_DATABASE_URL, HERALD_ADMIN_KEY and HERALD_METRICS_KEY override it. --dev needs no configuration: it runs a \
             demo app against an in-process APNs + FCM simulator and prints the keys and commands to try.
             """)
 
@@ -76,7 +77,10 @@ struct ServeCommand: AsyncParsableCommand {
         let startBanner = banner
         let application = Application(
             router: HeraldAPI.router(runtime: runtime),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout)))),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
+                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
             onServerRunning: { channel in
                 let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
                 logger.info("Herald listening", metadata: ["herald.address": "\(address)"])

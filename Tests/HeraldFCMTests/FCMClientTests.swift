@@ -122,12 +122,19 @@ struct FCMClientTests {
             #expect(quota.isDelivered)
             #expect(quota.attempts >= 2)
             #expect(Date().timeIntervalSince(started) >= 0.9)
-            // Bad credentials are a configuration error that disables the client, said once.
+            // THIRD_PARTY_AUTH_ERROR can be one token's: that message only.
             state.script("auth", status: 401, reason: "THIRD_PARTY_AUTH_ERROR")
             let auth = await client.send(FCMMessage(token: "auth", body: "x"))
             #expect(auth.disposition == .configurationError)
-            #expect(client.disabledReason == "THIRD_PARTY_AUTH_ERROR")
+            #expect(client.disabledReason == nil)
+            #expect(await client.send(FCMMessage(token: "ok", body: "x")).isDelivered)
+            // A refused credential disables the client, said once, until it is enabled again.
+            state.script("denied", status: 403, reason: "PERMISSION_DENIED")
+            #expect(await client.send(FCMMessage(token: "denied", body: "x")).disposition == .configurationError)
+            #expect(client.disabledReason == "PERMISSION_DENIED")
             #expect(await client.send(FCMMessage(token: "ok", body: "x")).disposition == .configurationError)
+            await client.enable()
+            #expect(await client.send(FCMMessage(token: "ok", body: "x")).isDelivered)
         }
     }
 

@@ -216,8 +216,8 @@ struct ServerEndToEndTests {
     @Test("metrics and the OpenAPI document are served")
     func metricsAndOpenAPI() async throws {
         try await withServer { server in
-            let metrics = try await server.client.execute(uri: "/metrics", method: .get)
-            #expect(String(buffer: metrics.body).contains("herald_queue_depth"))
+            #expect(try await server.client.execute(uri: "/metrics", method: .get).status == .unauthorized)
+            #expect(try await server.metricsText().contains("herald_queue_depth"))
             let document = try await server.client.execute(uri: "/openapi.yaml", method: .get)
             let parsed = try #require(try Yams.load(yaml: String(buffer: document.body)) as? [String: Any])
             #expect(parsed["openapi"] as? String == "3.1.0")

@@ -74,6 +74,8 @@ struct ServerHarness {
 func withServer(
     catalog: String = "syncwell.yaml", payloadKey: String? = "demo", clock: ManualClock? = nil,
     app adjustApp: (inout HeraldConfiguration.AppConfiguration) -> Void = { _ in },
+    configure adjustConfiguration: (inout HeraldConfiguration) -> Void = { _ in },
+    dispatcher: Bool = true, dispatcherStallLimit: TimeInterval = 60,
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
 ) async throws {
@@ -102,19 +104,23 @@ func withServer(
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
         adjustApp(&configuration.apps[0])
+        adjustConfiguration(&configuration)
         let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
-        let runtime = try HeraldRuntime(configuration: configuration, store: store) { client in
-            client.connections = 2
-            client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
-        } fcmAdjustment: { fcm in
-            fcm.maximumAttempts = 2
-            fcm.baseDelay = 0.01
-            fcm.quotaDelay = 0.01
-        }
+        let runtime = try HeraldRuntime(
+            configuration: configuration, store: store,
+            clientAdjustment: { client in
+                client.connections = 2
+                client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
+            },
+            fcmAdjustment: { fcm in
+                fcm.maximumAttempts = 2
+                fcm.baseDelay = 0.01
+                fcm.quotaDelay = 0.01
+            }, dispatcherStallLimit: dispatcherStallLimit)
         let application = Application(
             router: HeraldAPI.router(runtime: runtime),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            services: [Dispatcher(runtime: runtime, batchSize: 500, idleInterval: .milliseconds(20))])
+            services: dispatcher ? [Dispatcher(runtime: runtime, batchSize: 500, idleInterval: .milliseconds(20))] : [])
         do {
             try await application.test(.live) { client in
                 try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))

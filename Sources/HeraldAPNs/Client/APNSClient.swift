@@ -193,18 +193,17 @@ package final class APNSClient: Sendable {
         if status == nil { disposition = .retryWithBackoff }
         switch disposition {
         case .delivered, .tokenDead, .badRequest:
-            if disposition == .tokenDead {
-                logger.info(
-                    "APNs token is dead",
-                    metadata: [
-                        "apns.token": "\(request.notification.deviceToken.prefix(8))",
-                        "apns.reason": "\(reason?.rawValue ?? "-")",
-                    ])
-            }
+            // Dead tokens are counted and logged once per batch by the caller, not once each.
             request.finish(status: status, reason: reason, disposition: disposition, timestamp: timestamp)
             return
         case .configurationError:
-            disable(reason: reason ?? APNSReason("HTTP \(status ?? 0)"))
+            // A topic error for a push type with its own topic (`.voip`, `.complication`, MDM …)
+            // is about that push type only: the app's other pushes still go.
+            let pushType = request.notification.pushType
+            let ownTopic = !pushType.topicSuffix.isEmpty || pushType == .mdm
+            if !(ownTopic && (reason == .badTopic || reason == .topicDisallowed)) {
+                disable(reason: reason ?? APNSReason("HTTP \(status ?? 0)"))
+            }
             request.finish(status: status, reason: reason, disposition: disposition)
             return
         case .resendOnNewConnection:
@@ -238,6 +237,12 @@ package final class APNSClient: Sendable {
 
     /// The reason the credential was disabled after a configuration error, if it was.
     package var disabledReason: APNSReason? { state.withLock { $0.disabledReason } }
+
+    /// Lets requests through again after a configuration error: the server tries the credential
+    /// again this way once its pause is over (the key may have been activated, the topic allowed).
+    package func enable() {
+        state.withLock { $0.disabledReason = nil }
+    }
 
     private func disable(reason: APNSReason) {
         let first = state.withLock { state -> Bool in

@@ -390,6 +390,7 @@ package enum APNSTimestamp {
     /// negative, `nan`) is clamped or dropped, so no peer's number reaches a trapping conversion.
     package static func sane(seconds: Double, now: Date = Date()) -> Date? {
         guard seconds.isFinite else { return nil }
+        if seconds >= now.timeIntervalSince1970 { return now }
         let earliest = now.timeIntervalSince1970 - 10 * 365 * 86400
         return Date(timeIntervalSince1970: min(max(seconds, earliest), now.timeIntervalSince1970))
     }

@@ -16,15 +16,26 @@ package enum HeraldAPI {
     /// Builds the router over a runtime.
     package static func router(runtime: HeraldRuntime) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        router.get("/healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
-        router.get("/metrics") { _, _ in
-            let depth = (try? await runtime.store.queueDepth()) ?? 0
+        router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
+        router.get("/healthz") { request, _ in
+            let report = await runtime.health(detailed: isOperator(request, runtime))
+            return try JSONResponse.make(report, status: report.status == "ok" ? .ok : .serviceUnavailable)
+        }
+        router.get("/metrics") { request, _ in
+            guard isOperator(request, runtime) else {
+                throw APIError(
+                    .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key or metrics_key>",
+                    field: "authorization")
+            }
+            let outbox = try await runtime.store.outboxGauges()
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(
                     byteBuffer: ByteBuffer(
                         string: runtime.metrics.render(
-                            queueDepth: depth, openConnections: runtime.apps.values.reduce(0) { $0 + $1.openConnections }))))
+                            queueDepth: outbox.due, deferred: outbox.deferred, oldestQueuedAge: outbox.oldestDueAge,
+                            openConnections: runtime.apps.values.reduce(0) { $0 + $1.openConnections },
+                            pauses: runtime.pauses.all))))
         }
         router.get("/openapi.yaml") { _, _ in
             Response(
@@ -153,6 +164,13 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// Whether the request carries the admin key or the metrics key.
+    static func isOperator(_ request: Request, _ runtime: HeraldRuntime) -> Bool {
+        guard let key = try? bearerKey(request) else { return false }
+        let keys = [runtime.configuration.adminKey, runtime.configuration.metricsKey].compactMap { $0 }
+        return keys.map { constantTimeEquals($0, key) }.contains(true)
+    }
 
     /// The app and role a request's key gives. An unknown app and a wrong key get the same 401,
     /// so app ids cannot be probed; only the admin key learns that an app does not exist.
@@ -364,6 +382,23 @@ struct NotificationView: Encodable {
             try item.encode(delivery.updatedAt, forKey: .updatedAt)
             let trace = DecisionTrace.entries(delivery.trace)
             if !trace.isEmpty { try item.encode(trace, forKey: .trace) }
+        }
+    }
+}
+
+/// Counts API requests by route pattern (never the raw path: ids stay out of labels) and status.
+struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: HeraldMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            metrics.apiRequest(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: response.status.code)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            metrics.apiRequest(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status)
+            throw error
         }
     }
 }

@@ -4,7 +4,7 @@ import Yams
 /// `herald serve`'s configuration (YAML). The key names are a contract: scripts depend on them.
 ///
 /// ```yaml
-/// server: { host: 127.0.0.1, port: 8080 }
+/// server: { host: 127.0.0.1, port: 8080, idle_timeout: 60, max_connections: 1000 }
 /// database: { url: "sqlite://herald.sqlite" }
 /// admin_key: "…"                      # or HERALD_ADMIN_KEY; at least 32 characters
 /// metrics_key: "…"                    # optional: a key that may read /metrics only
@@ -20,6 +20,10 @@ import Yams
 package struct HeraldConfiguration: Sendable {
     package var host = "127.0.0.1"
     package var port = 8080
+    /// Seconds an API connection may sit idle before it is closed (`server.idle_timeout`).
+    package var idleTimeout = 60
+    /// API connections open at once; more wait in the listen backlog (`server.max_connections`).
+    package var maxConnections = 1_000
     package var databaseURL = "sqlite://herald.sqlite"
     package var adminKey: String?
     /// A key that may read `/metrics` and nothing else (the admin key may too).
@@ -181,10 +185,11 @@ package struct HeraldConfiguration: Sendable {
         }
     }
 
-    /// Applies `HERALD_DATABASE_URL` and `HERALD_ADMIN_KEY`.
+    /// Applies `HERALD_DATABASE_URL`, `HERALD_ADMIN_KEY` and `HERALD_METRICS_KEY`.
     package mutating func applyEnvironment(_ environment: [String: String]) {
         if let url = environment["HERALD_DATABASE_URL"], !url.isEmpty { databaseURL = url }
         if let key = environment["HERALD_ADMIN_KEY"], !key.isEmpty { adminKey = key }
+        if let key = environment["HERALD_METRICS_KEY"], !key.isEmpty { metricsKey = key }
     }
 }
 
@@ -265,8 +270,20 @@ struct YAMLReader {
         for (name, value) in try mapping(root, "", allowed: ["server", "database", "admin_key", "metrics_key", "apps"]) {
             switch name {
             case "server":
-                for (field, node) in try mapping(value, "server", allowed: ["host", "port"]) {
+                for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections"]) {
                     if field == "host" { configuration.host = try string(node, "server.host") }
+                    if field == "idle_timeout" {
+                        configuration.idleTimeout = try int(node, "server.idle_timeout")
+                        guard (1...3600).contains(configuration.idleTimeout) else {
+                            throw fail(node, "server.idle_timeout", "must be 1–3600 seconds")
+                        }
+                    }
+                    if field == "max_connections" {
+                        configuration.maxConnections = try int(node, "server.max_connections")
+                        guard (1...1_000_000).contains(configuration.maxConnections) else {
+                            throw fail(node, "server.max_connections", "must be 1 or more")
+                        }
+                    }
                     if field == "port" {
                         let port = try int(node, "server.port")
                         guard (0...65535).contains(port) else { throw fail(node, "server.port", "must be 0–65535") }

@@ -30,6 +30,7 @@ package struct Dispatcher: Service {
     package func run() async throws {
         let logger = runtime.logger
         let requeued = try await runtime.store.requeueUnfinished()
+        runtime.metrics.restartResends(requeued)
         if requeued > 0 {
             logger.warning(
                 "Deliveries claimed before a crash were queued again (at-least-once; some may arrive twice)",
@@ -38,17 +39,46 @@ package struct Dispatcher: Service {
         let stopping = Atomic<Bool>(false)
         try await withGracefulShutdownHandler {
             // Pipelined: the next batch is claimed while the current one is on the wire, and its
-            // results are written while the next is sent.
-            var claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
+            // results are written while the next is sent. A store error (disk full, database
+            // read-only) never stops the dispatcher: it says so, waits and tries again, and
+            // `/healthz` reports the stall.
+            var claimed: [ClaimedDelivery] = []
+            var failures = 0
             while !stopping.load(ordering: .relaxed) && !Task.isCancelled {
+                var failure: (any Error)?
                 if claimed.isEmpty {
-                    await runtime.wake.wait(timeout: idleInterval)
-                    claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
+                    do {
+                        claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
+                        if claimed.isEmpty {
+                            failures = 0
+                            await runtime.wake.wait(timeout: idleInterval)
+                            continue
+                        }
+                    } catch {
+                        failure = error
+                    }
+                } else {
+                    async let ahead = Self.attempt { try await runtime.store.claimDueDeliveries(limit: batchSize) }
+                    let sent = await Self.attempt { try await deliver(claimed) { stopping.load(ordering: .relaxed) } }
+                    claimed = []
+                    switch await ahead {
+                    case .success(let next): claimed = next
+                    case .failure(let error): failure = error
+                    }
+                    if case .failure(let error) = sent { failure = error }
+                }
+                guard let failure else {
+                    failures = 0
                     continue
                 }
-                async let next = runtime.store.claimDueDeliveries(limit: batchSize)
-                try await deliver(claimed)
-                claimed = try await next
+                failures += 1
+                let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
+                if failures == 1 || failures % 10 == 0 {
+                    logger.error(
+                        "Dispatcher cannot use the database; trying again in \(wait) s",
+                        metadata: ["error": "\(String(describing: failure).prefix(300))", "herald.failures": "\(failures)"])
+                }
+                try? await Task.sleep(for: .seconds(wait))
             }
             // A batch claimed ahead goes back unsent.
             try await runtime.store.unclaim(claimed.map(\.id))
@@ -63,39 +93,87 @@ package struct Dispatcher: Service {
     @discardableResult
     package func runOnce() async throws -> Int {
         let claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
-        try await deliver(claimed)
+        try await deliver(claimed) { true }
         return claimed.count
+    }
+
+    private static func attempt<T: Sendable>(_ body: () async throws -> T) async -> Result<T, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
     }
 
     /// Runs the policy engine on deliveries of typed notifications, sends what may go now and
     /// records every result (sent, failed, deferred, suppressed) in one batch.
-    private func deliver(_ claimed: [ClaimedDelivery]) async throws {
+    /// A store error before anything is sent hands the batch back to the queue; one while
+    /// recording the answers is retried (until `isStopping`), so nothing sent is sent again
+    /// while this process runs.
+    private func deliver(_ claimed: [ClaimedDelivery], isStopping: () -> Bool) async throws {
         guard !claimed.isEmpty else { return }
-        let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
         var decoded: [UUID: StoredNotificationContent] = [:]
-        for (id, data) in contents {
-            decoded[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
-        }
         var sendable = claimed
         var held: [DeliveryResult] = []
         var planned: [Int64: PlannedDelivery] = [:]
-        if claimed.contains(where: { decoded[$0.notificationID]?.typed != nil }) {
-            (held, planned) = try await applyPolicy(claimed.filter { decoded[$0.notificationID]?.typed != nil }, contents: decoded)
-            let heldIDs = Set(held.map(\.deliveryID))
-            sendable.removeAll { heldIDs.contains($0.id) }
+        do {
+            let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
+            for (id, data) in contents {
+                decoded[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
+            }
+            if claimed.contains(where: { decoded[$0.notificationID]?.typed != nil }) {
+                (held, planned) = try await applyPolicy(claimed.filter { decoded[$0.notificationID]?.typed != nil }, contents: decoded)
+                let heldIDs = Set(held.map(\.deliveryID))
+                sendable.removeAll { heldIDs.contains($0.id) }
+            }
+        } catch {
+            try? await runtime.store.unclaim(claimed.map(\.id))
+            throw error
         }
         let started = ContinuousClock.now
-        let results = await send(sendable, contents: decoded, planned: planned)
-        runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds)
-        for result in held {
-            switch result.outcome {
-            case .deferred(let reason, _): runtime.metrics.delivery(app: result.appID, status: "deferred", reason: reason)
-            case .suppressed(let reason): runtime.metrics.delivery(app: result.appID, status: "suppressed", reason: reason)
-            case .failed(let reason): runtime.metrics.delivery(app: result.appID, status: "failed", reason: reason)
-            default: break
+        let results = await sendThroughPauses(sendable, contents: decoded, planned: planned, held: &held)
+        if !sendable.isEmpty { runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds) }
+        var recordingFailures = 0
+        while true {
+            do {
+                try await runtime.store.recordResults(held + results)
+                break
+            } catch {
+                // What was sent stays `sending` if this never succeeds: a restart queues it again.
+                recordingFailures += 1
+                if isStopping() { throw error }
+                if recordingFailures == 1 || recordingFailures % 10 == 0 {
+                    runtime.logger.error(
+                        "Dispatcher cannot record a batch's answers; trying again",
+                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.deliveries": "\(results.count + held.count)"])
+                }
+                try? await Task.sleep(for: .seconds(min(30, 0.5 * pow(2, Double(min(recordingFailures, 6))))))
             }
         }
-        try await runtime.store.recordResults(held + results)
+        // Counted once per batch, by app, status and reason.
+        var counts: [DeliveryCountKey: Int] = [:]
+        for result in held + results {
+            let key: DeliveryCountKey
+            switch result.outcome {
+            case .sent: key = DeliveryCountKey(app: result.appID, status: "sent", reason: nil)
+            case .failed(let reason), .tokenDead(let reason, _): key = DeliveryCountKey(app: result.appID, status: "failed", reason: reason)
+            case .retry(let reason, _): key = DeliveryCountKey(app: result.appID, status: "retry", reason: reason)
+            case .deferred(let reason, _): key = DeliveryCountKey(app: result.appID, status: "deferred", reason: reason)
+            case .suppressed(let reason): key = DeliveryCountKey(app: result.appID, status: "suppressed", reason: reason)
+            }
+            counts[key, default: 0] += 1
+        }
+        runtime.metrics.deliveries(counts)
+        runtime.metrics.batchFinished(at: Date())
+        // One line per app and batch for the devices deactivated, not one per token.
+        var dead: [String: [String: Int]] = [:]
+        for result in results {
+            if case .tokenDead(let reason, _) = result.outcome { dead[result.appID, default: [:]][reason, default: 0] += 1 }
+        }
+        for (app, reasons) in dead.sorted(by: { $0.key < $1.key }) {
+            runtime.logger.info(
+                "Devices deactivated: their tokens are dead",
+                metadata: [
+                    "herald.app": "\(app)", "herald.devices": "\(reasons.values.reduce(0, +))",
+                    "herald.reasons": "\(reasons.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                ])
+        }
     }
 
     /// The policy step (issue #4): per delivery of a typed notification, renders the copy in the
@@ -188,9 +266,132 @@ package struct Dispatcher: Service {
         return (held, planned)
     }
 
+    /// Sends what the provider pauses let through (issue #10 §2). A paused provider's deliveries
+    /// go back to the queue until its next try, not counted as attempts; when that try is due a
+    /// few of them are sent first and their answers decide whether the rest go now. After the
+    /// send, answers that blame the configuration pause the provider and keep its deliveries queued.
+    private func sendThroughPauses(
+        _ sendable: [ClaimedDelivery], contents: [UUID: StoredNotificationContent], planned: [Int64: PlannedDelivery],
+        held: inout [DeliveryResult]
+    ) async -> [DeliveryResult] {
+        let pauses = runtime.pauses
+        let now = runtime.store.now
+        var open: [ClaimedDelivery] = []
+        var probes: [ClaimedDelivery] = []
+        var waiting: [ProviderKey: [ClaimedDelivery]] = [:]
+        var probed: [ProviderKey: ProviderPause] = [:]
+        for (key, group) in Dictionary(grouping: sendable, by: \.provider) {
+            switch pauses.gate(key, now: now) {
+            case .open:
+                open += group
+            case .closed(let until):
+                held += group.map { result($0, .retry(reason: Self.pausedReason, dueAt: until), attempts: 0) }
+            case .probe(let pause):
+                probes += group.prefix(ProviderPauses.probeSize)
+                waiting[key] = Array(group.dropFirst(ProviderPauses.probeSize))
+                probed[key] = pause
+                await runtime.apps[key.app]?.enable(platform: key.platform)
+            }
+        }
+        var results: [DeliveryResult] = []
+        if !probes.isEmpty {
+            let answers = await send(probes.sorted { $0.id < $1.id }, contents: contents, planned: planned)
+            results += judge(answers, probed: probed)
+            for (key, rest) in waiting {
+                let until: Date
+                switch pauses.gate(key, now: runtime.store.now) {
+                case .open:
+                    open += rest
+                    continue
+                case .closed(let date): until = date
+                case .probe(let pause): until = pause.retryAt
+                }
+                held += rest.map { result($0, .retry(reason: Self.pausedReason, dueAt: until), attempts: 0) }
+            }
+        }
+        if !open.isEmpty {
+            results += judge(await send(open, contents: contents, planned: planned), probed: [:])
+        }
+        return results
+    }
+
+    /// The reason a delivery held back by a provider pause shows while queued.
+    static let pausedReason = "ProviderPaused"
+
+    /// Reads a batch's answers per provider: a refused credential or topic, or "bad token" for
+    /// more than half of at least 50 answers, pauses the provider and turns those answers into
+    /// retries at its next try; a probe that was not refused resumes it.
+    private func judge(_ answers: [(result: DeliveryResult, provider: ProviderKey, signal: ProviderSignal)], probed: [ProviderKey: ProviderPause]) -> [DeliveryResult] {
+        var judged: [DeliveryResult] = []
+        judged.reserveCapacity(answers.count)
+        let now = runtime.store.now
+        for (key, group) in Dictionary(grouping: answers, by: \.provider) {
+            let credential = group.filter { $0.signal == .credential }
+            let suspects = group.filter { $0.signal == .suspectToken }
+            let delivered = group.contains { $0.signal == .delivered }
+            let pausing: (kind: ProviderPause.Kind, answers: [(result: DeliveryResult, provider: ProviderKey, signal: ProviderSignal)])?
+            if !credential.isEmpty {
+                pausing = (.credential, credential)
+            } else if suspects.count * 2 > group.count, group.count >= Self.suspectBatchMinimum {
+                pausing = (.tokensRejected, suspects)
+            } else if let pause = probed[key], pause.kind == .tokensRejected, !delivered, !suspects.isEmpty {
+                // Too few answers to judge by count: the probe is judged by whether anything went through.
+                pausing = (.tokensRejected, suspects)
+            } else {
+                pausing = nil
+            }
+            guard let pausing else {
+                judged += group.map(\.result)
+                if let pause = probed[key] {
+                    runtime.pauses.resume(key)
+                    runtime.logger.notice(
+                        "\(key.platform == "fcm" ? "FCM" : "APNs") answers again for app \"\(key.app)\": its deliveries are sent",
+                        metadata: ["herald.app": "\(key.app)", "herald.pause_reason": "\(pause.reason)"])
+                }
+                continue
+            }
+            let reason = Self.mostCommonReason(pausing.answers.map(\.result))
+            let (pause, isNew) = runtime.pauses.pause(key, kind: pausing.kind, reason: reason, now: now, tried: probed[key] != nil)
+            if isNew || probed[key] != nil {
+                let what = pausing.kind == .credential
+                    ? "refused the credential or topic (\(reason))"
+                    : "called \(pausing.answers.count) of \(group.count) tokens bad (\(reason)): the environment, topic or project is likely wrong"
+                runtime.logger.critical(
+                    "\(key.platform == "fcm" ? "FCM" : "APNs") \(what); app \"\(key.app)\" stays queued and is tried again at \(HeraldTime.format(pause.retryAt))",
+                    metadata: ["herald.app": "\(key.app)", "herald.platform": "\(key.platform)", "herald.reason": "\(reason)"])
+            }
+            let held = Set(pausing.answers.map(\.result.deliveryID))
+            for answer in group {
+                guard held.contains(answer.result.deliveryID) else {
+                    judged.append(answer.result)
+                    continue
+                }
+                var retry = answer.result
+                retry.outcome = .retry(reason: Self.pausedReason, dueAt: pause.retryAt)
+                retry.attempts = 0
+                judged.append(retry)
+            }
+        }
+        return judged
+    }
+
+    /// Answers in one batch of one provider from which "bad token" in the majority pauses it.
+    static let suspectBatchMinimum = 50
+
+    private static func mostCommonReason(_ results: [DeliveryResult]) -> String {
+        var counts: [String: Int] = [:]
+        for result in results {
+            switch result.outcome {
+            case .failed(let reason), .tokenDead(let reason, _): counts[reason, default: 0] += 1
+            default: break
+            }
+        }
+        return counts.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key ?? "unknown"
+    }
+
     private func send(
         _ claimed: [ClaimedDelivery], contents: [UUID: StoredNotificationContent], planned: [Int64: PlannedDelivery]
-    ) async -> [DeliveryResult] {
+    ) async -> [(result: DeliveryResult, provider: ProviderKey, signal: ProviderSignal)] {
         let collected = ResultCollector(capacity: claimed.count)
         // Group by client; deliveries that cannot be sent are answered at once.
         var batches: [ObjectIdentifier: (APNSClient, [(ClaimedDelivery, APNSNotification)])] = [:]
@@ -200,12 +401,13 @@ package struct Dispatcher: Service {
         var fcmTemplates: [UUID: FCMMessage] = [:]
         for delivery in claimed {
             guard let app = runtime.apps[delivery.appID], let content = contents[delivery.notificationID] else {
-                collected.append(self.result(delivery, .failed(reason: "AppNotConfigured"), attempts: 0))
+                collected.append(self.result(delivery, .failed(reason: "AppNotConfigured"), attempts: 0), delivery, .other)
                 continue
             }
             guard delivery.platform == "apns" else {
                 guard let client = app.fcmClient else {
-                    collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]))
+                    collected.append(
+                        self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]), delivery, .other)
                     continue
                 }
                 var message: FCMMessage
@@ -229,7 +431,8 @@ package struct Dispatcher: Service {
             }
             switch app.apnsClient(environment: delivery.environment) {
             case .unavailable(let reason):
-                collected.append(self.result(delivery, .failed(reason: reason.rawValue), attempts: 0, planned: planned[delivery.id]))
+                collected.append(
+                    self.result(delivery, .failed(reason: reason.rawValue), attempts: 0, planned: planned[delivery.id]), delivery, .other)
             case .client(let client):
                 let topic = app.configuration.apns?.topic ?? ""
                 let notification = APNSNotification(
@@ -258,22 +461,23 @@ package struct Dispatcher: Service {
                                 delivery,
                                 self.outcome(
                                     for: answer, delivery: delivery, payloadKnownGood: knownGood.contains(delivery.notificationID)),
-                                attempts: answer.attempts, planned: planned[delivery.id]))
+                                attempts: answer.attempts, planned: planned[delivery.id]),
+                            delivery, Self.signal(answer), fcmLatency: answer.latency)
                     }
                 }
             }
             for (client, items) in batches.values {
                 group.addTask {
                     // Every delivery has its own apns-id: answers are matched by it.
-                    let lookup = Dictionary(items.map { ($0.1.apnsID, $0.0) }, uniquingKeysWith: { first, _ in first })
+                    let lookup = Dictionary(items.map { ($0.1.apnsID, ($0.0, $0.1.pushType)) }, uniquingKeysWith: { first, _ in first })
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         let remaining = Atomic<Int>(items.count)
                         client.submit(items.map(\.1)) { result in
-                            if let delivery = lookup[result.apnsID] {
+                            if let (delivery, pushType) = lookup[result.apnsID] {
                                 let mapped = self.result(
                                     delivery, self.outcome(for: result, delivery: delivery), attempts: result.attempts,
                                     planned: planned[delivery.id])
-                                collected.append(mapped, latency: result.latency)
+                                collected.append(mapped, delivery, Self.signal(result, pushType: pushType), latency: result.latency)
                             }
                             if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
                                 continuation.resume()
@@ -283,18 +487,39 @@ package struct Dispatcher: Service {
                 }
             }
         }
-        let results = collected.results
         runtime.metrics.apnsRequests(latencies: collected.latencies)
-        for result in results {
-            switch result.outcome {
-            case .sent: runtime.metrics.delivery(app: result.appID, status: "sent", reason: nil)
-            case .failed(let reason), .tokenDead(let reason, _):
-                runtime.metrics.delivery(app: result.appID, status: "failed", reason: reason)
-            case .retry(let reason, _): runtime.metrics.delivery(app: result.appID, status: "retry", reason: reason)
-            case .deferred, .suppressed: break
+        runtime.metrics.fcmRequests(latencies: collected.fcmLatencies)
+        return collected.results
+    }
+
+    /// What an APNs answer says about the app's credential and topic (protocols.md §5).
+    static func signal(_ result: APNSResult, pushType: APNSPushType) -> ProviderSignal {
+        switch result.disposition {
+        case .delivered: return .delivered
+        case .configurationError:
+            // A topic error for a push type with a topic of its own is about that push type.
+            if result.reason == .badTopic || result.reason == .topicDisallowed, !pushType.topicSuffix.isEmpty || pushType == .mdm {
+                return .other
             }
+            return .credential
+        case .tokenDead:
+            return result.reason == .badDeviceToken || result.reason == .deviceTokenNotForTopic ? .suspectToken : .other
+        default: return .other
         }
-        return results
+    }
+
+    /// What an FCM answer says about the app's service account and project (protocols.md §12).
+    static func signal(_ result: FCMResult) -> ProviderSignal {
+        switch result.disposition {
+        case .delivered: return .delivered
+        case .configurationError:
+            // Can be one token's (its APNs or web push credential at FCM): judged in bulk.
+            return result.reason == "THIRD_PARTY_AUTH_ERROR" || result.reason == "APNS_AUTH_ERROR" ? .suspectToken : .credential
+        case .tokenDead:
+            // 404 without FCM's UNREGISTERED: usually the wrong project, not a dead app install.
+            return result.status == 404 && result.reason != "UNREGISTERED" ? .suspectToken : .other
+        default: return .other
+        }
     }
 
     private func result(
@@ -406,23 +631,35 @@ enum DecisionTrace {
     }
 }
 
-/// Results arriving from the APNs clients' event loops.
+/// Results arriving from the APNs clients' event loops, each with its provider and what the
+/// answer says about it.
 final class ResultCollector: Sendable {
-    private let storage: Mutex<(results: [DeliveryResult], latencies: [Double])>
+    typealias Answer = (result: DeliveryResult, provider: ProviderKey, signal: ProviderSignal)
+    private let storage: Mutex<(results: [Answer], latencies: [Double], fcmLatencies: [Double])>
 
     init(capacity: Int) {
-        var initial: [DeliveryResult] = []
+        var initial: [Answer] = []
         initial.reserveCapacity(capacity)
-        storage = Mutex((initial, []))
+        storage = Mutex((initial, [], []))
     }
 
-    func append(_ result: DeliveryResult, latency: Double? = nil) {
+    func append(
+        _ result: DeliveryResult, _ delivery: ClaimedDelivery, _ signal: ProviderSignal, latency: Double? = nil,
+        fcmLatency: Double? = nil
+    ) {
         storage.withLock { storage in
-            storage.results.append(result)
+            storage.results.append((result, delivery.provider, signal))
             if let latency { storage.latencies.append(latency) }
+            if let fcmLatency { storage.fcmLatencies.append(fcmLatency) }
         }
     }
 
-    var results: [DeliveryResult] { storage.withLock { $0.results } }
+    var fcmLatencies: [Double] { storage.withLock { $0.fcmLatencies } }
+
+    var results: [Answer] { storage.withLock { $0.results } }
     var latencies: [Double] { storage.withLock { $0.latencies } }
+}
+
+extension ClaimedDelivery {
+    var provider: ProviderKey { ProviderKey(app: appID, platform: platform) }
 }

@@ -1,102 +1,178 @@
+package import Foundation
+import HeraldAPNs
+import Metrics
+import Prometheus
 import Synchronization
 
-/// Counters exposed at `/metrics` in Prometheus' text format.
+/// What `/metrics` shows, in Prometheus' text format: swift-metrics objects over this runtime's
+/// own swift-prometheus registry (not the process-wide bootstrap, so several servers can run in
+/// one process, as the tests do). swift-prometheus escapes label values; reasons from APNs and
+/// FCM outside the known set are counted as `other`, so a peer cannot grow the label set.
+///
+/// The hot path stays cold: the dispatcher counts a batch's outcomes itself and adds them here
+/// once per batch.
 package final class HeraldMetrics: Sendable {
-    private struct State {
-        var deliveries: [DeliveryKey: Int] = [:]
-        var notifications: [String: Int] = [:]
-        var apnsBatchSeconds: [Double] = Array(repeating: 0, count: HeraldMetrics.buckets.count)
-        var apnsBatchCount = 0
-        var apnsBatchSum = 0.0
-        var apnsRequestBuckets: [Int] = Array(repeating: 0, count: HeraldMetrics.requestBuckets.count)
-        var apnsRequestCount = 0
-        var apnsRequestSum = 0.0
-    }
+    private let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
 
-    struct DeliveryKey: Hashable {
-        var app: String
-        var status: String
-        var reason: String
-    }
+    private let apnsBatch: CoreMetrics.Timer
+    private let apnsRequest: CoreMetrics.Timer
+    private let fcmRequest: CoreMetrics.Timer
+    private let lastBatch: CoreMetrics.Gauge
+    private let lastBatchAt = Atomic<Int64>(0)
 
-    static let buckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let batchBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let requestBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-    private let state = Mutex(State())
 
-    package init() {}
+    package init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets = [
+            "herald_apns_batch_seconds": Self.batchBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+            "herald_apns_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+            "herald_fcm_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+        ]
+        self.factory = factory
+        apnsBatch = Timer(label: "herald_apns_batch_seconds", dimensions: [], factory: factory)
+        apnsRequest = Timer(label: "herald_apns_request_seconds", dimensions: [], factory: factory)
+        fcmRequest = Timer(label: "herald_fcm_request_seconds", dimensions: [], factory: factory)
+        lastBatch = Gauge(label: "herald_last_batch_timestamp_seconds", dimensions: [], factory: factory)
+        for name in ["herald_restart_resends_total"] { counter(name, []).increment(by: 0) }
+    }
 
-    func delivery(app: String, status: String, reason: String?) {
-        state.withLock { $0.deliveries[DeliveryKey(app: app, status: status, reason: reason ?? ""), default: 0] += 1 }
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        let key = label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        return counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
+            counters[key] = counter
+            return counter
+        }
+    }
+
+    private func gauge(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Gauge {
+        let key = label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        return gauges.withLock { gauges in
+            if let gauge = gauges[key] { return gauge }
+            let gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
+            gauges[key] = gauge
+            return gauge
+        }
+    }
+
+    /// Finished deliveries of one batch, counted by app, status and reason.
+    func deliveries(_ counts: [DeliveryCountKey: Int]) {
+        for (key, count) in counts {
+            counter("herald_deliveries_total", [("app", key.app), ("status", key.status), ("reason", key.reason)])
+                .increment(by: count)
+        }
     }
 
     func notificationCreated(app: String) {
-        state.withLock { $0.notifications[app, default: 0] += 1 }
+        counter("herald_notifications_total", [("app", app)]).increment()
     }
 
-    /// Time from submitting a batch to APNs until its last answer.
+    /// Deliveries claimed before a crash and queued again at start (they may arrive twice).
+    func restartResends(_ count: Int) {
+        counter("herald_restart_resends_total", []).increment(by: count)
+    }
+
+    /// Time from submitting a batch to the providers until its last answer.
     func apnsBatch(seconds: Double) {
-        state.withLock { state in
-            state.apnsBatchCount += 1
-            state.apnsBatchSum += seconds
-            for (index, bound) in Self.buckets.enumerated() where seconds <= bound { state.apnsBatchSeconds[index] += 1 }
-        }
+        apnsBatch.recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    /// APNs request latencies (write to answer), recorded per batch to keep the lock cold.
+    /// A batch finished and its results were written.
+    func batchFinished(at date: Date) {
+        lastBatch.record(date.timeIntervalSince1970)
+        lastBatchAt.store(Int64(date.timeIntervalSince1970 * 1000), ordering: .relaxed)
+    }
+
+    /// When the dispatcher last finished a batch (nil before the first).
+    package var lastBatchFinished: Date? {
+        let milliseconds = lastBatchAt.load(ordering: .relaxed)
+        return milliseconds == 0 ? nil : Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    /// APNs request latencies (write to answer), recorded per batch.
     func apnsRequests(latencies: [Double]) {
-        guard !latencies.isEmpty else { return }
-        var buckets = Array(repeating: 0, count: Self.requestBuckets.count)
-        var sum = 0.0
-        for latency in latencies {
-            sum += latency
-            if let index = Self.requestBuckets.firstIndex(where: { latency <= $0 }) { buckets[index] += 1 }
-        }
-        state.withLock { state in
-            state.apnsRequestCount += latencies.count
-            state.apnsRequestSum += sum
-            for index in buckets.indices { state.apnsRequestBuckets[index] += buckets[index] }
-        }
+        for latency in latencies { apnsRequest.recordNanoseconds(Int64(latency * 1e9)) }
     }
 
-    /// The exposition text; `queueDepth` is read from the store and `openConnections` from the clients by the caller.
-    package func render(queueDepth: Int, openConnections: Int = 0) -> String {
-        state.withLock { state in
-            var lines: [String] = []
-            lines.append("# HELP herald_deliveries_total Deliveries finished, by app, status and reason.")
-            lines.append("# TYPE herald_deliveries_total counter")
-            for (key, value) in state.deliveries.sorted(by: { "\($0.key)" < "\($1.key)" }) {
-                lines.append(#"herald_deliveries_total{app="\#(key.app)",status="\#(key.status)",reason="\#(key.reason)"} \#(value)"#)
-            }
-            lines.append("# HELP herald_notifications_total Notifications accepted by the API, by app.")
-            lines.append("# TYPE herald_notifications_total counter")
-            for (app, value) in state.notifications.sorted(by: { $0.key < $1.key }) {
-                lines.append(#"herald_notifications_total{app="\#(app)"} \#(value)"#)
-            }
-            lines.append("# HELP herald_queue_depth Deliveries due and not yet answered.")
-            lines.append("# TYPE herald_queue_depth gauge")
-            lines.append("herald_queue_depth \(queueDepth)")
-            lines.append("# HELP herald_apns_batch_seconds Time for a dispatcher batch to get every APNs answer.")
-            lines.append("# TYPE herald_apns_batch_seconds histogram")
-            for (index, bound) in Self.buckets.enumerated() {
-                lines.append(#"herald_apns_batch_seconds_bucket{le="\#(bound)"} \#(Int(state.apnsBatchSeconds[index]))"#)
-            }
-            lines.append(#"herald_apns_batch_seconds_bucket{le="+Inf"} \#(state.apnsBatchCount)"#)
-            lines.append("herald_apns_batch_seconds_sum \(state.apnsBatchSum)")
-            lines.append("herald_apns_batch_seconds_count \(state.apnsBatchCount)")
-            lines.append("# HELP herald_apns_request_seconds APNs request latency, from writing a request to its answer.")
-            lines.append("# TYPE herald_apns_request_seconds histogram")
-            var cumulative = 0
-            for (index, bound) in Self.requestBuckets.enumerated() {
-                cumulative += state.apnsRequestBuckets[index]
-                lines.append(#"herald_apns_request_seconds_bucket{le="\#(bound)"} \#(cumulative)"#)
-            }
-            lines.append(#"herald_apns_request_seconds_bucket{le="+Inf"} \#(state.apnsRequestCount)"#)
-            lines.append("herald_apns_request_seconds_sum \(state.apnsRequestSum)")
-            lines.append("herald_apns_request_seconds_count \(state.apnsRequestCount)")
-            lines.append("# HELP herald_apns_open_connections HTTP/2 connections open to APNs.")
-            lines.append("# TYPE herald_apns_open_connections gauge")
-            lines.append("herald_apns_open_connections \(openConnections)")
-            return lines.joined(separator: "\n") + "\n"
+    /// FCM request latencies (write to answer), recorded per batch.
+    func fcmRequests(latencies: [Double]) {
+        for latency in latencies { fcmRequest.recordNanoseconds(Int64(latency * 1e9)) }
+    }
+
+    /// One API request, by route (the pattern, never the path) and status.
+    func apiRequest(route: String, method: String, status: Int) {
+        counter("herald_api_requests_total", [("route", route), ("method", method), ("status", "\(status)")]).increment()
+    }
+
+    /// The exposition text. Gauges read at scrape time (queue, pauses, connections) are set first.
+    package func render(
+        queueDepth: Int, deferred: Int, oldestQueuedAge: TimeInterval, openConnections: Int,
+        pauses: [ProviderKey: ProviderPause]
+    ) -> String {
+        gauge("herald_queue_depth").record(queueDepth)
+        gauge("herald_deferred_deliveries").record(deferred)
+        gauge("herald_oldest_queued_age_seconds").record(oldestQueuedAge)
+        gauge("herald_apns_open_connections").record(openConnections)
+        // Every pause this process has seen stays listed, at 0 once resumed.
+        let known = gauges.withLock { Array($0.keys) }.filter { $0.hasPrefix("herald_provider_paused\u{1}") }
+        var current = Set<String>()
+        for (key, pause) in pauses {
+            let dimensions = [("app", key.app), ("platform", key.platform), ("reason", MetricReason.label(pause.reason))]
+            current.insert("herald_provider_paused" + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined())
+            gauge("herald_provider_paused", dimensions).record(1)
         }
+        for key in known where !current.contains(key) {
+            gauges.withLock { $0[key] }?.record(0)
+        }
+        return registry.emitToString()
+    }
+}
+
+/// A delivery outcome as counted in `herald_deliveries_total`.
+struct DeliveryCountKey: Hashable {
+    var app: String
+    var status: String
+    var reason: String
+
+    init(app: String, status: String, reason: String?) {
+        self.app = app
+        self.status = status
+        // Deferred and suppressed reasons are the policy engine's rule names: Herald's own words.
+        self.reason = status == "deferred" || status == "suppressed" ? reason ?? "" : reason.map(MetricReason.label) ?? ""
+    }
+}
+
+/// Reasons as metric labels: the documented APNs and FCM reasons and Herald's own, else `other`.
+enum MetricReason {
+    static let known: Set<String> = {
+        var known = Set(APNSReason.documented.map(\.reason.rawValue))
+        known.formUnion([
+            // APNs reasons Herald gives itself.
+            "Timeout", "ConnectionFailed", "CredentialDisabled", "ClientShutdown", "InvalidNotification", "Shutdown",
+            "ExpiredToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken", "BadEnvironmentKeyInToken",
+            // FCM error codes and Google statuses (protocols.md §12).
+            "UNREGISTERED", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT", "UNSPECIFIED_ERROR", "THIRD_PARTY_AUTH_ERROR",
+            "APNS_AUTH_ERROR", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED", "PERMISSION_DENIED",
+            "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "TokenExchangeFailed",
+            "InvalidMessage", "MessageTooBig", "ReservedDataKey",
+            // Herald's.
+            Dispatcher.pausedReason, "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
+            "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired",
+        ])
+        return known
+    }()
+
+    /// `reason` when known (`ReservedDataKey:x` and `OAuth2:invalid_grant` by their prefix), else `other`.
+    static func label(_ reason: String) -> String {
+        if known.contains(reason) { return reason }
+        if let prefix = reason.split(separator: ":", maxSplits: 1).first, known.contains(String(prefix)) { return String(prefix) }
+        if reason.hasPrefix("HTTP"), reason.count <= 8, reason.dropFirst(4).allSatisfy({ $0.isNumber || $0 == " " }) { return reason }
+        return "other"
     }
 }

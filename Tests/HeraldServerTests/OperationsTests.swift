@@ -1,0 +1,189 @@
+import Foundation
+import HeraldServer
+import HeraldTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue #10 §4: what an operator sees — `/metrics` behind a key, its labels bounded and escaped,
+/// `/healthz` that fails when the database or the dispatcher does, logs without tokens or copy.
+@Suite("Operations: metrics, health, logs")
+struct OperationsTests {
+    @Test("/metrics needs the admin or metrics key; reasons outside the known set are 'other'; routes, not paths")
+    func metricsContract() async throws {
+        let metricsKey = "metrics-key-0123456789abcdef-0123456789"
+        try await withServer(configure: { $0.metricsKey = metricsKey }) { server in
+            for key in [nil, ServerHarness.server, ServerHarness.client, "wrong"] {
+                let headers: [String] = key.map { ["Bearer \($0)"] } ?? []
+                let response = try await server.client.execute(
+                    uri: "/metrics", method: .get, headers: headers.isEmpty ? [:] : [.authorization: headers[0]], body: nil)
+                #expect(response.status == .unauthorized, "key \(key ?? "none")")
+            }
+            let byMetricsKey = try await server.client.execute(
+                uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(metricsKey)"], body: nil)
+            #expect(byMetricsKey.status == .ok)
+
+            let tokens = makeDeviceTokens(2)
+            #expect(try await server.register("a", user: "eve", token: tokens[0]) == .created)
+            #expect(try await server.register("b", user: "eve", token: tokens[1]) == .created)
+            // A peer answering a reason nobody documented: one label value, not one per invention.
+            server.simulator.state.script(tokens[1], status: 400, reason: "MadeUpReason")
+            let sent = try await server.send(#"{"to":{"user_ids":["eve"]},"alert":{"body":"x"}}"#)
+            _ = try await server.settled(try #require(sent.body["id"] as? String))
+            let text = try await server.metricsText()
+            #expect(text.contains(#"herald_deliveries_total{app="demo",status="sent",reason=""} 1"#))
+            #expect(text.contains(#"herald_deliveries_total{app="demo",status="failed",reason="other"} 1"#))
+            #expect(!text.contains("Made"))
+            for name in [
+                "herald_restart_resends_total", "herald_oldest_queued_age_seconds", "herald_deferred_deliveries",
+                "herald_last_batch_timestamp_seconds", "herald_fcm_request_seconds", "herald_apns_request_seconds_bucket",
+                "herald_queue_depth", "herald_notifications_total",
+            ] {
+                #expect(text.contains(name), "\(name) missing")
+            }
+            let api = text.split(separator: "\n").filter { $0.hasPrefix("herald_api_requests_total{") }
+            #expect(api.contains { $0.contains(#"status="202""#) && $0.contains(#"route="/v1/apps/"#) })
+            // Labels carry the route pattern, never ids from the path.
+            #expect(!api.contains { $0.contains("/apps/demo/") || $0.contains("eve") })
+        }
+    }
+
+    @Test("/healthz is 503 naming the database when it does not take writes")
+    func healthDatabase() async throws {
+        try await withServer { server in
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+            try await server.runtime.store.setQueryOnly(true)
+            let sick = try await server.request(.get, "/healthz", key: nil)
+            #expect(sick.status == .serviceUnavailable)
+            #expect(sick.body["database"] as? String == "unwritable")
+            #expect((sick.body["problems"] as? [String])?.first?.hasPrefix("database") == true)
+            try await server.runtime.store.setQueryOnly(false)
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+        }
+    }
+
+    @Test("/healthz is 503 naming the dispatcher when work is due and no batch finishes")
+    func healthDispatcher() async throws {
+        try await withServer(dispatcher: false, dispatcherStallLimit: 0.3) { server in
+            #expect(try await server.register("a", user: "fay", token: makeDeviceTokens(1)[0]) == .created)
+            _ = try await server.send(#"{"to":{"user_ids":["fay"]},"alert":{"body":"x"}}"#)
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+            try await Task.sleep(for: .milliseconds(700))
+            let stalled = try await server.request(.get, "/healthz", key: nil)
+            #expect(stalled.status == .serviceUnavailable)
+            #expect((stalled.body["problems"] as? [String])?.first?.hasPrefix("dispatcher") == true)
+            #expect((stalled.body["dispatcher"] as? [String: Any])?["due"] as? Int == 1)
+            try await Dispatcher(runtime: server.runtime).runOnce()
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+        }
+    }
+
+    @Test("at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text")
+    func traceLogIsClean() async throws {
+        let directory = try makeTemporaryDirectory("herald-trace")
+        let port = freeLoopbackPort()
+        let process = Process()
+        process.executableURL = heraldExecutable
+        process.arguments = ["serve", "--dev", "--dev-dir", directory + "/dev", "--port", "\(port)"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["HERALD_LOG_LEVEL"] = "trace"
+        process.environment = environment
+        _ = FileManager.default.createFile(atPath: directory + "/serve.err", contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/serve.err"))
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let base = "http://127.0.0.1:\(port)"
+        var up = false
+        for _ in 0..<300 where !up {
+            up = (try? await curl(["\(base)/healthz"]))?.status == 200
+            if !up { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(up, "herald serve --dev did not start")
+        let keys = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json"))) as? [String: String])
+        let token = makeDeviceTokens(1)[0]
+        let secretText = "Your lab result is ready: glucose 5.4"
+        let registered = try await curl([
+            "-X", "POST", "\(base)/v1/apps/demo/devices", "-H", "Authorization: Bearer \(keys["client"]!)", "-H",
+            "Content-Type: application/json", "-d", #"{"device_id":"phone","user_id":"gus","token":"\#(token)","environment":"sandbox"}"#,
+        ])
+        #expect(registered.status == 201, "\(registered.body)")
+        let sent = try await curl([
+            "-X", "POST", "\(base)/v1/apps/demo/notifications", "-H", "Authorization: Bearer \(keys["server"]!)", "-H",
+            "Content-Type: application/json", "-d", #"{"to":{"user_ids":["gus"]},"alert":{"title":"Lab","body":"\#(secretText)"}}"#,
+        ])
+        #expect(sent.status == 202, "\(sent.body)")
+        let id = try #require((try JSONSerialization.jsonObject(with: Data(sent.body.utf8)) as? [String: Any])?["id"] as? String)
+        var delivered = false
+        for _ in 0..<200 where !delivered {
+            let view = try await curl(["\(base)/v1/apps/demo/notifications/\(id)", "-H", "Authorization: Bearer \(keys["server"]!)"])
+            delivered = view.body.contains(#""sent":1"#)
+            if !delivered { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(delivered)
+        process.interrupt()
+        process.waitUntilExit()
+        try log.close()
+        let text = try String(contentsOfFile: directory + "/serve.err", encoding: .utf8)
+        #expect(text.contains("trace") || text.contains("debug"), "the log is not at trace level")
+        #expect(!text.contains(token), "a full device token is in the log")
+        #expect(!text.contains(token.prefix(16)), "more than 8 characters of a device token are in the log")
+        #expect(!text.contains("glucose"), "notification text is in the log")
+    }
+}
+
+/// The built `herald` executable beside the test bundle.
+var heraldExecutable: URL {
+    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("herald")
+    if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(".build/debug/herald")
+}
+
+/// Runs `curl -s ARGS`, returning the HTTP status and body.
+func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
+    let run = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-s", "-w", "\n%{http_code}"] + arguments)
+    let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+    return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+}
+
+/// Runs a process to the end without blocking a Swift concurrency thread.
+func runProcess(_ executable: URL, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+        process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+        do { try process.run() } catch { continuation.resume(throwing: error) }
+    }
+    return (
+        status, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+        String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    )
+}
+
+/// A loopback TCP port nobody listens on right now.
+func freeLoopbackPort() -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+            _ = bind(descriptor, socketAddress, length)
+            return getsockname(descriptor, socketAddress, &length)
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
