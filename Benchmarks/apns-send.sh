@@ -55,6 +55,6 @@ stop_sim
 
 echo "== fault run: 10% 500, 5% 429, GOAWAY every 1,000 streams, $COUNT tokens"
 start_sim --fail-500 0.1 --fail-429 0.05 --goaway-after-streams 1000
-line=$("${SEND[@]}" --retry-base-delay 0.05 --too-many-requests-delay 0.1 --max-attempts 20)
+line=$("${SEND[@]}")  # default flags: retried until --retry-deadline (60 s)
 echo "send: $line"
 check_exactly_once "$COUNT"

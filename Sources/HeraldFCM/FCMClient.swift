@@ -22,6 +22,9 @@ public struct FCMClientConfiguration: Sendable {
     public var connectTimeout: TimeInterval = 10
     /// Answers per message before giving up on retryable errors.
     public var maximumAttempts: Int = 4
+    /// When set, retryable errors are also retried only until this many seconds after the send
+    /// began (`herald send --retry-deadline`).
+    public var retryDeadline: TimeInterval?
     /// Exponential backoff for `UNAVAILABLE`/`INTERNAL`/no answer: base·2ⁿ with jitter, capped.
     public var baseDelay: TimeInterval = 1
     public var maximumDelay: TimeInterval = 120
@@ -144,11 +147,17 @@ public final class FCMClient: Sendable {
         }
         let path = endpoint.path + "/v1/projects/\(account.projectID)/messages:send"
         var attempts = 0
+        let began = ContinuousClock.now
+        /// Another try is allowed: under the attempt cap and, with a retry deadline, before it.
+        func mayTryAgain() -> Bool {
+            attempts < configuration.maximumAttempts
+                && (configuration.retryDeadline.map { (ContinuousClock.now - began).seconds < $0 } ?? true)
+        }
         var refreshedForAuth = false
         var lastReason: String?
         var lastStatus: Int?
         var lastRetryAfter: TimeInterval?
-        while attempts < configuration.maximumAttempts {
+        while mayTryAgain() {
             if let pause = state.withLock({ $0.pausedUntil }), pause > clock.now() {
                 try? await Task.sleep(for: .seconds(pause.timeIntervalSince(clock.now())))
             }
@@ -215,11 +224,11 @@ public final class FCMClient: Sendable {
                         logger.warning("FCM quota exceeded; pausing sends", metadata: ["fcm.wait_seconds": "\(wait)"])
                     }
                     // A long pause is the outbox's to wait, not this batch's.
-                    guard attempts < configuration.maximumAttempts, wait <= configuration.maximumDelay else {
+                    guard mayTryAgain(), wait <= configuration.maximumDelay else {
                         return result(response.status, lastReason, .retryLater, attempts, retryAfter: wait)
                     }
                     try? await Task.sleep(for: .seconds(wait))
-                } else if attempts < configuration.maximumAttempts {
+                } else if mayTryAgain() {
                     await backoff(attempts: attempts, retryAfter: lastRetryAfter)
                 }
             case .tokenDead:

@@ -51,7 +51,12 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections to open.") var connections = 4
     @Option(help: "Event loop threads for the connections (default: one per four connections, leaving one core free).") var threads: Int?
     @Option(help: "Seconds to wait for each answer.") var deadline = 10.0
-    @Option(name: .customLong("max-attempts"), help: "Answers a notification may get (retries after 429/5xx) before the last is final.") var maximumAttempts = 5
+    @Option(
+        name: .customLong("retry-deadline"),
+        help: "Seconds after which a notification still failing with 429/5xx/GOAWAY is given up (retries go on until then).")
+    var retryDeadline = 60.0
+    @Option(name: .customLong("max-attempts"), help: "Also cap the answers a notification may get (default: no cap but --retry-deadline).")
+    var maximumAttempts: Int?
     @Option(name: .customLong("retry-base-delay"), help: "First backoff in seconds after a 5xx; doubles per attempt.") var retryBaseDelay = 1.0
     @Option(name: .customLong("too-many-requests-delay"), help: "First delay in seconds before resending to a token answered 429; doubles per attempt.") var tooManyRequestsDelay = 5.0
     @Flag(help: "No progress on stderr.") var quiet = false
@@ -59,6 +64,9 @@ struct SendCommand: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(defaultLevel: .warning)
         do {
+            guard retryDeadline > 0, retryDeadline <= 86_400 else {
+                throw SendConfigurationError("--retry-deadline is seconds, more than 0 and at most 86400")
+            }
             let summary = fcm ? try await sendFCM() : try await send()
             printOutput(summary.json)
             if summary.configurationError { throw ExitCode(2) }
@@ -90,7 +98,9 @@ struct SendCommand: AsyncParsableCommand {
             throw SendConfigurationError("--endpoint: \(error.message)")
         }
         configuration.requestDeadline = deadline
-        configuration.retry.maximumAttempts = max(1, maximumAttempts)
+        configuration.retry.maximumAttempts = max(1, maximumAttempts ?? .max)
+        configuration.retry.retryDeadline = retryDeadline
+        configuration.retry.maximumResends = .max
         configuration.retry.baseDelay = retryBaseDelay
         configuration.retry.tooManyRequestsDelay = tooManyRequestsDelay
 
@@ -166,7 +176,8 @@ struct SendCommand: AsyncParsableCommand {
         configuration.caFile = caFile
         configuration.connections = connections
         configuration.requestTimeout = deadline
-        configuration.maximumAttempts = max(1, maximumAttempts)
+        configuration.maximumAttempts = max(1, maximumAttempts ?? .max)
+        configuration.retryDeadline = retryDeadline
         configuration.baseDelay = retryBaseDelay
         configuration.quotaDelay = tooManyRequestsDelay
         let client: FCMClient

@@ -103,6 +103,41 @@ struct SendCommandTests {
         }
     }
 
+    @Test("APNs under 25% 500s, 10% 429s and GOAWAY every 1,000 streams: retried until --retry-deadline, not 5 tries; every token once")
+    func retryDeadline() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")
+        try await withSimulator(bundleID: "com.example.cli") { configuration in
+            configuration.faults.internalServerErrorRate = 0.25
+            configuration.faults.tooManyRequestsRate = 0.1
+            configuration.faults.goAwayAfterStreams = 1_000
+        } _: { harness in
+            let directory = try makeTemporaryDirectory("herald-cli")
+            let keyFile = directory + "/AuthKey.p8"
+            try harness.key.pem.write(toFile: keyFile, atomically: true, encoding: .utf8)
+            let tokens = makeDeviceTokens(3_000)
+            try tokens.joined(separator: "\n").write(toFile: directory + "/tokens.txt", atomically: true, encoding: .utf8)
+            let common = [
+                "send", "--endpoint", harness.simulator.endpointURL, "--ca-file", harness.simulator.caFile,
+                "--key-file", keyFile, "--key-id", harness.key.signingKey.keyID, "--team-id", harness.key.signingKey.teamID,
+                "--topic", harness.bundleID, "--body", "x", "--quiet",
+                // Short backoffs keep the test quick; the number of tries is left to the deadline.
+                "--retry-base-delay", "0.01", "--too-many-requests-delay", "0.01",
+            ]
+            // At 35% failures five tries lose about 0.5% of 3,000 tokens (16 when run with
+            // --max-attempts 5); the deadline loses none.
+            let run = try await Self.herald(common + ["--tokens-file", directory + "/tokens.txt"])
+            #expect(run.status == 0, "stderr: \(run.stderr)")
+            let summary = try #require(run.summary, "stdout: \(run.stdout)")
+            #expect(summary["accepted"] as? Int == 3_000, "\(summary)")
+            #expect((summary["failed"] as? [String: Int])?.isEmpty == true)
+            #expect(Set(tokens.map { harness.simulator.state.inbox(for: $0).count }) == [1])
+
+            let bad = try await Self.herald(common + ["--token", tokens[0], "--retry-deadline", "0"])
+            #expect(bad.status == 2)
+            #expect(bad.stderr.contains("--retry-deadline"))
+        }
+    }
+
     @Test("APNs: the .p8 key, topic and token flags deliver through the simulator")
     func sendAPNs() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")

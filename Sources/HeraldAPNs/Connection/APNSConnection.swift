@@ -217,7 +217,7 @@ extension APNSConnection: APNSConnectionHandlerDelegate {
         var again: [APNSPendingRequest] = []
         for request in requests {
             request.resends += 1
-            if request.resends > client.configuration.retry.maximumResends || isShutDown {
+            if !client.configuration.retry.mayResend(resends: request.resends, elapsed: request.elapsed) || isShutDown {
                 client.finishUnreachable(request)
             } else {
                 again.append(request)

@@ -18,6 +18,10 @@ final class APNSPendingRequest: @unchecked Sendable {
     var deadline = NIODeadline.distantFuture
     /// When it was last written to a stream.
     var writtenAt: NIODeadline?
+    /// When it was submitted: retries stop at the policy's `retryDeadline` after it.
+    let submittedAt = NIODeadline.now()
+    /// Seconds since it was submitted.
+    var elapsed: TimeInterval { Double((NIODeadline.now() - submittedAt).nanoseconds) / 1e9 }
     /// The last answer, kept for the final result.
     var lastStatus: Int?
     var lastReason: APNSReason?

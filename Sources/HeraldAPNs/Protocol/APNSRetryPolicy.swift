@@ -14,14 +14,20 @@ package struct APNSRetryPolicy: Sendable, Hashable {
     package var tooManyRequestsDelay: TimeInterval
     /// Resends after unanswered losses (GOAWAY, REFUSED_STREAM, dropped connection) before giving up.
     package var maximumResends: Int
+    /// When set, transient failures are retried until this many seconds have passed since the
+    /// notification was submitted (the counts above still cap it): a burst of 5xx or a GOAWAY
+    /// storm is waited out instead of failing notifications after a fixed number of tries.
+    package var retryDeadline: TimeInterval?
 
     package init(
         maximumAttempts: Int = 5,
         baseDelay: TimeInterval = 1,
         maximumDelay: TimeInterval = 60,
         tooManyRequestsDelay: TimeInterval = 5,
-        maximumResends: Int = 10
+        maximumResends: Int = 10,
+        retryDeadline: TimeInterval? = nil
     ) {
+        self.retryDeadline = retryDeadline
         self.maximumAttempts = maximumAttempts
         self.baseDelay = baseDelay
         self.maximumDelay = maximumDelay
@@ -37,22 +43,33 @@ package struct APNSRetryPolicy: Sendable, Hashable {
         case giveUp
     }
 
-    /// The decision after the `attempt`-th answer (1-based) classified as `disposition`.
-    /// `random` must return a value in `0..<1`.
+    /// The decision after the `attempt`-th answer (1-based) classified as `disposition`,
+    /// `elapsed` seconds after the notification was submitted. `random` must return a value in `0..<1`.
     package func decide(
-        after disposition: APNSDisposition, attempt: Int, random: () -> Double
+        after disposition: APNSDisposition, attempt: Int, elapsed: TimeInterval = 0, random: () -> Double
     ) -> Decision {
         guard disposition.isRetryable, attempt < maximumAttempts else { return .giveUp }
+        if let retryDeadline, elapsed >= retryDeadline { return .giveUp }
+        let delay: TimeInterval
         switch disposition {
         case .resendOnNewConnection:
-            return .retry(after: 0)
+            delay = 0
         case .retryTokenLater:
-            return .retry(after: backoff(base: tooManyRequestsDelay, attempt: attempt, random: random))
+            delay = backoff(base: tooManyRequestsDelay, attempt: attempt, random: random)
         case .retryWithBackoff:
-            return .retry(after: backoff(base: baseDelay, attempt: attempt, random: random))
+            delay = backoff(base: baseDelay, attempt: attempt, random: random)
         default:
             return .giveUp
         }
+        // The last try goes at the deadline rather than not at all.
+        return .retry(after: retryDeadline.map { min(delay, max(0, $0 - elapsed)) } ?? delay)
+    }
+
+    /// Whether a notification that went unanswered `resends` times, `elapsed` seconds after it
+    /// was submitted, may be sent again.
+    package func mayResend(resends: Int, elapsed: TimeInterval) -> Bool {
+        if let retryDeadline { return elapsed < retryDeadline }
+        return resends <= maximumResends
     }
 
     /// Exponential backoff with "equal jitter": half the step is fixed, half random, so a retry
