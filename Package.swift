@@ -137,6 +137,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // libFuzzer target for the HTTP/2 frame parser (scripts/fuzz-http2.sh builds it with
+        // -sanitize=fuzzer); a plain build replays a corpus: herald-fuzz-http2 Fuzz/corpus/http2
+        .executableTarget(
+            name: "herald-fuzz-http2",
+            dependencies: [
+                "HeraldHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Fuzz/HTTP2Frames",
+            swiftSettings: strict
+        ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: strict),
         .testTarget(
             name: "HeraldServerTests",
@@ -155,6 +167,7 @@ let package = Package(
             dependencies: [
                 "HeraldHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             swiftSettings: strict

@@ -186,7 +186,11 @@ public final class FCMClient: Sendable {
                 continue
             } catch {
                 attempts += 1
-                lastReason = (error as? HTTP2RequestFailure) == .timedOut ? "Timeout" : "ConnectFailed"
+                switch error as? HTTP2RequestFailure {
+                case .timedOut?: lastReason = "Timeout"
+                case .responseTooLarge?: lastReason = "ResponseTooLarge"
+                default: lastReason = "ConnectFailed"
+                }
                 lastStatus = nil
                 await backoff(attempts: attempts, retryAfter: nil)
                 continue

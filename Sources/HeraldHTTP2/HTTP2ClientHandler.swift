@@ -19,6 +19,8 @@ public enum HTTP2RequestFailure: Error, Sendable, Hashable {
     case unanswered
     case timedOut
     case invalidRequest
+    /// The answer's body was over 64 KiB: its stream was reset.
+    case responseTooLarge
 }
 
 /// Whether a connection still takes new requests, readable from any thread.
@@ -52,6 +54,10 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         var status: Int?
         var headers = HPACKHeaders()
         var body: ByteBuffer?
+        /// The request body still waiting for window, when it did not go out whole.
+        var outgoing: HTTP2OutgoingBody?
+        /// DATA bytes received on the stream (padding included).
+        var received = 0
     }
 
     public let status: HTTP2ConnectionStatus
@@ -121,10 +127,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         return max(0, peer.remoteStreamLimit - inFlight.count)
     }
 
+    /// Streams whose request body waits for a WINDOW_UPDATE.
+    private var streamsWaitingForWindow: Set<Int32> = []
+
     private func drain() {
+        resumeBodies()
         while availableStreams > 0, let next = waiting.first {
             let size = next.body.readableBytes
-            guard peer.fits(bodySize: size) else { return }
+            guard peer.mayOpen(bodySize: size, bodiesWaiting: !streamsWaitingForWindow.isEmpty) else { return }
             let pending = waiting.removeFirst()
             let streamID = nextStreamID
             do {
@@ -136,9 +146,34 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
                 continue
             }
             nextStreamID += 2
-            HTTP2Wire.writeData(into: &output, streamID: streamID, data: pending.body, endStream: true)
-            peer.connectionSendWindow -= size
-            inFlight[streamID] = InFlight(pending: pending)
+            var entry = InFlight(pending: pending)
+            if peer.fits(bodySize: size) {
+                HTTP2Wire.writeData(into: &output, streamID: streamID, data: pending.body, endStream: true)
+                peer.connectionSendWindow -= size
+            } else {
+                // Larger than a window: what fits now, the rest as the server opens its windows.
+                var body = HTTP2OutgoingBody(pending.body, window: peer.streamInitialSendWindow)
+                if !peer.writeBody(&body, streamID: streamID, into: &output) {
+                    entry.outgoing = body
+                    streamsWaitingForWindow.insert(streamID)
+                }
+            }
+            inFlight[streamID] = entry
+        }
+    }
+
+    /// Sends more of the bodies waiting for window, oldest stream first.
+    private func resumeBodies() {
+        guard !streamsWaitingForWindow.isEmpty else { return }
+        for streamID in streamsWaitingForWindow.sorted() {
+            guard var entry = inFlight.removeValue(forKey: streamID), var body = entry.outgoing else {
+                streamsWaitingForWindow.remove(streamID)
+                continue
+            }
+            let done = peer.writeBody(&body, streamID: streamID, into: &output)
+            entry.outgoing = done ? nil : body
+            inFlight[streamID] = entry
+            if done { streamsWaitingForWindow.remove(streamID) } else if peer.connectionSendWindow <= 0 { return }
         }
     }
 
@@ -210,12 +245,24 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             }
             finishOrKeep(entry, frame)
         case .data?:
-            peer.received(data: frame)
-            guard var entry = inFlight[frame.streamID] else { return }
+            try peer.received(data: frame)
+            // Taken out so the body is appended in place, not copied per frame.
+            guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
+            entry.received += frame.flowControlledLength
+            guard entry.received <= Int(HTTP2ClientPeerState.streamReceiveWindow) else {
+                throw HTTP2ConnectionError(.flowControlError, "DATA beyond the stream window we granted")
+            }
             var data = frame.payload
+            guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
+                HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
+                streamsWaitingForWindow.remove(frame.streamID)
+                entry.pending.promise.fail(HTTP2RequestFailure.responseTooLarge)
+                return
+            }
             if entry.body == nil { entry.body = ByteBuffer(buffer: data) } else { entry.body!.writeBuffer(&data) }
             finishOrKeep(entry, frame)
         case .rstStream?:
+            streamsWaitingForWindow.remove(frame.streamID)
             if let entry = inFlight.removeValue(forKey: frame.streamID) {
                 if let status = entry.status {
                     entry.pending.promise.succeed(HTTP2Response(status: status, headers: entry.headers, body: entry.body))
@@ -224,7 +271,10 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            try peer.apply(settings: frame, encoder: &encoder, output: &output)
+            let delta = try peer.apply(settings: frame, encoder: &encoder, output: &output)
+            if delta != 0 {
+                for streamID in streamsWaitingForWindow { try inFlight[streamID]?.outgoing?.grow(by: delta) }
+            }
         case .ping?:
             HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
@@ -238,7 +288,9 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             }
             failWaiting()
         case .windowUpdate?:
-            try peer.apply(windowUpdate: frame)
+            if let (streamID, increment) = try peer.apply(windowUpdate: frame) {
+                try inFlight[streamID]?.outgoing?.grow(by: increment)
+            }
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -252,6 +304,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             return
         }
         inFlight[frame.streamID] = nil
+        streamsWaitingForWindow.remove(frame.streamID)
         entry.pending.promise.succeed(HTTP2Response(status: entry.status ?? 0, headers: entry.headers, body: entry.body))
     }
 
@@ -295,6 +348,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         let now = NIODeadline.now()
         for (streamID, entry) in inFlight where entry.pending.deadline <= now {
             inFlight[streamID] = nil
+            streamsWaitingForWindow.remove(streamID)
             HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
             entry.pending.promise.fail(HTTP2RequestFailure.timedOut)
         }

@@ -17,6 +17,10 @@ package struct HTTP2ClientPeerState {
     package private(set) var streamInitialSendWindow = HTTP2Wire.defaultWindow
     package private(set) var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
     private var unacknowledgedBytes = 0
+    /// What the server may still send on the connection before our next WINDOW_UPDATE.
+    private var receiveWindowRemaining = connectionReceiveWindow
+    /// The largest response body kept; a larger one resets its stream.
+    package static let maximumResponseBody = 64 << 10
     private var lastRead = NIODeadline.now()
     private var pingSentAt: NIODeadline?
     private let streamLimitCap: Int
@@ -38,44 +42,97 @@ package struct HTTP2ClientPeerState {
         size <= connectionSendWindow && size <= streamInitialSendWindow && size <= peerMaximumFrameSize
     }
 
+    /// Whether a new stream may open for a body of this size: at once when it goes out whole;
+    /// otherwise only when no other stream is waiting for window (`bodiesWaiting`) and some
+    /// connection window is left, and it is then sent as WINDOW_UPDATEs allow.
+    package func mayOpen(bodySize size: Int, bodiesWaiting: Bool) -> Bool {
+        fits(bodySize: size) || (!bodiesWaiting && connectionSendWindow > 0)
+    }
+
+    /// Writes as much of a request body as the stream's and the connection's windows allow, in
+    /// frames the server accepts, END_STREAM on the last; `true` once it is all out.
+    package mutating func writeBody(_ body: inout HTTP2OutgoingBody, streamID: Int32, into output: inout ByteBuffer) -> Bool {
+        if body.remaining.readableBytes == 0 {
+            guard !body.finished else { return true }
+            HTTP2Wire.writeData(into: &output, streamID: streamID, data: body.remaining, endStream: true)
+            body.finished = true
+            return true
+        }
+        while body.remaining.readableBytes > 0 {
+            let size = min(body.remaining.readableBytes, body.window, connectionSendWindow, peerMaximumFrameSize)
+            guard size > 0 else { return false }
+            let chunk = body.remaining.readSlice(length: size)!
+            let last = body.remaining.readableBytes == 0
+            HTTP2Wire.writeData(into: &output, streamID: streamID, data: chunk, endStream: last)
+            body.window -= size
+            connectionSendWindow -= size
+            if last { body.finished = true }
+        }
+        return true
+    }
+
     /// Bytes arrived: the connection is alive.
     package mutating func didRead() {
         lastRead = .now()
         pingSentAt = nil
     }
 
-    /// Applies a SETTINGS frame and acknowledges it.
+    /// Applies a SETTINGS frame (RFC 9113 §6.5: every value checked) and acknowledges it.
+    /// Returns how much the initial stream window changed: open streams' windows move by it.
+    @discardableResult
     package mutating func apply(
         settings frame: HTTP2ReadFrame, encoder: inout HPACKEncoder, output: inout ByteBuffer
-    ) throws(HTTP2ConnectionError) {
-        guard !frame.isAcknowledgement else { return }
+    ) throws(HTTP2ConnectionError) -> Int {
+        guard frame.streamID == 0 else { throw HTTP2ConnectionError(.protocolError, "SETTINGS on a stream") }
+        guard frame.payload.readableBytes % 6 == 0 else {
+            throw HTTP2ConnectionError(.frameSizeError, "SETTINGS payload not a multiple of 6 bytes")
+        }
+        guard !frame.isAcknowledgement else {
+            guard frame.payload.readableBytes == 0 else { throw HTTP2ConnectionError(.frameSizeError, "SETTINGS ACK with a payload") }
+            return 0
+        }
         if !receivedSettings {
             receivedSettings = true
             remoteStreamLimit = streamLimitCap
         }
+        var delta = 0
         for (identifier, value) in frame.settings {
             switch HTTP2Wire.Setting(rawValue: identifier) {
             case .maximumConcurrentStreams?: remoteStreamLimit = min(Int(value), streamLimitCap)
             case .initialWindowSize?:
                 guard value <= UInt32(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1") }
+                delta += Int(value) - streamInitialSendWindow
                 streamInitialSendWindow = Int(value)
-            case .maximumFrameSize?: peerMaximumFrameSize = Int(value)
+            case .maximumFrameSize?:
+                guard (HTTP2Wire.defaultMaximumFrameSize...16_777_215).contains(Int(value)) else {
+                    throw HTTP2ConnectionError(.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value) outside 16384…16777215")
+                }
+                peerMaximumFrameSize = Int(value)
+            case .enablePush?:
+                guard value <= 1 else { throw HTTP2ConnectionError(.protocolError, "SETTINGS_ENABLE_PUSH \(value) is not 0 or 1") }
             case .headerTableSize?: try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
             default: break
             }
         }
         HTTP2Wire.writeSettingsAcknowledgement(into: &output)
+        return delta
     }
 
-    /// Applies a WINDOW_UPDATE (only the connection window matters: bodies go out whole).
-    package mutating func apply(windowUpdate frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
+    /// Applies a WINDOW_UPDATE. The connection's is applied here; a stream's is returned
+    /// (stream id, increment) for the handler to add to that stream's window.
+    package mutating func apply(windowUpdate frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) -> (streamID: Int32, increment: Int)? {
         var payload = frame.payload
-        let increment = Int((payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
-        guard frame.streamID == 0 else { return }
+        guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
+            throw HTTP2ConnectionError(.frameSizeError, "WINDOW_UPDATE of \(frame.payload.readableBytes) bytes")
+        }
+        let increment = Int(raw & 0x7fff_ffff)
+        guard increment > 0 else { throw HTTP2ConnectionError(.protocolError, "WINDOW_UPDATE of 0") }
+        guard frame.streamID == 0 else { return (frame.streamID, increment) }
         connectionSendWindow += increment
         guard connectionSendWindow <= Int(Int32.max) else {
             throw HTTP2ConnectionError(.flowControlError, "connection window over 2^31-1")
         }
+        return nil
     }
 
     /// Answers a PING.
@@ -85,13 +142,21 @@ package struct HTTP2ClientPeerState {
         if !frame.isAcknowledgement { HTTP2Wire.writePing(into: &output, data: data, acknowledgement: true) }
     }
 
-    /// Counts received DATA against our connection window.
-    package mutating func received(data frame: HTTP2ReadFrame) { unacknowledgedBytes += frame.flowControlledLength }
+    /// Counts received DATA against our connection window: more than we granted is a
+    /// FLOW_CONTROL_ERROR (RFC 9113 §6.9.1), not a buffer that grows without end.
+    package mutating func received(data frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
+        receiveWindowRemaining -= frame.flowControlledLength
+        guard receiveWindowRemaining >= 0 else {
+            throw HTTP2ConnectionError(.flowControlError, "DATA beyond the connection window we granted")
+        }
+        unacknowledgedBytes += frame.flowControlledLength
+    }
 
     /// After a read: gives the received bytes back once a MiB has accumulated.
     package mutating func acknowledgeReceived(into output: inout ByteBuffer) {
         if unacknowledgedBytes >= 1 << 20 {
             HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: unacknowledgedBytes)
+            receiveWindowRemaining += unacknowledgedBytes
             unacknowledgedBytes = 0
         }
     }
@@ -107,5 +172,26 @@ package struct HTTP2ClientPeerState {
             HTTP2Wire.writePing(into: &output, data: 0x4845_5241_4c44, acknowledgement: false)
         }
         return true
+    }
+}
+
+/// A request body on an open stream, sent as the flow-control windows allow.
+package struct HTTP2OutgoingBody {
+    /// What is still to be sent.
+    package var remaining: ByteBuffer
+    /// The stream's send window.
+    package var window: Int
+    /// Whether END_STREAM went out.
+    package var finished = false
+
+    package init(_ body: ByteBuffer, window: Int) {
+        remaining = body
+        self.window = window
+    }
+
+    /// Adds a WINDOW_UPDATE's increment or a SETTINGS change; over 2^31-1 is a FLOW_CONTROL_ERROR.
+    package mutating func grow(by increment: Int) throws(HTTP2ConnectionError) {
+        window += increment
+        guard window <= Int(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "stream window over 2^31-1") }
     }
 }

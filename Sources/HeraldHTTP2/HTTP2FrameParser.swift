@@ -21,8 +21,14 @@ package struct HTTP2FrameParser {
     private var buffer: ByteBuffer
     /// The largest frame payload we accept (what we advertised, default 16,384).
     package var maximumFrameSize: Int
-    /// A HEADERS frame waiting for its CONTINUATIONs.
+    /// A HEADERS frame waiting for its CONTINUATIONs, and how many it has had.
     private var pendingHeaders: HTTP2ReadFrame?
+    private var continuations = 0
+    /// The largest header block (HEADERS and its CONTINUATIONs) accepted: APNs and FCM answer
+    /// with a few hundred bytes.
+    package static let maximumHeaderBlockSize = 256 << 10
+    /// The most CONTINUATION frames one header block may take (a flood of tiny ones is an attack).
+    package static let maximumContinuationFrames = 64
 
     package init(allocator: ByteBufferAllocator = ByteBufferAllocator(), maximumFrameSize: Int = HTTP2Wire.defaultMaximumFrameSize) {
         buffer = allocator.buffer(capacity: 0)
@@ -51,20 +57,23 @@ package struct HTTP2FrameParser {
                 compactIfNeeded()
                 return nil
             }
-            if let pending = pendingHeaders {
-                guard frame.type == HTTP2Wire.FrameType.continuation.rawValue, frame.streamID == pending.streamID else {
-                    throw HTTP2ConnectionError(.protocolError, "expected CONTINUATION for stream \(pending.streamID)")
+            if var joined = pendingHeaders {
+                guard frame.type == HTTP2Wire.FrameType.continuation.rawValue, frame.streamID == joined.streamID else {
+                    throw HTTP2ConnectionError(.protocolError, "expected CONTINUATION for stream \(joined.streamID)")
                 }
-                var joined = pending
+                // Taken out first so the block is uniquely held: the fragment is appended in
+                // place, not the whole block copied per frame.
+                pendingHeaders = nil
+                continuations += 1
+                guard continuations <= Self.maximumContinuationFrames else {
+                    throw HTTP2ConnectionError(.enhanceYourCalm, "more than \(Self.maximumContinuationFrames) CONTINUATION frames")
+                }
+                guard joined.payload.readableBytes + frame.payload.readableBytes <= Self.maximumHeaderBlockSize else {
+                    throw HTTP2ConnectionError(.enhanceYourCalm, "header block over \(Self.maximumHeaderBlockSize) bytes")
+                }
                 var fragment = frame.payload
                 joined.payload.writeBuffer(&fragment)
-                if frame.flags & HTTP2Wire.Flag.endHeaders != 0 {
-                    pendingHeaders = nil
-                    return joined
-                }
-                guard joined.payload.readableBytes <= 1 << 20 else {
-                    throw HTTP2ConnectionError(.enhanceYourCalm, "header block over 1 MiB")
-                }
+                if frame.flags & HTTP2Wire.Flag.endHeaders != 0 { return joined }
                 pendingHeaders = joined
                 continue
             }
@@ -73,10 +82,14 @@ package struct HTTP2FrameParser {
                 throw HTTP2ConnectionError(.protocolError, "CONTINUATION without HEADERS")
             case HTTP2Wire.FrameType.headers.rawValue, HTTP2Wire.FrameType.pushPromise.rawValue:
                 if frame.flags & HTTP2Wire.Flag.endHeaders == 0 {
-                    // Own the fragment so later frames can be appended to it.
+                    // Own the fragment (room for a few more) so later frames are appended to it.
                     var owned = frame
-                    owned.payload = ByteBuffer(buffer: frame.payload)
+                    var copy = ByteBufferAllocator().buffer(capacity: frame.payload.readableBytes * 4)
+                    var fragment = frame.payload
+                    copy.writeBuffer(&fragment)
+                    owned.payload = copy
                     pendingHeaders = owned
+                    continuations = 0
                     continue
                 }
                 return frame

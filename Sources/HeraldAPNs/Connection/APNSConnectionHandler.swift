@@ -36,7 +36,15 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         var request: APNSPendingRequest
         var status: Int?
         var body: ByteBuffer?
+        /// The payload still waiting for window, when it did not go out whole.
+        var outgoing: HTTP2OutgoingBody?
+        /// DATA bytes received on the stream (padding included).
+        var received = 0
     }
+
+    /// Streams whose payload waits for a WINDOW_UPDATE (only when the server's windows are
+    /// smaller than a payload; APNs' never are).
+    private var streamsWaitingForWindow: Set<Int32> = []
 
     weak var delegate: (any APNSConnectionHandlerDelegate)?
     private let authority: String
@@ -94,7 +102,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     /// Whether the flow-control windows let this request's body go out whole right now.
     func canSend(_ request: APNSPendingRequest) -> Bool {
-        peer.fits(bodySize: request.payload.readableBytes)
+        peer.mayOpen(bodySize: request.payload.readableBytes, bodiesWaiting: !streamsWaitingForWindow.isEmpty)
     }
 
     // MARK: Writing
@@ -142,9 +150,33 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
             return
         }
-        HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
-        peer.connectionSendWindow -= request.payload.readableBytes
-        inFlight[streamID] = InFlight(request: request)
+        var entry = InFlight(request: request)
+        if peer.fits(bodySize: request.payload.readableBytes) {
+            HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
+            peer.connectionSendWindow -= request.payload.readableBytes
+        } else {
+            var body = HTTP2OutgoingBody(request.payload, window: peer.streamInitialSendWindow)
+            if !peer.writeBody(&body, streamID: streamID, into: &output) {
+                entry.outgoing = body
+                streamsWaitingForWindow.insert(streamID)
+            }
+        }
+        inFlight[streamID] = entry
+    }
+
+    /// Sends more of the payloads waiting for window, oldest stream first.
+    private func resumeBodies() {
+        guard !streamsWaitingForWindow.isEmpty else { return }
+        for streamID in streamsWaitingForWindow.sorted() {
+            guard var entry = inFlight.removeValue(forKey: streamID), var body = entry.outgoing else {
+                streamsWaitingForWindow.remove(streamID)
+                continue
+            }
+            let done = peer.writeBody(&body, streamID: streamID, into: &output)
+            entry.outgoing = done ? nil : body
+            inFlight[streamID] = entry
+            if done { streamsWaitingForWindow.remove(streamID) } else if peer.connectionSendWindow <= 0 { return }
+        }
     }
 
     /// Sends everything written since the last flush as one write.
@@ -228,9 +260,25 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 inFlight[frame.streamID] = entry
             }
         case .data?:
-            peer.received(data: frame)
-            guard var entry = inFlight[frame.streamID] else { return }
+            try peer.received(data: frame)
+            // Taken out so the body is appended in place, not copied per frame.
+            guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
+            entry.received += frame.flowControlledLength
+            guard entry.received <= Int(HTTP2ClientPeerState.streamReceiveWindow) else {
+                throw HTTP2ConnectionError(.flowControlError, "DATA beyond the stream window we granted")
+            }
             var data = frame.payload
+            guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
+                // APNs answers with a few bytes of JSON: a huge body is not an answer to read.
+                HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
+                streamsWaitingForWindow.remove(frame.streamID)
+                if let status = entry.status {
+                    delegate?.handler(self, answered: entry.request, status: status, reason: nil, timestamp: nil)
+                } else {
+                    delegate?.handler(self, unanswered: [entry.request])
+                }
+                return
+            }
             if entry.body == nil {
                 entry.body = ByteBuffer(buffer: data)
             } else {
@@ -243,6 +291,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 inFlight[frame.streamID] = entry
             }
         case .rstStream?:
+            streamsWaitingForWindow.remove(frame.streamID)
             var payload = frame.payload
             let code = payload.readInteger(as: UInt32.self) ?? 0
             if let entry = inFlight.removeValue(forKey: frame.streamID) {
@@ -255,7 +304,10 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            try peer.apply(settings: frame, encoder: &encoder, output: &output)
+            let delta = try peer.apply(settings: frame, encoder: &encoder, output: &output)
+            if delta != 0 {
+                for streamID in streamsWaitingForWindow { try inFlight[streamID]?.outgoing?.grow(by: delta) }
+            }
         case .ping?:
             HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
@@ -277,7 +329,9 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             delegate?.handlerIsGoingAway(self, reason: reason)
             if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
         case .windowUpdate?:
-            try peer.apply(windowUpdate: frame)
+            if let (streamID, increment) = try peer.apply(windowUpdate: frame) {
+                try inFlight[streamID]?.outgoing?.grow(by: increment)
+            }
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -287,6 +341,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         peer.acknowledgeReceived(into: &output)
+        resumeBodies()
         delegate?.handlerHasCapacity(self)
         flush()
         closeIfDrained()

@@ -159,7 +159,7 @@ enum MetricReason {
             // FCM error codes and Google statuses (protocols.md §12).
             "UNREGISTERED", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT", "UNSPECIFIED_ERROR", "THIRD_PARTY_AUTH_ERROR",
             "APNS_AUTH_ERROR", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED", "PERMISSION_DENIED",
-            "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "TokenExchangeFailed",
+            "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "ResponseTooLarge", "TokenExchangeFailed",
             "InvalidMessage", "MessageTooBig", "ReservedDataKey",
             // Herald's.
             Dispatcher.pausedReason, "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
