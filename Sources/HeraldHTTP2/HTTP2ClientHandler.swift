@@ -54,8 +54,6 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         var status: Int?
         var headers = HPACKHeaders()
         var body: ByteBuffer?
-        /// The request body still waiting for window, when it did not go out whole.
-        var outgoing: HTTP2OutgoingBody?
         /// DATA bytes received on the stream (padding included).
         var received = 0
     }
@@ -127,14 +125,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         return max(0, peer.remoteStreamLimit - inFlight.count)
     }
 
-    /// Streams whose request body waits for a WINDOW_UPDATE.
-    private var streamsWaitingForWindow: Set<Int32> = []
+    /// Request bodies that wait for a WINDOW_UPDATE.
+    private var waitingBodies = HTTP2WaitingBodies()
 
     private func drain() {
-        resumeBodies()
+        waitingBodies.resume(peer: &peer, output: &output)
         while availableStreams > 0, let next = waiting.first {
             let size = next.body.readableBytes
-            guard peer.mayOpen(bodySize: size, bodiesWaiting: !streamsWaitingForWindow.isEmpty) else { return }
+            guard peer.mayOpen(bodySize: size, bodiesWaiting: !waitingBodies.isEmpty) else { return }
             let pending = waiting.removeFirst()
             let streamID = nextStreamID
             do {
@@ -146,34 +144,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
                 continue
             }
             nextStreamID += 2
-            var entry = InFlight(pending: pending)
             if peer.fits(bodySize: size) {
                 HTTP2Wire.writeData(into: &output, streamID: streamID, data: pending.body, endStream: true)
                 peer.connectionSendWindow -= size
             } else {
                 // Larger than a window: what fits now, the rest as the server opens its windows.
-                var body = HTTP2OutgoingBody(pending.body, window: peer.streamInitialSendWindow)
-                if !peer.writeBody(&body, streamID: streamID, into: &output) {
-                    entry.outgoing = body
-                    streamsWaitingForWindow.insert(streamID)
-                }
+                waitingBodies.start(pending.body, streamID: streamID, peer: &peer, output: &output)
             }
-            inFlight[streamID] = entry
-        }
-    }
-
-    /// Sends more of the bodies waiting for window, oldest stream first.
-    private func resumeBodies() {
-        guard !streamsWaitingForWindow.isEmpty else { return }
-        for streamID in streamsWaitingForWindow.sorted() {
-            guard var entry = inFlight.removeValue(forKey: streamID), var body = entry.outgoing else {
-                streamsWaitingForWindow.remove(streamID)
-                continue
-            }
-            let done = peer.writeBody(&body, streamID: streamID, into: &output)
-            entry.outgoing = done ? nil : body
-            inFlight[streamID] = entry
-            if done { streamsWaitingForWindow.remove(streamID) } else if peer.connectionSendWindow <= 0 { return }
+            inFlight[streamID] = InFlight(pending: pending)
         }
     }
 
@@ -255,14 +233,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             var data = frame.payload
             guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
                 HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
-                streamsWaitingForWindow.remove(frame.streamID)
+                waitingBodies.remove(frame.streamID)
                 entry.pending.promise.fail(HTTP2RequestFailure.responseTooLarge)
                 return
             }
             if entry.body == nil { entry.body = ByteBuffer(buffer: data) } else { entry.body!.writeBuffer(&data) }
             finishOrKeep(entry, frame)
         case .rstStream?:
-            streamsWaitingForWindow.remove(frame.streamID)
+            waitingBodies.remove(frame.streamID)
             if let entry = inFlight.removeValue(forKey: frame.streamID) {
                 if let status = entry.status {
                     entry.pending.promise.succeed(HTTP2Response(status: status, headers: entry.headers, body: entry.body))
@@ -271,10 +249,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            let delta = try peer.apply(settings: frame, encoder: &encoder, output: &output)
-            if delta != 0 {
-                for streamID in streamsWaitingForWindow { try inFlight[streamID]?.outgoing?.grow(by: delta) }
-            }
+            try waitingBodies.growAll(by: try peer.apply(settings: frame, encoder: &encoder, output: &output))
         case .ping?:
             HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
@@ -284,13 +259,12 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             status.markUnusable()
             for (streamID, entry) in inFlight where streamID > last {
                 inFlight[streamID] = nil
+                waitingBodies.remove(streamID)
                 entry.pending.promise.fail(HTTP2RequestFailure.unanswered)
             }
             failWaiting()
         case .windowUpdate?:
-            if let (streamID, increment) = try peer.apply(windowUpdate: frame) {
-                try inFlight[streamID]?.outgoing?.grow(by: increment)
-            }
+            if let (streamID, increment) = try peer.apply(windowUpdate: frame) { try waitingBodies.grow(streamID, by: increment) }
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -304,7 +278,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             return
         }
         inFlight[frame.streamID] = nil
-        streamsWaitingForWindow.remove(frame.streamID)
+        waitingBodies.remove(frame.streamID)
         entry.pending.promise.succeed(HTTP2Response(status: entry.status ?? 0, headers: entry.headers, body: entry.body))
     }
 
@@ -348,7 +322,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         let now = NIODeadline.now()
         for (streamID, entry) in inFlight where entry.pending.deadline <= now {
             inFlight[streamID] = nil
-            streamsWaitingForWindow.remove(streamID)
+            waitingBodies.remove(streamID)
             HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
             entry.pending.promise.fail(HTTP2RequestFailure.timedOut)
         }

@@ -195,3 +195,50 @@ package struct HTTP2OutgoingBody {
         guard window <= Int(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "stream window over 2^31-1") }
     }
 }
+
+/// The request bodies of open streams still waiting for flow-control window, by stream, and how
+/// they move on: WINDOW_UPDATEs and SETTINGS grow their windows, `resume` sends what now fits,
+/// oldest stream first. Empty unless a server's windows are smaller than a body.
+package struct HTTP2WaitingBodies {
+    private var bodies: [Int32: HTTP2OutgoingBody] = [:]
+
+    package init() {}
+
+    package var isEmpty: Bool { bodies.isEmpty }
+
+    /// Writes what the windows allow of a new stream's body now; keeps the rest.
+    package mutating func start(
+        _ body: ByteBuffer, streamID: Int32, peer: inout HTTP2ClientPeerState, output: inout ByteBuffer
+    ) {
+        var outgoing = HTTP2OutgoingBody(body, window: peer.streamInitialSendWindow)
+        if !peer.writeBody(&outgoing, streamID: streamID, into: &output) { bodies[streamID] = outgoing }
+    }
+
+    /// The stream is answered, reset or timed out: nothing more of it goes.
+    package mutating func remove(_ streamID: Int32) {
+        bodies[streamID] = nil
+    }
+
+    /// A stream's WINDOW_UPDATE.
+    package mutating func grow(_ streamID: Int32, by increment: Int) throws(HTTP2ConnectionError) {
+        try bodies[streamID]?.grow(by: increment)
+    }
+
+    /// A SETTINGS change of the initial stream window moves every open stream's window.
+    package mutating func growAll(by delta: Int) throws(HTTP2ConnectionError) {
+        guard delta != 0 else { return }
+        for streamID in bodies.keys { try bodies[streamID]!.grow(by: delta) }
+    }
+
+    /// Sends more of the waiting bodies as the windows now allow, oldest stream first.
+    package mutating func resume(peer: inout HTTP2ClientPeerState, output: inout ByteBuffer) {
+        guard !bodies.isEmpty else { return }
+        for streamID in bodies.keys.sorted() {
+            if peer.writeBody(&bodies[streamID]!, streamID: streamID, into: &output) {
+                bodies[streamID] = nil
+            } else if peer.connectionSendWindow <= 0 {
+                return
+            }
+        }
+    }
+}

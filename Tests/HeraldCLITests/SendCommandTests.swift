@@ -28,20 +28,8 @@ struct SendCommandTests {
 
     /// Runs `herald ARGS` to the end without blocking a Swift concurrency thread.
     static func herald(_ arguments: [String]) async throws -> Run {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        return Run(
-            status: status, stdout: String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-            stderr: String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        let run = try await runProcess(executable, arguments)
+        return Run(status: run.status, stdout: run.stdout, stderr: run.stderr)
     }
 
     @Test("--fcm --service-account: every token delivered once, data as strings, Android fields, one summary line")

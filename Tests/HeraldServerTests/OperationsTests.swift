@@ -151,25 +151,6 @@ func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
 }
 
-/// Runs a process to the end without blocking a Swift concurrency thread.
-func runProcess(_ executable: URL, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-        do { try process.run() } catch { continuation.resume(throwing: error) }
-    }
-    return (
-        status, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-        String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    )
-}
-
 /// A loopback TCP port nobody listens on right now.
 func freeLoopbackPort() -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -186,4 +167,73 @@ func freeLoopbackPort() -> Int {
         }
     }
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// `server.idle_timeout` and `server.max_connections` on the real listener of `herald serve`.
+@Suite("API listener limits")
+struct ListenerLimitTests {
+    @Test("connections beyond server.max_connections wait; idle ones close after server.idle_timeout")
+    func limits() async throws {
+        let directory = try makeTemporaryDirectory("herald-listener")
+        let port = freeLoopbackPort()
+        try """
+            server: { host: 127.0.0.1, port: \(port), idle_timeout: 2, max_connections: 2 }
+            database: { url: "sqlite://\(directory)/herald.sqlite" }
+            """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = heraldExecutable
+        process.arguments = ["serve", "--config", directory + "/herald.yaml"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        var up = false
+        for _ in 0..<300 where !up {
+            up = (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200
+            if !up { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(up, "herald serve did not start")
+        // Two idle connections take both places: a third request is not served while they last.
+        let first = try #require(openLoopbackConnection(port: port))
+        let second = try #require(openLoopbackConnection(port: port))
+        defer {
+            close(first)
+            close(second)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let waiting = try await curl(["--max-time", "0.8", "http://127.0.0.1:\(port)/healthz"])
+        #expect(waiting.status == 0, "a third connection was served: \(waiting)")
+        // The idle ones are closed by the server after 2 s; then the next request is served.
+        #expect(waitForClose(first, seconds: 4))
+        #expect(waitForClose(second, seconds: 1))
+        let served = try await curl(["--max-time", "2", "http://127.0.0.1:\(port)/healthz"])
+        #expect(served.status == 200)
+    }
+}
+
+/// A TCP connection to loopback `port` that sends nothing; its descriptor, or nil.
+func openLoopbackConnection(port: Int) -> Int32? {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard result == 0 else {
+        close(descriptor)
+        return nil
+    }
+    return descriptor
+}
+
+/// Whether the peer closes `descriptor` within `seconds` (a read returns end of stream).
+func waitForClose(_ descriptor: Int32, seconds: Int) -> Bool {
+    var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var byte: UInt8 = 0
+    return recv(descriptor, &byte, 1, 0) == 0
 }

@@ -36,15 +36,13 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         var request: APNSPendingRequest
         var status: Int?
         var body: ByteBuffer?
-        /// The payload still waiting for window, when it did not go out whole.
-        var outgoing: HTTP2OutgoingBody?
         /// DATA bytes received on the stream (padding included).
         var received = 0
     }
 
-    /// Streams whose payload waits for a WINDOW_UPDATE (only when the server's windows are
-    /// smaller than a payload; APNs' never are).
-    private var streamsWaitingForWindow: Set<Int32> = []
+    /// Payloads that wait for a WINDOW_UPDATE (only when the server's windows are smaller than a
+    /// payload; APNs' never are).
+    private var waitingBodies = HTTP2WaitingBodies()
 
     weak var delegate: (any APNSConnectionHandlerDelegate)?
     private let authority: String
@@ -102,7 +100,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     /// Whether the flow-control windows let this request's body go out whole right now.
     func canSend(_ request: APNSPendingRequest) -> Bool {
-        peer.mayOpen(bodySize: request.payload.readableBytes, bodiesWaiting: !streamsWaitingForWindow.isEmpty)
+        peer.mayOpen(bodySize: request.payload.readableBytes, bodiesWaiting: !waitingBodies.isEmpty)
     }
 
     // MARK: Writing
@@ -150,33 +148,13 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
             return
         }
-        var entry = InFlight(request: request)
         if peer.fits(bodySize: request.payload.readableBytes) {
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
             peer.connectionSendWindow -= request.payload.readableBytes
         } else {
-            var body = HTTP2OutgoingBody(request.payload, window: peer.streamInitialSendWindow)
-            if !peer.writeBody(&body, streamID: streamID, into: &output) {
-                entry.outgoing = body
-                streamsWaitingForWindow.insert(streamID)
-            }
+            waitingBodies.start(request.payload, streamID: streamID, peer: &peer, output: &output)
         }
-        inFlight[streamID] = entry
-    }
-
-    /// Sends more of the payloads waiting for window, oldest stream first.
-    private func resumeBodies() {
-        guard !streamsWaitingForWindow.isEmpty else { return }
-        for streamID in streamsWaitingForWindow.sorted() {
-            guard var entry = inFlight.removeValue(forKey: streamID), var body = entry.outgoing else {
-                streamsWaitingForWindow.remove(streamID)
-                continue
-            }
-            let done = peer.writeBody(&body, streamID: streamID, into: &output)
-            entry.outgoing = done ? nil : body
-            inFlight[streamID] = entry
-            if done { streamsWaitingForWindow.remove(streamID) } else if peer.connectionSendWindow <= 0 { return }
-        }
+        inFlight[streamID] = InFlight(request: request)
     }
 
     /// Sends everything written since the last flush as one write.
@@ -255,6 +233,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             if let status = headers.first(name: ":status").flatMap({ Int($0) }) { entry.status = status }
             if frame.endStream {
                 inFlight[frame.streamID] = nil
+                waitingBodies.remove(frame.streamID)
                 answer(entry)
             } else {
                 inFlight[frame.streamID] = entry
@@ -271,7 +250,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
                 // APNs answers with a few bytes of JSON: a huge body is not an answer to read.
                 HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
-                streamsWaitingForWindow.remove(frame.streamID)
+                waitingBodies.remove(frame.streamID)
                 if let status = entry.status {
                     delegate?.handler(self, answered: entry.request, status: status, reason: nil, timestamp: nil)
                 } else {
@@ -286,12 +265,13 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             }
             if frame.endStream {
                 inFlight[frame.streamID] = nil
+                waitingBodies.remove(frame.streamID)
                 answer(entry)
             } else {
                 inFlight[frame.streamID] = entry
             }
         case .rstStream?:
-            streamsWaitingForWindow.remove(frame.streamID)
+            waitingBodies.remove(frame.streamID)
             var payload = frame.payload
             let code = payload.readInteger(as: UInt32.self) ?? 0
             if let entry = inFlight.removeValue(forKey: frame.streamID) {
@@ -304,10 +284,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 }
             }
         case .settings?:
-            let delta = try peer.apply(settings: frame, encoder: &encoder, output: &output)
-            if delta != 0 {
-                for streamID in streamsWaitingForWindow { try inFlight[streamID]?.outgoing?.grow(by: delta) }
-            }
+            try waitingBodies.growAll(by: try peer.apply(settings: frame, encoder: &encoder, output: &output))
         case .ping?:
             HTTP2ClientPeerState.answer(ping: frame, output: &output)
         case .goAway?:
@@ -319,6 +296,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             for (streamID, entry) in inFlight where streamID > last {
                 orphans.append(entry.request)
                 inFlight[streamID] = nil
+                waitingBodies.remove(streamID)
             }
             let reason = Self.reason(in: payload)
             logger.info(
@@ -329,9 +307,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             delegate?.handlerIsGoingAway(self, reason: reason)
             if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
         case .windowUpdate?:
-            if let (streamID, increment) = try peer.apply(windowUpdate: frame) {
-                try inFlight[streamID]?.outgoing?.grow(by: increment)
-            }
+            if let (streamID, increment) = try peer.apply(windowUpdate: frame) { try waitingBodies.grow(streamID, by: increment) }
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
         default:
@@ -341,7 +317,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         peer.acknowledgeReceived(into: &output)
-        resumeBodies()
+        waitingBodies.resume(peer: &peer, output: &output)
         delegate?.handlerHasCapacity(self)
         flush()
         closeIfDrained()
@@ -395,6 +371,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         }
         for streamID in expired {
             guard let entry = inFlight.removeValue(forKey: streamID) else { continue }
+            waitingBodies.remove(streamID)
             HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
             delegate?.handler(self, timedOut: entry.request)
         }

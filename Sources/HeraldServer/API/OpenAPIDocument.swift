@@ -5,10 +5,20 @@ enum OpenAPIDocument {
         info:
           title: Herald
           version: 0.1.0
-          description: "Self-hosted push notifications. Every /v1 route needs the header Authorization: Bearer <key>."
+          description: >-
+            Self-hosted push notifications. Every /v1 route needs the header Authorization: Bearer <key>
+            (the admin key, an app's server key, or its client key where a route says so). With a client key
+            and client_registration verified (the default), device registration also needs X-Herald-User-Token:
+            a JWT (HS256) the app's backend signs with apps[].user_token_secret, sub = the user id, exp at
+            most 24 h ahead.
         components:
           securitySchemes:
             bearer: { type: http, scheme: bearer }
+            userToken:
+              type: apiKey
+              in: header
+              name: X-Herald-User-Token
+              description: With a client key, a user token whose sub is the user the call acts for.
           schemas:
             Error:
               type: object
@@ -29,7 +39,10 @@ enum OpenAPIDocument {
                 user_id: { type: string, minLength: 1, maxLength: 256 }
                 platform: { type: string, enum: [apns, fcm], default: apns }
                 token: { type: string, minLength: 1, maxLength: 4096 }
-                environment: { type: string, enum: [production, sandbox], default: production }
+                environment:
+                  type: string
+                  enum: [production, sandbox]
+                  description: Default the app's apns.environment on creation; left out on update, the stored one is kept.
                 name: { type: string, maxLength: 256 }
                 model: { type: string, maxLength: 256 }
                 locale: { type: string, maxLength: 35 }
@@ -64,8 +77,13 @@ enum OpenAPIDocument {
                     title: { type: string }
                     subtitle: { type: string }
                     body: { type: string }
-                data: { type: object }
-                push_type: { type: string, enum: [alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk, widgets, controls] }
+                data: { type: object, description: "Nested at most 16 levels deep." }
+                push_type:
+                  type: string
+                  enum: [alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk, widgets, controls]
+                  description: >-
+                    voip, complication, fileprovider, liveactivity, location, pushtotalk, widgets and controls need a
+                    token registered for that push type and are refused (400) until devices can register one.
                 priority: { type: integer, enum: [1, 5, 10] }
                 collapse_id: { type: string, maxLength: 64 }
                 thread_id: { type: string }
@@ -77,7 +95,7 @@ enum OpenAPIDocument {
                 interruption_level: { type: string, enum: [passive, active, time-sensitive, critical] }
                 relevance_score: { type: number, minimum: 0, maximum: 1 }
                 expiration: { type: integer, minimum: 0 }
-                deliver_at: { type: string, format: date-time }
+                deliver_at: { type: string, format: date-time, description: "At most a year ahead." }
                 idempotency_key: { type: string, minLength: 1, maxLength: 256 }
                 android:
                   type: object
@@ -144,7 +162,7 @@ enum OpenAPIDocument {
               properties:
                 time_zone: { type: string }
                 locale: { type: string, minLength: 1, maxLength: 35 }
-                attributes: { type: object }
+                attributes: { type: object, description: "Nested at most 16 levels deep." }
             User:
               type: object
               required: [user_id, attributes, created_at, updated_at]
@@ -168,6 +186,30 @@ enum OpenAPIDocument {
                     end: { type: string, pattern: '^[0-2][0-9]:[0-5][0-9]$' }
                 vacation: { type: boolean }
                 dnd_bypass: { type: object, additionalProperties: { type: boolean } }
+            Health:
+              type: object
+              required: [status, problems, database, dispatcher, providers_paused]
+              properties:
+                status: { type: string, enum: [ok, unhealthy] }
+                problems: { type: array, items: { type: string } }
+                database: { type: string, enum: [writable, unwritable] }
+                dispatcher:
+                  type: object
+                  required: [due]
+                  properties:
+                    last_batch_at: { type: string, format: date-time }
+                    due: { type: integer }
+                providers_paused:
+                  type: array
+                  items:
+                    type: object
+                    required: [platform, reason, since, retry_at]
+                    properties:
+                      app: { type: string, description: "Only with the admin or metrics key." }
+                      platform: { type: string, enum: [apns, fcm] }
+                      reason: { type: string }
+                      since: { type: string, format: date-time }
+                      retry_at: { type: string, format: date-time }
           parameters:
             app: { name: app, in: path, required: true, schema: { type: string } }
             user_id: { name: user_id, in: path, required: true, schema: { type: string, minLength: 1 } }
@@ -179,14 +221,17 @@ enum OpenAPIDocument {
         paths:
           /healthz:
             get:
-              security: []
+              security: [{}, { bearer: [] }]
+              summary: 503 when the database refuses writes or work is due 60 s without a finished batch.
               responses:
-                '200': { description: "The server is up.", content: { application/json: { schema: { type: object } } } }
+                '200': { description: "Healthy (paused providers are listed).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
+                '503': { description: "Unhealthy: problems says why.", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
           /metrics:
             get:
-              security: []
+              summary: Prometheus metrics (admin key or metrics_key).
               responses:
                 '200': { description: Prometheus metrics., content: { text/plain: { schema: { type: string } } } }
+                '401': { $ref: '#/components/responses/Error' }
           /openapi.yaml:
             get:
               security: []
@@ -194,7 +239,8 @@ enum OpenAPIDocument {
                 '200': { description: This document., content: { application/yaml: { schema: { type: string } } } }
           /v1/apps/{app}/devices:
             post:
-              summary: Register or update a device by device_id (admin, server or client key).
+              summary: Register or update a device by device_id (admin, server or client key; a client key needs X-Herald-User-Token).
+              security: [{ bearer: [] }, { bearer: [], userToken: [] }]
               parameters: [{ $ref: '#/components/parameters/app' }]
               requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/DeviceInput' } } } }
               responses:
@@ -202,6 +248,7 @@ enum OpenAPIDocument {
                 '201': { description: Created., content: { application/json: { schema: { $ref: '#/components/schemas/Device' } } } }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
+                '403': { description: "The user token is another user's (user_id), or the device is another user's (device_id).", content: { application/json: { schema: { $ref: '#/components/schemas/Error' } } } }
                 '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/devices/import:
             post:
@@ -216,13 +263,16 @@ enum OpenAPIDocument {
                 '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/devices/{device_id}:
             delete:
-              summary: Unregister a device (logout).
+              summary: Unregister a device (logout). A client key needs the user token of the device's user.
+              security: [{ bearer: [] }, { bearer: [], userToken: [] }]
               parameters:
                 - { $ref: '#/components/parameters/app' }
                 - { name: device_id, in: path, required: true, schema: { type: string } }
               responses:
                 '204': { description: Gone. }
+                '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}/devices:
             get:
@@ -232,6 +282,7 @@ enum OpenAPIDocument {
                 - { name: user_id, in: path, required: true, schema: { type: string } }
               responses:
                 '200': { description: The devices., content: { application/json: { schema: { type: object, properties: { devices: { type: array, items: { $ref: '#/components/schemas/Device' } } } } } } }
+                '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }

@@ -14,8 +14,7 @@ import Synchronization
 package final class HeraldMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
-    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
-    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
+    private let handles = Mutex<[String: any AnyObject & Sendable]>([:])
 
     private let apnsBatch: CoreMetrics.Timer
     private let apnsRequest: CoreMetrics.Timer
@@ -41,24 +40,29 @@ package final class HeraldMetrics: Sendable {
         for name in ["herald_restart_resends_total"] { counter(name, []).increment(by: 0) }
     }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
-        let key = label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
-        return counters.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
-            counters[key] = counter
-            return counter
+    /// The swift-metrics object for a label and dimensions, made once and kept.
+    private func handle<Metric: AnyObject & Sendable>(
+        _ label: String, _ dimensions: [(String, String)], make: () -> Metric
+    ) -> Metric {
+        let key = Self.key(label, dimensions)
+        return handles.withLock { handles in
+            if let existing = handles[key] as? Metric { return existing }
+            let metric = make()
+            handles[key] = metric
+            return metric
         }
     }
 
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
+        label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        handle(label, dimensions) { Counter(label: label, dimensions: dimensions, factory: factory) }
+    }
+
     private func gauge(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Gauge {
-        let key = label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
-        return gauges.withLock { gauges in
-            if let gauge = gauges[key] { return gauge }
-            let gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
-            gauges[key] = gauge
-            return gauge
-        }
+        handle(label, dimensions) { Gauge(label: label, dimensions: dimensions, factory: factory) }
     }
 
     /// Finished deliveries of one batch, counted by app, status and reason.
@@ -120,15 +124,15 @@ package final class HeraldMetrics: Sendable {
         gauge("herald_oldest_queued_age_seconds").record(oldestQueuedAge)
         gauge("herald_apns_open_connections").record(openConnections)
         // Every pause this process has seen stays listed, at 0 once resumed.
-        let known = gauges.withLock { Array($0.keys) }.filter { $0.hasPrefix("herald_provider_paused\u{1}") }
+        let seen = handles.withLock { $0.filter { $0.key.hasPrefix("herald_provider_paused\u{1}") } }
         var current = Set<String>()
         for (key, pause) in pauses {
             let dimensions = [("app", key.app), ("platform", key.platform), ("reason", MetricReason.label(pause.reason))]
-            current.insert("herald_provider_paused" + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined())
+            current.insert(Self.key("herald_provider_paused", dimensions))
             gauge("herald_provider_paused", dimensions).record(1)
         }
-        for key in known where !current.contains(key) {
-            gauges.withLock { $0[key] }?.record(0)
+        for (key, gauge) in seen where !current.contains(key) {
+            (gauge as? CoreMetrics.Gauge)?.record(0)
         }
         return registry.emitToString()
     }
