@@ -14,11 +14,6 @@ enum OpenAPIDocument {
         components:
           securitySchemes:
             bearer: { type: http, scheme: bearer }
-            userToken:
-              type: apiKey
-              in: header
-              name: X-Herald-User-Token
-              description: With a client key, a user token whose sub is the user the call acts for.
           schemas:
             Error:
               type: object
@@ -212,6 +207,14 @@ enum OpenAPIDocument {
                       retry_at: { type: string, format: date-time }
           parameters:
             app: { name: app, in: path, required: true, schema: { type: string } }
+            userToken:
+              name: X-Herald-User-Token
+              in: header
+              required: false
+              description: >-
+                With a client key (and client_registration verified): a user token, a JWT (HS256) signed with
+                apps[].user_token_secret whose sub is the user the call acts for. Ignored with server and admin keys.
+              schema: { type: string, maxLength: 4096, pattern: '^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$' }
             user_id: { name: user_id, in: path, required: true, schema: { type: string, minLength: 1 } }
           responses:
             Error:
@@ -240,8 +243,7 @@ enum OpenAPIDocument {
           /v1/apps/{app}/devices:
             post:
               summary: Register or update a device by device_id (admin, server or client key; a client key needs X-Herald-User-Token).
-              security: [{ bearer: [] }, { bearer: [], userToken: [] }]
-              parameters: [{ $ref: '#/components/parameters/app' }]
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/userToken' }]
               requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/DeviceInput' } } } }
               responses:
                 '200': { description: Updated., content: { application/json: { schema: { $ref: '#/components/schemas/Device' } } } }
@@ -264,10 +266,10 @@ enum OpenAPIDocument {
           /v1/apps/{app}/devices/{device_id}:
             delete:
               summary: Unregister a device (logout). A client key needs the user token of the device's user.
-              security: [{ bearer: [] }, { bearer: [], userToken: [] }]
               parameters:
                 - { $ref: '#/components/parameters/app' }
-                - { name: device_id, in: path, required: true, schema: { type: string } }
+                - { $ref: '#/components/parameters/userToken' }
+                - { name: device_id, in: path, required: true, schema: { type: string, minLength: 1, maxLength: 256 } }
               responses:
                 '204': { description: Gone. }
                 '400': { $ref: '#/components/responses/Error' }
