@@ -322,6 +322,10 @@ package struct Dispatcher: Service {
     /// more than half of at least 50 answers, pauses the provider and turns those answers into
     /// retries at its next try; a probe that was not refused resumes it.
     private func judge(_ answers: [(result: DeliveryResult, provider: ProviderKey, signal: ProviderSignal)], probed: [ProviderKey: ProviderPause]) -> [DeliveryResult] {
+        // The usual batch: nothing blames the configuration and nothing was probing.
+        if probed.isEmpty, !answers.contains(where: { $0.signal == .credential || $0.signal == .suspectToken }) {
+            return answers.map(\.result)
+        }
         var judged: [DeliveryResult] = []
         judged.reserveCapacity(answers.count)
         let now = runtime.store.now
