@@ -102,7 +102,7 @@ final class SimulatorControlHandler: ChannelInboundHandler {
             #""push_type":\#(quote(entry.pushType))"#,
             #""topic":\#(quote(entry.topic))"#,
             #""priority":\#(entry.priority)"#,
-            #""received_at":\#(quote(ISO8601DateFormatter().string(from: entry.receivedAt)))"#,
+            #""received_at":\#(quote(entry.receivedAt.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))"#,
         ]
         if let expiration = entry.expiration { fields.append(#""expiration":\#(expiration)"#) }
         if let collapseID = entry.collapseID { fields.append(#""collapse_id":\#(quote(collapseID))"#) }

@@ -105,6 +105,11 @@ struct OperationsTests {
         try #require(up, "herald serve --dev did not start")
         let keys = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json"))) as? [String: String])
+        // The secrets --dev writes are the owner's alone from the moment they exist.
+        for file in ["keys.json", "demo-AuthKey.p8"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: directory + "/dev/" + file)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
+        }
         let token = makeDeviceTokens(1)[0]
         let secretText = "Your lab result is ready: glucose 5.4"
         let registered = try await curl([
