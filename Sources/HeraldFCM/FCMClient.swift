@@ -246,9 +246,7 @@ public final class FCMClient: Sendable {
                     await tokens.invalidate()
                     continue
                 }
-                // THIRD_PARTY_AUTH_ERROR and APNS_AUTH_ERROR can be one token's (a web push or
-                // iOS token of an app whose APNs credential FCM holds): the caller decides.
-                if error.errorCode != "THIRD_PARTY_AUTH_ERROR" && error.errorCode != "APNS_AUTH_ERROR" {
+                if !Self.perTokenAuthErrors.contains(error.errorCode ?? "") {
                     disable(lastReason ?? "UNAUTHENTICATED")
                 }
                 return result(response.status, lastReason, .configurationError, attempts)
@@ -286,6 +284,10 @@ public final class FCMClient: Sendable {
                 metadata: ["fcm.reason": "\(reason)", "fcm.project": "\(account.projectID)", "fcm.client_email": "\(account.clientEmail)"])
         }
     }
+
+    /// Auth errors that can be one token's (a web push or iOS token of an app whose APNs
+    /// credential FCM holds): they do not disable the client; the caller judges them in bulk.
+    public static let perTokenAuthErrors: Set<String> = ["THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR"]
 
     /// The longest `Retry-After` believed: an hour. Larger, negative or non-numeric values
     /// (`inf`, `nan`, `1e300`) from a proxy or a wrong endpoint are clamped or ignored.

@@ -226,18 +226,12 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
             try peer.received(data: frame)
             // Taken out so the body is appended in place, not copied per frame.
             guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
-            entry.received += frame.flowControlledLength
-            guard entry.received <= Int(HTTP2ClientPeerState.streamReceiveWindow) else {
-                throw HTTP2ConnectionError(.flowControlError, "DATA beyond the stream window we granted")
-            }
-            var data = frame.payload
-            guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
+            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &entry.body, streamReceived: &entry.received) else {
                 HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
                 waitingBodies.remove(frame.streamID)
                 entry.pending.promise.fail(HTTP2RequestFailure.responseTooLarge)
                 return
             }
-            if entry.body == nil { entry.body = ByteBuffer(buffer: data) } else { entry.body!.writeBuffer(&data) }
             finishOrKeep(entry, frame)
         case .rstStream?:
             waitingBodies.remove(frame.streamID)

@@ -152,6 +152,22 @@ package struct HTTP2ClientPeerState {
         unacknowledgedBytes += frame.flowControlledLength
     }
 
+    /// A stream's DATA as the client keeps it: counted against the stream window we granted
+    /// (beyond it, a FLOW_CONTROL_ERROR) and appended to `body` in place, unless the body would
+    /// pass ``maximumResponseBody``: then `false`, and the caller resets the stream.
+    package static func appendResponseData(
+        _ frame: HTTP2ReadFrame, to body: inout ByteBuffer?, streamReceived: inout Int
+    ) throws(HTTP2ConnectionError) -> Bool {
+        streamReceived += frame.flowControlledLength
+        guard streamReceived <= Int(streamReceiveWindow) else {
+            throw HTTP2ConnectionError(.flowControlError, "DATA beyond the stream window we granted")
+        }
+        var data = frame.payload
+        guard (body?.readableBytes ?? 0) + data.readableBytes <= maximumResponseBody else { return false }
+        if body == nil { body = ByteBuffer(buffer: data) } else { body!.writeBuffer(&data) }
+        return true
+    }
+
     /// After a read: gives the received bytes back once a MiB has accumulated.
     package mutating func acknowledgeReceived(into output: inout ByteBuffer) {
         if unacknowledgedBytes >= 1 << 20 {

@@ -100,7 +100,6 @@ struct SendCommand: AsyncParsableCommand {
         configuration.requestDeadline = deadline
         configuration.retry.maximumAttempts = max(1, maximumAttempts ?? .max)
         configuration.retry.retryDeadline = retryDeadline
-        configuration.retry.maximumResends = .max
         configuration.retry.baseDelay = retryBaseDelay
         configuration.retry.tooManyRequestsDelay = tooManyRequestsDelay
 

@@ -197,11 +197,7 @@ package final class APNSClient: Sendable {
             request.finish(status: status, reason: reason, disposition: disposition, timestamp: timestamp)
             return
         case .configurationError:
-            // A topic error for a push type with its own topic (`.voip`, `.complication`, MDM …)
-            // is about that push type only: the app's other pushes still go.
-            let pushType = request.notification.pushType
-            let ownTopic = !pushType.topicSuffix.isEmpty || pushType == .mdm
-            if !(ownTopic && (reason == .badTopic || reason == .topicDisallowed)) {
+            if reason?.refusesCredential(pushType: request.notification.pushType) ?? true {
                 disable(reason: reason ?? APNSReason("HTTP \(status ?? 0)"))
             }
             request.finish(status: status, reason: reason, disposition: disposition)

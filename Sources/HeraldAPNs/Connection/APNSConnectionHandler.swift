@@ -242,12 +242,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             try peer.received(data: frame)
             // Taken out so the body is appended in place, not copied per frame.
             guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
-            entry.received += frame.flowControlledLength
-            guard entry.received <= Int(HTTP2ClientPeerState.streamReceiveWindow) else {
-                throw HTTP2ConnectionError(.flowControlError, "DATA beyond the stream window we granted")
-            }
-            var data = frame.payload
-            guard (entry.body?.readableBytes ?? 0) + data.readableBytes <= HTTP2ClientPeerState.maximumResponseBody else {
+            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &entry.body, streamReceived: &entry.received) else {
                 // APNs answers with a few bytes of JSON: a huge body is not an answer to read.
                 HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
                 waitingBodies.remove(frame.streamID)
@@ -258,13 +253,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
                 }
                 return
             }
-            if entry.body == nil {
-                entry.body = ByteBuffer(buffer: data)
-            } else {
-                entry.body!.writeBuffer(&data)
-            }
             if frame.endStream {
-                inFlight[frame.streamID] = nil
                 waitingBodies.remove(frame.streamID)
                 answer(entry)
             } else {

@@ -1,3 +1,5 @@
+package import HeraldCore
+
 /// An APNs `reason` string (protocols.md §5.1), kept as sent so unknown reasons survive.
 ///
 /// Reasons Herald makes up for failures APNs never answered (a deadline, a lost connection,
@@ -54,6 +56,14 @@ public struct APNSReason: Sendable, Hashable, RawRepresentable, CustomStringConv
     public static let invalidNotification = APNSReason("InvalidNotification")
 
     /// Every reason in Apple's table with the HTTP status Apple answers it with.
+    /// Whether this configuration error refuses the app's credential or topic as a whole. A topic
+    /// error for a push type with a topic of its own (`.voip`, `.complication`, MDM …) is about
+    /// that push type only: the app's other pushes still go.
+    package func refusesCredential(pushType: APNSPushType) -> Bool {
+        guard self == .badTopic || self == .topicDisallowed else { return true }
+        return pushType.topicSuffix.isEmpty && pushType != .mdm
+    }
+
     public static let documented: [(status: Int, reason: APNSReason)] = [
         (400, .badCollapseID), (400, .badDeviceToken), (400, .badExpirationDate), (400, .badMessageID),
         (400, .badPriority), (400, .badTopic), (400, .deviceTokenNotForTopic), (400, .duplicateHeaders),

@@ -72,13 +72,7 @@ package struct Dispatcher: Service {
                     continue
                 }
                 failures += 1
-                let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
-                if failures == 1 || failures % 10 == 0 {
-                    logger.error(
-                        "Dispatcher cannot use the database; trying again in \(wait) s",
-                        metadata: ["error": "\(String(describing: failure).prefix(300))", "herald.failures": "\(failures)"])
-                }
-                try? await Task.sleep(for: .seconds(wait))
+                await waitOutStoreError(failure, failures: failures, "Dispatcher cannot use the database; trying again")
             }
             // A batch claimed ahead goes back unsent.
             try await runtime.store.unclaim(claimed.map(\.id))
@@ -95,6 +89,20 @@ package struct Dispatcher: Service {
         let claimed = try await runtime.store.claimDueDeliveries(limit: batchSize)
         try await deliver(claimed) { true }
         return claimed.count
+    }
+
+    /// After the `failures`-th store error in a row: says so (the first and every tenth time)
+    /// and waits 1 s doubling to 30 s.
+    private func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message, deliveries: Int? = nil) async {
+        let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
+        if failures == 1 || failures % 10 == 0 {
+            var metadata: Logger.Metadata = [
+                "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)", "herald.retry_seconds": "\(wait)",
+            ]
+            if let deliveries { metadata["herald.deliveries"] = "\(deliveries)" }
+            runtime.logger.error(message, metadata: metadata)
+        }
+        try? await Task.sleep(for: .seconds(wait))
     }
 
     private static func attempt<T: Sendable>(_ body: () async throws -> T) async -> Result<T, any Error> {
@@ -129,30 +137,32 @@ package struct Dispatcher: Service {
         let started = ContinuousClock.now
         let results = await sendThroughPauses(sendable, contents: decoded, planned: planned, held: &held)
         if !sendable.isEmpty { runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds) }
+        let all = held + results
         var recordingFailures = 0
         while true {
             do {
-                try await runtime.store.recordResults(held + results)
+                try await runtime.store.recordResults(all)
                 break
             } catch {
                 // What was sent stays `sending` if this never succeeds: a restart queues it again.
                 recordingFailures += 1
                 if isStopping() { throw error }
-                if recordingFailures == 1 || recordingFailures % 10 == 0 {
-                    runtime.logger.error(
-                        "Dispatcher cannot record a batch's answers; trying again",
-                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.deliveries": "\(results.count + held.count)"])
-                }
-                try? await Task.sleep(for: .seconds(min(30, 0.5 * pow(2, Double(min(recordingFailures, 6))))))
+                await waitOutStoreError(
+                    error, failures: recordingFailures, "Dispatcher cannot record a batch's answers; trying again", deliveries: all.count)
             }
         }
-        // Counted once per batch, by app, status and reason.
+        // Counted once per batch, by app, status and reason; dead tokens by app for one log line
+        // per app and batch, not one per token.
         var counts: [DeliveryCountKey: Int] = [:]
-        for result in held + results {
+        var dead: [String: [String: Int]] = [:]
+        for result in all {
             let key: DeliveryCountKey
             switch result.outcome {
             case .sent: key = DeliveryCountKey(app: result.appID, status: "sent", reason: nil)
-            case .failed(let reason), .tokenDead(let reason, _): key = DeliveryCountKey(app: result.appID, status: "failed", reason: reason)
+            case .failed(let reason): key = DeliveryCountKey(app: result.appID, status: "failed", reason: reason)
+            case .tokenDead(let reason, _):
+                key = DeliveryCountKey(app: result.appID, status: "failed", reason: reason)
+                dead[result.appID, default: [:]][reason, default: 0] += 1
             case .retry(let reason, _): key = DeliveryCountKey(app: result.appID, status: "retry", reason: reason)
             case .deferred(let reason, _): key = DeliveryCountKey(app: result.appID, status: "deferred", reason: reason)
             case .suppressed(let reason): key = DeliveryCountKey(app: result.appID, status: "suppressed", reason: reason)
@@ -161,11 +171,6 @@ package struct Dispatcher: Service {
         }
         runtime.metrics.deliveries(counts)
         runtime.metrics.batchFinished(at: Date())
-        // One line per app and batch for the devices deactivated, not one per token.
-        var dead: [String: [String: Int]] = [:]
-        for result in results {
-            if case .tokenDead(let reason, _) = result.outcome { dead[result.appID, default: [:]][reason, default: 0] += 1 }
-        }
         for (app, reasons) in dead.sorted(by: { $0.key < $1.key }) {
             runtime.logger.info(
                 "Devices deactivated: their tokens are dead",
@@ -344,12 +349,13 @@ package struct Dispatcher: Service {
             } else {
                 pausing = nil
             }
+            let provider = key.platform == "fcm" ? "FCM" : "APNs"
             guard let pausing else {
                 judged += group.map(\.result)
                 if let pause = probed[key] {
                     runtime.pauses.resume(key)
                     runtime.logger.notice(
-                        "\(key.platform == "fcm" ? "FCM" : "APNs") answers again for app \"\(key.app)\": its deliveries are sent",
+                        "\(provider) answers again for app \"\(key.app)\": its deliveries are sent",
                         metadata: ["herald.app": "\(key.app)", "herald.pause_reason": "\(pause.reason)"])
                 }
                 continue
@@ -361,7 +367,7 @@ package struct Dispatcher: Service {
                     ? "refused the credential or topic (\(reason))"
                     : "called \(pausing.answers.count) of \(group.count) tokens bad (\(reason)): the environment, topic or project is likely wrong"
                 runtime.logger.critical(
-                    "\(key.platform == "fcm" ? "FCM" : "APNs") \(what); app \"\(key.app)\" stays queued and is tried again at \(HeraldTime.format(pause.retryAt))",
+                    "\(provider) \(what); app \"\(key.app)\" stays queued and is tried again at \(HeraldTime.format(pause.retryAt))",
                     metadata: ["herald.app": "\(key.app)", "herald.platform": "\(key.platform)", "herald.reason": "\(reason)"])
             }
             let held = Set(pausing.answers.map(\.result.deliveryID))
@@ -501,11 +507,7 @@ package struct Dispatcher: Service {
         switch result.disposition {
         case .delivered: return .delivered
         case .configurationError:
-            // A topic error for a push type with a topic of its own is about that push type.
-            if result.reason == .badTopic || result.reason == .topicDisallowed, !pushType.topicSuffix.isEmpty || pushType == .mdm {
-                return .other
-            }
-            return .credential
+            return result.reason?.refusesCredential(pushType: pushType) ?? true ? .credential : .other
         case .tokenDead:
             return result.reason == .badDeviceToken || result.reason == .deviceTokenNotForTopic ? .suspectToken : .other
         default: return .other
@@ -518,7 +520,7 @@ package struct Dispatcher: Service {
         case .delivered: return .delivered
         case .configurationError:
             // Can be one token's (its APNs or web push credential at FCM): judged in bulk.
-            return result.reason == "THIRD_PARTY_AUTH_ERROR" || result.reason == "APNS_AUTH_ERROR" ? .suspectToken : .credential
+            return FCMClient.perTokenAuthErrors.contains(result.reason ?? "") ? .suspectToken : .credential
         case .tokenDead:
             // 404 without FCM's UNREGISTERED: usually the wrong project, not a dead app install.
             return result.status == 404 && result.reason != "UNREGISTERED" ? .suspectToken : .other
