@@ -314,7 +314,9 @@ public final class FCMClient: Sendable {
     }
 
     private func backoff(attempts: Int, retryAfter: TimeInterval?) async {
-        let exponential = min(configuration.maximumDelay, configuration.baseDelay * pow(2, Double(attempts - 1)))
+        // Under a retry deadline no wait is longer than an eighth of it (as for APNs): several tries fit.
+        let cap = min(configuration.maximumDelay, configuration.retryDeadline.map { $0 / 8 } ?? .infinity)
+        let exponential = min(cap, configuration.baseDelay * pow(2, Double(attempts - 1)))
         let delay = retryAfter ?? (exponential / 2 + Double.random(in: 0...(exponential / 2)))
         try? await Task.sleep(for: .seconds(delay))
     }

@@ -65,6 +65,22 @@ struct APNSDispositionTests {
         }
     }
 
+    @Test("under a retry deadline a token answered 429 every time gets about 8 tries, not 5, before giving up")
+    func retryDeadlineTries() {
+        let policy = APNSRetryPolicy(maximumAttempts: .max, tooManyRequestsDelay: 5, retryDeadline: 60)
+        var elapsed: TimeInterval = 0
+        var attempt = 1
+        var waits: [TimeInterval] = []
+        while case .retry(let delay) = policy.decide(after: .retryTokenLater, attempt: attempt, elapsed: elapsed, random: { 1 }) {
+            waits.append(delay)
+            elapsed += delay
+            attempt += 1
+        }
+        #expect(attempt >= 9, "\(attempt) answers in \(elapsed) s: \(waits)")
+        #expect(waits.allSatisfy { $0 <= 60 / APNSRetryPolicy.triesPerDeadline })
+        #expect(elapsed <= 60)
+    }
+
     @Test("retries under a mock clock: the schedule of a token that keeps failing")
     func retryScheduleUnderMockClock() {
         let clock = ManualClock()
