@@ -183,7 +183,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldFCMTests",
-            dependencies: ["HeraldFCM", "HeraldSimulator", "HeraldTesting", "HeraldPayload"],
+            dependencies: ["HeraldFCM", "HeraldCore", "HeraldSimulator", "HeraldTesting", "HeraldPayload"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -104,8 +104,8 @@ struct SendCommand: AsyncParsableCommand {
         configuration.retry.tooManyRequestsDelay = tooManyRequestsDelay
 
         let tokens = try loadTokens()
-        let payloadData = try buildPayload()
-        let resolvedPushType = APNSPushType(rawValue: pushType ?? defaultPushType)
+        let content = self.content
+        let payloadData = try buildPayload(content)
         let client: APNSClient
         do {
             client = try APNSClient(key: key, configuration: configuration, threads: threads)
@@ -135,10 +135,7 @@ struct SendCommand: AsyncParsableCommand {
                 await progress.waitUntilOutstanding(below: window)
                 let end = min(tokens.count, index + chunkSize)
                 let batch = tokens[index..<end].map { token in
-                    APNSNotification(
-                        deviceToken: token, pushType: resolvedPushType, bundleID: topic,
-                        priority: priority.map(APNSPriority.init(rawValue:)), expiration: expiration,
-                        collapseID: collapseID, payload: payloadData)
+                    APNSRenderer.notification(content, payload: payloadData, deviceToken: token, bundleID: topic, apnsID: .random())
                 }
                 progress.submitted(batch.count)
                 client.submit(batch) { result in progress.record(result) }
@@ -191,7 +188,11 @@ struct SendCommand: AsyncParsableCommand {
             // With --fcm the object is the message's data (every value sent as a string).
             data = try JSONDecoder().decode(JSONValue.self, from: bytes).objectValue ?? [:]
         }
-        let ttl = expiration.map { max(0, $0 - Int(Date().timeIntervalSince1970)) }
+        var content = self.content
+        content.data = data
+        var template = FCMRenderer.message(content, now: Date())
+        // An explicit --priority decides FCM's too, for data-only messages as well.
+        if let priority { template.highPriority = priority == 10 }
         let progress = SendProgress(total: tokens.count)
         let started = ContinuousClock.now
         let chunkSize = 5_000
@@ -199,10 +200,9 @@ struct SendCommand: AsyncParsableCommand {
         while index < tokens.count {
             let end = min(tokens.count, index + chunkSize)
             let messages = tokens[index..<end].map { token in
-                FCMMessage(
-                    token: token, title: title, body: body, image: image, data: data,
-                    highPriority: priority.map { $0 == 10 } ?? (title != nil || body != nil), timeToLive: ttl,
-                    collapseKey: collapseID, channelID: androidChannel, analyticsLabel: analyticsLabel)
+                var message = template
+                message.token = token
+                return message
             }
             progress.submitted(messages.count)
             for result in await client.send(messages, concurrency: max(1, connections) * 500) {
@@ -224,9 +224,16 @@ struct SendCommand: AsyncParsableCommand {
         return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
     }
 
-    private var defaultPushType: String {
+    /// The notification the flags describe, for either provider's renderer.
+    private var content: NotificationContent {
         let visible = title != nil || subtitle != nil || body != nil || badge != nil || sound != nil
-        return contentAvailable && !visible && payload == nil ? "background" : "alert"
+        let pushType = self.pushType.map(APNSPushType.init(rawValue:))
+            ?? (payload != nil ? .alert : NotificationContent.defaultPushType(contentAvailable: contentAvailable, visible: visible))
+        return NotificationContent(
+            pushType: pushType, priority: priority.map(APNSPriority.init(rawValue:)), title: title, subtitle: subtitle, body: body,
+            badge: badge, sound: sound, threadID: threadID, category: category, contentAvailable: contentAvailable,
+            mutableContent: mutableContent, collapseID: collapseID, expiration: expiration, androidChannelID: androidChannel,
+            image: image, analyticsLabel: analyticsLabel)
     }
 
     private func loadTokens() throws -> [String] {
@@ -283,19 +290,14 @@ struct SendCommand: AsyncParsableCommand {
         return data
     }
 
-    private func buildPayload() throws -> Data {
+    /// The APNs payload: --payload as it is, else the flags rendered by `APNSRenderer`.
+    private func buildPayload(_ content: NotificationContent) throws -> Data {
         if let data = try payloadObject() { return data }
-        var aps = APS()
-        if title != nil || subtitle != nil || body != nil {
-            aps.alert = APSAlert(title: title, subtitle: subtitle, body: body)
+        do {
+            return try APNSRenderer.encoded(content, payloadKey: "")
+        } catch {
+            throw SendConfigurationError("the payload cannot be encoded: \(error.message)")
         }
-        aps.badge = badge
-        aps.sound = sound.map(APSSound.named)
-        aps.threadID = threadID
-        aps.category = category
-        aps.contentAvailable = contentAvailable
-        aps.mutableContent = mutableContent
-        return try APNSPayload(aps: aps).jsonData()
     }
 }
 

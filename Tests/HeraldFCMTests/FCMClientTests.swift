@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldFCM
 import HeraldPayload
 import HeraldSimulator

@@ -130,7 +130,7 @@ struct StoreAndConfigurationTests {
             appID: "quiet", DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
         let (notification, _) = try await store.createNotification(
             appID: "quiet", id: UUID(), idempotencyKey: nil,
-            content: try JSONEncoder().encode(StoredNotificationContent(pushType: "alert", priority: 10, payload: #"{"aps":{}}"#)),
+            content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
             recipients: .all, excludeDeviceIDs: [], dueAt: Date())
         #expect(try await Dispatcher(runtime: runtime).runOnce() == 1)
         let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)

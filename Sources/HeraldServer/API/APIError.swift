@@ -1,5 +1,6 @@
 package import Foundation
 package import Hummingbird
+import HeraldCore
 
 /// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
 package struct APIError: HTTPResponseError, Sendable {
@@ -13,6 +14,15 @@ package struct APIError: HTTPResponseError, Sendable {
         self.code = code
         self.message = message
         self.field = field
+    }
+
+    /// A rendering refused by a provider's rules: 413 for size, else 400; names the field.
+    init(rendering error: RenderingError) {
+        if error.code == .payloadTooLarge {
+            self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
+        } else {
+            self.init(.badRequest, code: "invalid_field", message: error.message, field: error.field)
+        }
     }
 
     static func invalid(_ field: String, _ message: String) -> APIError {

@@ -1,6 +1,5 @@
 import Foundation
 import HeraldCore
-import HeraldFCM
 import HeraldPayload
 import HeraldStore
 
@@ -159,7 +158,7 @@ struct NotificationBody: Decodable, Sendable {
     static let maximumDataDepth = 16
 
     /// Validates and renders the request into what the outbox stores.
-    func prepared(payloadKey: String, catalog: Catalog?, now: Date) throws(APIError) -> (
+    func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date) throws(APIError) -> (
         RecipientSelector, StoredNotificationContent, Date
     ) {
         guard let to else { throw APIError.missing("to") }
@@ -196,9 +195,8 @@ struct NotificationBody: Decodable, Sendable {
             catalogType = found
         }
         let visible = alert != nil || badge != nil || sound != nil
-        let pushType = APNSPushType(
-            rawValue: self.pushType ?? catalogType?.pushType.rawValue
-                ?? (contentAvailable == true && !visible ? "background" : "alert"))
+        let pushType = self.pushType.map(APNSPushType.init(rawValue:)) ?? catalogType?.pushType
+            ?? NotificationContent.defaultPushType(contentAvailable: contentAvailable == true, visible: visible)
         guard pushType.isKnown else {
             throw APIError.invalid("push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
         }
@@ -210,7 +208,8 @@ struct NotificationBody: Decodable, Sendable {
                 "push_type \(pushType.rawValue) needs a token of its own (PushKit, Live Activity …), which devices cannot register yet; use alert or background"
             )
         }
-        let priority = APNSPriority(rawValue: self.priority ?? catalogType?.priority?.rawValue ?? (pushType == .background ? 5 : 10))
+        let priority = self.priority.map(APNSPriority.init(rawValue:)) ?? catalogType?.priority
+            ?? NotificationContent.defaultPriority(for: pushType)
         guard priority.isValid else { throw APIError.invalid("priority", "priority is 10, 5 or 1") }
         if pushType == .background && priority == .immediate {
             throw APIError.invalid("priority", "background pushes must use priority 5")
@@ -234,7 +233,7 @@ struct NotificationBody: Decodable, Sendable {
         if let data, data.depth > Self.maximumDataDepth {
             throw APIError.invalid("data", "data nests objects and arrays more than \(Self.maximumDataDepth) levels deep")
         }
-        if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
+        if let key = data?.objectValue?.keys.sorted().first(where: FCMRenderer.isReservedDataKey) {
             throw APIError.invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
         }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
@@ -258,44 +257,29 @@ struct NotificationBody: Decodable, Sendable {
             }
             dueAt = max(now, date)
         }
+        let content = NotificationContent(
+            pushType: pushType, priority: priority, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body,
+            badge: badge, sound: sound, threadID: threadID, category: category, contentAvailable: contentAvailable ?? false,
+            mutableContent: mutableContent ?? false, interruptionLevel: interruption, relevanceScore: relevanceScore,
+            collapseID: collapseID, expiration: expiration, data: data?.objectValue, androidChannelID: android?.channelID,
+            image: android?.image)
         if let catalogType, let catalog {
-            let content = try typedContent(
-                catalogType, catalog: catalog, pushType: pushType, priority: priority, interruption: interruption,
-                payloadKey: payloadKey)
-            return (selector, content, dueAt)
+            let stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm)
+            return (selector, stored, dueAt)
         }
-        var aps = APS()
-        if let alert { aps.alert = APSAlert(title: alert.title, subtitle: alert.subtitle, body: alert.body) }
-        aps.badge = badge
-        aps.sound = sound.map(APSSound.named)
-        aps.threadID = threadID
-        aps.category = category
-        aps.contentAvailable = contentAvailable ?? false
-        aps.mutableContent = mutableContent ?? false
-        aps.interruptionLevel = interruption
-        aps.relevanceScore = relevanceScore
-        var custom: [String: JSONValue] = [:]
-        if let data { custom[payloadKey] = data }
-        let payload: Data
-        do {
-            payload = try APNSPayload(aps: aps, custom: custom).jsonData()
-        } catch {
-            throw APIError.invalid("data", "the payload cannot be encoded")
-        }
-        try Self.checkSize(payload, pushType: pushType, field: alert?.body != nil ? "alert.body" : "data")
-        let content = StoredNotificationContent(
-            pushType: pushType.rawValue, priority: priority.rawValue, collapseID: collapseID, expiration: expiration,
-            payload: String(decoding: payload, as: UTF8.self),
-            android: AndroidContent.make(channelID: android?.channelID, image: android?.image))
-        return (selector, content, dueAt)
+        try Self.checkRendering(content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data")
+        return (selector, StoredNotificationContent(content: content), dueAt)
     }
 
-    static func checkSize(_ payload: Data, pushType: APNSPushType, field: String) throws(APIError) {
-        guard payload.count <= pushType.payloadLimit else {
-            throw APIError(
-                .contentTooLarge, code: "payload_too_large",
-                message: "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)",
-                field: field)
+    /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
+    /// would: the first problem names `field`.
+    static func checkRendering(_ content: NotificationContent, payloadKey: String, fcm: Bool, field: String) throws(APIError) {
+        do {
+            let payload = try APNSRenderer.encoded(content, payloadKey: payloadKey)
+            try APNSRenderer.check(payload, pushType: content.pushType, field: field)
+            if fcm { try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field) }
+        } catch {
+            throw APIError(rendering: error)
         }
     }
 
@@ -306,8 +290,7 @@ struct NotificationBody: Decodable, Sendable {
     /// the dispatcher needs to render per device, and checks that the default-locale rendering
     /// can fit once the policy engine shortens the body.
     private func typedContent(
-        _ type: CatalogType, catalog: Catalog, pushType: APNSPushType, priority: APNSPriority,
-        interruption: APSInterruptionLevel?, payloadKey: String
+        _ type: CatalogType, catalog: Catalog, base: NotificationContent, payloadKey: String, fcm: Bool
     ) throws(APIError) -> StoredNotificationContent {
         let object = data?.objectValue ?? [:]
         for key in object.keys where Self.reservedDataKeys.contains(key) {
@@ -332,33 +315,26 @@ struct NotificationBody: Decodable, Sendable {
         var custom = object
         custom["type"] = .string(type.name)
         if let link = type.deepLink.flatMap({ Template.render($0, data: values) }) { custom["deep_link"] = .string(link) }
-        let typed = TypedContent(
-            type: type.name, data: values, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body, badge: badge,
-            sound: sound ?? type.sound, threadID: threadID ?? type.threadID.flatMap { Template.render($0, data: values) },
-            category: category ?? type.category, contentAvailable: contentAvailable ?? (pushType == .background),
-            mutableContent: mutableContent ?? type.mutableContent, interruptionLevel: (interruption ?? type.interruptionLevel)?.rawValue,
-            relevanceScore: relevanceScore, custom: .object(custom))
-        let copy = pushType == .background && alert == nil
+        var content = base
+        content.sound = sound ?? type.sound
+        content.threadID = threadID ?? type.threadID.flatMap { Template.render($0, data: values) }
+        content.category = category ?? type.category
+        content.contentAvailable = contentAvailable ?? (base.pushType == .background)
+        content.mutableContent = mutableContent ?? type.mutableContent
+        content.interruptionLevel = base.interruptionLevel ?? type.interruptionLevel
+        content.collapseID = resolvedCollapseID
+        content.data = custom
+        content.androidChannelID = android?.channelID ?? type.androidChannel ?? catalog.app.androidChannel
+        content.analyticsLabel = type.name
+        let typed = TypedContent(type: type.name, data: values, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body)
+        var stored = StoredNotificationContent(content: content, typed: typed)
+        let copy = base.pushType == .background && alert == nil
             ? nil : type.render(locale: nil, defaultLocale: catalog.app.defaultLocale, data: values)
-        var content = typed.policyContent(copy: copy)
-        let subtitle = alert?.subtitle ?? copy?.subtitle
-        let payload: Data
-        do {
-            payload = try typed.apnsPayload(content, subtitle: subtitle, payloadKey: payloadKey)
-            // The policy engine may shorten the body to "…"; without it the rest must fit.
-            content.body = content.body.map { _ in "…" }
-            try Self.checkSize(
-                try typed.apnsPayload(content, subtitle: subtitle, payloadKey: payloadKey), pushType: pushType,
-                field: "data")
-        } catch let error as APIError {
-            throw error
-        } catch {
-            throw APIError.invalid("data", "the payload cannot be encoded")
-        }
-        return StoredNotificationContent(
-            pushType: pushType.rawValue, priority: priority.rawValue, collapseID: resolvedCollapseID, expiration: expiration,
-            payload: String(decoding: payload, as: UTF8.self), typed: typed,
-            android: AndroidContent.make(
-                channelID: android?.channelID ?? type.androidChannel ?? catalog.app.androidChannel, image: android?.image))
+        var decided = stored.policyContent(copy: copy)
+        stored.content = stored.deviceContent(copy: copy, decided: decided)
+        // The policy engine may shorten the body to "…"; without it the rest must fit.
+        decided.body = decided.body.map { _ in "…" }
+        try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data")
+        return stored
     }
 }

@@ -131,7 +131,8 @@ package enum HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
             let (selector, content, dueAt) = try body.prepared(
-                payloadKey: app.configuration.payloadKey, catalog: app.catalog, now: runtime.store.now)
+                payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
+                now: runtime.store.now)
             let contentData = try JSONEncoder().encode(content)
             let (record, created) = try await runtime.store.createNotification(
                 appID: app.id, id: UUID.random(), idempotencyKey: body.idempotencyKey, content: contentData,

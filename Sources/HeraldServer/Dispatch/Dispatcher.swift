@@ -223,40 +223,38 @@ package struct Dispatcher: Service {
                     policyUsers[delivery.userID] = policyUser
                     return policyUser
                 }()
-                let pushType = APNSPushType(rawValue: content.pushType)
+                let pushType = content.content.pushType
                 let silent = pushType == .background && typed.title == nil && typed.body == nil
                 let copy = silent
                     ? nil : type.render(locale: delivery.locale ?? user?.locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
-                let subtitle = typed.subtitle ?? copy?.subtitle
                 let payloadKey = app.configuration.payloadKey
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
-                var policyContent = typed.policyContent(copy: copy)
-                policyContent.collapseID = content.collapseID
                 let decision = engine.decide(
                     type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
-                    content: policyContent, recent: recent, payloadLimit: pushType.payloadLimit,
-                    payloadSize: { (try? typed.apnsPayload($0, subtitle: subtitle, payloadKey: payloadKey).count) ?? .max })
+                    content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
+                    payloadSize: {
+                        (try? APNSRenderer.encoded(content.deviceContent(copy: copy, decided: $0), payloadKey: payloadKey).count) ?? .max
+                    })
                 let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
-                    var typed = typed
+                    var device = content.deviceContent(copy: copy, decided: decision.content)
                     var trace = trace
                     // Every data value, at any depth (the deep link included), is scanned too.
-                    if let custom = typed.custom {
-                        let (scrubbed, found) = PIIDetector.scrubbed(custom, detectors: policyApp.piiDetectors)
+                    if let data = device.data {
+                        let (scrubbed, found) = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
                         if !found.isEmpty {
-                            typed.custom = scrubbed
+                            device.data = scrubbed.objectValue
                             trace = DecisionTrace.appending(
                                 [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
                                 at: now, to: trace)
                         }
                     }
-                    guard let payload = try? typed.apnsPayload(decision.content, subtitle: subtitle, payloadKey: payloadKey) else {
+                    guard (try? APNSRenderer.encoded(device, payloadKey: payloadKey)) != nil else {
                         held.append(result(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
-                    planned[delivery.id] = PlannedDelivery(
-                        payload: payload, collapseID: decision.content.collapseID, trace: trace, userID: delivery.userID)
+                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, userID: delivery.userID)
                     if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                     }
@@ -405,32 +403,29 @@ package struct Dispatcher: Service {
         let collected = ResultCollector(capacity: claimed.count)
         // Group by client; deliveries that cannot be sent are answered at once.
         var batches: [ObjectIdentifier: (APNSClient, [(ClaimedDelivery, APNSNotification)])] = [:]
-        // One payload buffer per notification, shared by all its deliveries.
+        // Rendered once per notification, shared by all its deliveries; a typed delivery has its own.
         var payloads: [UUID: Data] = [:]
         var fcmBatches: [ObjectIdentifier: (FCMClient, [(ClaimedDelivery, FCMMessage)])] = [:]
         var fcmTemplates: [UUID: FCMMessage] = [:]
+        let now = runtime.store.now
         for delivery in claimed {
-            guard let app = runtime.apps[delivery.appID], let content = contents[delivery.notificationID] else {
+            guard let app = runtime.apps[delivery.appID], let stored = contents[delivery.notificationID] else {
                 collected.append(self.result(delivery, .failed(reason: "AppNotConfigured"), attempts: 0), delivery, .other)
                 continue
             }
+            let plan = planned[delivery.id]
+            let content = plan?.content ?? stored.content
             guard delivery.platform == "apns" else {
                 guard let client = app.fcmClient else {
-                    collected.append(
-                        self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: planned[delivery.id]), delivery, .other)
+                    collected.append(self.result(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, planned: plan), delivery, .other)
                     continue
                 }
                 var message: FCMMessage
-                if let plan = planned[delivery.id] {
-                    message = Self.fcmMessage(
-                        token: delivery.token, content: content, payload: plan.payload, collapseID: plan.collapseID,
-                        payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+                if plan != nil {
+                    message = FCMRenderer.message(content, token: delivery.token, now: now)
                 } else {
-                    // Like the APNs payload: decoded once per notification, only the token differs.
                     message = fcmTemplates[delivery.notificationID] ?? {
-                        let template = Self.fcmMessage(
-                            token: "", content: content, payload: nil, collapseID: content.collapseID,
-                            payloadKey: app.configuration.payloadKey, now: runtime.store.now)
+                        let template = FCMRenderer.message(content, now: now)
                         fcmTemplates[delivery.notificationID] = template
                         return template
                     }()
@@ -441,20 +436,23 @@ package struct Dispatcher: Service {
             }
             switch app.apnsClient(environment: delivery.environment) {
             case .unavailable(let reason):
-                collected.append(
-                    self.result(delivery, .failed(reason: reason.rawValue), attempts: 0, planned: planned[delivery.id]), delivery, .other)
+                collected.append(self.result(delivery, .failed(reason: reason.rawValue), attempts: 0, planned: plan), delivery, .other)
             case .client(let client):
-                let topic = app.configuration.apns?.topic ?? ""
-                let notification = APNSNotification(
-                    deviceToken: delivery.token, pushType: APNSPushType(rawValue: content.pushType), bundleID: topic,
-                    priority: APNSPriority(rawValue: content.priority), expiration: content.expiration,
-                    collapseID: planned[delivery.id].map(\.collapseID) ?? content.collapseID,
-                    apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id),
-                    payload: planned[delivery.id]?.payload ?? payloads[delivery.notificationID] ?? {
-                        let data = Data(content.payload.utf8)
+                let payloadKey = app.configuration.payloadKey
+                let rendered = plan != nil
+                    ? try? APNSRenderer.encoded(content, payloadKey: payloadKey)
+                    : payloads[delivery.notificationID] ?? {
+                        let data = try? APNSRenderer.encoded(content, payloadKey: payloadKey)
                         payloads[delivery.notificationID] = data
                         return data
-                    }())
+                    }()
+                guard let payload = rendered else {
+                    collected.append(self.result(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, planned: plan), delivery, .other)
+                    continue
+                }
+                let notification = APNSRenderer.notification(
+                    content, payload: payload, deviceToken: delivery.token, bundleID: app.configuration.apns?.topic ?? "",
+                    apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id))
                 batches[ObjectIdentifier(client), default: (client, [])].1.append((delivery, notification))
             }
         }
@@ -566,32 +564,6 @@ package struct Dispatcher: Service {
         return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay(total)))
     }
 
-    /// The FCM message for a delivery, from the APNs payload Herald rendered (per device for a
-    /// typed notification): alert → `notification`, the payload-key object → `data`, collapse
-    /// id → `collapse_key`, expiration → `ttl`, deep link → `click_action`, type → analytics label.
-    static func fcmMessage(
-        token: String, content: StoredNotificationContent, payload: Data?, collapseID: String?, payloadKey: String, now: Date
-    ) -> FCMMessage {
-        let object = (try? JSONDecoder().decode(JSONValue.self, from: payload ?? Data(content.payload.utf8)))?.objectValue ?? [:]
-        let aps = object["aps"]?.objectValue ?? [:]
-        var title: String?
-        var body: String?
-        if let alert = aps["alert"] {
-            if case .string(let text) = alert { body = text }
-            title = alert.objectValue?["title"]?.stringValue
-            body = body ?? alert.objectValue?["body"]?.stringValue
-        }
-        var data = object[payloadKey]?.objectValue ?? [:]
-        if let thread = aps["thread-id"]?.stringValue { data["thread_id"] = .string(thread) }
-        if let category = aps["category"]?.stringValue { data["category"] = .string(category) }
-        let ttl = content.expiration.map { max(0, $0 - Int(now.timeIntervalSince1970)) }
-        return FCMMessage(
-            token: token, title: title, body: body, image: content.android?.image, data: data,
-            highPriority: APNSPushType(rawValue: content.pushType) != .background && (title != nil || body != nil),
-            timeToLive: ttl, collapseKey: collapseID, channelID: content.android?.channelID, tag: collapseID,
-            clickAction: data["deep_link"]?.stringValue, analyticsLabel: content.typed?.type)
-    }
-
     private func outcome(for result: APNSResult, delivery: ClaimedDelivery) -> DeliveryResult.Outcome {
         let reason = result.reasonKey
         switch result.disposition {
@@ -606,11 +578,10 @@ package struct Dispatcher: Service {
     }
 }
 
-/// A typed delivery the policy engine let through: its own payload and the trace to store.
+/// A typed delivery the policy engine let through: its own content and the trace to store.
 struct PlannedDelivery: Sendable {
-    var payload: Data
-    /// The collapse id after the PII guard (nil when it was left out).
-    var collapseID: String?
+    /// In the device's locale, after the policy engine and the PII guard.
+    var content: NotificationContent
     var trace: String?
     var userID: String
 }
