@@ -270,7 +270,6 @@ extension HeraldStore {
             let now = nowMilliseconds
             var sentByAttempts: [Int: [Int64]] = [:]
             var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
-            var userSends: [String: [(String, UUID)]] = [:]
             for result in results {
                 if let trace = result.trace {
                     try await database.raw("UPDATE deliveries SET trace = \(bind: trace) WHERE id = \(bind: result.deliveryID)").run()
@@ -279,7 +278,6 @@ extension HeraldStore {
                 case .sent:
                     sentByAttempts[result.attempts, default: []].append(result.deliveryID)
                     finished[result.notificationID, default: (0, 0, 0, 0)].sent += 1
-                    if let userID = result.pacedUserID { userSends[result.appID, default: []].append((userID, result.notificationID)) }
                 case .failed(let reason):
                     finished[result.notificationID, default: (0, 0, 0, 0)].failed += 1
                     try await database.raw(
@@ -321,27 +319,33 @@ extension HeraldStore {
                     """
                 ).run()
             }
-            // What each user received, for pacing and grouping; older than a day is never read.
-            for (appID, sends) in userSends {
-                for chunk in sends.chunked(Self.batchSize) {
-                    var values: [SQLQueryString] = []
-                    for (userID, notificationID) in chunk {
-                        values.append("(\(bind: appID), \(bind: userID), \(bind: notificationID.uuidString), \(bind: now))")
-                    }
-                    try await database.raw(
-                        "INSERT OR IGNORE INTO user_sends (app_id, user_id, notification_id, sent_at) VALUES \(values.joined(separator: ", "))"
-                    ).run()
-                    try await database.raw(
-                        "DELETE FROM user_sends WHERE app_id = \(bind: appID) AND user_id IN (\(binds: Array(Set(chunk.map(\.0))))) AND sent_at < \(bind: now - 86_400_000)"
-                    ).run()
-                }
-            }
             for (attempts, ids) in sentByAttempts {
                 for chunk in ids.chunked(Self.batchSize) {
                     try await database.raw(
                         "UPDATE deliveries SET status = 'sent', reason = NULL, attempts = attempts + \(bind: attempts), updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
                     ).run()
                 }
+            }
+        }
+    }
+
+    /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was
+    /// sent, when. Rows older than a day are never read and are deleted here.
+    package func recordUserSends(appID: String, sends: [(userID: String, notificationID: UUID)], at date: Date) async throws {
+        guard !sends.isEmpty else { return }
+        try await transaction {
+            let now = Self.milliseconds(date)
+            for chunk in sends.chunked(Self.batchSize) {
+                var values: [SQLQueryString] = []
+                for (userID, notificationID) in chunk {
+                    values.append("(\(bind: appID), \(bind: userID), \(bind: notificationID.uuidString), \(bind: now))")
+                }
+                try await database.raw(
+                    "INSERT OR IGNORE INTO user_sends (app_id, user_id, notification_id, sent_at) VALUES \(values.joined(separator: ", "))"
+                ).run()
+                try await database.raw(
+                    "DELETE FROM user_sends WHERE app_id = \(bind: appID) AND user_id IN (\(binds: Array(Set(chunk.map(\.userID))))) AND sent_at < \(bind: now - 86_400_000)"
+                ).run()
             }
         }
     }

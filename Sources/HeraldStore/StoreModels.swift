@@ -123,12 +123,10 @@ package struct DeliveryResult: Sendable, Hashable {
     package var attempts: Int
     /// The whole decision trace (a JSON array) to store, when the policy engine ran.
     package var trace: String?
-    /// Set when a policy-governed send reached the user: it counts for pacing and grouping.
-    package var pacedUserID: String?
 
     package init(
         deliveryID: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
-        trace: String? = nil, pacedUserID: String? = nil
+        trace: String? = nil
     ) {
         self.deliveryID = deliveryID
         self.notificationID = notificationID
@@ -137,7 +135,6 @@ package struct DeliveryResult: Sendable, Hashable {
         self.outcome = outcome
         self.attempts = attempts
         self.trace = trace
-        self.pacedUserID = pacedUserID
     }
 }
 

@@ -89,7 +89,7 @@ struct ServeCommand: AsyncParsableCommand {
             logger: Logger(label: "herald.http"))
         let group = ServiceGroup(
             configuration: .init(
-                services: [application, Dispatcher(runtime: runtime)],
+                services: [application, OutboxLoop(runtime: runtime)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()

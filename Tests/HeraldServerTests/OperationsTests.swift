@@ -75,7 +75,7 @@ struct OperationsTests {
             #expect(stalled.status == .serviceUnavailable)
             #expect((stalled.body["problems"] as? [String])?.first?.hasPrefix("dispatcher") == true)
             #expect((stalled.body["dispatcher"] as? [String: Any])?["due"] as? Int == 1)
-            try await Dispatcher(runtime: server.runtime).runOnce()
+            try await OutboxLoop(runtime: server.runtime).runOnce()
             #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
         }
     }

@@ -120,7 +120,7 @@ func withServer(
         let application = Application(
             router: HeraldAPI.router(runtime: runtime),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            services: dispatcher ? [Dispatcher(runtime: runtime, batchSize: 500, idleInterval: .milliseconds(20))] : [])
+            services: dispatcher ? [OutboxLoop(runtime: runtime, configuration: DispatcherConfiguration(batchSize: 500, idleInterval: .milliseconds(20)))] : [])
         do {
             try await application.test(.live) { client in
                 try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))

@@ -132,7 +132,7 @@ struct StoreAndConfigurationTests {
             appID: "quiet", id: UUID(), idempotencyKey: nil,
             content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
             recipients: .all, excludeDeviceIDs: [], dueAt: Date())
-        #expect(try await Dispatcher(runtime: runtime).runOnce() == 1)
+        #expect(try await OutboxLoop(runtime: runtime).runOnce() == 1)
         let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(deliveries.first?.status == .failed)
         #expect(deliveries.first?.reason == "APNsNotConfigured")

@@ -166,7 +166,7 @@ enum MetricReason {
             "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "ResponseTooLarge", "TokenExchangeFailed",
             "InvalidMessage", "MessageTooBig", "ReservedDataKey",
             // Herald's.
-            Dispatcher.pausedReason, "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
+            OutboxLoop.pausedReason, "Shutdown", "DeviceReassigned", "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
             "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired",
         ])
         return known

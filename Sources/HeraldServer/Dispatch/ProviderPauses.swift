@@ -93,14 +93,3 @@ package final class ProviderPauses: Sendable {
 
     package var all: [ProviderKey: ProviderPause] { state.withLock { $0 } }
 }
-
-/// What one provider answer says about the app's provider as a whole.
-enum ProviderSignal: Sendable, Hashable {
-    case delivered
-    /// The credential or topic is refused: every delivery of the app would get the same.
-    case credential
-    /// A "bad token" answer that, in bulk, points at the configuration instead.
-    case suspectToken
-    /// Anything else: about this one delivery.
-    case other
-}

@@ -1,0 +1,79 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Synchronization
+
+/// One claimed batch in flight: which deliveries still wait for an answer, the answers held for
+/// the batch's provider judgement, and the batch's deadline. An answer is taken once; after the
+/// deadline (or at shutdown) what is still pending is handed back and late answers are ignored.
+final class BatchTracker: Sendable {
+    struct Held: Sendable {
+        var answer: ProviderAnswer
+        var delivery: ClaimedDelivery
+        var trace: String?
+    }
+
+    private struct State {
+        var pending: [Int64: ClaimedDelivery]
+        /// Answers that blame the configuration, or may (bad token in bulk): judged per provider.
+        var held: [ProviderKey: [Held]] = [:]
+        var answered: [ProviderKey: Int] = [:]
+        var delivered: Set<ProviderKey> = []
+    }
+
+    let deadline: ContinuousClock.Instant
+    private let window: InFlightWindow
+    private let state: Mutex<State>
+
+    init(_ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant) {
+        self.deadline = deadline
+        self.window = window
+        let pending = Dictionary(deliveries.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        window.add(pending.count)
+        state = Mutex(State(pending: pending))
+    }
+
+    /// Takes the answer for a pending delivery: its delivery, or nil when it was already
+    /// answered or handed back. `hold` answers are kept for `takeHeld`.
+    func take(_ answer: ProviderAnswer, hold: Bool, trace: String?) -> ClaimedDelivery? {
+        state.withLock { state in
+            guard let delivery = state.pending.removeValue(forKey: answer.deliveryID) else { return nil }
+            window.release(1)
+            let provider = delivery.provider
+            state.answered[provider, default: 0] += 1
+            if answer.disposition == .delivered { state.delivered.insert(provider) }
+            if hold { state.held[provider, default: []].append(Held(answer: answer, delivery: delivery, trace: trace)) }
+            return delivery
+        }
+    }
+
+    /// Removes deliveries answered without a provider (policy, pauses, unsendable).
+    func settle(_ ids: some Sequence<Int64>) {
+        let removed = state.withLock { state in ids.reduce(0) { $0 + (state.pending.removeValue(forKey: $1) == nil ? 0 : 1) } }
+        window.release(removed)
+    }
+
+    /// The held answers of one provider with how many answers it gave and whether any was
+    /// delivered; removes them.
+    func takeHeld(_ provider: ProviderKey) -> (held: [Held], answered: Int, delivered: Bool) {
+        state.withLock { state in
+            (state.held.removeValue(forKey: provider) ?? [], state.answered[provider] ?? 0, state.delivered.contains(provider))
+        }
+    }
+
+    /// Providers with held answers.
+    var heldProviders: [ProviderKey] { state.withLock { Array($0.held.keys) } }
+
+    /// Hands back every delivery still waiting (deadline or shutdown).
+    func expire() -> [ClaimedDelivery] {
+        let rest = state.withLock { state in
+            let rest = Array(state.pending.values)
+            state.pending = [:]
+            return rest
+        }
+        window.release(rest.count)
+        return rest
+    }
+
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import HeraldCore
+
+/// The decision trace as stored per delivery: a JSON array of `{rule, message, at}`, appended to
+/// each time the engine looks at the delivery again (a deferred one comes back).
+enum DecisionTrace {
+    struct Entry: Codable, Sendable, Hashable {
+        var rule: String
+        var message: String
+        var at: String
+    }
+
+    static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
+        guard !steps.isEmpty else { return stored }
+        var entries = entries(stored)
+        let at = HeraldTime.format(date)
+        entries += steps.map { Entry(rule: $0.rule, message: $0.message, at: at) }
+        return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func entries(_ stored: String?) -> [Entry] {
+        stored.flatMap { try? JSONDecoder().decode([Entry].self, from: Data($0.utf8)) } ?? []
+    }
+}

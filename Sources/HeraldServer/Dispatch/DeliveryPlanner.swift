@@ -1,0 +1,118 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+
+/// The policy step (issue #4): per delivery of a typed notification, renders the copy in the
+/// device's locale and asks the engine whether it goes now, later or not at all. Users are
+/// taken in claim order, and sends decided count at once for the next decisions (recorded in
+/// the store before sending), so pacing and grouping hold within a batch, across batches in
+/// flight together, and across nodes.
+struct DeliveryPlanner {
+    let runtime: HeraldRuntime
+
+    func plan(
+        _ deliveries: [ClaimedDelivery], contents: [UUID: StoredNotificationContent]
+    ) async throws -> (held: [DeliveryResult], planned: [Int64: PlannedDelivery]) {
+        var held: [DeliveryResult] = []
+        var planned: [Int64: PlannedDelivery] = [:]
+        let now = runtime.store.now
+        let engine = PolicyEngine(clock: HeraldClock { now })
+        for (appID, appDeliveries) in Dictionary(grouping: deliveries, by: \.appID) {
+            guard let app = runtime.apps[appID], let catalog = app.catalog, let policyApp = app.policyApp else {
+                for delivery in appDeliveries {
+                    held.append(DeliveryResult(delivery, .failed(reason: "CatalogNotConfigured"), attempts: 0))
+                }
+                continue
+            }
+            let userIDs = Array(Set(appDeliveries.map(\.userID)))
+            let users = try await runtime.store.users(appID: appID, ids: userIDs)
+            var history = try await runtime.store.recentSends(appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-3600))
+            var policyUsers: [String: PolicyUser] = [:]
+            var paced: [(String, UUID)] = []
+            for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
+                guard let typed = contents[delivery.notificationID]?.typed, let content = contents[delivery.notificationID],
+                    let type = catalog.type(typed.type)
+                else {
+                    held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
+                    continue
+                }
+                let user = users[delivery.userID]
+                let policyUser = policyUsers[delivery.userID] ?? {
+                    let preferences = user.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
+                        ?? UserPreferences()
+                    var policyUser = preferences.policyUser(
+                        timeZone: user?.timeZone ?? delivery.timeZone, defaultQuietHours: catalog.app.quietHours)
+                    // Preferences may name a type by its external id (PN-01); the engine uses names.
+                    policyUser.typeEnabled = Dictionary(
+                        policyUser.typeEnabled.map { (catalog.type($0.key)?.name ?? $0.key, $0.value) },
+                        uniquingKeysWith: { _, last in last })
+                    policyUsers[delivery.userID] = policyUser
+                    return policyUser
+                }()
+                let pushType = content.content.pushType
+                let silent = pushType == .background && typed.title == nil && typed.body == nil
+                let copy = silent
+                    ? nil : type.render(locale: delivery.locale ?? user?.locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
+                let payloadKey = app.configuration.payloadKey
+                let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
+                let decision = engine.decide(
+                    type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
+                    content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
+                    payloadSize: {
+                        (try? APNSRenderer.encoded(content.deviceContent(copy: copy, decided: $0), payloadKey: payloadKey).count) ?? .max
+                    })
+                let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
+                switch decision.outcome {
+                case .send:
+                    var device = content.deviceContent(copy: copy, decided: decision.content)
+                    var trace = trace
+                    // Every data value, at any depth (the deep link included), is scanned too.
+                    if let data = device.data {
+                        let (scrubbed, found) = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
+                        if !found.isEmpty {
+                            device.data = scrubbed.objectValue
+                            trace = DecisionTrace.appending(
+                                [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
+                                at: now, to: trace)
+                        }
+                    }
+                    guard (try? APNSRenderer.encoded(device, payloadKey: payloadKey)) != nil else {
+                        held.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
+                        continue
+                    }
+                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, userID: delivery.userID)
+                    if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
+                        history[delivery.userID, default: []].append((delivery.notificationID, now))
+                        paced.append((delivery.userID, delivery.notificationID))
+                    }
+                case .deferred(let until):
+                    let reason = decision.trace.last?.rule ?? "deferred"
+                    held.append(DeliveryResult(delivery, .deferred(reason: reason, until: until), attempts: 0, trace: trace))
+                case .suppressed(let reason):
+                    held.append(DeliveryResult(delivery, .suppressed(reason: reason), attempts: 0, trace: trace))
+                }
+            }
+            // Counted for pacing and grouping when decided, not when answered: a send in flight
+            // (or on another node) already counts for the next decision.
+            try await runtime.store.recordUserSends(appID: appID, sends: paced, at: now)
+        }
+        return (held, planned)
+    }
+}
+
+/// A typed delivery the policy engine let through: its own content and the trace to store.
+struct PlannedDelivery: Sendable {
+    /// In the device's locale, after the policy engine and the PII guard.
+    var content: NotificationContent
+    var trace: String?
+    var userID: String
+}
+
+extension DeliveryResult {
+    /// A result decided without asking a provider (policy, configuration, pauses).
+    init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
+        self.init(
+            deliveryID: delivery.id, notificationID: delivery.notificationID, appID: delivery.appID, deviceID: delivery.deviceID,
+            outcome: outcome, attempts: attempts, trace: trace)
+    }
+}

@@ -1,0 +1,57 @@
+package import Foundation
+
+/// How the outbox loop works (YAML `outbox.*`); every default is documented here and in the
+/// README's configuration table.
+package struct DispatcherConfiguration: Sendable {
+    /// Deliveries claimed per batch. Default 5,000.
+    package var batchSize: Int
+    /// How long to sleep when nothing is due (the API wakes it sooner). Default 200 ms.
+    package var idleInterval: Duration
+    /// Deliveries sent and not yet answered, across batches: a slow token holds one place here,
+    /// never a whole batch. Default 10,000 (two batches).
+    package var maximumInFlight: Int
+    /// Answers are written at least this often (bounded groups). Default 250 ms.
+    package var recordInterval: Duration
+    /// Seconds after which a batch's unanswered deliveries are queued again (the attempt counts)
+    /// and late answers are ignored. Default 120 (the clients' 60 s retry deadline, twice).
+    package var batchDeadline: TimeInterval
+    /// Seconds graceful shutdown waits for deliveries in flight before handing them back to the
+    /// queue and closing the provider connections. Default 25, so the whole stop fits in 30 s.
+    package var shutdownGrace: TimeInterval
+    /// Attempts (requests sent, answered or not) after which a delivery that keeps failing
+    /// temporarily fails for good. Default 20.
+    package var maximumAttempts: Int
+    /// First outbox retry delay in seconds, doubling per attempt. Default 5.
+    package var retryBaseDelay: TimeInterval
+    /// Longest outbox retry delay in seconds. Default 300.
+    package var retryMaximumDelay: TimeInterval
+
+    /// The longest `Retry-After` honoured: an hour.
+    package static let maximumProviderWait: TimeInterval = 3600
+
+    package init(
+        batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
+        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 25,
+        maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300
+    ) {
+        self.batchSize = batchSize
+        self.idleInterval = idleInterval
+        self.maximumInFlight = maximumInFlight
+        self.recordInterval = recordInterval
+        self.batchDeadline = batchDeadline
+        self.shutdownGrace = shutdownGrace
+        self.maximumAttempts = maximumAttempts
+        self.retryBaseDelay = retryBaseDelay
+        self.retryMaximumDelay = retryMaximumDelay
+    }
+
+    /// The outbox's wait before the next try of a delivery that has had `attempts` attempts:
+    /// `retryBaseDelay · 2^(attempts−1)`, at most `retryMaximumDelay`, and never less than what
+    /// the provider asked for (`Retry-After`, honoured up to `maximumProviderWait`).
+    package func retryDelay(attempts: Int, providerAsked: TimeInterval? = nil) -> TimeInterval {
+        let exponent = Double(min(max(attempts - 1, 0), 20))
+        let schedule = min(retryMaximumDelay, retryBaseDelay * pow(2, exponent))
+        let asked = providerAsked.map { $0.isFinite ? min(max($0, 0), Self.maximumProviderWait) : Self.maximumProviderWait } ?? 0
+        return max(schedule, asked)
+    }
+}

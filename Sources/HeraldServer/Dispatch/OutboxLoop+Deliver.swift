@@ -1,0 +1,207 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldFCM
+import HeraldStore
+
+/// A claimed batch, planned: what may be sent now and what the policy step already decided.
+struct PreparedBatch: Sendable {
+    var claimed: [ClaimedDelivery]
+    var sendable: [ClaimedDelivery]
+    var held: [DeliveryResult]
+    var contents: [UUID: StoredNotificationContent]
+    var planned: [Int64: PlannedDelivery]
+}
+
+extension OutboxLoop {
+    /// Reads the batch's notification contents and runs the policy step on typed ones. A store
+    /// error hands the batch back to the queue.
+    func prepare(_ claimed: [ClaimedDelivery]) async throws -> PreparedBatch {
+        var batch = PreparedBatch(claimed: claimed, sendable: claimed, held: [], contents: [:], planned: [:])
+        do {
+            let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
+            for (id, data) in contents {
+                batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
+            }
+            let typed = claimed.filter { batch.contents[$0.notificationID]?.typed != nil }
+            if !typed.isEmpty {
+                (batch.held, batch.planned) = try await DeliveryPlanner(runtime: runtime).plan(typed, contents: batch.contents)
+                let heldIDs = Set(batch.held.map(\.deliveryID))
+                batch.sendable.removeAll { heldIDs.contains($0.id) }
+            }
+        } catch {
+            try? await runtime.store.unclaim(claimed.map(\.id))
+            throw error
+        }
+        return batch
+    }
+
+    /// Sends what the provider pauses let through (issue #10 §2). A paused provider's deliveries
+    /// go back to the queue until its next try, not counted as attempts; when that try is due a
+    /// few of them are sent first and their answers decide whether the rest go now. After the
+    /// send, answers that blame the configuration pause the provider and keep its deliveries queued.
+    func deliver(_ batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder) async {
+        settle(batch.held, tracker: tracker, recorder: recorder)
+        let pauses = runtime.pauses
+        var open: [ClaimedDelivery] = []
+        var probes: [ClaimedDelivery] = []
+        var waiting: [ProviderKey: [ClaimedDelivery]] = [:]
+        var probed: [ProviderKey: ProviderPause] = [:]
+        var paused: [DeliveryResult] = []
+        for (key, group) in Dictionary(grouping: batch.sendable, by: \.provider) {
+            switch pauses.gate(key, now: runtime.store.now) {
+            case .open:
+                open += group
+            case .closed(let until):
+                paused += group.map { DeliveryResult($0, .retry(reason: Self.pausedReason, dueAt: until), attempts: 0) }
+            case .probe(let pause):
+                probes += group.prefix(ProviderPauses.probeSize)
+                waiting[key] = Array(group.dropFirst(ProviderPauses.probeSize))
+                probed[key] = pause
+                await runtime.apps[key.app]?.enable(platform: key.platform)
+            }
+        }
+        settle(paused, tracker: tracker, recorder: recorder)
+        if !probes.isEmpty {
+            await send(probes.sorted { $0.id < $1.id }, batch: batch, tracker: tracker, recorder: recorder)
+            judge(tracker: tracker, recorder: recorder, probed: probed)
+            var held: [DeliveryResult] = []
+            for (key, rest) in waiting {
+                let until: Date
+                switch pauses.gate(key, now: runtime.store.now) {
+                case .open:
+                    open += rest
+                    continue
+                case .closed(let date): until = date
+                case .probe(let pause): until = pause.retryAt
+                }
+                held += rest.map { DeliveryResult($0, .retry(reason: Self.pausedReason, dueAt: until), attempts: 0) }
+            }
+            settle(held, tracker: tracker, recorder: recorder)
+        }
+        if !open.isEmpty {
+            await send(open, batch: batch, tracker: tracker, recorder: recorder)
+            judge(tracker: tracker, recorder: recorder, probed: [:])
+        }
+    }
+
+    /// Results decided without a provider: recorded, and no longer waited for.
+    private func settle(_ results: [DeliveryResult], tracker: BatchTracker, recorder: DeliveryRecorder) {
+        guard !results.isEmpty else { return }
+        tracker.settle(results.map(\.deliveryID))
+        recorder.add(results)
+    }
+
+    /// Renders each delivery for its provider (once per notification where nothing per device
+    /// differs) and sends each provider's share in one call; answers go to the recorder as
+    /// they arrive, except those the batch's judgement must see first.
+    private func send(_ deliveries: [ClaimedDelivery], batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder) async {
+        var apns: [ObjectIdentifier: (APNSProvider, [ProviderRequest<APNSNotification>])] = [:]
+        var fcm: [ObjectIdentifier: (FCMProvider, [ProviderRequest<FCMMessage>])] = [:]
+        var payloads: [UUID: Data] = [:]
+        var fcmTemplates: [UUID: FCMMessage] = [:]
+        var unsendable: [DeliveryResult] = []
+        let now = runtime.store.now
+        for delivery in deliveries {
+            let plan = batch.planned[delivery.id]
+            guard let app = runtime.apps[delivery.appID], let stored = batch.contents[delivery.notificationID] else {
+                unsendable.append(DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
+                continue
+            }
+            let content = plan?.content ?? stored.content
+            if delivery.platform == "fcm" {
+                guard let client = app.fcmClient else {
+                    unsendable.append(DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
+                    continue
+                }
+                var message: FCMMessage
+                if plan != nil {
+                    message = FCMRenderer.message(content, token: delivery.token, now: now)
+                } else {
+                    message = fcmTemplates[delivery.notificationID] ?? {
+                        let template = FCMRenderer.message(content, now: now)
+                        fcmTemplates[delivery.notificationID] = template
+                        return template
+                    }()
+                    message.token = delivery.token
+                }
+                fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
+                    ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
+                continue
+            }
+            switch app.apnsClient(environment: delivery.environment) {
+            case .unavailable(let reason):
+                unsendable.append(DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
+            case .client(let client):
+                let payloadKey = app.configuration.payloadKey
+                let rendered = plan != nil
+                    ? try? APNSRenderer.encoded(content, payloadKey: payloadKey)
+                    : payloads[delivery.notificationID] ?? {
+                        let data = try? APNSRenderer.encoded(content, payloadKey: payloadKey)
+                        payloads[delivery.notificationID] = data
+                        return data
+                    }()
+                guard let payload = rendered else {
+                    unsendable.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
+                    continue
+                }
+                let notification = APNSRenderer.notification(
+                    content, payload: payload, deviceToken: delivery.token, bundleID: app.configuration.apns?.topic ?? "",
+                    apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id))
+                apns[ObjectIdentifier(client), default: (APNSProvider(client: client), [])].1.append(
+                    ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: notification))
+            }
+        }
+        settle(unsendable, tracker: tracker, recorder: recorder)
+        let started = ContinuousClock.now
+        await withDiscardingTaskGroup { group in
+            for (provider, requests) in apns.values {
+                group.addTask { await provider.send(requests) { answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "apns") } }
+            }
+            for (provider, requests) in fcm.values {
+                group.addTask { await provider.send(requests) { answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "fcm") } }
+            }
+        }
+        if !apns.isEmpty { runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds) }
+    }
+
+    /// One answer, on a client's event loop: taken once by the batch; recorded at once unless
+    /// it blames (or may blame) the configuration.
+    private func answer(
+        _ answer: ProviderAnswer, batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder, platform: String
+    ) {
+        let hold = answer.suspect || answer.disposition == .providerPaused
+        let trace = batch.planned[answer.deliveryID]?.trace
+        guard let delivery = tracker.take(answer, hold: hold, trace: trace) else { return }
+        if !hold { recorder.add(result(answer, delivery: delivery, trace: trace), latency: answer.latency, platform: platform) }
+    }
+
+    /// The outcome of a provider's answer for a delivery: a retry follows the outbox's schedule
+    /// (and the provider's Retry-After) until the delivery's attempts are spent.
+    func result(_ answer: ProviderAnswer, delivery: ClaimedDelivery, trace: String?) -> DeliveryResult {
+        let reason = answer.reason ?? "Unknown"
+        let outcome: DeliveryResult.Outcome
+        switch answer.disposition {
+        case .delivered: outcome = .sent
+        case .tokenDead(let since): outcome = .tokenDead(reason: reason, since: since)
+        case .failed, .providerPaused: outcome = .failed(reason: reason)
+        case .unsent: outcome = .retry(reason: reason, dueAt: runtime.store.now)
+        case .retry(let after):
+            let total = delivery.attempts + answer.attempts
+            outcome = total >= configuration.maximumAttempts
+                ? .failed(reason: reason)
+                : .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(configuration.retryDelay(attempts: total, providerAsked: after)))
+        }
+        return DeliveryResult(delivery, outcome, attempts: answer.attempts, trace: trace)
+    }
+
+    /// The reason a delivery held back by a provider pause shows while queued.
+    static let pausedReason = "ProviderPaused"
+
+    /// Answers in one batch of one provider from which "bad token" in the majority pauses it.
+    static let suspectBatchMinimum = 50
+}
+
+extension ClaimedDelivery {
+    var provider: ProviderKey { ProviderKey(app: appID, platform: platform) }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Drains the outbox (the `Service` beside the HTTP server): claims due deliveries in batches,
+/// plans them (`DeliveryPlanner`), sends them through each app's providers and hands every
+/// answer to the `DeliveryRecorder` as it arrives. Batches overlap: a new one is claimed while
+/// fewer than `maximumInFlight` deliveries wait for answers, so a slow token holds one place,
+/// never the queue. Every batch has a deadline; graceful shutdown is bounded.
+package struct OutboxLoop: Service {
+    let runtime: HeraldRuntime
+    package var configuration: DispatcherConfiguration
+
+    package init(runtime: HeraldRuntime, configuration: DispatcherConfiguration = DispatcherConfiguration()) {
+        self.runtime = runtime
+        self.configuration = configuration
+    }
+
+    package func run() async throws {
+        let logger = runtime.logger
+        let requeued = try await runtime.store.requeueUnfinished()
+        runtime.metrics.restartResends(requeued)
+        if requeued > 0 {
+            logger.warning(
+                "Deliveries claimed before a crash were queued again (at-least-once; some may arrive twice)",
+                metadata: ["herald.requeued": "\(requeued)"])
+        }
+        let recorder = DeliveryRecorder(runtime: runtime)
+        let window = InFlightWindow()
+        let batches = BatchRegistry()
+        let stopping = Flag()
+        let finished = Flag()
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    await recordLoop(recorder, batches: batches, finished: finished)
+                }
+                var failures = 0
+                while !stopping.isSet && !Task.isCancelled {
+                    let room = configuration.maximumInFlight - window.count
+                    guard room > 0 else {
+                        try? await Task.sleep(for: .milliseconds(5))
+                        continue
+                    }
+                    let prepared: PreparedBatch
+                    do {
+                        let claimed = try await runtime.store.claimDueDeliveries(limit: min(configuration.batchSize, room))
+                        guard !claimed.isEmpty else {
+                            failures = 0
+                            await runtime.wake.wait(timeout: configuration.idleInterval)
+                            continue
+                        }
+                        prepared = try await prepare(claimed)
+                        failures = 0
+                    } catch {
+                        failures += 1
+                        await waitOutStoreError(error, failures: failures, "Dispatcher cannot use the database; trying again")
+                        continue
+                    }
+                    let tracker = BatchTracker(
+                        prepared.claimed, window: window, deadline: .now + .seconds(configuration.batchDeadline))
+                    batches.insert(tracker)
+                    group.addTask {
+                        await deliver(prepared, tracker: tracker, recorder: recorder)
+                        batches.remove(tracker)
+                    }
+                }
+                await drain(batches: batches, recorder: recorder)
+                finished.set()
+            }
+        } onGracefulShutdown: {
+            stopping.set()
+            runtime.wake.signal()
+        }
+        logger.info("Dispatcher stopped")
+    }
+
+    /// Claims, sends and records one batch; returns how many deliveries it claimed.
+    @discardableResult
+    package func runOnce() async throws -> Int {
+        let claimed = try await runtime.store.claimDueDeliveries(limit: configuration.batchSize)
+        guard !claimed.isEmpty else { return 0 }
+        let recorder = DeliveryRecorder(runtime: runtime)
+        let prepared = try await prepare(claimed)
+        let tracker = BatchTracker(claimed, window: InFlightWindow(), deadline: .now + .seconds(configuration.batchDeadline))
+        await deliver(prepared, tracker: tracker, recorder: recorder)
+        try await recorder.flush()
+        return claimed.count
+    }
+
+    /// Writes answers every `recordInterval` and hands back what a batch past its deadline still
+    /// waits for; after `finished`, writes what is left and stops.
+    private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: Flag) async {
+        var failures = 0
+        while true {
+            let last = finished.isSet
+            if !last { try? await Task.sleep(for: configuration.recordInterval) }
+            let now = ContinuousClock.now
+            for tracker in batches.all where tracker.deadline <= now {
+                let late = tracker.expire()
+                guard !late.isEmpty else { continue }
+                runtime.logger.warning(
+                    "Deliveries unanswered at their batch's deadline are queued again",
+                    metadata: ["herald.deliveries": "\(late.count)", "herald.deadline_seconds": "\(configuration.batchDeadline)"])
+                recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
+            }
+            do {
+                try await recorder.flush()
+                failures = 0
+            } catch {
+                failures += 1
+                // What was sent stays `sending` if this never succeeds: a restart queues it again.
+                if last && failures >= 3 { return }
+                await waitOutStoreError(error, failures: failures, "Dispatcher cannot record answers; trying again")
+                continue
+            }
+            if last { return }
+        }
+    }
+
+    /// Graceful shutdown: waits up to `shutdownGrace` for batches in flight, then hands their
+    /// unanswered deliveries back to the queue and closes the provider clients so the sends
+    /// waiting on them return.
+    private func drain(batches: BatchRegistry, recorder: DeliveryRecorder) async {
+        let deadline = ContinuousClock.now + .seconds(configuration.shutdownGrace)
+        while !batches.isEmpty, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let left = batches.all
+        guard !left.isEmpty else { return }
+        var handedBack: [DeliveryResult] = []
+        for tracker in left {
+            handedBack += tracker.expire().map { outcome(unanswered: $0, reason: "Shutdown", attempts: 0, now: true) }
+        }
+        runtime.logger.warning(
+            "Stopping with deliveries unanswered: they are queued again",
+            metadata: ["herald.deliveries": "\(handedBack.count)", "herald.grace_seconds": "\(configuration.shutdownGrace)"])
+        recorder.add(handedBack)
+        await runtime.shutdown()
+    }
+
+    /// A delivery that got no answer: queued again after the retry schedule (or at once), or
+    /// failed once its attempts are spent.
+    func outcome(unanswered delivery: ClaimedDelivery, reason: String, attempts: Int, now: Bool = false) -> DeliveryResult {
+        let total = delivery.attempts + attempts
+        if total >= configuration.maximumAttempts {
+            return DeliveryResult(delivery, .failed(reason: reason), attempts: attempts, trace: nil)
+        }
+        let due = runtime.store.now.addingTimeInterval(now ? 0 : configuration.retryDelay(attempts: total))
+        return DeliveryResult(delivery, .retry(reason: reason, dueAt: due), attempts: attempts)
+    }
+
+    /// After the `failures`-th store error in a row: says so (the first and every tenth time)
+    /// and waits 1 s doubling to 30 s.
+    func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message, deliveries: Int? = nil) async {
+        let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
+        if failures == 1 || failures % 10 == 0 {
+            var metadata: Logger.Metadata = [
+                "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)", "herald.retry_seconds": "\(wait)",
+            ]
+            if let deliveries { metadata["herald.deliveries"] = "\(deliveries)" }
+            runtime.logger.error(message, metadata: metadata)
+        }
+        try? await Task.sleep(for: .seconds(wait))
+    }
+}
+
+/// Deliveries sent and not yet answered, across the batches in flight.
+final class InFlightWindow: Sendable {
+    private let value = Atomic<Int>(0)
+    var count: Int { value.load(ordering: .relaxed) }
+    func add(_ count: Int) { value.add(count, ordering: .relaxed) }
+    func release(_ count: Int) { if count > 0 { value.subtract(count, ordering: .relaxed) } }
+}
+
+/// The batches in flight, for the deadline sweep and shutdown.
+final class BatchRegistry: Sendable {
+    private let batches = Mutex<[ObjectIdentifier: BatchTracker]>([:])
+    func insert(_ tracker: BatchTracker) { batches.withLock { $0[ObjectIdentifier(tracker)] = tracker } }
+    func remove(_ tracker: BatchTracker) { batches.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(tracker)) } }
+    var all: [BatchTracker] { batches.withLock { Array($0.values) } }
+    var isEmpty: Bool { batches.withLock { $0.isEmpty } }
+}
+
+/// A one-way switch shared between tasks.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
+}
