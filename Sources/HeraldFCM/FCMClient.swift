@@ -59,6 +59,7 @@ public final class FCMClient: Sendable {
     private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int, exchangeAttempts: Int)>((nil, nil, 0, 0))
     /// Devices FCM said are over their own rate, until when (per-device `QUOTA_EXCEEDED`).
     private let devicePauses = Mutex<[String: Date]>([:])
+    private let isShutDown = Atomic<Bool>(false)
 
     public init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
@@ -97,7 +98,9 @@ public final class FCMClient: Sendable {
     /// Token exchanges started, answered or not.
     public var tokenExchangeAttempts: Int { state.withLock { $0.exchangeAttempts } }
 
+    /// Closes the connections and event loops; a second call returns at once.
     public func shutdown() async {
+        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await pool.closeAll()
         try? await group.shutdownGracefully()
     }

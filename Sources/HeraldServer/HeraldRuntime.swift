@@ -115,9 +115,9 @@ package final class AppRuntime: Sendable {
     /// HTTP/2 connections this app's clients hold open.
     package var openConnections: Int { clients.withLock { $0.values.reduce(0) { $0 + $1.openConnections } } }
 
-    func shutdown() async {
+    func shutdown(gracePeriod: TimeInterval) async {
         let all = clients.withLock { Array($0.values) }
-        for client in all { await client.shutdown(gracePeriod: 5) }
+        for client in all { await client.shutdown(gracePeriod: gracePeriod) }
         await fcmClient?.shutdown()
     }
 }
@@ -189,8 +189,9 @@ package final class HeraldRuntime: Sendable {
         }
     }
 
-    package func shutdown() async {
-        for app in apps.values { await app.shutdown() }
+    /// Closes every provider client, waiting up to `gracePeriod` seconds for requests in flight.
+    package func shutdown(gracePeriod: TimeInterval = 5) async {
+        for app in apps.values { await app.shutdown(gracePeriod: gracePeriod) }
     }
 
     /// What `/healthz` says: 503 when the database does not take writes or work has been due

@@ -89,7 +89,7 @@ struct ServeCommand: AsyncParsableCommand {
             logger: Logger(label: "herald.http"))
         let group = ServiceGroup(
             configuration: .init(
-                services: [application, OutboxLoop(runtime: runtime)],
+                services: [application, OutboxLoop(runtime: runtime, configuration: configuration.outbox)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()

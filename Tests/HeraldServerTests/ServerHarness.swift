@@ -117,10 +117,15 @@ func withServer(
                 fcm.baseDelay = 0.01
                 fcm.quotaDelay = 0.01
             }, dispatcherStallLimit: dispatcherStallLimit)
+        var outbox = configuration.outbox
+        outbox.batchSize = min(outbox.batchSize, 500)
+        outbox.idleInterval = .milliseconds(20)
+        // A test that leaves a hung delivery behind need not wait the production grace at its end.
+        outbox.shutdownGrace = min(outbox.shutdownGrace, 1)
         let application = Application(
             router: HeraldAPI.router(runtime: runtime),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            services: dispatcher ? [OutboxLoop(runtime: runtime, configuration: DispatcherConfiguration(batchSize: 500, idleInterval: .milliseconds(20)))] : [])
+            services: dispatcher ? [OutboxLoop(runtime: runtime, configuration: outbox)] : [])
         do {
             try await application.test(.live) { client in
                 try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))

@@ -285,8 +285,13 @@ package final class APNSClient: Sendable {
 
     /// Stops taking notifications, waits up to `gracePeriod` seconds for those in flight,
     /// then closes every connection and the event loops.
+    /// A second call returns at once (the event loops are gone).
     package func shutdown(gracePeriod: TimeInterval = 10) async {
-        state.withLock { $0.isShutDown = true }
+        let first = state.withLock { state in
+            defer { state.isShutDown = true }
+            return !state.isShutDown
+        }
+        guard first else { return }
         let deadline = ContinuousClock.now + .seconds(gracePeriod)
         while state.withLock({ $0.outstanding }) > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))

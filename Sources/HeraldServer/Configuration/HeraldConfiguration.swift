@@ -29,6 +29,8 @@ package struct HeraldConfiguration: Sendable {
     /// A key that may read `/metrics` and nothing else (the admin key may too).
     package var metricsKey: String?
     package var apps: [AppConfiguration] = []
+    /// How the outbox loop claims, sends, retries and stops (`outbox.*`).
+    package var outbox = DispatcherConfiguration()
     /// The shortest admin or metrics key accepted.
     package static let minimumAdminKeyLength = 32
     /// The shortest app key accepted.
@@ -260,6 +262,35 @@ struct YAMLReader {
         return value
     }
 
+    /// `outbox.*`: whole numbers, each within a range that keeps the loop sane.
+    func outbox(_ node: Node) throws(ConfigurationError) -> DispatcherConfiguration {
+        var outbox = DispatcherConfiguration()
+        let ranges: [String: ClosedRange<Int>] = [
+            "batch_size": 1...50_000, "max_in_flight": 1...1_000_000, "max_attempts": 1...1_000, "retry_base_delay": 1...3_600,
+            "retry_max_delay": 1...86_400, "batch_deadline": 5...3_600, "shutdown_grace": 0...300,
+        ]
+        for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys)) {
+            let key = "outbox." + field
+            let number = try int(value, key)
+            guard let range = ranges[field], range.contains(number) else {
+                throw fail(value, key, "must be \(ranges[field]!.lowerBound)–\(ranges[field]!.upperBound)")
+            }
+            switch field {
+            case "batch_size": outbox.batchSize = number
+            case "max_in_flight": outbox.maximumInFlight = number
+            case "max_attempts": outbox.maximumAttempts = number
+            case "retry_base_delay": outbox.retryBaseDelay = TimeInterval(number)
+            case "retry_max_delay": outbox.retryMaximumDelay = TimeInterval(number)
+            case "batch_deadline": outbox.batchDeadline = TimeInterval(number)
+            default: outbox.shutdownGrace = TimeInterval(number)
+            }
+        }
+        guard outbox.retryBaseDelay <= outbox.retryMaximumDelay else {
+            throw fail(node, "outbox.retry_base_delay", "must not exceed outbox.retry_max_delay")
+        }
+        return outbox
+    }
+
     func path(_ node: Node, _ key: String) throws(ConfigurationError) -> String {
         let value = try string(node, key)
         return value.hasPrefix("/") || directory.isEmpty ? value : directory + "/" + value
@@ -267,7 +298,7 @@ struct YAMLReader {
 
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
-        for (name, value) in try mapping(root, "", allowed: ["server", "database", "admin_key", "metrics_key", "apps"]) {
+        for (name, value) in try mapping(root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "apps"]) {
             switch name {
             case "server":
                 for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections"]) {
@@ -294,6 +325,8 @@ struct YAMLReader {
                 for (_, node) in try mapping(value, "database", allowed: ["url"]) {
                     configuration.databaseURL = try string(node, "database.url")
                 }
+            case "outbox":
+                configuration.outbox = try outbox(value)
             case "admin_key":
                 configuration.adminKey = try string(value, "admin_key")
             case "metrics_key":

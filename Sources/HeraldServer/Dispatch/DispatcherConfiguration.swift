@@ -16,7 +16,7 @@ package struct DispatcherConfiguration: Sendable {
     /// and late answers are ignored. Default 120 (the clients' 60 s retry deadline, twice).
     package var batchDeadline: TimeInterval
     /// Seconds graceful shutdown waits for deliveries in flight before handing them back to the
-    /// queue and closing the provider connections. Default 25, so the whole stop fits in 30 s.
+    /// queue and closing the provider connections. Default 20, so the whole stop fits in 30 s.
     package var shutdownGrace: TimeInterval
     /// Attempts (requests sent, answered or not) after which a delivery that keeps failing
     /// temporarily fails for good. Default 20.
@@ -31,7 +31,7 @@ package struct DispatcherConfiguration: Sendable {
 
     package init(
         batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
-        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 25,
+        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 20,
         maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300
     ) {
         self.batchSize = batchSize

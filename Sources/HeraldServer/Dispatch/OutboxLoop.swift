@@ -139,7 +139,7 @@ package struct OutboxLoop: Service {
             "Stopping with deliveries unanswered: they are queued again",
             metadata: ["herald.deliveries": "\(handedBack.count)", "herald.grace_seconds": "\(configuration.shutdownGrace)"])
         recorder.add(handedBack)
-        await runtime.shutdown()
+        await runtime.shutdown(gracePeriod: 0)
     }
 
     /// A delivery that got no answer: queued again after the retry schedule (or at once), or
