@@ -46,8 +46,8 @@ extension HeraldStore {
             if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
             try await database.raw(
                 """
-                INSERT INTO deliveries (notification_id, app_id, device_id, status, due_at, attempts, created_at, updated_at)
-                SELECT \(bind: id.uuidString), app_id, device_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
+                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at)
+                SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
                 FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
                 ORDER BY device_id
                 """
@@ -134,12 +134,17 @@ extension HeraldStore {
         }
     }
 
-    /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) with the device
-    /// data needed to send them; deferred ones whose time has come go first. Deliveries whose
-    /// device is gone or inactive fail here instead.
+    /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) for this node,
+    /// with the device data needed to send them; deferred ones whose time has come go first.
+    /// Each claim is owned (`claimed_by` = `nodeID`) and numbered (`claim`, the fencing token
+    /// results must match). Deliveries whose device is gone or inactive fail here, and so do
+    /// those whose device now belongs to another user than the one they were planned for.
     package func claimDueDeliveries(limit: Int) async throws -> [ClaimedDelivery] {
         try await transaction {
             let now = nowMilliseconds
+            try await database.raw(
+                "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+            ).run()
             // One query per status, so each walks the (status, due_at) index in order. Rows are read
             // as SQLiteRow: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
             var rows: [SQLiteRow] = []
@@ -148,8 +153,7 @@ extension HeraldStore {
             }
             var claimed: [ClaimedDelivery] = []
             claimed.reserveCapacity(rows.count)
-            var gone: [Int64] = []
-            var inactive: [Int64] = []
+            var unsendable: [(ids: [Int64], reason: String)] = [([], "DeviceUnregistered"), ([], "DeviceInactive"), ([], "DeviceReassigned")]
             var failedByNotification: [String: Int] = [:]
             var undeferredByNotification: [String: Int] = [:]
             func text(_ value: SQLiteData) -> String? {
@@ -159,31 +163,40 @@ extension HeraldStore {
             for row in rows {
                 // Columns by position, in the SELECT's order.
                 let columns = row.columns.map(\.data)
-                guard columns.count == 14, case .integer(let rawID) = columns[0], let notificationText = text(columns[1]),
-                    let appID = text(columns[2]), let deviceID = text(columns[3]), case .integer(let attempts) = columns[4]
+                guard columns.count == 17, case .integer(let rawID) = columns[0], let notificationText = text(columns[1]),
+                    let appID = text(columns[2]), let deviceID = text(columns[3]), case .integer(let attempts) = columns[4],
+                    case .integer(let claim) = columns[15], case .integer(let createdAt) = columns[16]
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
                 let id = Int64(rawID)
                 if text(columns[5]) == DeliveryStatus.deferred.rawValue {
                     undeferredByNotification[notificationText, default: 0] += 1
                 }
-                guard let platform = text(columns[7]), let token = text(columns[8]), let environment = text(columns[9]) else {
-                    gone.append(id)
+                let failure: Int?
+                if text(columns[7]) == nil || text(columns[8]) == nil || text(columns[9]) == nil {
+                    failure = 0
+                } else if columns[10].integer == 0 {
+                    failure = 1
+                } else if let planned = text(columns[14]), planned != text(columns[11]) {
+                    failure = 2
+                } else {
+                    failure = nil
+                }
+                if let failure {
+                    unsendable[failure].ids.append(id)
                     failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                guard columns[10].integer != 0 else {
-                    inactive.append(id)
-                    failedByNotification[notificationText, default: 0] += 1
-                    continue
-                }
-                guard let notificationID = UUID(uuidString: notificationText) else { continue }
+                guard let notificationID = UUID(uuidString: notificationText), let platform = text(columns[7]),
+                    let token = text(columns[8]), let environment = text(columns[9])
+                else { continue }
                 claimed.append(
                     ClaimedDelivery(
                         id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
                         token: token, environment: environment, attempts: attempts, userID: text(columns[11]) ?? "",
-                        locale: text(columns[12]), timeZone: text(columns[13]), trace: text(columns[6])))
+                        locale: text(columns[12]), timeZone: text(columns[13]), trace: text(columns[6]), claim: Int64(claim) + 1,
+                        createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000)))
             }
-            for (ids, reason) in [(gone, "DeviceUnregistered"), (inactive, "DeviceInactive")] where !ids.isEmpty {
+            for (ids, reason) in unsendable where !ids.isEmpty {
                 try await updateDeliveries(ids, status: .failed, reason: reason, now: now)
             }
             for (notificationID, failed) in failedByNotification {
@@ -197,7 +210,9 @@ extension HeraldStore {
                 ).run()
             }
             for chunk in claimed.map(\.id).chunked(Self.batchSize) {
-                try await updateDeliveries(chunk, status: .sending, reason: nil, now: now)
+                try await database.raw(
+                    "UPDATE deliveries SET status = 'sending', claimed_by = \(bind: nodeID), claim = claim + 1, updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
+                ).run()
             }
             return claimed
         }
@@ -211,14 +226,21 @@ extension HeraldStore {
     static func claimSQL(_ status: DeliveryStatus) -> String {
         """
         SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
-               v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone
+               v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at
         FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
         WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= ?1
         ORDER BY d.due_at, d.id LIMIT ?2
         """
     }
 
-    static let requeueSQL = "UPDATE deliveries SET status = 'queued', updated_at = ?1 WHERE status = 'sending' AND \(outboxIndexTerm) RETURNING id"
+    /// Claims of nodes not heard from since ?2 (or of no node: written before owners existed) go
+    /// back to the queue; never those of ?3, the node asking.
+    static let requeueSQL = """
+        UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = ?1
+        WHERE status = 'sending' AND \(outboxIndexTerm)
+          AND (claimed_by IS NULL OR (claimed_by <> ?3 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= ?2)))
+        RETURNING id
+        """
     static let queueDepthSQL = "SELECT COUNT(*) AS n FROM deliveries WHERE \(outboxIndexTerm) AND due_at <= ?1"
 
     /// SQLite's plan for each outbox query by status (tests check that they use the index).
@@ -230,7 +252,8 @@ extension HeraldStore {
                 ("requeue", Self.requeueSQL), ("queue depth", Self.queueDepthSQL),
             ]
             for (name, sql) in queries {
-                let binds: [SQLiteData] = sql.contains("?2") ? [.integer(0), .integer(1)] : [.integer(0)]
+                let binds: [SQLiteData] =
+                    sql.contains("?3") ? [.integer(0), .integer(1), .text("")] : sql.contains("?2") ? [.integer(0), .integer(1)] : [.integer(0)]
                 let rows = try await connection.query("EXPLAIN QUERY PLAN " + sql, binds)
                 plans[name] = rows.compactMap { $0.column("detail")?.string }.joined(separator: "; ")
             }
@@ -262,52 +285,70 @@ extension HeraldStore {
         }
     }
 
-    /// Writes results in one transaction: `sent` rows in multi-row updates, the rest one by one;
-    /// dead tokens make their devices inactive with APNs' timestamp.
-    package func recordResults(_ results: [DeliveryResult]) async throws {
-        guard !results.isEmpty else { return }
-        try await transaction {
+    /// Writes results in one transaction, one set-based statement per outcome class (a CTE of
+    /// VALUES joined to the rows). Every write is fenced: it applies only where the row is still
+    /// `sending` under the claim the result belongs to, so a node whose claim was taken back
+    /// cannot overwrite what another node did. Dead tokens make their devices inactive with the
+    /// provider's timestamp. Returns how many results were written.
+    @discardableResult
+    package func recordResults(_ results: [DeliveryResult]) async throws -> Int {
+        guard !results.isEmpty else { return 0 }
+        return try await transaction {
             let now = nowMilliseconds
-            var sentByAttempts: [Int: [Int64]] = [:]
-            var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+            typealias Row = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
+            var classes: [DeliveryStatus: [Row]] = [:]
+            var dead: [Int64: (reason: String, since: Date?)] = [:]
             for result in results {
-                if let trace = result.trace {
-                    try await database.raw("UPDATE deliveries SET trace = \(bind: trace) WHERE id = \(bind: result.deliveryID)").run()
-                }
                 switch result.outcome {
-                case .sent:
-                    sentByAttempts[result.attempts, default: []].append(result.deliveryID)
-                    finished[result.notificationID, default: (0, 0, 0, 0)].sent += 1
-                case .failed(let reason):
-                    finished[result.notificationID, default: (0, 0, 0, 0)].failed += 1
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
-                    ).run()
+                case .sent: classes[.sent, default: []].append((result, nil, nil, result.attempts))
+                case .failed(let reason): classes[.failed, default: []].append((result, reason, nil, result.attempts))
                 case .tokenDead(let reason, let since):
-                    finished[result.notificationID, default: (0, 0, 0, 0)].failed += 1
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
-                    ).run()
-                    let sinceMilliseconds = Self.milliseconds(since ?? clock.now())
-                    try await database.raw(
-                        "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: sinceMilliseconds), updated_at = \(bind: now) WHERE app_id = \(bind: result.appID) AND device_id = \(bind: result.deviceID)"
-                    ).run()
+                    classes[.failed, default: []].append((result, reason, nil, result.attempts))
+                    dead[result.deliveryID] = (reason, since)
                 case .retry(let reason, let dueAt):
-                    let due = Self.milliseconds(dueAt)
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'queued', reason = \(bind: reason), due_at = \(bind: due), attempts = attempts + \(bind: result.attempts), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
-                    ).run()
+                    classes[.queued, default: []].append((result, reason, Self.milliseconds(dueAt), result.attempts))
                 case .deferred(let reason, let until):
-                    finished[result.notificationID, default: (0, 0, 0, 0)].deferred += 1
-                    let due = Self.milliseconds(until, rounding: .up)
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'deferred', reason = \(bind: reason), due_at = \(bind: due), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
-                    ).run()
-                case .suppressed(let reason):
-                    finished[result.notificationID, default: (0, 0, 0, 0)].suppressed += 1
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'suppressed', reason = \(bind: reason), updated_at = \(bind: now) WHERE id = \(bind: result.deliveryID)"
-                    ).run()
+                    classes[.deferred, default: []].append((result, reason, Self.milliseconds(until, rounding: .up), 0))
+                case .suppressed(let reason): classes[.suppressed, default: []].append((result, reason, nil, 0))
+                }
+            }
+            var written = 0
+            var finished: [String: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+            for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                for chunk in rows.chunked(Self.resultRowsPerStatement) {
+                    var values: [SQLQueryString] = []
+                    values.reserveCapacity(chunk.count)
+                    for row in chunk {
+                        values.append(
+                            "(\(bind: row.result.deliveryID), \(bind: row.result.claim), \(bind: row.attempts), \(bind: row.reason), \(bind: row.due), \(bind: row.result.trace))"
+                        )
+                    }
+                    let applied = try await database.raw(
+                        """
+                        WITH v(id, claim, attempts, reason, due, trace) AS (VALUES \(values.joined(separator: ", ")))
+                        UPDATE deliveries SET status = \(bind: status.rawValue), reason = v.reason, attempts = deliveries.attempts + v.attempts,
+                            due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
+                            claimed_by = NULL, updated_at = \(bind: now)
+                        FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
+                        RETURNING deliveries.id AS id, deliveries.notification_id AS notification_id, deliveries.app_id AS app_id, deliveries.device_id AS device_id
+                        """
+                    ).all()
+                    written += applied.count
+                    for row in applied {
+                        let notificationID = try row.decode(column: "notification_id", as: String.self)
+                        switch status {
+                        case .sent: finished[notificationID, default: (0, 0, 0, 0)].sent += 1
+                        case .failed: finished[notificationID, default: (0, 0, 0, 0)].failed += 1
+                        case .deferred: finished[notificationID, default: (0, 0, 0, 0)].deferred += 1
+                        case .suppressed: finished[notificationID, default: (0, 0, 0, 0)].suppressed += 1
+                        default: break
+                        }
+                        guard status == .failed, let (reason, since) = dead[try row.decode(column: "id", as: Int64.self)] else { continue }
+                        let sinceMilliseconds = Self.milliseconds(since ?? clock.now())
+                        try await database.raw(
+                            "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: sinceMilliseconds), updated_at = \(bind: now) WHERE app_id = \(bind: try row.decode(column: "app_id", as: String.self)) AND device_id = \(bind: try row.decode(column: "device_id", as: String.self))"
+                        ).run()
+                    }
                 }
             }
             for (notificationID, counts) in finished {
@@ -315,19 +356,21 @@ extension HeraldStore {
                     """
                     UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed),
                         deferred_count = deferred_count + \(bind: counts.deferred), suppressed_count = suppressed_count + \(bind: counts.suppressed)
-                    WHERE id = \(bind: notificationID.uuidString)
+                    WHERE id = \(bind: notificationID)
                     """
                 ).run()
             }
-            for (attempts, ids) in sentByAttempts {
-                for chunk in ids.chunked(Self.batchSize) {
-                    try await database.raw(
-                        "UPDATE deliveries SET status = 'sent', reason = NULL, attempts = attempts + \(bind: attempts), updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
-                    ).run()
-                }
+            if written < results.count {
+                logger.warning(
+                    "Results for claims this node no longer holds were not written",
+                    metadata: ["herald.results": "\(results.count - written)", "herald.node": "\(nodeID)"])
             }
+            return written
         }
     }
+
+    /// Result rows per statement: 6 bound values each, far below SQLite's 32,766.
+    static let resultRowsPerStatement = 1_000
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was
     /// sent, when. Rows older than a day are never read and are deleted here.
@@ -350,23 +393,49 @@ extension HeraldStore {
         }
     }
 
-    /// At start: deliveries a previous process claimed but never answered go back to the queue
-    /// (at-least-once). Returns how many; they are counted in `resent_after_restart`.
-    package func requeueUnfinished() async throws -> Int {
+    /// How long a node may stay silent before its claims are taken back: heartbeats come every
+    /// 5 s, so a killed node's deliveries are queued again within 30 s.
+    package static let nodeDeadAfter: TimeInterval = 20
+
+    /// Says this node is alive (the outbox loop calls it every few seconds).
+    package func heartbeat() async throws {
+        let now = nowMilliseconds
+        try await exclusive {
+            try await database.raw(
+                "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+            ).run()
+        }
+    }
+
+    /// Takes back the claims of nodes not heard from for `deadAfter` seconds (killed, or
+    /// frozen): their deliveries are queued again (at-least-once: those sent but unanswered may
+    /// arrive twice) and counted in `resent_after_restart`. Never touches a live node's claims,
+    /// so a second process on the same database resends nothing. Returns how many.
+    package func rescueDeadClaims(deadAfter: TimeInterval = HeraldStore.nodeDeadAfter) async throws -> Int {
         try await transaction {
-            let rows = try await connection.query(Self.requeueSQL, [.integer(Int(nowMilliseconds))])
+            let now = nowMilliseconds
+            let alive = now - Int64(deadAfter * 1000)
+            let rows = try await connection.query(Self.requeueSQL, [.integer(Int(now)), .integer(Int(alive)), .text(nodeID)])
             if !rows.isEmpty { try await addToCounter("resent_after_restart", rows.count) }
+            try await database.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)").run()
             return rows.count
         }
     }
 
-    /// Puts claimed deliveries back in the queue unsent (a prefetched batch at shutdown).
+    /// Gracefully leaving: this node's row goes (its claims are all answered or handed back).
+    package func leave() async throws {
+        try await exclusive {
+            try await database.raw("DELETE FROM nodes WHERE id = \(bind: nodeID)").run()
+        }
+    }
+
+    /// Puts this node's claimed deliveries back in the queue unsent.
     package func unclaim(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
         try await transaction {
             for chunk in ids.chunked(Self.batchSize) {
                 try await database.raw(
-                    "UPDATE deliveries SET status = 'queued', updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND id IN (\(binds: chunk))"
+                    "UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND claimed_by = \(bind: nodeID) AND id IN (\(binds: chunk))"
                 ).run()
             }
         }

@@ -16,6 +16,8 @@ package final class HeraldStore: Sendable {
     let connection: SQLiteConnection
     let clock: HeraldClock
     let logger: Logger
+    /// This process's node id: the owner of the claims it makes (a new one per open).
+    package let nodeID = UUID().uuidString.lowercased()
     private let lock = AsyncSerialLock()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
     static let batchSize = 500
@@ -210,6 +212,19 @@ package final class HeraldStore: Sendable {
             [
                 // One row /healthz writes: proof that the database takes writes.
                 "CREATE TABLE heartbeat (id INTEGER PRIMARY KEY CHECK (id = 1), at BIGINT NOT NULL)"
+            ]
+        ),
+        (
+            7,
+            [
+                // Issue #11: the user a delivery was planned for (a device that changed hands is
+                // not sent another user's notification), and owned, fenced claims: the node that
+                // claimed a row and the claim's number, which every result write must match.
+                "ALTER TABLE deliveries ADD COLUMN user_id TEXT",
+                "ALTER TABLE deliveries ADD COLUMN claimed_by TEXT",
+                "ALTER TABLE deliveries ADD COLUMN claim INTEGER NOT NULL DEFAULT 0",
+                // Every process with an outbox loop, and when it last said it was alive.
+                "CREATE TABLE nodes (id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, heartbeat_at BIGINT NOT NULL)",
             ]
         ),
     ]

@@ -98,6 +98,10 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var timeZone: String?
     /// The decision trace so far (a JSON array), when the delivery was deferred before.
     package var trace: String?
+    /// This claim's number: the fencing token every result for it carries.
+    package var claim: Int64 = 0
+    /// When the delivery was queued (its age decides `outbox.max_age`).
+    package var createdAt = Date(timeIntervalSince1970: 0)
 }
 
 /// The result of one delivery, to be written in a batch.
@@ -116,6 +120,8 @@ package struct DeliveryResult: Sendable, Hashable {
     }
 
     package var deliveryID: Int64
+    /// The claim the result answers (`ClaimedDelivery.claim`): written only if it still holds.
+    package var claim: Int64
     package var notificationID: UUID
     package var appID: String
     package var deviceID: String
@@ -125,10 +131,11 @@ package struct DeliveryResult: Sendable, Hashable {
     package var trace: String?
 
     package init(
-        deliveryID: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
+        deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
         trace: String? = nil
     ) {
         self.deliveryID = deliveryID
+        self.claim = claim
         self.notificationID = notificationID
         self.appID = appID
         self.deviceID = deviceID

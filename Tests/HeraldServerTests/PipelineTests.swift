@@ -132,4 +132,89 @@ struct PipelineTests {
         await store.close()
         #expect(deliveries.map(\.status) == [.queued], "\(deliveries)")
     }
+
+    @Test("Alice's scheduled message is not delivered to Bob after the device changes hands: it fails DeviceReassigned")
+    func reassignedDevice() async throws {
+        let token = String(repeating: "1a", count: 32)
+        try await withServer { server in
+            #expect(try await server.register("shared-ipad", user: "alice", token: token, key: ServerHarness.server) == .created)
+            let deliverAt = HeraldTime.format(Date().addingTimeInterval(1.5))
+            let sent = try await server.send(#"{"to":{"user_ids":["alice"]},"alert":{"body":"for Alice only"},"deliver_at":"\#(deliverAt)"}"#)
+            let id = try #require(sent.body["id"] as? String)
+            #expect(sent.body["recipients"] as? Int == 1)
+            // The iPad is handed to Bob before the message is due.
+            let moved = try await server.register("shared-ipad", user: "bob", token: token, key: ServerHarness.server)
+            #expect(moved == .ok || moved == .created)
+            try await Task.sleep(for: .seconds(2))
+            let view = try await server.settled(id)
+            #expect((view["counts"] as? [String: Int])?["failed"] == 1)
+            #expect((view["deliveries"] as? [[String: Any]])?.first?["reason"] as? String == "DeviceReassigned")
+            #expect(server.simulator.state.inbox(for: token).isEmpty)
+            // Bob's own notifications reach the iPad.
+            let bob = try await server.send(#"{"to":{"user_ids":["bob"]},"alert":{"body":"for Bob"}}"#)
+            _ = try await server.settled(try #require(bob.body["id"] as? String))
+            #expect(server.simulator.state.inbox(for: token).count == 1)
+        }
+    }
+
+    @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
+    func expired() async throws {
+        let token = String(repeating: "2b", count: 32)
+        try await withServer { server in
+            #expect(try await server.register("old-phone", user: "carol", token: token, key: ServerHarness.server) == .created)
+            let expiration = Int(Date().timeIntervalSince1970) + 1
+            let deliverAt = HeraldTime.format(Date().addingTimeInterval(2.5))
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["carol"]},"alert":{"body":"stale"},"expiration":\#(expiration),"deliver_at":"\#(deliverAt)"}"#)
+            let id = try #require(sent.body["id"] as? String)
+            try await Task.sleep(for: .seconds(3))
+            let view = try await server.settled(id)
+            #expect((view["deliveries"] as? [[String: Any]])?.first?["reason"] as? String == "Expired")
+            #expect(server.simulator.state.inbox(for: token).isEmpty)
+        }
+    }
+}
+
+/// Owned, fenced claims on one database shared by two processes (two stores on one file).
+@Suite("Claims: ownership and fencing")
+struct ClaimFencingTests {
+    @Test("a second node on the same SQLite file takes nothing a live node holds; a dead node's claims are rescued and its late results fenced off")
+    func twoNodes() async throws {
+        let url = "sqlite://\(try makeTemporaryDirectory("herald-nodes"))/outbox.sqlite"
+        let first = try await HeraldStore.open(url: url)
+        let devices = makeDeviceTokens(30).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await first.importDevices(appID: "a", devices) == 30)
+        let (notification, _) = try await first.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+        let held = try await first.claimDueDeliveries(limit: 20)
+        #expect(held.count == 20 && held.allSatisfy { $0.claim == 1 })
+
+        // A second process starts on the same file: it rescues nothing and claims only the rest.
+        let second = try await HeraldStore.open(url: url)
+        #expect(second.nodeID != first.nodeID)
+        #expect(try await second.rescueDeadClaims() == 0)
+        let rest = try await second.claimDueDeliveries(limit: 100)
+        #expect(rest.count == 10 && Set(rest.map(\.id)).isDisjoint(with: held.map(\.id)))
+
+        // The first node goes silent; the second takes its claims back and claims them anew.
+        #expect(try await second.rescueDeadClaims(deadAfter: 0) == 20)
+        let retaken = try await second.claimDueDeliveries(limit: 100)
+        #expect(Set(retaken.map(\.id)) == Set(held.map(\.id)) && retaken.allSatisfy { $0.claim == 2 })
+        func sent(_ deliveries: [ClaimedDelivery]) -> [DeliveryResult] {
+            deliveries.map {
+                DeliveryResult(
+                    deliveryID: $0.id, claim: $0.claim, notificationID: notification.id, appID: "a", deviceID: $0.deviceID,
+                    outcome: .sent, attempts: 1)
+            }
+        }
+        // The first node's late answers carry the old claim: none is written.
+        #expect(try await first.recordResults(sent(held)) == 0)
+        #expect(try await second.recordResults(sent(retaken)) == 20)
+        let counts = try await second.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 20)
+        await first.close()
+        await second.close()
+    }
 }

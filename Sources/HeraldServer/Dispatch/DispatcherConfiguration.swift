@@ -25,6 +25,9 @@ package struct DispatcherConfiguration: Sendable {
     package var retryBaseDelay: TimeInterval
     /// Longest outbox retry delay in seconds. Default 300.
     package var retryMaximumDelay: TimeInterval
+    /// Seconds after which a delivery still not sent ends `failed` `Expired` (as does one past
+    /// its notification's `expiration`). Default 86,400 (a day).
+    package var maximumAge: TimeInterval
 
     /// The longest `Retry-After` honoured: an hour.
     package static let maximumProviderWait: TimeInterval = 3600
@@ -32,8 +35,10 @@ package struct DispatcherConfiguration: Sendable {
     package init(
         batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
         recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 20,
-        maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300
+        maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300,
+        maximumAge: TimeInterval = 86_400
     ) {
+        self.maximumAge = maximumAge
         self.batchSize = batchSize
         self.idleInterval = idleInterval
         self.maximumInFlight = maximumInFlight

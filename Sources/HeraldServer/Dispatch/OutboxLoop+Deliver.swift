@@ -23,10 +23,24 @@ extension OutboxLoop {
             for (id, data) in contents {
                 batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
             }
-            let typed = claimed.filter { batch.contents[$0.notificationID]?.typed != nil }
+            // Too old to matter: past the notification's expiration, or queued longer than outbox.max_age.
+            let now = runtime.store.now
+            let expired = claimed.filter { delivery in
+                let expiration = batch.contents[delivery.notificationID]?.content.expiration
+                return now.timeIntervalSince(delivery.createdAt) > configuration.maximumAge
+                    || expiration.map { $0 > 0 && Double($0) < now.timeIntervalSince1970 } ?? false
+            }
+            if !expired.isEmpty {
+                batch.held = expired.map { DeliveryResult($0, .failed(reason: "Expired"), attempts: 0) }
+                let ids = Set(expired.map(\.id))
+                batch.sendable.removeAll { ids.contains($0.id) }
+            }
+            let typed = batch.sendable.filter { batch.contents[$0.notificationID]?.typed != nil }
             if !typed.isEmpty {
-                (batch.held, batch.planned) = try await DeliveryPlanner(runtime: runtime).plan(typed, contents: batch.contents)
-                let heldIDs = Set(batch.held.map(\.deliveryID))
+                let (held, planned) = try await DeliveryPlanner(runtime: runtime).plan(typed, contents: batch.contents)
+                batch.held += held
+                batch.planned = planned
+                let heldIDs = Set(held.map(\.deliveryID))
                 batch.sendable.removeAll { heldIDs.contains($0.id) }
             }
         } catch {

@@ -21,13 +21,8 @@ package struct OutboxLoop: Service {
 
     package func run() async throws {
         let logger = runtime.logger
-        let requeued = try await runtime.store.requeueUnfinished()
-        runtime.metrics.restartResends(requeued)
-        if requeued > 0 {
-            logger.warning(
-                "Deliveries claimed before a crash were queued again (at-least-once; some may arrive twice)",
-                metadata: ["herald.requeued": "\(requeued)"])
-        }
+        try await runtime.store.heartbeat()
+        try await rescue()
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
         let batches = BatchRegistry()
@@ -75,8 +70,24 @@ package struct OutboxLoop: Service {
             stopping.set()
             runtime.wake.signal()
         }
+        try? await runtime.store.leave()
         logger.info("Dispatcher stopped")
     }
+
+    /// Queues again the claims of nodes that stopped saying they are alive (a killed process,
+    /// this one's predecessor included); never a live node's.
+    private func rescue() async throws {
+        let rescued = try await runtime.store.rescueDeadClaims()
+        runtime.metrics.restartResends(rescued)
+        if rescued > 0 {
+            runtime.logger.warning(
+                "Deliveries claimed by a node that stopped were queued again (at-least-once; some may arrive twice)",
+                metadata: ["herald.requeued": "\(rescued)"])
+        }
+    }
+
+    /// Seconds between heartbeats (and rescues of dead nodes' claims).
+    static let heartbeatInterval: Int64 = 5
 
     /// Claims, sends and records one batch; returns how many deliveries it claimed.
     @discardableResult
@@ -95,9 +106,20 @@ package struct OutboxLoop: Service {
     /// waits for; after `finished`, writes what is left and stops.
     private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: Flag) async {
         var failures = 0
+        var lastHeartbeat = ContinuousClock.now
         while true {
             let last = finished.isSet
             if !last { try? await Task.sleep(for: configuration.recordInterval) }
+            if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
+                lastHeartbeat = .now
+                // Alive, and the claims of nodes that are not are taken back.
+                do {
+                    try await runtime.store.heartbeat()
+                    try await rescue()
+                } catch {
+                    runtime.logger.error("Dispatcher cannot write its heartbeat", metadata: ["error": "\(String(describing: error).prefix(300))"])
+                }
+            }
             let now = ContinuousClock.now
             for tracker in batches.all where tracker.deadline <= now {
                 let late = tracker.expire()
