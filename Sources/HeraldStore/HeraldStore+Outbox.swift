@@ -314,40 +314,57 @@ extension HeraldStore {
             }
             var written = 0
             var finished: [String: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+            // Raw statements with positional binds, one per (class, notification, 1,000 rows): the
+            // rows written per notification are `changes()`, so only dead tokens need RETURNING.
             for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-                for chunk in rows.chunked(Self.resultRowsPerStatement) {
-                    var values: [SQLQueryString] = []
-                    values.reserveCapacity(chunk.count)
-                    for row in chunk {
-                        values.append(
-                            "(\(bind: row.result.deliveryID), \(bind: row.result.claim), \(bind: row.attempts), \(bind: row.reason), \(bind: row.due), \(bind: row.result.trace))"
-                        )
-                    }
-                    let applied = try await database.raw(
-                        """
-                        WITH v(id, claim, attempts, reason, due, trace) AS (VALUES \(values.joined(separator: ", ")))
-                        UPDATE deliveries SET status = \(bind: status.rawValue), reason = v.reason, attempts = deliveries.attempts + v.attempts,
-                            due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
-                            claimed_by = NULL, updated_at = \(bind: now)
-                        FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
-                        RETURNING deliveries.id AS id, deliveries.notification_id AS notification_id, deliveries.app_id AS app_id, deliveries.device_id AS device_id
-                        """
-                    ).all()
-                    written += applied.count
-                    for row in applied {
-                        let notificationID = try row.decode(column: "notification_id", as: String.self)
+                for (notificationID, group) in Dictionary(grouping: rows, by: \.result.notificationID) {
+                    for chunk in group.chunked(Self.resultRowsPerStatement) {
+                        var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
+                        sql.reserveCapacity(400 + chunk.count * 20)
+                        var binds: [SQLiteData] = []
+                        binds.reserveCapacity(chunk.count * 6 + 1)
+                        for (index, row) in chunk.enumerated() {
+                            sql += index == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)"
+                            binds.append(.integer(Int(row.result.deliveryID)))
+                            binds.append(.integer(Int(row.result.claim)))
+                            binds.append(.integer(row.attempts))
+                            binds.append(row.reason.map { .text($0) } ?? .null)
+                            binds.append(row.due.map { .integer(Int($0)) } ?? .null)
+                            binds.append(row.result.trace.map { .text($0) } ?? .null)
+                        }
+                        sql += """
+                            ) UPDATE deliveries SET status = '\(status.rawValue)', reason = v.reason, attempts = deliveries.attempts + v.attempts,
+                                due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
+                                claimed_by = NULL, updated_at = ?
+                            FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
+                            """
+                        binds.append(.integer(Int(now)))
+                        let applied: Int
+                        if status == .failed, chunk.contains(where: { dead[$0.result.deliveryID] != nil }) {
+                            let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
+                            applied = returned.count
+                            for row in returned {
+                                let columns = row.columns.map(\.data)
+                                guard columns.count == 3, case .integer(let id) = columns[0], case .text(let appID) = columns[1],
+                                    case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)]
+                                else { continue }
+                                try await database.raw(
+                                    "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+                                ).run()
+                            }
+                        } else {
+                            _ = try await connection.query(sql, binds)
+                            applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
+                        }
+                        written += applied
+                        let key = notificationID.uuidString
                         switch status {
-                        case .sent: finished[notificationID, default: (0, 0, 0, 0)].sent += 1
-                        case .failed: finished[notificationID, default: (0, 0, 0, 0)].failed += 1
-                        case .deferred: finished[notificationID, default: (0, 0, 0, 0)].deferred += 1
-                        case .suppressed: finished[notificationID, default: (0, 0, 0, 0)].suppressed += 1
+                        case .sent: finished[key, default: (0, 0, 0, 0)].sent += applied
+                        case .failed: finished[key, default: (0, 0, 0, 0)].failed += applied
+                        case .deferred: finished[key, default: (0, 0, 0, 0)].deferred += applied
+                        case .suppressed: finished[key, default: (0, 0, 0, 0)].suppressed += applied
                         default: break
                         }
-                        guard status == .failed, let (reason, since) = dead[try row.decode(column: "id", as: Int64.self)] else { continue }
-                        let sinceMilliseconds = Self.milliseconds(since ?? clock.now())
-                        try await database.raw(
-                            "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: sinceMilliseconds), updated_at = \(bind: now) WHERE app_id = \(bind: try row.decode(column: "app_id", as: String.self)) AND device_id = \(bind: try row.decode(column: "device_id", as: String.self))"
-                        ).run()
                     }
                 }
             }
