@@ -37,6 +37,7 @@ final class DeliveryRecorder: Sendable {
     }
 
     var isEmpty: Bool { buffer.withLock { $0.results.isEmpty } }
+    var count: Int { buffer.withLock { $0.results.count } }
 
     /// Writes everything buffered. On a store error the results go back to the buffer (ahead of
     /// newer ones) and the error is thrown; what was sent stays `sending` until it is written.

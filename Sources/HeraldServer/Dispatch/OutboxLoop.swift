@@ -86,6 +86,9 @@ package struct OutboxLoop: Service {
         }
     }
 
+    /// Answers waiting that trigger a write before `recordInterval` is up.
+    static let recordBatch = 1_000
+
     /// Seconds between heartbeats (and rescues of dead nodes' claims).
     static let heartbeatInterval: Int64 = 5
 
@@ -107,9 +110,16 @@ package struct OutboxLoop: Service {
     private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: Flag) async {
         var failures = 0
         var lastHeartbeat = ContinuousClock.now
+        var lastFlush = ContinuousClock.now
         while true {
             let last = finished.isSet
-            if !last { try? await Task.sleep(for: configuration.recordInterval) }
+            if !last {
+                // Written every recordInterval, or as soon as recordBatch answers wait: what is
+                // answered but unwritten is what a crash would send twice.
+                try? await Task.sleep(for: .milliseconds(10))
+                guard ContinuousClock.now - lastFlush >= configuration.recordInterval || recorder.count >= Self.recordBatch else { continue }
+            }
+            lastFlush = .now
             if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
                 lastHeartbeat = .now
                 // Alive, and the claims of nodes that are not are taken back.
