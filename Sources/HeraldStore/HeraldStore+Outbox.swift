@@ -142,9 +142,7 @@ extension HeraldStore {
     package func claimDueDeliveries(limit: Int) async throws -> [ClaimedDelivery] {
         try await transaction {
             let now = nowMilliseconds
-            try await database.raw(
-                "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
-            ).run()
+            try await touchNode(now: now)
             // One query per status, so each walks the (status, due_at) index in order. Rows are read
             // as SQLiteRow: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
             var rows: [SQLiteRow] = []
@@ -417,11 +415,14 @@ extension HeraldStore {
     /// Says this node is alive (the outbox loop calls it every few seconds).
     package func heartbeat() async throws {
         let now = nowMilliseconds
-        try await exclusive {
-            try await database.raw(
-                "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
-            ).run()
-        }
+        try await exclusive { try await touchNode(now: now) }
+    }
+
+    /// This node's row, with `now` as its last heartbeat (inside the caller's lock).
+    private func touchNode(now: Int64) async throws {
+        try await database.raw(
+            "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+        ).run()
     }
 
     /// Takes back the claims of nodes not heard from for `deadAfter` seconds (killed, or

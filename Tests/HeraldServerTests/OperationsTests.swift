@@ -156,10 +156,34 @@ func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
 }
 
+/// `herald serve --config config` started and answering `/healthz` on `port` (stopped again if it
+/// does not come up within 30 s); the caller terminates it.
+func startHeraldServe(config: String, port: Int) async throws -> Process {
+    let process = Process()
+    process.executableURL = heraldExecutable
+    process.arguments = ["serve", "--config", config]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    for _ in 0..<300 {
+        if (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200 { return process }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    process.terminate()
+    Issue.record("herald serve did not start")
+    throw CancellationError()
+}
+
 /// A loopback TCP port nobody listens on right now.
 func freeLoopbackPort() -> Int {
+    let (descriptor, port) = boundLoopbackSocket()
+    close(descriptor)
+    return port
+}
+
+/// A TCP socket bound to an ephemeral loopback port (not listening yet), and that port.
+func boundLoopbackSocket() -> (descriptor: Int32, port: Int) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = 0
@@ -171,7 +195,7 @@ func freeLoopbackPort() -> Int {
             return getsockname(descriptor, socketAddress, &length)
         }
     }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 /// `server.idle_timeout` and `server.max_connections` on the real listener of `herald serve`.
@@ -185,19 +209,8 @@ struct ListenerLimitTests {
             server: { host: 127.0.0.1, port: \(port), idle_timeout: 2, max_connections: 2 }
             database: { url: "sqlite://\(directory)/herald.sqlite" }
             """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = heraldExecutable
-        process.arguments = ["serve", "--config", directory + "/herald.yaml"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
         defer { if process.isRunning { process.terminate() } }
-        var up = false
-        for _ in 0..<300 where !up {
-            up = (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up, "herald serve did not start")
         // Two idle connections take both places: a third request is not served while they last.
         let first = try #require(openLoopbackConnection(port: port))
         let second = try #require(openLoopbackConnection(port: port))

@@ -66,20 +66,9 @@ struct PipelineTests {
         let directory = try makeTemporaryDirectory("herald-shutdown")
         let port = freeLoopbackPort()
         // A listener that never accepts: TCP connects, TLS never answers.
-        let blackhole = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (blackhole, blackholePort) = boundLoopbackSocket()
         defer { close(blackhole) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                _ = bind(blackhole, socketAddress, length)
-                return getsockname(blackhole, socketAddress, &length)
-            }
-        }
         listen(blackhole, 64)
-        let blackholePort = Int(UInt16(bigEndian: address.sin_port))
         let key = TestSigningKey()
         try key.pem.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         try """
@@ -92,19 +81,8 @@ struct PipelineTests {
                 apns: { team_id: "\(key.signingKey.teamID)", key_id: "\(key.signingKey.keyID)", key_file: "AuthKey.p8",
                         topic: "com.example.demo", environment: sandbox, endpoint: "https://127.0.0.1:\(blackholePort)" }
             """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = heraldExecutable
-        process.arguments = ["serve", "--config", directory + "/herald.yaml"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
         defer { if process.isRunning { process.terminate() } }
-        var up = false
-        for _ in 0..<300 where !up {
-            up = (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up, "herald serve did not start")
         let auth = ["-H", "Authorization: Bearer server-0123456789abcdef", "-H", "Content-Type: application/json"]
         let device = try await curl(
             auth + ["-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/devices", "-d",

@@ -34,7 +34,4 @@ package enum FCMRenderer {
         message.stringData.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
             + (message.title?.utf8.count ?? 0) + (message.body?.utf8.count ?? 0)
     }
-
-    /// Data keys FCM refuses: `from`, `message_type`, anything starting `google` or `gcm`.
-    package static func isReservedDataKey(_ key: String) -> Bool { FCMMessage.isReservedDataKey(key) }
 }

@@ -233,7 +233,7 @@ struct NotificationBody: Decodable, Sendable {
         if let data, data.depth > Self.maximumDataDepth {
             throw APIError.invalid("data", "data nests objects and arrays more than \(Self.maximumDataDepth) levels deep")
         }
-        if let key = data?.objectValue?.keys.sorted().first(where: FCMRenderer.isReservedDataKey) {
+        if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
             throw APIError.invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
         }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {

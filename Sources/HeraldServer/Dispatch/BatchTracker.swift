@@ -74,6 +74,4 @@ final class BatchTracker: Sendable {
         window.release(rest.count)
         return rest
     }
-
-    var pendingCount: Int { state.withLock { $0.pending.count } }
 }

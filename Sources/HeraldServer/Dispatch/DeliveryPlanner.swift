@@ -80,7 +80,7 @@ struct DeliveryPlanner {
                         held.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
-                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, userID: delivery.userID)
+                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace)
                     if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                         paced.append((delivery.userID, delivery.notificationID))
@@ -105,7 +105,6 @@ struct PlannedDelivery: Sendable {
     /// In the device's locale, after the policy engine and the PII guard.
     var content: NotificationContent
     var trace: String?
-    var userID: String
 }
 
 extension DeliveryResult {

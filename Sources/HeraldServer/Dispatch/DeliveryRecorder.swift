@@ -36,7 +36,6 @@ final class DeliveryRecorder: Sendable {
         buffer.withLock { $0.results += results }
     }
 
-    var isEmpty: Bool { buffer.withLock { $0.results.isEmpty } }
     var count: Int { buffer.withLock { $0.results.count } }
 
     /// Writes everything buffered. On a store error the results go back to the buffer (ahead of

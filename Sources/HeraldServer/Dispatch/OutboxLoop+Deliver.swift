@@ -200,11 +200,7 @@ extension OutboxLoop {
         case .tokenDead(let since): outcome = .tokenDead(reason: reason, since: since)
         case .failed, .providerPaused: outcome = .failed(reason: reason)
         case .unsent: outcome = .retry(reason: reason, dueAt: runtime.store.now)
-        case .retry(let after):
-            let total = delivery.attempts + answer.attempts
-            outcome = total >= configuration.maximumAttempts
-                ? .failed(reason: reason)
-                : .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(configuration.retryDelay(attempts: total, providerAsked: after)))
+        case .retry(let after): outcome = retryOutcome(delivery, reason: reason, attempts: answer.attempts, providerAsked: after)
         }
         return DeliveryResult(delivery, outcome, attempts: answer.attempts, trace: trace)
     }

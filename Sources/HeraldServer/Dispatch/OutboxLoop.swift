@@ -177,24 +177,31 @@ package struct OutboxLoop: Service {
     /// A delivery that got no answer: queued again after the retry schedule (or at once), or
     /// failed once its attempts are spent.
     func outcome(unanswered delivery: ClaimedDelivery, reason: String, attempts: Int, now: Bool = false) -> DeliveryResult {
+        DeliveryResult(delivery, retryOutcome(delivery, reason: reason, attempts: attempts, immediately: now), attempts: attempts)
+    }
+
+    /// A delivery to try again after `attempts` more requests: queued at the retry schedule's
+    /// time (no sooner than the provider asked; at once when `immediately`), or failed once it
+    /// has had `outbox.max_attempts`.
+    func retryOutcome(
+        _ delivery: ClaimedDelivery, reason: String, attempts: Int, providerAsked: TimeInterval? = nil, immediately: Bool = false
+    ) -> DeliveryResult.Outcome {
         let total = delivery.attempts + attempts
-        if total >= configuration.maximumAttempts {
-            return DeliveryResult(delivery, .failed(reason: reason), attempts: attempts, trace: nil)
-        }
-        let due = runtime.store.now.addingTimeInterval(now ? 0 : configuration.retryDelay(attempts: total))
-        return DeliveryResult(delivery, .retry(reason: reason, dueAt: due), attempts: attempts)
+        guard total < configuration.maximumAttempts else { return .failed(reason: reason) }
+        let delay = immediately ? 0 : configuration.retryDelay(attempts: total, providerAsked: providerAsked)
+        return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
     }
 
     /// After the `failures`-th store error in a row: says so (the first and every tenth time)
     /// and waits 1 s doubling to 30 s.
-    func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message, deliveries: Int? = nil) async {
+    func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message) async {
         let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
         if failures == 1 || failures % 10 == 0 {
-            var metadata: Logger.Metadata = [
-                "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)", "herald.retry_seconds": "\(wait)",
-            ]
-            if let deliveries { metadata["herald.deliveries"] = "\(deliveries)" }
-            runtime.logger.error(message, metadata: metadata)
+            runtime.logger.error(
+                message,
+                metadata: [
+                    "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)", "herald.retry_seconds": "\(wait)",
+                ])
         }
         try? await Task.sleep(for: .seconds(wait))
     }
