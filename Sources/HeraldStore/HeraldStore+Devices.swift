@@ -18,8 +18,8 @@ extension HeraldStore {
     package func upsertDevice(
         appID: String, _ device: DeviceRecord, rules: DeviceRegistrationRules = DeviceRegistrationRules()
     ) async throws -> (DeviceRecord, created: Bool) {
-        try await transaction {
-            let existing = try await database.raw(
+        try await transaction { session in
+            let existing = try await session.sql.raw(
                 "SELECT user_id, platform, token FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: device.deviceID)"
             ).first()
             if rules.keepUserUnlessSameToken, let existing,
@@ -29,8 +29,8 @@ extension HeraldStore {
             {
                 throw StoreError(.conflict, "device_id is registered to another user")
             }
-            try await writeDevices(appID: appID, [device], rules: rules)
-            let stored = try await database.raw(
+            try await writeDevices(appID: appID, [device], rules: rules, session)
+            let stored = try await session.sql.raw(
                 "SELECT \(unsafeRaw: Self.deviceColumns) FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: device.deviceID)"
             ).first().map(Self.device(from:))
             guard let stored else { throw StoreError(.notFound, "device vanished during upsert") }
@@ -43,11 +43,11 @@ extension HeraldStore {
         appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules = DeviceRegistrationRules()
     ) async throws -> Int {
         guard !devices.isEmpty else { return 0 }
-        return try await transaction {
+        return try await transaction { session in
             var start = 0
             while start < devices.count {
                 let end = min(devices.count, start + Self.batchSize)
-                try await writeDevices(appID: appID, Array(devices[start..<end]), rules: rules)
+                try await writeDevices(appID: appID, Array(devices[start..<end]), rules: rules, session)
                 start = end
             }
             return devices.count
@@ -55,7 +55,7 @@ extension HeraldStore {
     }
 
     /// Inside a transaction: frees the batch's tokens from other devices, then upserts the batch.
-    private func writeDevices(appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules) async throws {
+    private func writeDevices(appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules, _ session: Session) async throws {
         // Later rows win within a batch, like a sequence of single upserts would.
         var byID: [String: DeviceRecord] = [:]
         var order: [String] = []
@@ -72,7 +72,7 @@ extension HeraldStore {
         let unsetEnvironment = unique.filter { $0.environment.isEmpty }.map(\.deviceID)
         if !unsetEnvironment.isEmpty {
             var stored: [String: String] = [:]
-            for row in try await database.raw(
+            for row in try await session.sql.raw(
                 "SELECT device_id, environment FROM devices WHERE app_id = \(bind: appID) AND device_id IN (\(binds: unsetEnvironment))"
             ).all() {
                 stored[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "environment", as: String.self)
@@ -85,7 +85,7 @@ extension HeraldStore {
         let pairs = unique.map { SQLQueryString("(\(bind: $0.platform), \(bind: $0.token))") }.joined(separator: ", ")
         let ids = unique.map(\.deviceID)
         // Devices outside the batch that hold its tokens lose them (K1) ...
-        try await database.raw(
+        try await session.sql.raw(
             """
             DELETE FROM devices WHERE app_id = \(bind: appID)
             AND (platform, token) IN (VALUES \(pairs))
@@ -94,7 +94,7 @@ extension HeraldStore {
         ).run()
         // ... and devices of the batch that hold a token another row of it takes (Z takes X's
         // token while X gets a new one) park theirs on a unique placeholder until the upsert.
-        try await database.raw(
+        try await session.sql.raw(
             """
             UPDATE devices SET token = 'moving:' || device_id WHERE app_id = \(bind: appID)
             AND (platform, token) IN (VALUES \(pairs))
@@ -111,7 +111,7 @@ extension HeraldStore {
                 """
         }.joined(separator: ", ")
         // A device that changes user keeps none of the old user's details.
-        try await database.raw(
+        try await session.sql.raw(
             """
             INSERT INTO devices (app_id, \(unsafeRaw: Self.deviceColumns)) VALUES \(rows)
             ON CONFLICT (app_id, device_id) DO UPDATE SET
@@ -126,7 +126,7 @@ extension HeraldStore {
         ).run()
         if let limit = rules.maxDevicesPerUser {
             let users = Array(Set(unique.map(\.userID)))
-            try await database.raw(
+            try await session.sql.raw(
                 """
                 UPDATE devices SET active = 0, inactive_reason = 'DeviceLimit', inactive_since = \(bind: now)
                 WHERE app_id = \(bind: appID) AND active = 1 AND device_id IN (
@@ -134,7 +134,7 @@ extension HeraldStore {
                         SELECT device_id, ROW_NUMBER() OVER (
                             PARTITION BY user_id ORDER BY updated_at DESC, created_at DESC, device_id DESC) AS position
                         FROM devices WHERE app_id = \(bind: appID) AND active = 1 AND user_id IN (\(binds: users))
-                    ) WHERE position > \(bind: limit))
+                    ) AS ranked WHERE position > \(bind: limit))
                 """
             ).run()
         }
@@ -157,12 +157,12 @@ extension HeraldStore {
     /// Removes a device (logout, K1), only when it belongs to `ownedBy` if that is given. Its
     /// queued deliveries fail as `DeviceUnregistered` when claimed.
     package func removeDevice(appID: String, deviceID: String, ownedBy userID: String?) async throws -> DeviceRemoval {
-        try await transaction {
-            guard let owner = try await database.raw(
+        try await transaction { session in
+            guard let owner = try await session.sql.raw(
                 "SELECT user_id FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
             ).first()?.decode(column: "user_id", as: String.self) else { return .notFound }
             if let userID, owner != userID { return .ownedByAnotherUser }
-            try await database.raw("DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)").run()
+            try await session.sql.raw("DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)").run()
             return .removed
         }
     }
@@ -173,8 +173,8 @@ extension HeraldStore {
     package func reactivateDevices(appID: String, reason: String, since: Date?) async throws -> Int {
         let now = Self.milliseconds(self.now)
         let from = since.map { Self.milliseconds($0) } ?? Int64.min
-        return try await exclusive {
-            try await database.raw(
+        return try await exclusive { session in
+            try await session.sql.raw(
                 """
                 UPDATE devices SET active = 1, inactive_reason = NULL, inactive_since = NULL, updated_at = \(bind: now)
                 WHERE app_id = \(bind: appID) AND active = 0 AND inactive_reason = \(bind: reason) AND updated_at >= \(bind: from)
@@ -186,8 +186,8 @@ extension HeraldStore {
 
     /// Removes a device (logout, K1). Its queued deliveries fail as `DeviceUnregistered` when claimed.
     package func deleteDevice(appID: String, deviceID: String) async throws -> Bool {
-        try await exclusive {
-            let rows = try await database.raw(
+        try await exclusive { session in
+            let rows = try await session.sql.raw(
                 "DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID) RETURNING device_id"
             ).all()
             return !rows.isEmpty
@@ -196,8 +196,8 @@ extension HeraldStore {
 
     /// A user's devices, active and inactive, oldest first.
     package func devices(appID: String, userID: String) async throws -> [DeviceRecord] {
-        try await exclusive {
-            try await database.raw(
+        try await exclusive { session in
+            try await session.sql.raw(
                 "SELECT \(unsafeRaw: Self.deviceColumns) FROM devices WHERE app_id = \(bind: appID) AND user_id = \(bind: userID) ORDER BY created_at, device_id"
             ).all().map(Self.device(from:))
         }
@@ -205,8 +205,8 @@ extension HeraldStore {
 
     /// One device.
     package func device(appID: String, deviceID: String) async throws -> DeviceRecord? {
-        try await exclusive {
-            try await database.raw(
+        try await exclusive { session in
+            try await session.sql.raw(
                 "SELECT \(unsafeRaw: Self.deviceColumns) FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
             ).first().map(Self.device(from:))
         }
@@ -214,8 +214,8 @@ extension HeraldStore {
 
     /// How many devices an app has.
     package func deviceCount(appID: String) async throws -> Int {
-        try await exclusive {
-            try await database.raw("SELECT COUNT(*) AS n FROM devices WHERE app_id = \(bind: appID)").first()?
+        try await exclusive { session in
+            try await session.sql.raw("SELECT COUNT(*) AS n FROM devices WHERE app_id = \(bind: appID)").first()?
                 .decode(column: "n", as: Int.self) ?? 0
         }
     }

@@ -1,4 +1,5 @@
 package import Foundation
+import PostgresNIO
 import SQLKit
 import SQLiteNIO
 
@@ -15,22 +16,22 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
         excludeDeviceIDs: [String], dueAt: Date
     ) async throws -> (NotificationRecord, created: Bool) {
-        try await transaction {
+        try await transaction { session in
             let now = nowMilliseconds
             if let idempotencyKey {
-                if let row = try await database.raw(
+                if let row = try await session.sql.raw(
                     "SELECT id, content, recipients, created_at FROM notifications WHERE app_id = \(bind: appID) AND idempotency_key = \(bind: idempotencyKey)"
                 ).first() {
                     let existing = try Self.notification(from: row, appID: appID, idempotencyKey: idempotencyKey)
                     if existing.createdAt.timeIntervalSince1970 * 1000 >= Double(now) - Self.idempotencyWindow * 1000 {
                         return (existing, false)
                     }
-                    try await database.raw(
+                    try await session.sql.raw(
                         "UPDATE notifications SET idempotency_key = NULL WHERE id = \(bind: existing.id.uuidString)"
                     ).run()
                 }
             }
-            try await database.raw(
+            try await session.sql.raw(
                 """
                 INSERT INTO notifications (id, app_id, idempotency_key, content, recipients, created_at)
                 VALUES (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), 0, \(bind: now))
@@ -44,16 +45,25 @@ extension HeraldStore {
             case .devices(let ids): filter += " AND device_id IN (\(binds: ids))"
             }
             if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
-            try await database.raw(
-                """
+            let insert: SQLQueryString = """
                 INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at)
                 SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
                 FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
                 ORDER BY device_id
                 """
-            ).run()
-            let count = try await database.raw("SELECT changes() AS n").first()?.decode(column: "n", as: Int.self) ?? 0
-            try await database.raw(
+            let count: Int
+            switch dialect {
+            case .sqlite:
+                try await session.sql.raw(insert).run()
+                count = try await session.sql.raw("SELECT changes() AS n").first()?.decode(column: "n", as: Int.self) ?? 0
+            case .postgres:
+                var counted: SQLQueryString = "WITH inserted AS ("
+                counted += insert
+                counted += " RETURNING 1) SELECT count(*) AS n FROM inserted"
+                count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
+                try await notifyOutbox(session)
+            }
+            try await session.sql.raw(
                 "UPDATE notifications SET recipients = \(bind: count) WHERE id = \(bind: id.uuidString)"
             ).run()
             let record = NotificationRecord(
@@ -65,8 +75,8 @@ extension HeraldStore {
 
     /// A notification of an app.
     package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {
-        try await exclusive {
-            try await database.raw(
+        try await exclusive { session in
+            try await session.sql.raw(
                 "SELECT id, content, recipients, created_at, idempotency_key FROM notifications WHERE app_id = \(bind: appID) AND id = \(bind: id.uuidString)"
             ).first().map {
                 try Self.notification(
@@ -78,9 +88,9 @@ extension HeraldStore {
     /// The stored content of notifications, by id (the dispatcher caches these).
     package func notificationContents(_ ids: [UUID]) async throws -> [UUID: Data] {
         guard !ids.isEmpty else { return [:] }
-        return try await exclusive {
+        return try await exclusive { session in
             var result: [UUID: Data] = [:]
-            for row in try await database.raw(
+            for row in try await session.sql.raw(
                 "SELECT id, content FROM notifications WHERE id IN (\(binds: ids.map(\.uuidString)))"
             ).all() {
                 if let id = UUID(uuidString: try row.decode(column: "id", as: String.self)) {
@@ -94,8 +104,8 @@ extension HeraldStore {
     /// Delivery counts by status for a notification, from its counters (O(1)); deliveries being
     /// sent count as queued.
     package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
-        try await exclusive {
-            guard let row = try await database.raw(
+        try await exclusive { session in
+            guard let row = try await session.sql.raw(
                 "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
             ).first() else { return [:] }
             let recipients = try row.decode(column: "recipients", as: Int.self)
@@ -112,8 +122,8 @@ extension HeraldStore {
 
     /// A page of a notification's deliveries, in device order.
     package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
-        try await exclusive {
-            try await database.raw(
+        try await exclusive { session in
+            try await session.sql.raw(
                 """
                 SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
                 WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY id LIMIT \(bind: limit) OFFSET \(bind: offset)
@@ -140,41 +150,45 @@ extension HeraldStore {
     /// results must match). Deliveries whose device is gone or inactive fail here, and so do
     /// those whose device now belongs to another user than the one they were planned for.
     package func claimDueDeliveries(limit: Int) async throws -> [ClaimedDelivery] {
-        try await transaction {
+        try await transaction { session in
             let now = nowMilliseconds
-            try await touchNode(now: now)
+            try await touchNode(now: now, session)
             // One query per status, so each walks the (status, due_at) index in order. Rows are read
-            // as SQLiteRow: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
-            var rows: [SQLiteRow] = []
+            // as raw values: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
+            // SQLite reads the rows, then marks them; PostgreSQL claims them in the same statement
+            // (FOR UPDATE SKIP LOCKED: nodes claiming at once never wait for or take each other's).
+            var rows: [[Session.Value]] = []
             for status in [DeliveryStatus.deferred, .queued] where rows.count < limit {
-                rows += try await connection.query(Self.claimSQL(status), [.integer(Int(now)), .integer(limit - rows.count)])
+                switch dialect {
+                case .sqlite:
+                    rows += try await session.query(Self.claimSQL(status), [.integer(now), .integer(Int64(limit - rows.count))])
+                case .postgres:
+                    rows += try await session.query(
+                        Self.postgresClaimSQL(status), [.integer(now), .integer(Int64(limit - rows.count)), .text(nodeID)])
+                }
             }
+            // SQLite's rows hold the claim before this one; PostgreSQL's the one just taken.
+            let claimOffset: Int64 = dialect == .sqlite ? 1 : 0
             var claimed: [ClaimedDelivery] = []
             claimed.reserveCapacity(rows.count)
             var unsendable: [(ids: [Int64], reason: String)] = [([], "DeviceUnregistered"), ([], "DeviceInactive"), ([], "DeviceReassigned")]
             var failedByNotification: [String: Int] = [:]
             var undeferredByNotification: [String: Int] = [:]
-            func text(_ value: SQLiteData) -> String? {
-                if case .text(let string) = value { return string }
-                return nil
-            }
-            for row in rows {
+            for columns in rows {
                 // Columns by position, in the SELECT's order.
-                let columns = row.columns.map(\.data)
-                guard columns.count == 17, case .integer(let rawID) = columns[0], let notificationText = text(columns[1]),
-                    let appID = text(columns[2]), let deviceID = text(columns[3]), case .integer(let attempts) = columns[4],
-                    case .integer(let claim) = columns[15], case .integer(let createdAt) = columns[16]
+                guard columns.count == 17, let id = columns[0].integer, let notificationText = columns[1].text,
+                    let appID = columns[2].text, let deviceID = columns[3].text, let attempts = columns[4].integer,
+                    let claim = columns[15].integer, let createdAt = columns[16].integer
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
-                let id = Int64(rawID)
-                if text(columns[5]) == DeliveryStatus.deferred.rawValue {
+                if columns[5].text == DeliveryStatus.deferred.rawValue {
                     undeferredByNotification[notificationText, default: 0] += 1
                 }
                 let failure: Int?
-                if text(columns[7]) == nil || text(columns[8]) == nil || text(columns[9]) == nil {
+                if columns[7].text == nil || columns[8].text == nil || columns[9].text == nil {
                     failure = 0
                 } else if columns[10].integer == 0 {
                     failure = 1
-                } else if let planned = text(columns[14]), planned != text(columns[11]) {
+                } else if let planned = columns[14].text, planned != columns[11].text {
                     failure = 2
                 } else {
                     failure = nil
@@ -184,33 +198,39 @@ extension HeraldStore {
                     failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                guard let notificationID = UUID(uuidString: notificationText), let platform = text(columns[7]),
-                    let token = text(columns[8]), let environment = text(columns[9])
+                guard let notificationID = UUID(uuidString: notificationText), let platform = columns[7].text,
+                    let token = columns[8].text, let environment = columns[9].text
                 else { continue }
                 claimed.append(
                     ClaimedDelivery(
                         id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
-                        token: token, environment: environment, attempts: attempts, userID: text(columns[11]) ?? "",
-                        locale: text(columns[12]), timeZone: text(columns[13]), trace: text(columns[6]), claim: Int64(claim) + 1,
+                        token: token, environment: environment, attempts: Int(attempts), userID: columns[11].text ?? "",
+                        locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text, claim: claim + claimOffset,
                         createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000)))
             }
             for (ids, reason) in unsendable where !ids.isEmpty {
-                try await updateDeliveries(ids, status: .failed, reason: reason, now: now)
+                for chunk in ids.chunked(Self.batchSize) {
+                    try await session.sql.raw(
+                        "UPDATE deliveries SET status = 'failed', reason = \(bind: reason), claimed_by = NULL, updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
+                    ).run()
+                }
             }
             for (notificationID, failed) in failedByNotification {
-                try await database.raw(
+                try await session.sql.raw(
                     "UPDATE notifications SET failed_count = failed_count + \(bind: failed) WHERE id = \(bind: notificationID)"
                 ).run()
             }
             for (notificationID, undeferred) in undeferredByNotification {
-                try await database.raw(
+                try await session.sql.raw(
                     "UPDATE notifications SET deferred_count = deferred_count - \(bind: undeferred) WHERE id = \(bind: notificationID)"
                 ).run()
             }
-            for chunk in claimed.map(\.id).chunked(Self.batchSize) {
-                try await database.raw(
-                    "UPDATE deliveries SET status = 'sending', claimed_by = \(bind: nodeID), claim = claim + 1, updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
-                ).run()
+            if dialect == .sqlite {
+                for chunk in claimed.map(\.id).chunked(Self.batchSize) {
+                    try await session.sql.raw(
+                        "UPDATE deliveries SET status = 'sending', claimed_by = \(bind: nodeID), claim = claim + 1, updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
+                    ).run()
+                }
             }
             return claimed
         }
@@ -220,40 +240,62 @@ extension HeraldStore {
     /// the query's WHERE repeats this term verbatim, so every outbox query by status carries it.
     static let outboxIndexTerm = "status IN ('queued', 'deferred', 'sending')"
 
-    /// Due deliveries of one status, oldest first, with what sending needs from the device.
+    /// The columns a claim reads, in the order `claimDueDeliveries` expects them.
+    private static let claimColumns = """
+        d.id, d.notification_id, d.app_id, d.device_id, d.attempts, %STATUS%, d.trace,
+        v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at
+        """
+
+    /// Due deliveries of one status, oldest first, with what sending needs from the device (SQLite).
     static func claimSQL(_ status: DeliveryStatus) -> String {
         """
-        SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
-               v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at
+        SELECT \(claimColumns.replacingOccurrences(of: "%STATUS%", with: "d.status"))
         FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-        WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= ?1
-        ORDER BY d.due_at, d.id LIMIT ?2
+        WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= $1
+        ORDER BY d.due_at, d.id LIMIT $2
         """
     }
 
-    /// Claims of nodes not heard from since ?2 (or of no node: written before owners existed) go
-    /// back to the queue; never those of ?3, the node asking.
+    /// The same on PostgreSQL, claimed in the statement: the oldest due rows no other node holds
+    /// locked become `sending` for node $3 under a new claim number.
+    static func postgresClaimSQL(_ status: DeliveryStatus) -> String {
+        """
+        WITH due AS (
+            SELECT id, status, app_id, device_id FROM deliveries
+            WHERE status = '\(status.rawValue)' AND \(outboxIndexTerm) AND due_at <= $1
+            ORDER BY due_at, id LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE deliveries d SET status = 'sending', claimed_by = $3, claim = d.claim + 1, updated_at = $1
+        FROM due LEFT JOIN devices v ON v.app_id = due.app_id AND v.device_id = due.device_id
+        WHERE d.id = due.id
+        RETURNING \(claimColumns.replacingOccurrences(of: "%STATUS%", with: "due.status"))
+        """
+    }
+
+    /// Claims of nodes not heard from since $2 (or of no node: written before owners existed) go
+    /// back to the queue; never those of $3, the node asking.
     static let requeueSQL = """
-        UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = ?1
+        UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = $1
         WHERE status = 'sending' AND \(outboxIndexTerm)
-          AND (claimed_by IS NULL OR (claimed_by <> ?3 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= ?2)))
+          AND (claimed_by IS NULL OR (claimed_by <> $3 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= $2)))
         RETURNING id
         """
-    static let queueDepthSQL = "SELECT COUNT(*) AS n FROM deliveries WHERE \(outboxIndexTerm) AND due_at <= ?1"
+    static let queueDepthSQL = "SELECT COUNT(*) AS n FROM deliveries WHERE \(outboxIndexTerm) AND due_at <= $1"
 
     /// SQLite's plan for each outbox query by status (tests check that they use the index).
     package func outboxQueryPlans() async throws -> [String: String] {
-        try await exclusive {
+        try await exclusive { session in
             var plans: [String: String] = [:]
             let queries = [
                 ("claim queued", Self.claimSQL(.queued)), ("claim deferred", Self.claimSQL(.deferred)),
                 ("requeue", Self.requeueSQL), ("queue depth", Self.queueDepthSQL),
             ]
             for (name, sql) in queries {
-                let binds: [SQLiteData] =
-                    sql.contains("?3") ? [.integer(0), .integer(1), .text("")] : sql.contains("?2") ? [.integer(0), .integer(1)] : [.integer(0)]
-                let rows = try await connection.query("EXPLAIN QUERY PLAN " + sql, binds)
-                plans[name] = rows.compactMap { $0.column("detail")?.string }.joined(separator: "; ")
+                let binds: [Session.Value] =
+                    sql.contains("$3") ? [.integer(0), .integer(1), .text("")] : sql.contains("$2") ? [.integer(0), .integer(1)] : [.integer(0)]
+                let rows = try await session.query("EXPLAIN QUERY PLAN " + sql, binds)
+                plans[name] = rows.compactMap { $0.last?.text }.joined(separator: "; ")
             }
             return plans
         }
@@ -263,11 +305,11 @@ extension HeraldStore {
     /// user: (notification, time) pairs, oldest first. Pacing and grouping count them.
     package func recentSends(appID: String, userIDs: [String], since: Date) async throws -> [String: [(UUID, Date)]] {
         guard !userIDs.isEmpty else { return [:] }
-        return try await exclusive {
+        return try await exclusive { session in
             var result: [String: [(UUID, Date)]] = [:]
             let sinceMilliseconds = Self.milliseconds(since, rounding: .down)
             for chunk in userIDs.chunked(Self.batchSize) {
-                for row in try await database.raw(
+                for row in try await session.sql.raw(
                     """
                     SELECT user_id, notification_id, sent_at FROM user_sends
                     WHERE app_id = \(bind: appID) AND user_id IN (\(binds: chunk)) AND sent_at > \(bind: sinceMilliseconds)
@@ -291,10 +333,9 @@ extension HeraldStore {
     @discardableResult
     package func recordResults(_ results: [DeliveryResult]) async throws -> Int {
         guard !results.isEmpty else { return 0 }
-        return try await transaction {
+        return try await transaction { session in
             let now = nowMilliseconds
-            typealias Row = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
-            var classes: [DeliveryStatus: [Row]] = [:]
+            var classes: [DeliveryStatus: [ResultRow]] = [:]
             var dead: [Int64: (reason: String, since: Date?)] = [:]
             for result in results {
                 switch result.outcome {
@@ -310,70 +351,12 @@ extension HeraldStore {
                 case .suppressed(let reason): classes[.suppressed, default: []].append((result, reason, nil, 0))
                 }
             }
-            var written = 0
-            var finished: [String: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
-            // Raw statements with positional binds, one per (class, notification, 1,000 rows): the
-            // rows written per notification are `changes()`, so only dead tokens need RETURNING.
-            for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-                for (notificationID, group) in Dictionary(grouping: rows, by: \.result.notificationID) {
-                    for chunk in group.chunked(Self.resultRowsPerStatement) {
-                        var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
-                        sql.reserveCapacity(400 + chunk.count * 20)
-                        var binds: [SQLiteData] = []
-                        binds.reserveCapacity(chunk.count * 6 + 1)
-                        for (index, row) in chunk.enumerated() {
-                            sql += index == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)"
-                            binds.append(.integer(Int(row.result.deliveryID)))
-                            binds.append(.integer(Int(row.result.claim)))
-                            binds.append(.integer(row.attempts))
-                            binds.append(row.reason.map { .text($0) } ?? .null)
-                            binds.append(row.due.map { .integer(Int($0)) } ?? .null)
-                            binds.append(row.result.trace.map { .text($0) } ?? .null)
-                        }
-                        sql += """
-                            ) UPDATE deliveries SET status = '\(status.rawValue)', reason = v.reason, attempts = deliveries.attempts + v.attempts,
-                                due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
-                                claimed_by = NULL, updated_at = ?
-                            FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
-                            """
-                        binds.append(.integer(Int(now)))
-                        let applied: Int
-                        if status == .failed, chunk.contains(where: { dead[$0.result.deliveryID] != nil }) {
-                            let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
-                            applied = returned.count
-                            for row in returned {
-                                let columns = row.columns.map(\.data)
-                                guard columns.count == 3, case .integer(let id) = columns[0], case .text(let appID) = columns[1],
-                                    case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)]
-                                else { continue }
-                                try await database.raw(
-                                    "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
-                                ).run()
-                            }
-                        } else {
-                            _ = try await connection.query(sql, binds)
-                            applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
-                        }
-                        written += applied
-                        let key = notificationID.uuidString
-                        switch status {
-                        case .sent: finished[key, default: (0, 0, 0, 0)].sent += applied
-                        case .failed: finished[key, default: (0, 0, 0, 0)].failed += applied
-                        case .deferred: finished[key, default: (0, 0, 0, 0)].deferred += applied
-                        case .suppressed: finished[key, default: (0, 0, 0, 0)].suppressed += applied
-                        default: break
-                        }
-                    }
-                }
-            }
-            for (notificationID, counts) in finished {
-                try await database.raw(
-                    """
-                    UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed),
-                        deferred_count = deferred_count + \(bind: counts.deferred), suppressed_count = suppressed_count + \(bind: counts.suppressed)
-                    WHERE id = \(bind: notificationID)
-                    """
-                ).run()
+            let written: Int
+            switch session.raw {
+            case .sqlite(let connection):
+                written = try await writeResults(classes, dead: dead, now: now, connection, session)
+            case .postgres(let connection):
+                written = try await writeResults(classes, dead: dead, now: now, connection)
             }
             if written < results.count {
                 logger.warning(
@@ -384,6 +367,150 @@ extension HeraldStore {
         }
     }
 
+
+    typealias ResultRow = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
+
+    /// SQLite: raw statements with positional binds, one per (class, notification, 1,000 rows):
+    /// the rows written per notification are `changes()`, so only dead tokens need RETURNING.
+    private func writeResults(
+        _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
+        _ connection: SQLiteConnection, _ session: Session
+    ) async throws -> Int {
+        var written = 0
+        var finished: [String: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+        for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            for (notificationID, group) in Dictionary(grouping: rows, by: \.result.notificationID) {
+                for chunk in group.chunked(Self.resultRowsPerStatement) {
+                    var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
+                    sql.reserveCapacity(400 + chunk.count * 20)
+                    var binds: [SQLiteData] = []
+                    binds.reserveCapacity(chunk.count * 6 + 1)
+                    for (index, row) in chunk.enumerated() {
+                        sql += index == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)"
+                        binds.append(.integer(Int(row.result.deliveryID)))
+                        binds.append(.integer(Int(row.result.claim)))
+                        binds.append(.integer(row.attempts))
+                        binds.append(row.reason.map { .text($0) } ?? .null)
+                        binds.append(row.due.map { .integer(Int($0)) } ?? .null)
+                        binds.append(row.result.trace.map { .text($0) } ?? .null)
+                    }
+                    sql += """
+                        ) UPDATE deliveries SET status = '\(status.rawValue)', reason = v.reason, attempts = deliveries.attempts + v.attempts,
+                            due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
+                            claimed_by = NULL, updated_at = ?
+                        FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
+                        """
+                    binds.append(.integer(Int(now)))
+                    let applied: Int
+                    if status == .failed, chunk.contains(where: { dead[$0.result.deliveryID] != nil }) {
+                        let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
+                        applied = returned.count
+                        for row in returned {
+                            let columns = row.columns.map(\.data)
+                            guard columns.count == 3, case .integer(let id) = columns[0], case .text(let appID) = columns[1],
+                                case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)]
+                            else { continue }
+                            try await session.sql.raw(
+                                "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+                            ).run()
+                        }
+                    } else {
+                        _ = try await connection.query(sql, binds)
+                        applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
+                    }
+                    written += applied
+                    let key = notificationID.uuidString
+                    switch status {
+                    case .sent: finished[key, default: (0, 0, 0, 0)].sent += applied
+                    case .failed: finished[key, default: (0, 0, 0, 0)].failed += applied
+                    case .deferred: finished[key, default: (0, 0, 0, 0)].deferred += applied
+                    case .suppressed: finished[key, default: (0, 0, 0, 0)].suppressed += applied
+                    default: break
+                    }
+                }
+            }
+        }
+        for (notificationID, counts) in finished {
+            try await session.sql.raw(
+                """
+                UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed),
+                    deferred_count = deferred_count + \(bind: counts.deferred), suppressed_count = suppressed_count + \(bind: counts.suppressed)
+                WHERE id = \(bind: notificationID)
+                """
+            ).run()
+        }
+        return written
+    }
+
+    /// PostgreSQL: one statement per outcome class, whatever the number of rows or
+    /// notifications: the results arrive as arrays (`unnest`), the fenced update, the
+    /// notifications' counters and the dead tokens' devices are written together, and the
+    /// statement answers how many rows it wrote.
+    private func writeResults(
+        _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
+        _ connection: PostgresConnection
+    ) async throws -> Int {
+        var written = 0
+        for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            for chunk in rows.chunked(Self.postgresResultRowsPerStatement) {
+                var ids: [Int64] = [], claims: [Int64] = [], attempts: [Int64] = [], reasons: [String] = []
+                var dues: [Int64] = [], traces: [String] = [], deadSince: [Int64] = []
+                for row in chunk {
+                    ids.append(row.result.deliveryID)
+                    claims.append(row.result.claim)
+                    attempts.append(Int64(row.attempts))
+                    reasons.append(row.reason ?? "")
+                    dues.append(row.due ?? -1)
+                    traces.append(row.result.trace ?? "")
+                    deadSince.append(dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
+                }
+                var bindings = PostgresBindings(capacity: 8)
+                bindings.append(ids)
+                bindings.append(claims)
+                bindings.append(attempts)
+                bindings.append(reasons)
+                bindings.append(dues)
+                bindings.append(traces)
+                bindings.append(deadSince)
+                bindings.append(now)
+                let counter = Self.counterColumn[status].map { column in
+                    """
+                    , counted AS (SELECT notification_id, count(*) AS n FROM upd GROUP BY notification_id),
+                    bumped AS (UPDATE notifications n SET \(column) = n.\(column) + counted.n FROM counted WHERE n.id = counted.notification_id RETURNING 1)
+                    """
+                } ?? ""
+                let sql = """
+                    WITH v AS (
+                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[])
+                        AS v(id, claim, attempts, reason, due, trace, dead_since)
+                    ), upd AS (
+                        UPDATE deliveries d SET status = '\(status.rawValue)', reason = NULLIF(v.reason, ''), attempts = d.attempts + v.attempts,
+                            due_at = COALESCE(NULLIF(v.due, -1), d.due_at), trace = COALESCE(NULLIF(v.trace, ''), d.trace),
+                            claimed_by = NULL, updated_at = $8
+                        FROM v WHERE d.id = v.id AND d.claim = v.claim AND d.status = 'sending'
+                        RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since
+                    ), dead AS (
+                        UPDATE devices x SET active = 0, inactive_reason = upd.reason, inactive_since = upd.dead_since, updated_at = $8
+                        FROM upd WHERE upd.dead_since >= 0 AND x.app_id = upd.app_id AND x.device_id = upd.device_id
+                        RETURNING 1
+                    )\(counter)
+                    SELECT (SELECT count(*) FROM upd) AS written, (SELECT count(*) FROM dead) AS dead
+                    """
+                let answer = try await Session.query(connection, sql, bindings)
+                written += Int(answer.first?.first?.integer ?? 0)
+            }
+        }
+        return written
+    }
+
+    /// The notification counter each final outcome adds to.
+    static let counterColumn: [DeliveryStatus: String] = [
+        .sent: "sent_count", .failed: "failed_count", .deferred: "deferred_count", .suppressed: "suppressed_count",
+    ]
+
+    /// Result rows per PostgreSQL statement (arrays: no bound-value limit).
+    static let postgresResultRowsPerStatement = 10_000
+
     /// Result rows per statement: 6 bound values each, far below SQLite's 32,766.
     static let resultRowsPerStatement = 1_000
 
@@ -391,17 +518,17 @@ extension HeraldStore {
     /// sent, when. Rows older than a day are never read and are deleted here.
     package func recordUserSends(appID: String, sends: [(userID: String, notificationID: UUID)], at date: Date) async throws {
         guard !sends.isEmpty else { return }
-        try await transaction {
+        try await transaction { session in
             let now = Self.milliseconds(date)
             for chunk in sends.chunked(Self.batchSize) {
                 var values: [SQLQueryString] = []
                 for (userID, notificationID) in chunk {
                     values.append("(\(bind: appID), \(bind: userID), \(bind: notificationID.uuidString), \(bind: now))")
                 }
-                try await database.raw(
-                    "INSERT OR IGNORE INTO user_sends (app_id, user_id, notification_id, sent_at) VALUES \(values.joined(separator: ", "))"
+                try await session.sql.raw(
+                    "INSERT INTO user_sends (app_id, user_id, notification_id, sent_at) VALUES \(values.joined(separator: ", ")) ON CONFLICT DO NOTHING"
                 ).run()
-                try await database.raw(
+                try await session.sql.raw(
                     "DELETE FROM user_sends WHERE app_id = \(bind: appID) AND user_id IN (\(binds: Array(Set(chunk.map(\.userID))))) AND sent_at < \(bind: now - 86_400_000)"
                 ).run()
             }
@@ -415,12 +542,12 @@ extension HeraldStore {
     /// Says this node is alive (the outbox loop calls it every few seconds).
     package func heartbeat() async throws {
         let now = nowMilliseconds
-        try await exclusive { try await touchNode(now: now) }
+        try await exclusive { session in try await touchNode(now: now, session) }
     }
 
-    /// This node's row, with `now` as its last heartbeat (inside the caller's lock).
-    private func touchNode(now: Int64) async throws {
-        try await database.raw(
+    /// This node's row, with `now` as its last heartbeat.
+    private func touchNode(now: Int64, _ session: Session) async throws {
+        try await session.sql.raw(
             "INSERT INTO nodes (id, started_at, heartbeat_at) VALUES (\(bind: nodeID), \(bind: now), \(bind: now)) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
         ).run()
     }
@@ -428,41 +555,61 @@ extension HeraldStore {
     /// Takes back the claims of nodes not heard from for `deadAfter` seconds (killed, or
     /// frozen): their deliveries are queued again (at-least-once: those sent but unanswered may
     /// arrive twice) and counted in `resent_after_restart`. Never touches a live node's claims,
-    /// so a second process on the same database resends nothing. Returns how many.
+    /// so a second process on the same database resends nothing. On PostgreSQL one node at a
+    /// time does it (a transaction advisory lock; the others skip this round). Returns how many.
     package func rescueDeadClaims(deadAfter: TimeInterval = HeraldStore.nodeDeadAfter) async throws -> Int {
-        try await transaction {
+        try await transaction { session in
+            if dialect == .postgres {
+                let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.rescueLock))").first?.first
+                guard locked == .integer(1) else { return 0 }
+            }
             let now = nowMilliseconds
             let alive = now - Int64(deadAfter * 1000)
-            let rows = try await connection.query(Self.requeueSQL, [.integer(Int(now)), .integer(Int(alive)), .text(nodeID)])
-            if !rows.isEmpty { try await addToCounter("resent_after_restart", rows.count) }
-            try await database.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)").run()
+            let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
+            if !rows.isEmpty {
+                try await addToCounter("resent_after_restart", rows.count, session)
+                try await notifyOutbox(session)
+            }
+            try await session.sql.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)").run()
             return rows.count
         }
     }
 
     /// Gracefully leaving: this node's row goes (its claims are all answered or handed back).
     package func leave() async throws {
-        try await exclusive {
-            try await database.raw("DELETE FROM nodes WHERE id = \(bind: nodeID)").run()
+        try await exclusive { session in
+            try await session.sql.raw("DELETE FROM nodes WHERE id = \(bind: nodeID)").run()
         }
     }
 
     /// Puts this node's claimed deliveries back in the queue unsent.
     package func unclaim(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
-        try await transaction {
+        try await transaction { session in
             for chunk in ids.chunked(Self.batchSize) {
-                try await database.raw(
+                try await session.sql.raw(
                     "UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND claimed_by = \(bind: nodeID) AND id IN (\(binds: chunk))"
                 ).run()
             }
+            try await notifyOutbox(session)
         }
+    }
+
+    /// The channel PostgreSQL nodes hear new due deliveries on.
+    package static let outboxChannel = "herald_outbox"
+
+    /// Tells the other nodes (PostgreSQL `NOTIFY`, delivered at commit; one per transaction
+    /// however many deliveries it queued) that deliveries are due. Nothing on SQLite, where only
+    /// this process sends.
+    func notifyOutbox(_ session: Session) async throws {
+        guard dialect == .postgres else { return }
+        try await session.sql.raw("SELECT pg_notify(\(bind: Self.outboxChannel), '')").run()
     }
 
     /// Deliveries waiting to be sent (queued and due, or being sent).
     package func queueDepth() async throws -> Int {
-        try await exclusive {
-            try await connection.query(Self.queueDepthSQL, [.integer(Int(nowMilliseconds))]).first?.column("n")?.integer ?? 0
+        try await exclusive { session in
+            Int(try await session.query(Self.queueDepthSQL, [.integer(nowMilliseconds)]).first?.first?.integer ?? 0)
         }
     }
 
@@ -470,23 +617,17 @@ extension HeraldStore {
     /// policy engine, and how long the oldest due delivery has waited past its time.
     package func outboxGauges() async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
         let now = nowMilliseconds
-        return try await exclusive {
-            let due = try await connection.query(Self.queueDepthSQL, [.integer(Int(now))]).first?.column("n")?.integer ?? 0
-            let deferred = try await connection.query(
-                "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'", []
-            ).first?.column("n")?.integer ?? 0
-            let oldest = try await connection.query(
-                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'queued' AND due_at <= ?1",
-                [.integer(Int(now))]
-            ).first?.column("m")?.integer
-            return (due, deferred, oldest.map { max(0, Double(Int(now) - $0) / 1000) } ?? 0)
+        return try await exclusive { session in
+            let due = try await session.query(Self.queueDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            let deferred = try await session.query(
+                "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'"
+            ).first?.first?.integer ?? 0
+            let oldest = try await session.query(
+                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'queued' AND due_at <= $1",
+                [.integer(now)]
+            ).first?.first?.integer
+            return (Int(due), Int(deferred), oldest.map { max(0, Double(now - $0) / 1000) } ?? 0)
         }
-    }
-
-    private func updateDeliveries(_ ids: [Int64], status: DeliveryStatus, reason: String?, now: Int64) async throws {
-        try await database.raw(
-            "UPDATE deliveries SET status = \(bind: status.rawValue), reason = \(bind: reason), updated_at = \(bind: now) WHERE id IN (\(binds: ids))"
-        ).run()
     }
 
     static func notification(from row: any SQLRow, appID: String, idempotencyKey: String?) throws -> NotificationRecord {

@@ -19,9 +19,9 @@ extension HeraldStore {
     package func upsertUser(
         appID: String, userID: String, timeZone: String?, locale: String?, attributes: Data
     ) async throws -> UserRecord {
-        try await transaction {
+        try await transaction { session in
             let now = nowMilliseconds
-            try await database.raw(
+            try await session.sql.raw(
                 """
                 INSERT INTO users (app_id, user_id, time_zone, locale, attributes, preferences, created_at, updated_at)
                 VALUES (\(bind: appID), \(bind: userID), \(bind: timeZone), \(bind: locale), \(bind: String(decoding: attributes, as: UTF8.self)), '{}', \(bind: now), \(bind: now))
@@ -29,38 +29,38 @@ extension HeraldStore {
                     attributes = excluded.attributes, updated_at = excluded.updated_at
                 """
             ).run()
-            return try await fetchUser(appID: appID, userID: userID)!
+            return try await fetchUser(appID: appID, userID: userID, session)!
         }
     }
 
     /// Replaces a user's preferences, creating the user if needed.
     package func setPreferences(appID: String, userID: String, preferences: Data) async throws -> UserRecord {
-        try await transaction {
+        try await transaction { session in
             let now = nowMilliseconds
             let text = String(decoding: preferences, as: UTF8.self)
-            try await database.raw(
+            try await session.sql.raw(
                 """
                 INSERT INTO users (app_id, user_id, attributes, preferences, created_at, updated_at)
                 VALUES (\(bind: appID), \(bind: userID), '{}', \(bind: text), \(bind: now), \(bind: now))
                 ON CONFLICT (app_id, user_id) DO UPDATE SET preferences = excluded.preferences, updated_at = excluded.updated_at
                 """
             ).run()
-            return try await fetchUser(appID: appID, userID: userID)!
+            return try await fetchUser(appID: appID, userID: userID, session)!
         }
     }
 
     /// A user, if known.
     package func user(appID: String, userID: String) async throws -> UserRecord? {
-        try await exclusive { try await fetchUser(appID: appID, userID: userID) }
+        try await exclusive { session in try await fetchUser(appID: appID, userID: userID, session) }
     }
 
     /// Several users at once (the dispatcher's policy step), by user id; unknown ones are absent.
     package func users(appID: String, ids: [String]) async throws -> [String: UserRecord] {
         guard !ids.isEmpty else { return [:] }
-        return try await exclusive {
+        return try await exclusive { session in
             var result: [String: UserRecord] = [:]
             for chunk in ids.chunked(Self.batchSize) {
-                for row in try await database.raw(
+                for row in try await session.sql.raw(
                     "SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users WHERE app_id = \(bind: appID) AND user_id IN (\(binds: chunk))"
                 ).all() {
                     let user = try Self.user(from: row)
@@ -71,8 +71,8 @@ extension HeraldStore {
         }
     }
 
-    private func fetchUser(appID: String, userID: String) async throws -> UserRecord? {
-        guard let row = try await database.raw(
+    private func fetchUser(appID: String, userID: String, _ session: Session) async throws -> UserRecord? {
+        guard let row = try await session.sql.raw(
             "SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users WHERE app_id = \(bind: appID) AND user_id = \(bind: userID)"
         ).first() else { return nil }
         return try Self.user(from: row)

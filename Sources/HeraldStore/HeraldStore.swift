@@ -3,17 +3,28 @@ package import HeraldCore
 package import Logging
 import NIOCore
 import NIOPosix
+import PostgresKit
+import PostgresNIO
 import SQLiteKit
 import SQLiteNIO
 import SQLKit
 
 /// Herald's durable state behind SQLKit: devices, notifications and their deliveries (the
-/// outbox). SQLite (WAL, one writer) by default; every operation runs alone on the connection,
-/// transactions included, and bulk work happens in multi-row statements.
+/// outbox). SQLite (WAL, one writer; every operation runs alone on the one connection,
+/// transactions included) or PostgreSQL (a pool of connections shared by any number of
+/// `herald serve` processes). Bulk work happens in multi-row statements; the few statements the
+/// two databases write differently are chosen by `dialect`.
 package final class HeraldStore: Sendable {
-    let database: any SQLDatabase
-    /// The connection itself, for hot reads that skip SQLKit's Codable row decoding.
-    let connection: SQLiteConnection
+    /// The database the store runs on.
+    package enum Dialect: String, Sendable { case sqlite, postgres }
+
+    enum Backend: Sendable {
+        case sqlite(SQLiteConnection)
+        case postgres(PostgresClient, Task<Void, Never>)
+    }
+
+    let backend: Backend
+    package let dialect: Dialect
     let clock: HeraldClock
     let logger: Logger
     /// This process's node id: the owner of the claims it makes (a new one per open).
@@ -22,57 +33,100 @@ package final class HeraldStore: Sendable {
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
     static let batchSize = 500
 
-    private init(connection: SQLiteConnection, clock: HeraldClock, logger: Logger) {
-        self.connection = connection
-        // No query text or bound values in any log at any level: they hold tokens and user data.
-        self.database = connection.sql(queryLogLevel: nil)
+    private init(backend: Backend, clock: HeraldClock, logger: Logger) {
+        self.backend = backend
+        switch backend {
+        case .sqlite: dialect = .sqlite
+        case .postgres: dialect = .postgres
+        }
         self.clock = clock
         self.logger = logger
     }
 
     /// Opens the database named by `url` and migrates it: `sqlite://PATH` (relative or absolute),
-    /// `sqlite://:memory:` for tests.
+    /// `sqlite://:memory:` for tests, or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (see
+    /// `PostgresURL` for its options).
     package static func open(
         url: String, clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.store")
     ) async throws -> HeraldStore {
-        let storage: SQLiteConnection.Storage
+        let store: HeraldStore
         if url.hasPrefix("sqlite://") {
             let path = String(url.dropFirst("sqlite://".count))
             guard !path.isEmpty else { throw StoreError(.invalidURL, "database.url \"\(url)\" names no file") }
-            storage = path == ":memory:" ? .memory : .file(path: path)
+            let connection = try await SQLiteConnection.open(
+                storage: path == ":memory:" ? .memory : .file(path: path), threadPool: NIOThreadPool.singleton, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
+            store = HeraldStore(backend: .sqlite(connection), clock: clock, logger: logger)
         } else if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
-            throw StoreError(.unsupported, "PostgreSQL is not supported yet; use sqlite://FILE")
+            let configuration = try PostgresURL(url).configuration()
+            let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            // The pool leases connections only while run() runs: start it before the first lease.
+            let (started, signal) = AsyncStream<Void>.makeStream()
+            let run = Task {
+                signal.finish()
+                await client.run()
+            }
+            for await _ in started {}
+            await Task.yield()
+            store = HeraldStore(backend: .postgres(client, run), clock: clock, logger: logger)
         } else {
-            throw StoreError(.invalidURL, "database.url must start with sqlite:// (got \"\(url)\")")
+            throw StoreError(.invalidURL, "database.url must start with sqlite:// or postgres:// (got \"\(PostgresURL.redacted(url))\")")
         }
-        let connection = try await SQLiteConnection.open(
-            storage: storage, threadPool: NIOThreadPool.singleton, logger: logger,
-            on: MultiThreadedEventLoopGroup.singleton.any())
-        let store = HeraldStore(connection: connection, clock: clock, logger: logger)
-        try await store.migrate()
+        do {
+            try await store.migrate()
+        } catch {
+            await store.close()
+            throw error
+        }
         return store
     }
 
     package func close() async {
-        try? await connection.close()
+        switch backend {
+        case .sqlite(let connection):
+            try? await connection.close()
+        case .postgres(_, let run):
+            run.cancel()
+            await run.value
+        }
     }
 
-    /// Runs `body` alone on the connection.
-    func exclusive<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
-        try await lock.withLock(body)
+    /// Runs `body` with a connection of its own: the one SQLite connection, held alone, or a
+    /// pooled PostgreSQL connection.
+    func exclusive<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
+        switch backend {
+        case .sqlite(let connection):
+            return try await lock.withLock {
+                try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .sqlite(connection)))
+            }
+        case .postgres(let client, _):
+            return try await client.withConnection { connection in
+                try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .postgres(connection)))
+            }
+        }
     }
 
-    /// Runs `body` alone on the connection inside one transaction.
-    func transaction<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
-        try await lock.withLock {
-            try await database.raw("BEGIN IMMEDIATE").run()
+    /// Runs `body` inside one transaction on a connection of its own. On PostgreSQL, a
+    /// transaction that lost a race with another (serialization failure, deadlock, or a unique
+    /// key another transaction just took) is run again, up to three times.
+    func transaction<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
+        var attempt = 0
+        while true {
+            attempt += 1
             do {
-                let result = try await body()
-                try await database.raw("COMMIT").run()
-                return result
-            } catch {
-                try? await database.raw("ROLLBACK").run()
-                throw error
+                return try await exclusive { session in
+                    try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+                    do {
+                        let result = try await body(session)
+                        try await session.sql.raw("COMMIT").run()
+                        return result
+                    } catch {
+                        try? await session.sql.raw("ROLLBACK").run()
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {
+                logger.debug("Transaction lost a race; running it again", metadata: ["herald.attempt": "\(attempt)"])
             }
         }
     }
@@ -230,62 +284,96 @@ package final class HeraldStore: Sendable {
     ]
 
     /// Writes the heartbeat row: throws when the database does not take writes (read-only
-    /// file, full disk, lost lock), which `/healthz` reports.
+    /// file, full disk, lost lock, a PostgreSQL in recovery), which `/healthz` reports.
     package func checkWritable() async throws {
         let now = nowMilliseconds
-        try await exclusive {
-            try await database.raw("INSERT INTO heartbeat (id, at) VALUES (1, \(bind: now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at").run()
+        try await exclusive { session in
+            try await session.sql.raw("INSERT INTO heartbeat (id, at) VALUES (1, \(bind: now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at").run()
         }
     }
 
-    /// Makes this connection refuse writes (`PRAGMA query_only`), or take them again: how the
-    /// tests make the database unwritable for `/healthz`.
+    /// Makes this SQLite connection refuse writes (`PRAGMA query_only`), or take them again: how
+    /// the tests make the database unwritable for `/healthz`. Not available on PostgreSQL.
     package func setQueryOnly(_ on: Bool) async throws {
-        try await exclusive {
-            try await database.raw(SQLQueryString(on ? "PRAGMA query_only = ON" : "PRAGMA query_only = OFF")).run()
+        guard dialect == .sqlite else { throw StoreError(.unsupported, "setQueryOnly is for SQLite") }
+        try await exclusive { session in
+            try await session.sql.raw(SQLQueryString(on ? "PRAGMA query_only = ON" : "PRAGMA query_only = OFF")).run()
         }
     }
 
-    /// Applies the migrations this database has not seen, each in its own transaction.
+    /// Applies the migrations this database has not seen, each in its own transaction. On
+    /// PostgreSQL, nodes starting together migrate one at a time (an advisory lock held by the
+    /// migrating session).
     func migrate() async throws {
-        try await exclusive {
-            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
-                try await database.raw(SQLQueryString(pragma)).run()
-            }
-            try await database.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
-        }
-        let applied = Set(
-            try await exclusive {
-                try await database.raw("SELECT version FROM schema_migrations").all().map {
-                    try $0.decode(column: "version", as: Int.self)
+        try await exclusive { session in
+            switch session.raw {
+            case .sqlite:
+                for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
+                    try await session.sql.raw(SQLQueryString(pragma)).run()
                 }
+            case .postgres:
+                try await session.sql.raw("SELECT pg_advisory_lock(\(unsafeRaw: Self.migrationLock))").run()
+            }
+            do {
+                try await applyMigrations(session)
+            } catch {
+                if dialect == .postgres { try? await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+                throw error
+            }
+            if dialect == .postgres { try await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+        }
+    }
+
+    /// Advisory lock keys (PostgreSQL): one per kind of singleton work.
+    static let migrationLock = "724865726101"
+    static let rescueLock = "724865726102"
+
+    private func applyMigrations(_ session: Session) async throws {
+        try await session.sql.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+        let applied = Set(
+            try await session.sql.raw("SELECT version FROM schema_migrations").all().map {
+                try $0.decode(column: "version", as: Int.self)
             })
         for migration in Self.migrations where !applied.contains(migration.version) {
-            try await transaction {
+            try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+            do {
                 for statement in migration.statements {
-                    try await database.raw(SQLQueryString(statement)).run()
+                    try await session.sql.raw(SQLQueryString(Self.translate(statement, to: dialect))).run()
                 }
-                try await database.raw(
+                try await session.sql.raw(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: nowMilliseconds))"
                 ).run()
+                try await session.sql.raw("COMMIT").run()
+            } catch {
+                try? await session.sql.raw("ROLLBACK").run()
+                throw error
             }
             logger.info("Database migrated", metadata: ["herald.migration": "\(migration.version)"])
         }
     }
 
+    /// A migration statement as `dialect` writes it: the migrations are written for SQLite; on
+    /// PostgreSQL integers are 64-bit and row ids come from an identity column.
+    static func translate(_ statement: String, to dialect: Dialect) -> String {
+        guard dialect == .postgres else { return statement }
+        return statement
+            .replacingOccurrences(of: "INTEGER PRIMARY KEY AUTOINCREMENT", with: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+            .replacingOccurrences(of: " INTEGER", with: " BIGINT")
+    }
+
     // MARK: Counters
 
     /// Adds to a persistent counter (e.g. deliveries resent after a crash).
-    func addToCounter(_ name: String, _ amount: Int) async throws {
-        try await database.raw(
+    func addToCounter(_ name: String, _ amount: Int, _ session: Session) async throws {
+        try await session.sql.raw(
             "INSERT INTO counters (name, value) VALUES (\(bind: name), \(bind: amount)) ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value"
         ).run()
     }
 
     /// A persistent counter's value.
     package func counter(_ name: String) async throws -> Int {
-        try await exclusive {
-            try await database.raw("SELECT value FROM counters WHERE name = \(bind: name)").first()?
+        try await exclusive { session in
+            try await session.sql.raw("SELECT value FROM counters WHERE name = \(bind: name)").first()?
                 .decode(column: "value", as: Int.self) ?? 0
         }
     }

@@ -64,6 +64,7 @@ struct PipelineTests {
     @Test("SIGTERM with an unreachable APNs endpoint exits within 30 s and keeps the delivery queued")
     func boundedShutdown() async throws {
         let directory = try makeTemporaryDirectory("herald-shutdown")
+        let databaseURL = try await TestDatabase.url("shutdown")
         let port = freeLoopbackPort()
         // A listener that never accepts: TCP connects, TLS never answers.
         let (blackhole, blackholePort) = boundLoopbackSocket()
@@ -73,7 +74,7 @@ struct PipelineTests {
         try key.pem.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         try """
             server: { host: 127.0.0.1, port: \(port) }
-            database: { url: "sqlite://\(directory)/herald.sqlite" }
+            database: { url: "\(databaseURL)" }
             admin_key: "admin-0123456789abcdef-0123456789abcdef"
             apps:
               - id: demo
@@ -105,7 +106,7 @@ struct PipelineTests {
         let body = try #require(object as? [String: Any])
         let idText = try #require(body["id"] as? String)
         let id = try #require(UUID(uuidString: idText))
-        let store = try await HeraldStore.open(url: "sqlite://\(directory)/herald.sqlite")
+        let store = try await HeraldStore.open(url: databaseURL)
         let deliveries = try await store.deliveries(notificationID: id, limit: 10, offset: 0)
         await store.close()
         #expect(deliveries.map(\.status) == [.queued], "\(deliveries)")
@@ -158,7 +159,7 @@ struct PipelineTests {
 struct ClaimFencingTests {
     @Test("a second node on the same SQLite file takes nothing a live node holds; a dead node's claims are rescued and its late results fenced off")
     func twoNodes() async throws {
-        let url = "sqlite://\(try makeTemporaryDirectory("herald-nodes"))/outbox.sqlite"
+        let url = try await TestDatabase.url("nodes")
         let first = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(30).enumerated().map {
             DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")

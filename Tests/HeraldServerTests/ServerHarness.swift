@@ -88,7 +88,7 @@ func withServer(
             .write(to: URL(fileURLWithPath: serviceAccountFile))
         var configuration = HeraldConfiguration()
         configuration.adminKey = ServerHarness.admin
-        configuration.databaseURL = "sqlite://\(directory)/herald.sqlite"
+        configuration.databaseURL = try await TestDatabase.url("server")
         configuration.apps = [
             .init(
                 id: "demo", payloadKey: payloadKey, serverKey: ServerHarness.server, clientKey: ServerHarness.client,

@@ -9,8 +9,7 @@ import Testing
 struct StoreAndConfigurationTests {
     @Test("deliveries claimed but never answered are queued again after a restart, and counted")
     func requeueAfterCrash() async throws {
-        let directory = try makeTemporaryDirectory("herald-store")
-        let url = "sqlite://\(directory)/outbox.sqlite"
+        let url = try await TestDatabase.url("requeue")
         let store = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(20).enumerated().map {
             DeviceRecord(deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
@@ -51,6 +50,7 @@ struct StoreAndConfigurationTests {
 
     @Test("every outbox query by status walks the partial outbox index, never the whole table")
     func outboxQueriesUseTheIndex() async throws {
+        // SQLite's query plans; PostgreSQL chooses its own (docs/scaling.md).
         let store = try await HeraldStore.open(url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
         let plans = try await store.outboxQueryPlans()
         #expect(plans.count == 4)
@@ -124,7 +124,7 @@ struct StoreAndConfigurationTests {
 
     @Test("an app without credentials says why APNs is off, and its deliveries fail visibly")
     func noCredentials() async throws {
-        let store = try await HeraldStore.open(url: "sqlite://:memory:")
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("nocredentials"))
         var configuration = HeraldConfiguration()
         configuration.apps = [.init(id: "quiet", serverKey: "server-0123456789abcdef")]
         let runtime = try HeraldRuntime(configuration: configuration, store: store)

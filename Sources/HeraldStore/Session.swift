@@ -1,0 +1,115 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import SQLiteNIO
+import SQLKit
+
+/// One operation's hold on the database: SQLKit over its connection, and the connection itself
+/// for the hot statements that skip SQLKit's Codable row decoding. Valid only inside the
+/// operation (`HeraldStore.exclusive` / `transaction`).
+struct Session: Sendable {
+    enum Raw: Sendable {
+        case sqlite(SQLiteConnection)
+        case postgres(PostgresConnection)
+    }
+
+    let sql: any SQLDatabase
+    let raw: Raw
+
+    /// A bound value or a column read by `query`: the three kinds Herald stores.
+    enum Value: Sendable, Equatable {
+        case integer(Int64)
+        case text(String)
+        case null
+
+        var integer: Int64? {
+            if case .integer(let value) = self { return value }
+            return nil
+        }
+
+        var text: String? {
+            if case .text(let value) = self { return value }
+            return nil
+        }
+    }
+
+    /// Runs one statement with positional binds written `$1`, `$2`, … (SQLite reads them as
+    /// `?1`, `?2`, …) and returns its rows' columns in SELECT order. No query text or bound value
+    /// is logged.
+    func query(_ sql: String, _ binds: [Value] = []) async throws -> [[Value]] {
+        switch raw {
+        case .sqlite(let connection):
+            let rows = try await connection.query(
+                Self.sqliteText(sql),
+                binds.map {
+                    switch $0 {
+                    case .integer(let value): SQLiteData.integer(Int(value))
+                    case .text(let value): SQLiteData.text(value)
+                    case .null: SQLiteData.null
+                    }
+                })
+            return rows.map { row in
+                row.columns.map {
+                    switch $0.data {
+                    case .integer(let value): .integer(Int64(value))
+                    case .text(let value): .text(value)
+                    case .float(let value): .integer(Int64(value))
+                    case .blob, .null: .null
+                    }
+                }
+            }
+        case .postgres(let connection):
+            var bindings = PostgresBindings(capacity: binds.count)
+            for bind in binds {
+                switch bind {
+                case .integer(let value): bindings.append(value)
+                case .text(let value): bindings.append(value)
+                case .null: bindings.appendNull()
+                }
+            }
+            var result: [[Value]] = []
+            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: Self.silent) {
+                result.append(try row.map(Self.value(of:)))
+            }
+            return result
+        }
+    }
+
+    /// Runs one PostgreSQL statement with prepared bindings (arrays for `unnest`), returning
+    /// its rows' columns.
+    static func query(_ connection: PostgresConnection, _ sql: String, _ bindings: PostgresBindings) async throws -> [[Value]] {
+        var result: [[Value]] = []
+        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: silent) {
+            result.append(try row.map(value(of:)))
+        }
+        return result
+    }
+
+    /// `$n` placeholders as SQLite's numbered `?n`.
+    static func sqliteText(_ sql: String) -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(sql.utf8.count)
+        let bytes = Array(sql.utf8)
+        for (index, byte) in bytes.enumerated() {
+            let isPlaceholder = byte == UInt8(ascii: "$") && index + 1 < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index + 1])
+            text.append(isPlaceholder ? UInt8(ascii: "?") : byte)
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    static func value(of cell: PostgresCell) throws -> Value {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int8: return .integer(try cell.decode(Int64.self))
+        case .int4: return .integer(Int64(try cell.decode(Int32.self)))
+        case .int2: return .integer(Int64(try cell.decode(Int16.self)))
+        case .bool: return .integer(try cell.decode(Bool.self) ? 1 : 0)
+        case .numeric: return .integer(Int64(try cell.decode(String.self)) ?? 0)
+        default: return .text(try cell.decode(String.self))
+        }
+    }
+
+    /// Query logging off: the statements carry tokens and user data.
+    static let silent = Logger(label: "herald.store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+}
