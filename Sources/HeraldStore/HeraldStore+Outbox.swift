@@ -606,6 +606,28 @@ extension HeraldStore {
         try await session.sql.raw("SELECT pg_notify(\(bind: Self.outboxChannel), '')").run()
     }
 
+    /// PostgreSQL: calls `heard` each time a node queues deliveries (`LISTEN` on a connection
+    /// held for it), until the calling task is cancelled; after a lost connection it listens
+    /// again a second later (the outbox loop polls meanwhile). Returns at once on SQLite.
+    package func listenForDueDeliveries(_ heard: @escaping @Sendable () -> Void) async {
+        guard case .postgres(let client, _) = backend else { return }
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.outboxChannel) { notifications in
+                        for try await _ in notifications { heard() }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning(
+                    "Listening for due deliveries failed; polling until it works again",
+                    metadata: ["herald.error": "\((error as? PSQLError)?.summary ?? String(describing: type(of: error)))"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
     /// Deliveries waiting to be sent (queued and due, or being sent).
     package func queueDepth() async throws -> Int {
         try await exclusive { session in

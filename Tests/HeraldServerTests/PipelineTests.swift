@@ -2,6 +2,7 @@ import Foundation
 import HeraldServer
 import HeraldStore
 import HeraldTesting
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -196,4 +197,84 @@ struct ClaimFencingTests {
         await first.close()
         await second.close()
     }
+}
+
+/// PostgreSQL-only behaviour: several nodes claiming from one database at once. Runs in every
+/// `swift test` where PostgreSQL is installed (the tests start their own server).
+@Suite("PostgreSQL: nodes sharing one database", .enabled(if: TestDatabase.postgresAvailable))
+struct PostgresNodesTests {
+    @Test("two nodes claiming at once take disjoint sets that cover the outbox; both record, counters add up")
+    func concurrentClaims() async throws {
+        let url = try await TestDatabase.url("concurrent", kind: .postgres)
+        let nodes = [try await HeraldStore.open(url: url), try await HeraldStore.open(url: url)]
+        #expect(nodes[0].dialect == .postgres)
+        let count = 3_000
+        let devices = makeDeviceTokens(count).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await nodes[0].importDevices(appID: "a", devices) == count)
+        let (notification, _) = try await nodes[0].createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+        #expect(notification.recipients == count)
+        let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for node in nodes {
+                group.addTask {
+                    var ids: [Int64] = []
+                    while true {
+                        let batch = try await node.claimDueDeliveries(limit: 97)
+                        if batch.isEmpty { return ids }
+                        ids += batch.map(\.id)
+                        let results = batch.map {
+                            DeliveryResult(
+                                deliveryID: $0.id, claim: $0.claim, notificationID: notification.id, appID: "a", deviceID: $0.deviceID,
+                                outcome: .sent, attempts: 1)
+                        }
+                        #expect(try await node.recordResults(results) == batch.count)
+                    }
+                }
+            }
+            var all: [[Int64]] = []
+            for try await ids in group { all.append(ids) }
+            return all
+        }
+        let union = Set(claimed.flatMap { $0 })
+        #expect(claimed.map(\.count).reduce(0, +) == count, "a delivery was claimed twice: \(claimed.map(\.count))")
+        #expect(union.count == count)
+        let counts = try await nodes[1].deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == count)
+        #expect(counts[.queued] == 0)
+        for node in nodes { await node.close() }
+    }
+}
+
+extension PostgresNodesTests {
+    @Test("a node hears another node's enqueue (LISTEN/NOTIFY) instead of waiting for its next poll")
+    func listenHearsEnqueue() async throws {
+        let url = try await TestDatabase.url("listen", kind: .postgres)
+        let listening = try await HeraldStore.open(url: url)
+        let sending = try await HeraldStore.open(url: url)
+        let heard = Counter()
+        let listener = Task { await listening.listenForDueDeliveries { heard.add() } }
+        // LISTEN takes effect once its connection runs it: enqueue until heard (no sleep-and-hope).
+        _ = try await sending.importDevices(
+            appID: "a", [DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "ab", environment: "sandbox")])
+        let started = ContinuousClock.now
+        while heard.value == 0 && ContinuousClock.now - started < .seconds(10) {
+            _ = try await sending.createNotification(
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(heard.value > 0)
+        listener.cancel()
+        await listener.value
+        await listening.close()
+        await sending.close()
+    }
+}
+
+/// A thread-safe count for callbacks.
+final class Counter: Sendable {
+    private let storage = Mutex(0)
+    func add() { storage.withLock { $0 += 1 } }
+    var value: Int { storage.withLock { $0 } }
 }

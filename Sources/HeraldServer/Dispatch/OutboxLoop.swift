@@ -28,6 +28,9 @@ package struct OutboxLoop: Service {
         let batches = BatchRegistry()
         let stopping = Flag()
         let finished = Flag()
+        // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
+        let listener = Task { await runtime.store.listenForDueDeliveries { runtime.wake.signal() } }
+        defer { listener.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask {
