@@ -73,7 +73,23 @@ package final class HeraldStore: Sendable {
             throw StoreError(.invalidURL, "database.url must start with sqlite:// or postgres:// (got \"\(PostgresURL.redacted(url))\")")
         }
         do {
-            try await store.migrate()
+            if case .postgres = store.backend {
+                // An unreachable server is waited for (PostgresClient retries), and said so.
+                let target = (try? PostgresURL(url).description) ?? "PostgreSQL"
+                let waiting = Task {
+                    var waited = 0
+                    while true {
+                        try await Task.sleep(for: .seconds(waited == 0 ? 5 : 30))
+                        waited += waited == 0 ? 5 : 30
+                        logger.warning(
+                            "Waiting for the database: no connection yet; retrying", metadata: ["herald.database": "\(target)", "herald.waited_s": "\(waited)"])
+                    }
+                }
+                defer { waiting.cancel() }
+                try await store.migrate()
+            } else {
+                try await store.migrate()
+            }
         } catch {
             await store.close()
             throw error

@@ -80,6 +80,11 @@ struct PostgresURL {
         return configuration
     }
 
+    /// Where it connects, for logs: user, host or socket, port, database; never the password.
+    var description: String {
+        "postgres://\(user)@\(socketDirectory ?? host):\(port)/\(database ?? user)"
+    }
+
     /// The URL with its password replaced, for messages.
     static func redacted(_ url: String) -> String {
         guard var components = URLComponents(string: url), components.password != nil else { return url }

@@ -22,6 +22,9 @@ package struct OutboxLoop: Service {
     package func run() async throws {
         let logger = runtime.logger
         try await runtime.store.heartbeat()
+        logger.info(
+            "Dispatcher started",
+            metadata: ["herald.node": "\(runtime.store.nodeID)", "herald.database": "\(runtime.store.dialect.rawValue)"])
         try await rescue()
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
