@@ -1,0 +1,203 @@
+import Foundation
+import SQLKit
+
+/// The schema, as versioned migrations applied at open (written for SQLite; `translate` makes
+/// them PostgreSQL's).
+extension HeraldStore {
+    static let migrations: [(version: Int, statements: [String])] = [
+        (
+            1,
+            [
+                """
+                CREATE TABLE devices (
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    name TEXT, model TEXT, locale TEXT, time_zone TEXT, app_version TEXT, authorization_status TEXT,
+                    active INTEGER NOT NULL DEFAULT 1,
+                    inactive_reason TEXT,
+                    inactive_since BIGINT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id)
+                )
+                """,
+                "CREATE UNIQUE INDEX devices_token ON devices (app_id, platform, token)",
+                "CREATE INDEX devices_user ON devices (app_id, user_id)",
+                """
+                CREATE TABLE notifications (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    idempotency_key TEXT,
+                    content TEXT NOT NULL,
+                    recipients INTEGER NOT NULL DEFAULT 0,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX notifications_idempotency ON notifications (app_id, idempotency_key)",
+                """
+                CREATE TABLE deliveries (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    notification_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    reason TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX deliveries_due ON deliveries (status, due_at)",
+                "CREATE INDEX deliveries_notification ON deliveries (notification_id)",
+                """
+                CREATE TABLE counters (
+                    name TEXT PRIMARY KEY,
+                    value BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
+        (
+            2,
+            [
+                // Per-notification counters, kept in the same transactions as the deliveries, so
+                // status reads are O(1) however many recipients a notification has.
+                "ALTER TABLE notifications ADD COLUMN sent_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN failed_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN deferred_count INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE notifications ADD COLUMN suppressed_count INTEGER NOT NULL DEFAULT 0",
+            ]
+        ),
+        (
+            3,
+            [
+                """
+                CREATE TABLE users (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    time_zone TEXT,
+                    locale TEXT,
+                    attributes TEXT NOT NULL DEFAULT '{}',
+                    preferences TEXT NOT NULL DEFAULT '{}',
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id)
+                )
+                """
+            ]
+        ),
+        (
+            4,
+            [
+                // The policy engine's decision trace per delivery (JSON array of steps), and what
+                // each user received when: pacing and grouping look at the last hour of it.
+                "ALTER TABLE deliveries ADD COLUMN trace TEXT",
+                """
+                CREATE TABLE user_sends (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    sent_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, notification_id)
+                )
+                """,
+                "CREATE INDEX user_sends_recent ON user_sends (app_id, user_id, sent_at)",
+            ]
+        ),
+        (
+            5,
+            [
+                // The outbox index holds only rows still to be answered: a delivery leaves it when it
+                // is sent, failed or suppressed, so the index stays the size of the queue, not of
+                // the history (queries must name statuses as literals to use it).
+                "DROP INDEX deliveries_due",
+                "CREATE INDEX deliveries_due ON deliveries (status, due_at) WHERE status IN ('queued', 'deferred', 'sending')",
+            ]
+        ),
+        (
+            6,
+            [
+                // One row /healthz writes: proof that the database takes writes.
+                "CREATE TABLE heartbeat (id INTEGER PRIMARY KEY CHECK (id = 1), at BIGINT NOT NULL)"
+            ]
+        ),
+        (
+            7,
+            [
+                // Issue #11: the user a delivery was planned for (a device that changed hands is
+                // not sent another user's notification), and owned, fenced claims: the node that
+                // claimed a row and the claim's number, which every result write must match.
+                "ALTER TABLE deliveries ADD COLUMN user_id TEXT",
+                "ALTER TABLE deliveries ADD COLUMN claimed_by TEXT",
+                "ALTER TABLE deliveries ADD COLUMN claim INTEGER NOT NULL DEFAULT 0",
+                // Every process with an outbox loop, and when it last said it was alive.
+                "CREATE TABLE nodes (id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, heartbeat_at BIGINT NOT NULL)",
+            ]
+        ),
+    ]
+
+    /// Applies the migrations this database has not seen, each in its own transaction. On
+    /// PostgreSQL, nodes starting together migrate one at a time (an advisory lock held by the
+    /// migrating session).
+    func migrate() async throws {
+        try await exclusive { session in
+            switch session.raw {
+            case .sqlite:
+                for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000"] {
+                    try await session.sql.raw(SQLQueryString(pragma)).run()
+                }
+            case .postgres:
+                try await session.sql.raw("SELECT pg_advisory_lock(\(unsafeRaw: Self.migrationLock))").run()
+            }
+            do {
+                try await applyMigrations(session)
+            } catch {
+                if dialect == .postgres { try? await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+                throw error
+            }
+            if dialect == .postgres { try await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+        }
+    }
+
+    /// Advisory lock keys (PostgreSQL): one per kind of singleton work.
+    static let migrationLock = "724865726101"
+    static let rescueLock = "724865726102"
+
+    private func applyMigrations(_ session: Session) async throws {
+        try await session.sql.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+        let applied = Set(
+            try await session.sql.raw("SELECT version FROM schema_migrations").all().map {
+                try $0.decode(column: "version", as: Int.self)
+            })
+        for migration in Self.migrations where !applied.contains(migration.version) {
+            try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+            do {
+                for statement in migration.statements {
+                    try await session.sql.raw(SQLQueryString(Self.translate(statement, to: dialect))).run()
+                }
+                try await session.sql.raw(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: nowMilliseconds))"
+                ).run()
+                try await session.sql.raw("COMMIT").run()
+            } catch {
+                try? await session.sql.raw("ROLLBACK").run()
+                throw error
+            }
+            logger.info("Database migrated", metadata: ["herald.migration": "\(migration.version)"])
+        }
+    }
+
+    /// A migration statement as `dialect` writes it: the migrations are written for SQLite; on
+    /// PostgreSQL integers are 64-bit and row ids come from an identity column.
+    static func translate(_ statement: String, to dialect: Dialect) -> String {
+        guard dialect == .postgres else { return statement }
+        return statement
+            .replacingOccurrences(of: "INTEGER PRIMARY KEY AUTOINCREMENT", with: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+            .replacingOccurrences(of: " INTEGER", with: " BIGINT")
+    }
+}

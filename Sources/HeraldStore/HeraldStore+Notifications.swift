@@ -1,0 +1,154 @@
+package import Foundation
+import SQLKit
+
+/// Notifications: accepting one (and its fan-out into deliveries) and reading it back.
+extension HeraldStore {
+    /// How long an idempotency key returns the first notification.
+    package static let idempotencyWindow: TimeInterval = 24 * 3600
+
+    /// Stores a notification and one queued delivery per active recipient device in one
+    /// transaction, before the caller answers 202. The fan-out runs inside the database
+    /// (`INSERT … SELECT`), so memory stays flat for any number of devices. With an
+    /// idempotency key seen in the last 24 hours, nothing is written and the first notification
+    /// is returned with `created == false`.
+    package func createNotification(
+        appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
+        excludeDeviceIDs: [String], dueAt: Date
+    ) async throws -> (NotificationRecord, created: Bool) {
+        try await transaction { session in
+            let now = nowMilliseconds
+            if let idempotencyKey {
+                if let row = try await session.sql.raw(
+                    "SELECT id, content, recipients, created_at FROM notifications WHERE app_id = \(bind: appID) AND idempotency_key = \(bind: idempotencyKey)"
+                ).first() {
+                    let existing = try Self.notification(from: row, appID: appID, idempotencyKey: idempotencyKey)
+                    if existing.createdAt.timeIntervalSince1970 * 1000 >= Double(now) - Self.idempotencyWindow * 1000 {
+                        return (existing, false)
+                    }
+                    try await session.sql.raw(
+                        "UPDATE notifications SET idempotency_key = NULL WHERE id = \(bind: existing.id.uuidString)"
+                    ).run()
+                }
+            }
+            try await session.sql.raw(
+                """
+                INSERT INTO notifications (id, app_id, idempotency_key, content, recipients, created_at)
+                VALUES (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), 0, \(bind: now))
+                """
+            ).run()
+            let due = Self.milliseconds(dueAt)
+            var filter: SQLQueryString = ""
+            switch recipients {
+            case .all: break
+            case .users(let ids): filter += " AND user_id IN (\(binds: ids))"
+            case .devices(let ids): filter += " AND device_id IN (\(binds: ids))"
+            }
+            if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
+            let insert: SQLQueryString = """
+                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at)
+                SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
+                FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
+                ORDER BY device_id
+                """
+            let count: Int
+            switch dialect {
+            case .sqlite:
+                try await session.sql.raw(insert).run()
+                count = try await session.sql.raw("SELECT changes() AS n").first()?.decode(column: "n", as: Int.self) ?? 0
+            case .postgres:
+                var counted: SQLQueryString = "WITH inserted AS ("
+                counted += insert
+                counted += " RETURNING 1) SELECT count(*) AS n FROM inserted"
+                count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
+                try await notifyOutbox(session)
+            }
+            try await session.sql.raw(
+                "UPDATE notifications SET recipients = \(bind: count) WHERE id = \(bind: id.uuidString)"
+            ).run()
+            let record = NotificationRecord(
+                id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
+                createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
+            return (record, true)
+        }
+    }
+
+    /// A notification of an app.
+    package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {
+        try await exclusive { session in
+            try await session.sql.raw(
+                "SELECT id, content, recipients, created_at, idempotency_key FROM notifications WHERE app_id = \(bind: appID) AND id = \(bind: id.uuidString)"
+            ).first().map {
+                try Self.notification(
+                    from: $0, appID: appID, idempotencyKey: try $0.decode(column: "idempotency_key", as: String?.self))
+            }
+        }
+    }
+
+    /// The stored content of notifications, by id (the dispatcher caches these).
+    package func notificationContents(_ ids: [UUID]) async throws -> [UUID: Data] {
+        guard !ids.isEmpty else { return [:] }
+        return try await exclusive { session in
+            var result: [UUID: Data] = [:]
+            for row in try await session.sql.raw(
+                "SELECT id, content FROM notifications WHERE id IN (\(binds: ids.map(\.uuidString)))"
+            ).all() {
+                if let id = UUID(uuidString: try row.decode(column: "id", as: String.self)) {
+                    result[id] = Data(try row.decode(column: "content", as: String.self).utf8)
+                }
+            }
+            return result
+        }
+    }
+
+    /// Delivery counts by status for a notification, from its counters (O(1)); deliveries being
+    /// sent count as queued.
+    package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
+        try await exclusive { session in
+            guard let row = try await session.sql.raw(
+                "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
+            ).first() else { return [:] }
+            let recipients = try row.decode(column: "recipients", as: Int.self)
+            var counts: [DeliveryStatus: Int] = [
+                .sent: try row.decode(column: "sent_count", as: Int.self),
+                .failed: try row.decode(column: "failed_count", as: Int.self),
+                .deferred: try row.decode(column: "deferred_count", as: Int.self),
+                .suppressed: try row.decode(column: "suppressed_count", as: Int.self),
+            ]
+            counts[.queued] = max(0, recipients - counts.values.reduce(0, +))
+            return counts
+        }
+    }
+
+    /// A page of a notification's deliveries, in device order.
+    package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
+        try await exclusive { session in
+            try await session.sql.raw(
+                """
+                SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
+                WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                """
+            ).all().map { row in
+                func date(_ column: String) throws -> Date {
+                    Date(timeIntervalSince1970: Double(try row.decode(column: column, as: Int64.self)) / 1000)
+                }
+                return DeliveryRecord(
+                    id: try row.decode(column: "id", as: Int64.self),
+                    deviceID: try row.decode(column: "device_id", as: String.self),
+                    status: DeliveryStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .queued,
+                    reason: try row.decode(column: "reason", as: String?.self),
+                    attempts: try row.decode(column: "attempts", as: Int.self),
+                    trace: try row.decode(column: "trace", as: String?.self),
+                    dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"))
+            }
+        }
+    }
+
+    static func notification(from row: any SQLRow, appID: String, idempotencyKey: String?) throws -> NotificationRecord {
+        NotificationRecord(
+            id: UUID(uuidString: try row.decode(column: "id", as: String.self)) ?? UUID(),
+            appID: appID, idempotencyKey: idempotencyKey,
+            content: Data(try row.decode(column: "content", as: String.self).utf8),
+            recipients: try row.decode(column: "recipients", as: Int.self),
+            createdAt: Date(timeIntervalSince1970: Double(try row.decode(column: "created_at", as: Int64.self)) / 1000))
+    }
+}
