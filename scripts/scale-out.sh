@@ -18,31 +18,15 @@ case "$MODE" in
     kill) COUNT=${2:-100000} ;;
     *) echo "mode is rate or kill" >&2; exit 64 ;;
 esac
-[ "${NO_BUILD:-0}" = 1 ] || swift build -c release >&2
-HERALD=$PWD/.build/release/herald
-WORK=$PWD/bench-out/scale-$MODE
-rm -rf "$WORK"; mkdir -p "$WORK"
-SIM_PORT=18643; SIM_CONTROL=18644; PG_PORT=18690
+. scripts/bench-lib.sh
+bench_setup "scale-$MODE"
+SIM_PORT=18643; SIM_CONTROL=18644
 SERVER="server-key-0123456789abcdef"
-PIDS=()
-PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-AS=""; [ "$(id -u)" = 0 ] && AS="runuser -u postgres --"
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    $AS "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -m fast stop > /dev/null 2>&1 || true
-}
-trap cleanup EXIT
-wait_for() { for _ in $(seq 1 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 now() { date +%s.%N; }
 since() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
 
-mkdir -p "$WORK/pg"; [ -z "$AS" ] || chown postgres "$WORK/pg"
-$AS "$PG_BIN/initdb" -D "$WORK/pg/data" -U postgres -A trust -E UTF8 > "$WORK/pg/initdb.log"
-$AS "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
-    -o "-p $PG_PORT -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB" start > /dev/null
-PSQL="psql -X -q -t -A -h 127.0.0.1 -p $PG_PORT -U postgres"
-URL="postgres://postgres@127.0.0.1:$PG_PORT/herald?sslmode=disable"
+start_postgres 18690
+URL="postgres://postgres@127.0.0.1:18690/herald?sslmode=disable"
 
 "$HERALD" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
     --latency-ms 100 --max-concurrent-streams 100 > "$WORK/sim.out" 2> "$WORK/sim.err" &
@@ -78,7 +62,7 @@ send_all() {
 }
 wait_recorded() { while [ "$(queued "$1" 2>/dev/null || echo 1)" != 0 ]; do sleep 0.1; done; }
 
-$AS true; $PSQL -d postgres -c "CREATE DATABASE herald"
+$PSQL -d postgres -c "CREATE DATABASE herald"
 start_node 0
 python3 - "$COUNT" > "$WORK/devices.jsonl" <<'PY'
 import secrets, sys

@@ -19,21 +19,10 @@ case "$MODE" in
     fanout) COUNT=${2:-1000000} ;;
     *) echo "mode is reliability or fanout" >&2; exit 64 ;;
 esac
-[ "${NO_BUILD:-0}" = 1 ] || swift build -c release >&2
-HERALD=$PWD/.build/release/herald
-WORK=$PWD/bench-out/server-$MODE
-rm -rf "$WORK"; mkdir -p "$WORK"
+. scripts/bench-lib.sh
+bench_setup "server-$MODE"
 SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
-PIDS=()
-PG_STOP=""
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    [ -z "$PG_STOP" ] || eval "$PG_STOP" > /dev/null 2>&1 || true
-}
-trap cleanup EXIT
-wait_for() { for _ in $(seq 1 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$1/status; }
 
 "$HERALD" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
@@ -43,15 +32,7 @@ wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
     sqlite) ;;
-    postgres)
-        PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-        AS=""; [ "$(id -u)" = 0 ] && AS="runuser -u postgres --"
-        mkdir -p "$WORK/pg"; [ -z "$AS" ] || chown postgres "$WORK/pg"
-        $AS "$PG_BIN/initdb" -D "$WORK/pg/data" -U postgres -A trust -E UTF8 > "$WORK/pg/initdb.log"
-        $AS "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
-            -o "-p 18590 -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB" start > /dev/null
-        PG_STOP="$AS $PG_BIN/pg_ctl -D $WORK/pg/data -m fast stop"
-        DATABASE_URL="postgres://postgres@127.0.0.1:18590/postgres?sslmode=disable" ;;
+    postgres) start_postgres 18590; DATABASE_URL=$PG_URL ;;
     postgres://*|postgresql://*) DATABASE_URL=$DATABASE ;;
     *) echo "DATABASE is sqlite, postgres or a postgres:// URL" >&2; exit 64 ;;
 esac

@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             store = try await HeraldStore.open(url: configuration.databaseURL, logger: Logger(label: "herald.store"))
         } catch let error as StoreError {
-            printError("herald serve: database.url: \(error.message)")
+            printError("herald serve: \(error.message)")
             throw ExitCode(2)
         }
         let runtime: HeraldRuntime

@@ -1,0 +1,38 @@
+# Shared by the load scripts (sourced, not run): release build, work folder, process cleanup,
+# waiting for a port, JSON fields, a PostgreSQL server of the script's own.
+#   bench_setup NAME   → HERALD, WORK (bench-out/NAME, emptied), PIDS; kills PIDS and stops the
+#                        PostgreSQL server at exit
+#   start_postgres PORT → initdb + start in $WORK/pg (as the postgres user when root); sets
+#                        PG_URL (its postgres database) and PSQL
+
+bench_setup() {
+    [ "${NO_BUILD:-0}" = 1 ] || swift build -c release >&2
+    HERALD=$PWD/.build/release/herald
+    WORK=$PWD/bench-out/$1
+    rm -rf "$WORK"; mkdir -p "$WORK"
+    PIDS=()
+    PG_STOP=""
+    trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    [ -z "$PG_STOP" ] || eval "$PG_STOP" > /dev/null 2>&1 || true
+}
+
+wait_for() { for _ in $(seq 1 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+start_postgres() {
+    local port=$1 bin as=""
+    bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+    [ -n "$bin" ] || { echo "PostgreSQL's server binaries not found: apt-get install postgresql" >&2; exit 69; }
+    [ "$(id -u)" = 0 ] && as="runuser -u postgres --"
+    mkdir -p "$WORK/pg"; [ -z "$as" ] || chown postgres "$WORK/pg"
+    $as "$bin/initdb" -D "$WORK/pg/data" -U postgres -A trust -E UTF8 > "$WORK/pg/initdb.log"
+    $as "$bin/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
+        -o "-p $port -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB" start > /dev/null
+    PG_STOP="$as $bin/pg_ctl -D $WORK/pg/data -m fast stop"
+    PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+    PSQL="psql -X -q -t -A -h 127.0.0.1 -p $port -U postgres"
+}
