@@ -31,7 +31,7 @@ start_postgres() {
     mkdir -p "$WORK/pg"; [ -z "$as" ] || chown postgres "$WORK/pg"
     $as "$bin/initdb" -D "$WORK/pg/data" -U postgres -A trust -E UTF8 > "$WORK/pg/initdb.log"
     $as "$bin/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
-        -o "-p $port -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB" start > /dev/null
+        -o "-p $port -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB ${PG_OPTIONS:-}" start > /dev/null
     PG_STOP="$as $bin/pg_ctl -D $WORK/pg/data -m fast stop"
     PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
     PSQL="psql -X -q -t -A -h 127.0.0.1 -p $port -U postgres"

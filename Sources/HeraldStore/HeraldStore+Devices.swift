@@ -85,13 +85,26 @@ extension HeraldStore {
         let pairs = unique.map { SQLQueryString("(\(bind: $0.platform), \(bind: $0.token))") }.joined(separator: ", ")
         let ids = unique.map(\.deviceID)
         // Devices outside the batch that hold its tokens lose them (K1) ...
-        try await session.sql.raw(
-            """
-            DELETE FROM devices WHERE app_id = \(bind: appID)
-            AND (platform, token) IN (VALUES \(pairs))
-            AND device_id NOT IN (\(binds: ids))
-            """
-        ).run()
+        switch dialect {
+        case .sqlite:
+            try await session.sql.raw(
+                """
+                DELETE FROM devices WHERE app_id = \(bind: appID)
+                AND (platform, token) IN (VALUES \(pairs))
+                AND device_id NOT IN (\(binds: ids))
+                """
+            ).run()
+        case .postgres:
+            // A join, so that PostgreSQL looks each pair up in devices_token (the IN form scanned
+            // the whole table per batch: 8.5 of the 17 s a 100k import took).
+            try await session.sql.raw(
+                """
+                DELETE FROM devices d USING (VALUES \(pairs)) AS v(platform, token)
+                WHERE d.app_id = \(bind: appID) AND d.platform = v.platform AND d.token = v.token
+                AND d.device_id NOT IN (\(binds: ids))
+                """
+            ).run()
+        }
         // ... and devices of the batch that hold a token another row of it takes (Z takes X's
         // token while X gets a new one) park theirs on a unique placeholder until the upsert.
         try await session.sql.raw(
