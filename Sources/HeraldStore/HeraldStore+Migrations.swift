@@ -175,18 +175,13 @@ extension HeraldStore {
                 try $0.decode(column: "version", as: Int.self)
             })
         for migration in Self.migrations where !applied.contains(migration.version) {
-            try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
-            do {
+            try await inTransaction(session) { session in
                 for statement in migration.statements {
                     try await session.sql.raw(SQLQueryString(Self.translate(statement, to: dialect))).run()
                 }
                 try await session.sql.raw(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: nowMilliseconds))"
                 ).run()
-                try await session.sql.raw("COMMIT").run()
-            } catch {
-                try? await session.sql.raw("ROLLBACK").run()
-                throw error
             }
             logger.info("Database migrated", metadata: ["herald.migration": "\(migration.version)"])
         }

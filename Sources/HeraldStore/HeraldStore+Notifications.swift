@@ -60,8 +60,8 @@ extension HeraldStore {
                 counted += insert
                 counted += " RETURNING 1) SELECT count(*) AS n FROM inserted"
                 count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
-                try await notifyOutbox(session)
             }
+            try await notifyOutbox(session)
             try await session.sql.raw(
                 "UPDATE notifications SET recipients = \(bind: count) WHERE id = \(bind: id.uuidString)"
             ).run()

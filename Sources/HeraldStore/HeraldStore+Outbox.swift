@@ -101,16 +101,19 @@ extension HeraldStore {
     /// the query's WHERE repeats this term verbatim, so every outbox query by status carries it.
     static let outboxIndexTerm = "status IN ('queued', 'deferred', 'sending')"
 
-    /// The columns a claim reads, in the order `claimDueDeliveries` expects them.
-    private static let claimColumns = """
-        d.id, d.notification_id, d.app_id, d.device_id, d.attempts, %STATUS%, d.trace,
+    /// The columns a claim reads, in the order `claimDueDeliveries` expects them; `status` is
+    /// the column that holds the status the row had before the claim.
+    private static func claimColumns(status: String) -> String {
+        """
+        d.id, d.notification_id, d.app_id, d.device_id, d.attempts, \(status), d.trace,
         v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at
         """
+    }
 
     /// Due deliveries of one status, oldest first, with what sending needs from the device (SQLite).
     static func claimSQL(_ status: DeliveryStatus) -> String {
         """
-        SELECT \(claimColumns.replacingOccurrences(of: "%STATUS%", with: "d.status"))
+        SELECT \(claimColumns(status: "d.status"))
         FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
         WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= $1
         ORDER BY d.due_at, d.id LIMIT $2
@@ -130,7 +133,7 @@ extension HeraldStore {
         UPDATE deliveries d SET status = 'sending', claimed_by = $3, claim = d.claim + 1, updated_at = $1
         FROM due LEFT JOIN devices v ON v.app_id = due.app_id AND v.device_id = due.device_id
         WHERE d.id = due.id
-        RETURNING \(claimColumns.replacingOccurrences(of: "%STATUS%", with: "due.status"))
+        RETURNING \(claimColumns(status: "due.status"))
         """
     }
 

@@ -73,23 +73,18 @@ package final class HeraldStore: Sendable {
             throw StoreError(.invalidURL, "database.url must start with sqlite:// or postgres:// (got \"\(PostgresURL.redacted(url))\")")
         }
         do {
-            if case .postgres = store.backend {
-                // An unreachable server is waited for (PostgresClient retries), and said so.
-                let target = (try? PostgresURL(url).description) ?? "PostgreSQL"
-                let waiting = Task {
-                    var waited = 0
-                    while true {
-                        try await Task.sleep(for: .seconds(waited == 0 ? 5 : 30))
-                        waited += waited == 0 ? 5 : 30
-                        logger.warning(
-                            "Waiting for the database: no connection yet; retrying", metadata: ["herald.database": "\(target)", "herald.waited_s": "\(waited)"])
-                    }
+            // An unreachable PostgreSQL is waited for (PostgresClient retries), and said so.
+            let waiting = store.dialect == .postgres ? Task { [target = (try? PostgresURL(url).description) ?? "PostgreSQL"] in
+                var waited = 0
+                while true {
+                    try await Task.sleep(for: .seconds(waited == 0 ? 5 : 30))
+                    waited += waited == 0 ? 5 : 30
+                    logger.warning(
+                        "Waiting for the database: no connection yet; retrying", metadata: ["herald.database": "\(target)", "herald.waited_s": "\(waited)"])
                 }
-                defer { waiting.cancel() }
-                try await store.migrate()
-            } else {
-                try await store.migrate()
-            }
+            } : nil
+            defer { waiting?.cancel() }
+            try await store.migrate()
         } catch {
             await store.close()
             throw error
@@ -130,20 +125,24 @@ package final class HeraldStore: Sendable {
         while true {
             attempt += 1
             do {
-                return try await exclusive { session in
-                    try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
-                    do {
-                        let result = try await body(session)
-                        try await session.sql.raw("COMMIT").run()
-                        return result
-                    } catch {
-                        try? await session.sql.raw("ROLLBACK").run()
-                        throw error
-                    }
-                }
+                return try await exclusive { session in try await inTransaction(session, body) }
             } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {
                 logger.debug("Transaction lost a race; running it again", metadata: ["herald.attempt": "\(attempt)"])
             }
+        }
+    }
+
+    /// Runs `body` inside one transaction on a session already held (BEGIN IMMEDIATE on SQLite:
+    /// the write lock up front), committing, or rolling back when it throws.
+    func inTransaction<Result: Sendable>(_ session: Session, _ body: (Session) async throws -> Result) async throws -> Result {
+        try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+        do {
+            let result = try await body(session)
+            try await session.sql.raw("COMMIT").run()
+            return result
+        } catch {
+            try? await session.sql.raw("ROLLBACK").run()
+            throw error
         }
     }
 

@@ -68,11 +68,7 @@ struct Session: Sendable {
                 case .null: bindings.appendNull()
                 }
             }
-            var result: [[Value]] = []
-            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: Self.silent) {
-                result.append(try row.map(Self.value(of:)))
-            }
-            return result
+            return try await Self.query(connection, sql, bindings)
         }
     }
 

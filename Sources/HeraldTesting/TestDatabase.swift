@@ -102,7 +102,7 @@ package actor TestPostgres {
             throw TestPostgresError("PostgreSQL's server binaries not found: apt-get install postgresql (or set HERALD_TEST_DATABASE=postgres://…)")
         }
         let directory = "/tmp/herald-test-pg-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
-        let port = try freePort()
+        let port = freeLoopbackPort()
         let asRoot = getuid() == 0
         let prefix = asRoot ? "runuser -u postgres -- " : ""
         // The first loop closes every descriptor but 0-2 this shell inherited (other tests' pipes
@@ -126,24 +126,6 @@ package actor TestPostgres {
             throw TestPostgresError("starting PostgreSQL failed: \(result.stderr) \(log)")
         }
         return "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable"
-    }
-
-    private static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestPostgresError("socket failed") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw TestPostgresError("bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -174,30 +174,6 @@ func startHeraldServe(config: String, port: Int) async throws -> Process {
     throw CancellationError()
 }
 
-/// A loopback TCP port nobody listens on right now.
-func freeLoopbackPort() -> Int {
-    let (descriptor, port) = boundLoopbackSocket()
-    close(descriptor)
-    return port
-}
-
-/// A TCP socket bound to an ephemeral loopback port (not listening yet), and that port.
-func boundLoopbackSocket() -> (descriptor: Int32, port: Int) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-            _ = bind(descriptor, socketAddress, length)
-            return getsockname(descriptor, socketAddress, &length)
-        }
-    }
-    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
-}
-
 /// `server.idle_timeout` and `server.max_connections` on the real listener of `herald serve`.
 @Suite("API listener limits")
 struct ListenerLimitTests {
