@@ -1,13 +1,14 @@
 # Shared by the load scripts (sourced, not run): release build, work folder, process cleanup,
 # waiting for a port, JSON fields, a PostgreSQL server of the script's own.
-#   bench_setup NAME   → HERALD, WORK (bench-out/NAME, emptied), PIDS; kills PIDS and stops the
+#   bench_setup NAME   → HERALD (HERALD_BIN, else a release build), WORK (bench-out/NAME, emptied),
+#                        PIDS; kills PIDS and stops the
 #                        PostgreSQL server at exit
 #   start_postgres PORT → initdb + start in $WORK/pg (as the postgres user when root); sets
 #                        PG_URL (its postgres database) and PSQL
 
 bench_setup() {
-    [ "${NO_BUILD:-0}" = 1 ] || swift build -c release >&2
-    HERALD=$PWD/.build/release/herald
+    [ "${NO_BUILD:-0}" = 1 ] || [ -n "${HERALD_BIN:-}" ] || swift build -c release >&2
+    HERALD=${HERALD_BIN:-$PWD/.build/release/herald}
     WORK=$PWD/bench-out/$1
     rm -rf "$WORK"; mkdir -p "$WORK"
     PIDS=()

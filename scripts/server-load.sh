@@ -5,6 +5,8 @@
 #                                                  # restart; every device must be in the inbox
 #   scripts/server-load.sh fanout [DEVICES]        # default 1,000,000: import, send to all, time
 #                                                  # until every delivery has its result; peak RSS
+#   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
+#                                                  # seconds, server CPU and peak RSS
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
@@ -13,11 +15,11 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability or fanout}
+MODE=${1:?reliability, fanout or import}
 case "$MODE" in
     reliability) COUNT=${2:-100000} ;;
-    fanout) COUNT=${2:-1000000} ;;
-    *) echo "mode is reliability or fanout" >&2; exit 64 ;;
+    fanout|import) COUNT=${2:-1000000} ;;
+    *) echo "mode is reliability, fanout or import" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -68,6 +70,11 @@ imported=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/devices/import"
     -H "Content-Type: application/x-ndjson" --data-binary @"$WORK/devices.jsonl" | json 'd["imported"]')
 import_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
 echo "imported $imported in ${import_seconds}s (server peak RSS so far $(peak_rss_mb $SERVE_PID) MB)"
+if [ "$MODE" = import ]; then
+    echo "server CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
+    [ "$imported" = "$COUNT" ] || { echo "imported $imported of $COUNT" >&2; exit 1; }
+    exit 0
+fi
 
 echo "== send one notification to all"
 start=$(date +%s.%N)

@@ -2,19 +2,26 @@ import Foundation
 package import HeraldStore
 package import NIOCore
 
-/// Turns a stream of JSON-lines bytes into device upserts, 1,000 per transaction, so any number
+/// Turns a stream of JSON-lines bytes into device upserts, 10,000 per transaction, so any number
 /// of lines is imported in flat memory. Used by `POST …/devices/import` and `herald devices import`.
 /// A bad line stops the import with an `APIError` naming `line N: field`; earlier lines stay imported.
+///
+/// One batch is written while the next is parsed (the store works on its own threads), so a
+/// 2-core machine decodes JSON and runs SQLite at the same time; at most two batches are held.
 package final class DeviceLineImporter {
     private let store: HeraldStore
     private let appID: String
     private let rules: DeviceRegistrationRules
     private var pending = ByteBuffer()
     private var batch: [DeviceRecord] = []
+    /// The batch being written, if any.
+    private var writing: Task<Int, any Error>?
     private var lineNumber = 0
     /// Devices written so far.
     package private(set) var imported = 0
-    static let batchSize = 1_000
+    /// The store's statistics are refreshed each time the import doubles past this many.
+    private var refreshStatisticsAt = 10_000
+    static let batchSize = 10_000
     static let maximumLineLength = 1 << 16
 
     package init(store: HeraldStore, appID: String, rules: DeviceRegistrationRules = DeviceRegistrationRules()) {
@@ -44,6 +51,7 @@ package final class DeviceLineImporter {
             try await handle(line.readableBytesView)
         }
         try await flush()
+        try await awaitWrite()
     }
 
     private func drainLines() async throws {
@@ -68,15 +76,31 @@ package final class DeviceLineImporter {
             batch.append(try body.validated(prefix: prefix))
         } catch var error as APIError {
             try await flush()
+            try await awaitWrite()
             error.message += " (line \(lineNumber); the \(imported) devices before it were imported)"
             throw error
         }
         if batch.count >= Self.batchSize { try await flush() }
     }
 
+    /// Starts writing the batch once the previous one is written.
     private func flush() async throws {
         guard !batch.isEmpty else { return }
-        imported += try await store.importDevices(appID: appID, batch, rules: rules)
+        try await awaitWrite()
+        let (store, appID, rules, devices) = (store, appID, rules, batch)
+        let refreshStatistics = imported + batch.count >= refreshStatisticsAt
+        if refreshStatistics { refreshStatisticsAt *= 2 }
+        writing = Task {
+            let written = try await store.importDevices(appID: appID, devices, rules: rules)
+            if refreshStatistics { try await store.refreshDeviceStatistics() }
+            return written
+        }
         batch.removeAll(keepingCapacity: true)
+    }
+
+    private func awaitWrite() async throws {
+        guard let task = writing else { return }
+        writing = nil
+        imported += try await task.value
     }
 }
