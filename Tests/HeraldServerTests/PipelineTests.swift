@@ -45,19 +45,20 @@ struct PipelineTests {
         }
     }
 
-    @Test("outbox.* is read from YAML with ranges, and the retry schedule doubles to its cap and honours Retry-After")
+    @Test("outbox.* (retention included) is read from YAML with ranges, and the retry schedule doubles to its cap and honours Retry-After")
     func configuration() throws {
         let parsed = try HeraldConfiguration.parse(
-            yaml: "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3 }",
+            yaml: "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3, retention: 86400 }",
             file: "/tmp/herald.yaml")
         let outbox = parsed.outbox
         #expect(outbox.batchSize == 100 && outbox.maximumInFlight == 300 && outbox.maximumAttempts == 7)
         #expect(outbox.batchDeadline == 30 && outbox.shutdownGrace == 3)
+        #expect(outbox.retention == 86_400 && DispatcherConfiguration().retention == 7 * 86_400)
         #expect([1, 2, 3, 4, 5, 6, 7].map { outbox.retryDelay(attempts: $0) } == [2, 4, 8, 16, 32, 60, 60])
         #expect(outbox.retryDelay(attempts: 1, providerAsked: 90) == 90)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: .infinity) == 3600)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: -5) == 2)
-        for bad in ["outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }", "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }"] {
+        for bad in ["outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }", "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }", "outbox: { retention: 60 }"] {
             #expect(throws: ConfigurationError.self, "\(bad)") { try HeraldConfiguration.parse(yaml: bad, file: "/tmp/herald.yaml") }
         }
     }

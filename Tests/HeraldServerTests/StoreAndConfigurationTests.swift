@@ -161,4 +161,61 @@ struct StoreAndConfigurationTests {
         }
         await store.close()
     }
+
+    @Test("retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
+    func retention() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("retention"), clock: .manual(clock))
+        let devices = makeDeviceTokens(3).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        _ = try await store.importDevices(appID: "a", devices)
+        func send(key: String, answer: (Int) -> DeliveryResult.Outcome) async throws -> UUID {
+            let (notification, _) = try await store.createNotification(
+                appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
+            let claimed = try await store.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
+            #expect(claimed.count == 3)
+            _ = try await store.recordResults(
+                claimed.enumerated().map {
+                    DeliveryResult(
+                        deliveryID: $0.element.id, claim: $0.element.claim, notificationID: notification.id, appID: "a",
+                        deviceID: $0.element.deviceID, outcome: answer($0.offset), attempts: 1)
+                })
+            // Pacing records under a user per notification (a user's own new sends would prune
+            // its records older than a day themselves).
+            try await store.recordUserSends(appID: "a", sends: [(key, notification.id)], at: clock.now)
+            return notification.id
+        }
+        // Day 0: one notification fully answered, one with a delivery queued again for day 30.
+        let answered = try await send(key: "old") { $0 == 0 ? .failed(reason: "BadDeviceToken") : .sent }
+        let pending = try await send(key: "pending") {
+            $0 == 0 ? .retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(30 * 86_400)) : .suppressed(reason: "Vacation")
+        }
+        // Day 6: one more, within the retention at day 8.
+        clock.advance(by: 6 * 86_400)
+        let recent = try await send(key: "recent") { _ in .sent }
+        clock.advance(by: 2 * 86_400)
+        var pruned = HeraldStore.Pruned()
+        var steps = 0
+        while true {
+            let step = try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400), limit: 2)
+            pruned += step
+            steps += 1
+            guard max(step.deliveries, step.notifications, step.userSends) >= 2 else { break }
+        }
+        #expect(pruned == HeraldStore.Pruned(deliveries: 5, notifications: 1, userSends: 2))
+        #expect(steps == 3)
+        #expect(try await store.notification(appID: "a", id: answered) == nil)
+        #expect(try await store.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
+        // The queued delivery and its notification stay, whatever their age; so does day 6.
+        #expect(try await store.notification(appID: "a", id: pending) != nil)
+        #expect(try await store.deliveries(notificationID: pending, limit: 10, offset: 0).map(\.status) == [.queued])
+        #expect(try await store.deliveries(notificationID: recent, limit: 10, offset: 0).count == 3)
+        let sends = try await store.recentSends(appID: "a", userIDs: ["old", "pending", "recent"], since: .distantPast)
+        #expect(sends.mapValues { $0.map(\.0) } == ["recent": [recent]])
+        // Nothing older is left: another pass deletes nothing.
+        #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400)) == HeraldStore.Pruned())
+        await store.close()
+    }
+
 }

@@ -268,6 +268,7 @@ struct YAMLReader {
         let ranges: [String: ClosedRange<Int>] = [
             "batch_size": 1...50_000, "max_in_flight": 1...1_000_000, "max_attempts": 1...1_000, "retry_base_delay": 1...3_600,
             "retry_max_delay": 1...86_400, "batch_deadline": 5...3_600, "shutdown_grace": 0...300, "max_age": 60...2_592_000,
+            "retention": 3_600...31_536_000,
         ]
         for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys)) {
             let key = "outbox." + field
@@ -283,6 +284,7 @@ struct YAMLReader {
             case "retry_max_delay": outbox.retryMaximumDelay = TimeInterval(number)
             case "batch_deadline": outbox.batchDeadline = TimeInterval(number)
             case "max_age": outbox.maximumAge = TimeInterval(number)
+            case "retention": outbox.retention = TimeInterval(number)
             default: outbox.shutdownGrace = TimeInterval(number)
             }
         }

@@ -28,6 +28,11 @@ package struct DispatcherConfiguration: Sendable {
     /// Seconds after which a delivery still not sent ends `failed` `Expired` (as does one past
     /// its notification's `expiration`). Default 86,400 (a day).
     package var maximumAge: TimeInterval
+    /// Seconds answered deliveries (with their traces), notifications without deliveries left
+    /// (with their idempotency keys) and pacing records are kept. Default 604,800 (7 days).
+    package var retention: TimeInterval
+    /// How often the retention clean-up runs. Default 60 s.
+    package var retentionInterval: Duration
 
     /// The longest `Retry-After` honoured: an hour.
     package static let maximumProviderWait: TimeInterval = 3600
@@ -36,9 +41,11 @@ package struct DispatcherConfiguration: Sendable {
         batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
         recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 20,
         maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300,
-        maximumAge: TimeInterval = 86_400
+        maximumAge: TimeInterval = 86_400, retention: TimeInterval = 604_800, retentionInterval: Duration = .seconds(60)
     ) {
         self.maximumAge = maximumAge
+        self.retention = retention
+        self.retentionInterval = retentionInterval
         self.batchSize = batchSize
         self.idleInterval = idleInterval
         self.maximumInFlight = maximumInFlight

@@ -1,5 +1,6 @@
 package import Foundation
 import HeraldAPNs
+import HeraldStore
 import Metrics
 import Prometheus
 import Synchronization
@@ -80,6 +81,13 @@ package final class HeraldMetrics: Sendable {
     /// Deliveries claimed before a crash and queued again at start (they may arrive twice).
     func restartResends(_ count: Int) {
         counter("herald_restart_resends_total", []).increment(by: count)
+    }
+
+    /// Rows the retention clean-up deleted, by kind.
+    func retentionDeleted(_ pruned: HeraldStore.Pruned) {
+        for (kind, count) in [("deliveries", pruned.deliveries), ("notifications", pruned.notifications), ("user_sends", pruned.userSends)] {
+            counter("herald_retention_deleted_total", [("kind", kind)]).increment(by: count)
+        }
     }
 
     /// Time from submitting a batch to the providers until its last answer.

@@ -39,6 +39,9 @@ package struct OutboxLoop: Service {
                 group.addTask {
                     await recordLoop(recorder, batches: batches, finished: finished)
                 }
+                group.addTask {
+                    await retentionLoop(stopping: stopping)
+                }
                 var failures = 0
                 while !stopping.isSet && !Task.isCancelled {
                     let room = configuration.maximumInFlight - window.count
@@ -91,6 +94,48 @@ package struct OutboxLoop: Service {
                 metadata: ["herald.requeued": "\(rescued)"])
         }
     }
+
+    /// Every `retentionInterval` until `stopping`: deletes history older than `outbox.retention`,
+    /// `pruneStep` rows of each kind per transaction, until none is left.
+    private func retentionLoop(stopping: Flag) async {
+        var failures = 0
+        while !stopping.isSet && !Task.isCancelled {
+            var pruned = HeraldStore.Pruned()
+            let cutoff = runtime.store.now.addingTimeInterval(-configuration.retention)
+            do {
+                while !stopping.isSet {
+                    let step = try await runtime.store.pruneHistory(before: cutoff, limit: Self.pruneStep)
+                    pruned += step
+                    guard max(step.deliveries, step.notifications, step.userSends) >= Self.pruneStep else { break }
+                    await Task.yield()
+                }
+                failures = 0
+            } catch {
+                failures += 1
+                if failures == 1 || failures % 10 == 0 {
+                    runtime.logger.error(
+                        "Retention cannot delete old history; trying again later",
+                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
+                }
+            }
+            if pruned.total > 0 {
+                runtime.metrics.retentionDeleted(pruned)
+                runtime.logger.info(
+                    "Retention deleted history older than outbox.retention",
+                    metadata: [
+                        "herald.deliveries": "\(pruned.deliveries)", "herald.notifications": "\(pruned.notifications)",
+                        "herald.user_sends": "\(pruned.userSends)", "herald.retention_seconds": "\(Int(configuration.retention))",
+                    ])
+            }
+            let next = ContinuousClock.now + configuration.retentionInterval
+            while !stopping.isSet && !Task.isCancelled && ContinuousClock.now < next {
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// Rows of each kind the retention clean-up deletes per transaction.
+    static let pruneStep = 5_000
 
     /// Answers waiting that trigger a write before `recordInterval` is up.
     static let recordBatch = 1_000
