@@ -6,7 +6,8 @@ import SQLiteNIO
 /// The outbox: claims, results, node heartbeats and rescue, pacing records, gauges.
 extension HeraldStore {
     /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) for this node,
-    /// with the device data needed to send them; deferred ones whose time has come go first.
+    /// with the device data needed to send them; deferred ones whose time has come and new ones
+    /// share the claim half and half (either takes what the other leaves).
     /// Each claim is owned (`claimed_by` = `nodeID`) and numbered (`claim`, the fencing token
     /// results must match). Deliveries whose device is gone or inactive fail here, and so do
     /// those whose device now belongs to another user than the one they were planned for.
@@ -18,15 +19,31 @@ extension HeraldStore {
             // as raw values: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
             // SQLite reads the rows, then marks them; PostgreSQL claims them in the same statement
             // (FOR UPDATE SKIP LOCKED: nodes claiming at once never wait for or take each other's).
-            var rows: [[Session.Value]] = []
-            for status in [DeliveryStatus.deferred, .queued] where rows.count < limit {
+            func due(_ status: DeliveryStatus, _ count: Int) async throws -> [[Session.Value]] {
+                guard count > 0 else { return [] }
                 switch dialect {
                 case .sqlite:
-                    rows += try await session.query(Self.claimSQL(status), [.integer(now), .integer(Int64(limit - rows.count))])
+                    return try await session.query(Self.claimSQL(status), [.integer(now), .integer(Int64(count))])
                 case .postgres:
-                    rows += try await session.query(
-                        Self.postgresClaimSQL(status), [.integer(now), .integer(Int64(limit - rows.count)), .text(nodeID)])
+                    return try await session.query(Self.postgresClaimSQL(status), [.integer(now), .integer(Int64(count)), .text(nodeID)])
                 }
+            }
+            // Deferred deliveries whose time has come get half the claim, new ones the rest, and
+            // each the share the other leaves: a 09:00 backlog of quiet-hours deferrals never
+            // holds back new sends (nor they it).
+            let deferredShare = (limit + 1) / 2
+            var rows: [[Session.Value]]
+            if dialect == .sqlite {
+                // SQLite marks the rows after reading them: the deferred ones are read once, up to
+                // the whole claim, and kept as far as the share and the new ones leave room.
+                let deferred = try await due(.deferred, limit)
+                let queued = try await due(.queued, limit - min(deferred.count, deferredShare))
+                rows = Array(deferred.prefix(limit - queued.count)) + queued
+            } else {
+                rows = try await due(.deferred, deferredShare)
+                let deferredFull = rows.count == deferredShare
+                rows += try await due(.queued, limit - rows.count)
+                if deferredFull { rows += try await due(.deferred, limit - rows.count) }
             }
             // SQLite's rows hold the claim before this one; PostgreSQL's the one just taken.
             let claimOffset: Int64 = dialect == .sqlite ? 1 : 0

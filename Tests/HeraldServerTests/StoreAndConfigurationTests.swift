@@ -218,4 +218,33 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("deferred deliveries whose time has come and new sends share each claim: a 09:00 backlog does not starve new sends")
+    func backlogSharesClaims() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("backlog"), clock: .manual(clock))
+        let devices = makeDeviceTokens(10).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        _ = try await store.importDevices(appID: "a", devices)
+        let (quiet, _) = try await store.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
+        let held = try await store.claimDueDeliveries(limit: 100)
+        _ = try await store.recordResults(
+            held.map {
+                DeliveryResult(
+                    deliveryID: $0.id, claim: $0.claim, notificationID: quiet.id, appID: "a", deviceID: $0.deviceID,
+                    outcome: .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
+            })
+        clock.advance(by: 3600)
+        let (fresh, _) = try await store.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0", "d1"]),
+            excludeDeviceIDs: [], dueAt: clock.now)
+        let first = try await store.claimDueDeliveries(limit: 4)
+        #expect(first.filter { $0.notificationID == fresh.id }.count == 2)
+        #expect(first.filter { $0.notificationID == quiet.id }.count == 2)
+        // What one side leaves, the other takes.
+        let second = try await store.claimDueDeliveries(limit: 100)
+        #expect(second.count == 8 && second.allSatisfy { $0.notificationID == quiet.id })
+        await store.close()
+    }
 }
