@@ -92,7 +92,7 @@ extension HeraldStore {
         // In token order: each statement walks devices_token (the largest, most random index)
         // forward instead of all over it.
         unique.sort { ($0.platform, $0.token) < ($1.platform, $1.token) }
-        let batchIDs = Set(unique.map(\.deviceID))
+        // The batch's devices and the token each is given.
         var newToken: [String: String] = [:]
         for device in unique { newToken[device.deviceID] = device.token }
         // Who holds the batch's tokens now: a device outside the batch loses its token and is
@@ -107,11 +107,11 @@ extension HeraldStore {
                     "SELECT device_id, token FROM devices WHERE app_id = \(bind: appID) AND platform = \(bind: platform) AND token IN (\(binds: chunk))"
                 ).all() {
                     let holder = try row.decode(column: "device_id", as: String.self)
-                    if !batchIDs.contains(holder) {
+                    guard let token = newToken[holder] else {
                         removed.append(holder)
-                    } else if try newToken[holder] != row.decode(column: "token", as: String.self) {
-                        parked.append(holder)
+                        continue
                     }
+                    if try token != row.decode(column: "token", as: String.self) { parked.append(holder) }
                 }
             }
         }
@@ -134,60 +134,58 @@ extension HeraldStore {
         }
     }
 
+    /// The columns an upsert writes from a record, in `deviceColumns` order (nil is NULL).
+    private static let upsertColumns: [(name: String, value: @Sendable (DeviceRecord) -> String?)] = [
+        ("device_id", { $0.deviceID }), ("user_id", { $0.userID }), ("platform", { $0.platform }), ("token", { $0.token }),
+        ("environment", { $0.environment }), ("name", { $0.name }), ("model", { $0.model }), ("locale", { $0.locale }),
+        ("time_zone", { $0.timeZone }), ("app_version", { $0.appVersion }), ("authorization_status", { $0.authorizationStatus }),
+    ]
+
     /// One multi-row upsert, without SQLKit's per-value encoding: SQLite gets `VALUES` rows with
     /// positional binds (`batchSize` rows), PostgreSQL one statement over arrays (`unnest`, any
-    /// number of rows; a bit mask marks the optional columns that are NULL).
+    /// number of rows; a bit mask per row marks the columns that are NULL).
     private func upsertRows(appID: String, _ devices: [DeviceRecord], now: Int64, _ session: Session) async throws {
-        let optionals: [(DeviceRecord) -> String?] = [\.name, \.model, \.locale, \.timeZone, \.appVersion, \.authorizationStatus]
+        let columns = Self.upsertColumns
         var sql = "INSERT INTO devices (app_id, \(Self.deviceColumns)) "
         switch session.raw {
         case .sqlite:
             var binds: [Session.Value] = [.text(appID), .integer(now)]
-            binds.reserveCapacity(2 + devices.count * 11)
+            binds.reserveCapacity(2 + devices.count * columns.count)
             sql.reserveCapacity(sql.utf8.count + devices.count * 90 + 1_000)
             sql += "VALUES "
             for (index, device) in devices.enumerated() {
                 sql += index == 0 ? "($1" : ", ($1"
-                for value in [device.deviceID, device.userID, device.platform, device.token, device.environment] {
-                    binds.append(.text(value))
-                    sql += ", $\(binds.count)"
-                }
-                for optional in optionals {
-                    binds.append(optional(device).map(Session.Value.text) ?? .null)
+                for column in columns {
+                    binds.append(column.value(device).map(Session.Value.text) ?? .null)
                     sql += ", $\(binds.count)"
                 }
                 sql += ", 1, NULL, NULL, $2, $2)"
             }
             _ = try await session.query(sql + Self.deviceUpsertConflict, binds)
         case .postgres(let connection):
-            var columns = Array(repeating: [String](), count: 11)
+            var arrays = Array(repeating: [String](), count: columns.count)
+            for index in arrays.indices { arrays[index].reserveCapacity(devices.count) }
             var nulls: [Int64] = []
-            for index in columns.indices { columns[index].reserveCapacity(devices.count) }
             nulls.reserveCapacity(devices.count)
             for device in devices {
-                for (index, value) in [device.deviceID, device.userID, device.platform, device.token, device.environment].enumerated() {
-                    columns[index].append(value)
-                }
                 var mask: Int64 = 0
-                for (index, optional) in optionals.enumerated() {
-                    let value = optional(device)
+                for (index, column) in columns.enumerated() {
+                    let value = column.value(device)
                     if value == nil { mask |= 1 << index }
-                    columns[5 + index].append(value ?? "")
+                    arrays[index].append(value ?? "")
                 }
                 nulls.append(mask)
             }
-            var bindings = PostgresBindings(capacity: 14)
+            var bindings = PostgresBindings(capacity: columns.count + 3)
             bindings.append(appID)
             bindings.append(now)
-            for column in columns { bindings.append(column) }
+            for array in arrays { bindings.append(array) }
             bindings.append(nulls)
-            let optionalColumns = ["name", "model", "locale", "time_zone", "app_version", "authorization_status"]
             sql += """
-                SELECT $1, v.device_id, v.user_id, v.platform, v.token, v.environment, \
-                \(optionalColumns.enumerated().map { "CASE WHEN v.nulls & \(1 << $0.offset) = 0 THEN v.\($0.element) END" }.joined(separator: ", ")), \
+                SELECT $1, \(columns.enumerated().map { "CASE WHEN v.nulls & \(1 << $0.offset) = 0 THEN v.\($0.element.name) END" }.joined(separator: ", ")), \
                 1, NULL::text, NULL::bigint, $2, $2
-                FROM unnest(\((3...13).map { "$\($0)::text[]" }.joined(separator: ", ")), $14::bigint[])
-                AS v(device_id, user_id, platform, token, environment, \(optionalColumns.joined(separator: ", ")), nulls)
+                FROM unnest(\(columns.indices.map { "$\($0 + 3)::text[]" }.joined(separator: ", ")), $\(columns.count + 3)::bigint[])
+                AS v(\(columns.map(\.name).joined(separator: ", ")), nulls)
                 """
             _ = try await Session.query(connection, sql + Self.deviceUpsertConflict, bindings)
         }

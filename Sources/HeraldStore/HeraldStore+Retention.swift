@@ -12,6 +12,8 @@ extension HeraldStore {
         package var userSends = 0
         /// Rows deleted in all.
         package var total: Int { deliveries + notifications + userSends }
+        /// Whether some kind deleted `limit` rows: more of it may be left for another step.
+        package func reached(_ limit: Int) -> Bool { max(deliveries, notifications, userSends) >= limit }
         package init(deliveries: Int = 0, notifications: Int = 0, userSends: Int = 0) {
             self.deliveries = deliveries
             self.notifications = notifications
@@ -28,7 +30,7 @@ extension HeraldStore {
     /// deliveries (`sent`, `failed`, `suppressed`; last written before the cutoff), notifications
     /// created before it that have no delivery left, and pacing records. Deliveries still to be
     /// sent are never touched, whatever their age (`outbox.max_age` ends them first). Returns
-    /// what it deleted: call again while any kind deleted `limit` rows. On PostgreSQL one node
+    /// what it deleted: call again while it `reached(limit)`. On PostgreSQL one node
     /// prunes at a time (an advisory lock; the others' steps delete nothing).
     package func pruneHistory(before cutoff: Date, limit: Int = 5_000) async throws -> Pruned {
         try await transaction { session in

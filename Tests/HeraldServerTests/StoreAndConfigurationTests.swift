@@ -165,11 +165,7 @@ struct StoreAndConfigurationTests {
     @Test("retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
     func retention() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let store = try await HeraldStore.open(url: try await TestDatabase.url("retention"), clock: .manual(clock))
-        let devices = makeDeviceTokens(3).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
-        }
-        _ = try await store.importDevices(appID: "a", devices)
+        let store = try await storeWithDevices("retention", count: 3, clock: clock) { _ in "u" }
         func send(key: String, answer: (Int) -> DeliveryResult.Outcome) async throws -> UUID {
             let (notification, _) = try await store.createNotification(
                 appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
@@ -201,7 +197,7 @@ struct StoreAndConfigurationTests {
             let step = try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400), limit: 2)
             pruned += step
             steps += 1
-            guard max(step.deliveries, step.notifications, step.userSends) >= 2 else { break }
+            guard step.reached(2) else { break }
         }
         #expect(pruned == HeraldStore.Pruned(deliveries: 5, notifications: 1, userSends: 2))
         #expect(steps == 3)
@@ -221,11 +217,7 @@ struct StoreAndConfigurationTests {
     @Test("deferred deliveries whose time has come and new sends share each claim: a 09:00 backlog does not starve new sends")
     func backlogSharesClaims() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let store = try await HeraldStore.open(url: try await TestDatabase.url("backlog"), clock: .manual(clock))
-        let devices = makeDeviceTokens(10).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
-        }
-        _ = try await store.importDevices(appID: "a", devices)
+        let store = try await storeWithDevices("backlog", count: 10, clock: clock) { "u\($0)" }
         let (quiet, _) = try await store.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
         let held = try await store.claimDueDeliveries(limit: 100)
@@ -246,5 +238,15 @@ struct StoreAndConfigurationTests {
         let second = try await store.claimDueDeliveries(limit: 100)
         #expect(second.count == 8 && second.allSatisfy { $0.notificationID == quiet.id })
         await store.close()
+    }
+
+    /// A store on `clock` with `count` APNs devices `d0…` of app "a", device i belonging to `user(i)`.
+    private func storeWithDevices(_ name: String, count: Int, clock: ManualClock, user: (Int) -> String) async throws -> HeraldStore {
+        let store = try await HeraldStore.open(url: try await TestDatabase.url(name), clock: .manual(clock))
+        let devices = makeDeviceTokens(count).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: user($0.offset), platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == count)
+        return store
     }
 }

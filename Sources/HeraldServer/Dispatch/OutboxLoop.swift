@@ -106,7 +106,7 @@ package struct OutboxLoop: Service {
                 while !stopping.isSet {
                     let step = try await runtime.store.pruneHistory(before: cutoff, limit: Self.pruneStep)
                     pruned += step
-                    guard max(step.deliveries, step.notifications, step.userSends) >= Self.pruneStep else { break }
+                    guard step.reached(Self.pruneStep) else { break }
                     await Task.yield()
                 }
                 failures = 0
