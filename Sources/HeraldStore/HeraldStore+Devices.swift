@@ -62,18 +62,21 @@ extension HeraldStore {
     /// Inside a transaction: frees the batch's tokens from other devices, then upserts the batch
     /// (any size; statements of `batchSize` rows).
     private func writeDevices(appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules, _ session: Session) async throws {
-        // Later rows win within a batch, like a sequence of single upserts would.
-        var byID: [String: DeviceRecord] = [:]
-        var order: [String] = []
-        for device in devices {
-            if byID.updateValue(device, forKey: device.deviceID) == nil { order.append(device.deviceID) }
+        // Later rows win within a batch, like a sequence of single upserts would. Indices, not
+        // copies: a record is ~400 bytes and a batch 10,000 of them.
+        var last: [String: Int] = [:]
+        last.reserveCapacity(devices.count)
+        var order: [Int] = []
+        for (index, device) in devices.enumerated() where last.updateValue(index, forKey: device.deviceID) == nil {
+            order.append(index)
         }
-        var byToken: [String: String] = [:]
-        for id in order { byToken[byID[id]!.platform + ":" + byID[id]!.token] = id }
-        var unique = order.compactMap { id -> DeviceRecord? in
-            let device = byID[id]!
-            return byToken[device.platform + ":" + device.token] == id ? device : nil
-        }
+        for position in order.indices { order[position] = last[devices[order[position]].deviceID]! }
+        var tokenHolder: [DeviceTokenKey: Int] = [:]
+        tokenHolder.reserveCapacity(order.count)
+        for index in order { tokenHolder[DeviceTokenKey(devices[index])] = index }
+        var unique: [DeviceRecord] = []
+        unique.reserveCapacity(order.count)
+        for index in order where tokenHolder[DeviceTokenKey(devices[index])] == index { unique.append(devices[index]) }
         // No environment given: keep the stored one, else the app's default.
         let unsetEnvironment = unique.filter { $0.environment.isEmpty }.map(\.deviceID)
         if !unsetEnvironment.isEmpty {
@@ -102,17 +105,13 @@ extension HeraldStore {
         var removed: [String] = []
         var parked: [String] = []
         for platform in Set(unique.map(\.platform)).sorted() {
-            for chunk in unique.filter({ $0.platform == platform }).map(\.token).chunked(Self.batchSize) {
-                for row in try await session.sql.raw(
-                    "SELECT device_id, token FROM devices WHERE app_id = \(bind: appID) AND platform = \(bind: platform) AND token IN (\(binds: chunk))"
-                ).all() {
-                    let holder = try row.decode(column: "device_id", as: String.self)
-                    guard let token = newToken[holder] else {
-                        removed.append(holder)
-                        continue
-                    }
-                    if try token != row.decode(column: "token", as: String.self) { parked.append(holder) }
+            let tokens = Array(unique.lazy.filter({ $0.platform == platform }).map(\.token))
+            for (holder, held) in try await tokenHolders(appID: appID, platform: platform, tokens, session) {
+                guard let token = newToken[holder] else {
+                    removed.append(holder)
+                    continue
                 }
+                if token != held { parked.append(holder) }
             }
         }
         for chunk in removed.chunked(Self.batchSize) {
@@ -132,6 +131,21 @@ extension HeraldStore {
                 try await enforceDeviceLimit(appID: appID, users: users, limit: limit, now: now, session)
             }
         }
+    }
+
+    /// The devices holding any of `tokens` (device id, token), `batchSize` tokens per statement.
+    /// (One PostgreSQL statement over a 15,000-token array was slower: 21.0 s vs 19.7 s for a
+    /// million-line import.)
+    private func tokenHolders(appID: String, platform: String, _ tokens: [String], _ session: Session) async throws -> [(String, String)] {
+        var holders: [(String, String)] = []
+        for chunk in tokens.chunked(Self.batchSize) {
+            let list = chunk.indices.map { "$\($0 + 3)" }.joined(separator: ", ")
+            let rows = try await session.query(
+                "SELECT device_id, token FROM devices WHERE app_id = $1 AND platform = $2 AND token IN (\(list))",
+                [.text(appID), .text(platform)] + chunk.map(Session.Value.text))
+            for row in rows { if let id = row[0].text, let token = row[1].text { holders.append((id, token)) } }
+        }
+        return holders
     }
 
     /// The columns an upsert writes from a record, in `deviceColumns` order (nil is NULL).
@@ -321,6 +335,13 @@ extension HeraldStore {
             createdAt: try date("created_at") ?? Date(timeIntervalSince1970: 0),
             updatedAt: try date("updated_at") ?? Date(timeIntervalSince1970: 0))
     }
+}
+
+/// A device's (platform, token): at most one device of an app holds it.
+private struct DeviceTokenKey: Hashable {
+    let platform: String
+    let token: String
+    init(_ device: DeviceRecord) { (platform, token) = (device.platform, device.token) }
 }
 
 /// What a registration may do beyond writing the device (the app's configuration decides).

@@ -30,6 +30,8 @@ package final class HeraldStore: Sendable {
     /// This process's node id: the owner of the claims it makes (a new one per open).
     package let nodeID = UUID().uuidString.lowercased()
     private let lock = AsyncSerialLock()
+    /// SQLite on a file: the WAL's checkpoints, off the writer's path.
+    private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
     static let batchSize = 500
 
@@ -85,6 +87,9 @@ package final class HeraldStore: Sendable {
             } : nil
             defer { waiting?.cancel() }
             try await store.migrate()
+            if case .sqlite = store.backend, let path = url.sqliteFilePath {
+                await store.checkpointer.set(try await SQLiteCheckpointer.start(path: path, logger: logger))
+            }
         } catch {
             await store.close()
             throw error
@@ -95,6 +100,7 @@ package final class HeraldStore: Sendable {
     package func close() async {
         switch backend {
         case .sqlite(let connection):
+            await checkpointer.take()?.stop()
             try? await connection.close()
         case .postgres(_, let run):
             run.cancel()
@@ -192,6 +198,24 @@ package final class HeraldStore: Sendable {
             try await session.sql.raw("SELECT value FROM counters WHERE name = \(bind: name)").first()?
                 .decode(column: "value", as: Int.self) ?? 0
         }
+    }
+}
+
+/// Holds the checkpointer started after migrations, until `close` takes it.
+private actor Checkpointer {
+    private var running: SQLiteCheckpointer?
+    func set(_ checkpointer: SQLiteCheckpointer) { running = checkpointer }
+    func take() -> SQLiteCheckpointer? {
+        defer { running = nil }
+        return running
+    }
+}
+
+private extension String {
+    /// The file of a `sqlite://` URL; nil for `:memory:`.
+    var sqliteFilePath: String? {
+        let path = String(dropFirst("sqlite://".count))
+        return path == ":memory:" ? nil : path
     }
 }
 

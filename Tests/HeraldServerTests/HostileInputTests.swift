@@ -186,4 +186,44 @@ struct HostileInputTests {
         #expect(APNSTimestamp.sane(seconds: .nan, now: now) == nil)
         #expect(try #require(APNSTimestamp.sane(seconds: -1, now: now)).timeIntervalSince1970 > 0)
     }
+
+    @Test("an import line is read by the fast decoder exactly as JSONDecoder reads it, or handed to JSONDecoder")
+    func importLineDecoder() throws {
+        let token = String(repeating: "ab", count: 32)
+        func fast(_ line: String) -> DeviceBody? {
+            Array(line.utf8).withUnsafeBytes { DeviceLineDecoder.decode($0) }
+        }
+        func reference(_ line: String) -> DeviceBody? { try? JSONDecoder().decode(DeviceBody.self, from: Data(line.utf8)) }
+        // The shapes an export writes: read on the fast path, field for field as JSONDecoder reads them.
+        let plain = [
+            #"{"device_id":"d1","user_id":"u1","token":"\#(token)","environment":"sandbox"}"#,
+            #"  { "device_id" : "d2" , "user_id":"u2", "platform":"fcm", "token":"fcm:x-y", "name":null, "locale":"fr-FR", "#
+                + #""time_zone":"Europe/Paris", "app_version":"2.1", "authorization_status":"provisional", "model":"iPhone16,2"}\#r"#,
+            #"{"device_id":"Zoë's iPad","user_id":"用户","token":"\#(token)","unknown":"ignored","name":"Zoë"}"#,
+            "{}",
+        ]
+        for line in plain {
+            let decoded = try #require(fast(line), "\(line)")
+            #expect(decoded == reference(line), "\(line)")
+        }
+        #expect(fast(plain[1])?.authorizationStatus == "provisional")
+        #expect(fast(plain[2])?.name == "Zoë")
+        // Escapes, numbers, nesting, repeated keys, broken JSON and bad UTF-8 go to JSONDecoder.
+        let other = [
+            #"{"device_id":"d\u0031","user_id":"u","token":"\#(token)"}"#,
+            #"{"device_id":"d","user_id":"u","token":"\#(token)","extra":5}"#,
+            #"{"device_id":"d","user_id":"u","token":5}"#,
+            #"{"device_id":"d","user_id":"u","token":"\#(token)","nested":{"a":"b"}}"#,
+            #"{"device_id":"a","device_id":"b","user_id":"u","token":"\#(token)"}"#,
+            #"{"device_id":"d","user_id":"u","token":"\#(token)""#,
+            #"{"device_id":"d","user_id":"u","token":"\#(token)"} x"#,
+            #"["device_id"]"#,
+            #"{"device_id":"d","user_id":"u","token":"\#(token)",}"#,
+        ]
+        for line in other { #expect(fast(line) == nil, "\(line)") }
+        #expect(reference(other[0])?.deviceID == "d1")
+        #expect(Array(#"{"device_id":"\#u{FF}"}"#.utf8).withUnsafeBytes { DeviceLineDecoder.decode($0) } != nil)
+        let invalidUTF8: [UInt8] = Array(#"{"device_id":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)
+        #expect(invalidUTF8.withUnsafeBytes { DeviceLineDecoder.decode($0) } == nil)
+    }
 }

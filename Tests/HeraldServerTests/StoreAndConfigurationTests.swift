@@ -162,6 +162,30 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("SQLite: the WAL is copied into the database in the background, not left for the writer's own checkpoint")
+    func backgroundCheckpoint() async throws {
+        let url = try await TestDatabase.url("checkpoint", kind: .sqlite)
+        let path = String(url.dropFirst("sqlite://".count))
+        let store = try await HeraldStore.open(url: url)
+        func size(_ file: String) -> Int { (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0 }
+        let before = size(path)
+        // ~6 MB of pages: far below the writer's own checkpoint (32,768 pages), so only the
+        // background checkpointer moves them into the database file.
+        let devices = makeDeviceTokens(20_000).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 20_000)
+        var after = size(path)
+        for _ in 0..<100 where after < before + 4_000_000 {
+            try await Task.sleep(for: .milliseconds(50))
+            after = size(path)
+        }
+        #expect(after >= before + 4_000_000, "database file \(before) -> \(after) bytes, WAL \(size(path + "-wal")) bytes")
+        await store.close()
+        // The last close checkpoints the rest and removes the WAL.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
     @Test("retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
     func retention() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))

@@ -4,18 +4,18 @@ import HeraldPayload
 import HeraldStore
 
 /// `POST /v1/apps/{app}/devices` body and the device JSON the API returns.
-struct DeviceBody: Codable, Sendable {
-    var deviceID: String?
-    var userID: String?
-    var platform: String?
-    var token: String?
-    var environment: String?
-    var name: String?
-    var model: String?
-    var locale: String?
-    var timeZone: String?
-    var appVersion: String?
-    var authorizationStatus: String?
+package struct DeviceBody: Codable, Sendable, Equatable {
+    package var deviceID: String?
+    package var userID: String?
+    package var platform: String?
+    package var token: String?
+    package var environment: String?
+    package var name: String?
+    package var model: String?
+    package var locale: String?
+    package var timeZone: String?
+    package var appVersion: String?
+    package var authorizationStatus: String?
 
     enum CodingKeys: String, CodingKey {
         case deviceID = "device_id", userID = "user_id", platform, token, environment, name, model, locale
@@ -25,38 +25,39 @@ struct DeviceBody: Codable, Sendable {
     static let platforms: Set<String> = ["apns", "fcm"]
     static let authorizationStatuses: Set<String> = ["not_determined", "denied", "authorized", "provisional", "ephemeral"]
 
-    /// Checks every field; the first problem names its field. `prefix` is for import lines.
-    func validated(prefix: String = "") throws(APIError) -> DeviceRecord {
+    /// Checks every field; the first problem names its field. `prefix` (built only for an error) is for import lines.
+    func validated(prefix: @autoclosure () -> String = "") throws(APIError) -> DeviceRecord {
+        func named(_ field: String) -> String { prefix() + field }
         func text(_ value: String?, _ field: String, limit: Int = 256) throws(APIError) -> String? {
             guard let value else { return nil }
-            guard value.utf8.count <= limit else { throw APIError.invalid(prefix + field, "\(field) is longer than \(limit) bytes") }
+            guard value.utf8.count <= limit else { throw APIError.invalid(named(field), "\(field) is longer than \(limit) bytes") }
             return value
         }
-        guard let deviceID = try text(deviceID, "device_id"), !deviceID.isEmpty else { throw APIError.missing(prefix + "device_id") }
-        guard let userID = try text(userID, "user_id"), !userID.isEmpty else { throw APIError.missing(prefix + "user_id") }
+        guard let deviceID = try text(deviceID, "device_id"), !deviceID.isEmpty else { throw APIError.missing(named("device_id")) }
+        guard let userID = try text(userID, "user_id"), !userID.isEmpty else { throw APIError.missing(named("user_id")) }
         let platform = platform ?? "apns"
-        guard Self.platforms.contains(platform) else { throw APIError.invalid(prefix + "platform", "platform is apns or fcm") }
-        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else { throw APIError.missing(prefix + "token") }
+        guard Self.platforms.contains(platform) else { throw APIError.invalid(named("platform"), "platform is apns or fcm") }
+        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else { throw APIError.missing(named("token")) }
         if platform == "apns" {
-            token = token.lowercased()
+            if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) { token = token.lowercased() }
             do {
                 try APNSNotification.validateDeviceToken(token)
             } catch {
-                throw APIError.invalid(prefix + "token", "an APNs token is the hex of the token bytes")
+                throw APIError.invalid(named("token"), "an APNs token is the hex of the token bytes")
             }
         }
         // Missing: the store keeps the device's environment, or gives a new one the app's.
         let environment = environment ?? ""
         guard environment.isEmpty || environment == "production" || environment == "sandbox" else {
-            throw APIError.invalid(prefix + "environment", "environment is production or sandbox")
+            throw APIError.invalid(named("environment"), "environment is production or sandbox")
         }
         if let authorizationStatus, !Self.authorizationStatuses.contains(authorizationStatus) {
             throw APIError.invalid(
-                prefix + "authorization_status",
+                named("authorization_status"),
                 "authorization_status is one of \(Self.authorizationStatuses.sorted().joined(separator: ", "))")
         }
         if let timeZone, TimeZone(identifier: timeZone) == nil {
-            throw APIError.invalid(prefix + "time_zone", "time_zone is an IANA zone such as Europe/Paris")
+            throw APIError.invalid(named("time_zone"), "time_zone is an IANA zone such as Europe/Paris")
         }
         return DeviceRecord(
             deviceID: deviceID, userID: userID, platform: platform, token: token, environment: environment,
