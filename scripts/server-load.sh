@@ -7,19 +7,25 @@
 #                                                  # until every delivery has its result; peak RSS
 #   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
 #                                                  # seconds, server CPU and peak RSS
+#   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
+#                                                  # (LOAD_SECONDS=…) to 100 devices in turn; API call
+#                                                  # start → the simulator receiving the request:
+#                                                  # p50 / p90 / p99 / max (each in latency.csv)
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
 # DATABASE=postgres://... uses that (empty) database instead.
 #
+# SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, fanout or import}
+MODE=${1:?reliability, fanout, import or latency}
 case "$MODE" in
     reliability) COUNT=${2:-100000} ;;
     fanout|import) COUNT=${2:-1000000} ;;
-    *) echo "mode is reliability, fanout or import" >&2; exit 64 ;;
+    latency) RATE=${2:-500}; COUNT=100 ;;
+    *) echo "mode is reliability, fanout, import or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -27,7 +33,7 @@ SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$1/status; }
 
-"$HERALD" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
+"${SIM_BIN:-$HERALD}" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
     > "$WORK/sim.out" 2> "$WORK/sim.err" &
 PIDS+=($!)
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
@@ -73,6 +79,87 @@ echo "imported $imported in ${import_seconds}s (server peak RSS so far $(peak_rs
 if [ "$MODE" = import ]; then
     echo "server CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
     [ "$imported" = "$COUNT" ] || { echo "imported $imported of $COUNT" >&2; exit 1; }
+    exit 0
+fi
+
+if [ "$MODE" = latency ]; then
+    echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s"
+    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" <<'PY'
+import asyncio, json, sys, time, urllib.request
+port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+tokens = [json.loads(line)["token"] for line in open(sys.argv[6])]
+users = len(tokens)  # sends go to one device each, round robin
+total = int(rate * seconds)
+started = {}
+statuses = {}
+
+async def worker(queue):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    while True:
+        seq = await queue.get()
+        if seq is None:
+            writer.close()
+            return
+        body = json.dumps({"to": {"device_ids": ["d%d" % (seq % users)]}, "alert": {"body": "latency"}, "data": {"seq": seq}}).encode()
+        request = (b"POST /v1/apps/load/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+                   + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        started[seq] = time.time()
+        writer.write(request)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await reader.readexactly(length)
+        statuses[seq] = int(head.split(b" ")[1])
+
+async def main():
+    queue = asyncio.Queue()
+    workers = [asyncio.create_task(worker(queue)) for _ in range(32)]
+    begin = time.monotonic()
+    for seq in range(total):
+        delay = begin + seq / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        queue.put_nowait(seq)
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.gather(*workers)
+    return time.monotonic() - begin
+
+elapsed = asyncio.run(main())
+bad = {s: c for s, c in statuses.items() if c != 202}
+print("sent %d in %.2fs (%.0f/s offered), non-202: %d" % (total, elapsed, total / elapsed, len(bad)))
+time.sleep(2)
+received = {}
+def find_seq(value):
+    if isinstance(value, dict):
+        if isinstance(value.get("seq"), int):
+            return value["seq"]
+        for inner in value.values():
+            found = find_seq(inner)
+            if found is not None:
+                return found
+    return None
+for token in tokens:
+    inbox = json.load(urllib.request.urlopen("http://127.0.0.1:%d/inbox/%s" % (control, token)))
+    for entry in inbox["notifications"]:
+        seq = find_seq(entry["payload"])
+        if seq is not None:
+            received.setdefault(seq, entry["received_at_us"] / 1e6)
+with open(sys.argv[6].replace("devices.jsonl", "latency.csv"), "w") as out:
+    out.write("seq,started,latency_ms\n")
+    for s in sorted(received):
+        out.write("%d,%.6f,%.3f\n" % (s, started[s], (received[s] - started[s]) * 1000))
+latencies = sorted((received[s] - started[s]) * 1000 for s in received if s in started)
+missing = total - len(latencies)
+def pct(p):
+    return latencies[min(len(latencies) - 1, int(round(p / 100 * len(latencies))) - 1)]
+print("received %d of %d; API call start -> APNs request (ms): p50 %.2f  p90 %.2f  p99 %.2f  max %.2f"
+      % (len(latencies), total, pct(50), pct(90), pct(99), latencies[-1]))
+sys.exit(1 if missing or bad else 0)
+PY
     exit 0
 fi
 

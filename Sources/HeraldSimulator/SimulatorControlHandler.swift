@@ -103,6 +103,7 @@ final class SimulatorControlHandler: ChannelInboundHandler {
             #""topic":\#(quote(entry.topic))"#,
             #""priority":\#(entry.priority)"#,
             #""received_at":\#(quote(entry.receivedAt.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))"#,
+            #""received_at_us":\#(Int64((entry.receivedAt.timeIntervalSince1970 * 1_000_000).rounded()))"#,
         ]
         if let expiration = entry.expiration { fields.append(#""expiration":\#(expiration)"#) }
         if let collapseID = entry.collapseID { fields.append(#""collapse_id":\#(quote(collapseID))"#) }
