@@ -185,7 +185,8 @@ extension HeraldStore {
         }
     }
 
-    /// The SQLite connection's settings: WAL; fsync at checkpoints; a 32 MiB page cache (the default
+    /// The SQLite connection's settings: WAL; fsync at checkpoints (a notification's acceptance
+    /// syncs the WAL at its commit: `transaction(durable:)`); a 32 MiB page cache (the default
     /// 2 MiB re-reads index pages of a large devices table from the OS on every batch);
     /// statement journals in memory (multi-row upserts write one per statement); the WAL
     /// truncated back to 64 MiB. `SQLiteCheckpointer` checkpoints on its own connection; the

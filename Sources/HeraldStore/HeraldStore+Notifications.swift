@@ -7,7 +7,8 @@ extension HeraldStore {
     package static let idempotencyWindow: TimeInterval = 24 * 3600
 
     /// Stores a notification and one queued delivery per active recipient device in one
-    /// transaction, before the caller answers 202. The fan-out runs inside the database
+    /// durable transaction (on SQLite the WAL is synced at its commit), before the caller
+    /// answers 202. The fan-out runs inside the database
     /// (`INSERT … SELECT`), so memory stays flat for any number of devices. With an
     /// idempotency key seen in the last 24 hours, nothing is written and the first notification
     /// is returned with `created == false`.
@@ -15,7 +16,7 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
         excludeDeviceIDs: [String], dueAt: Date
     ) async throws -> (NotificationRecord, created: Bool) {
-        try await transaction { session in
+        try await transaction(durable: true) { session in
             let now = nowMilliseconds
             if let idempotencyKey {
                 if let row = try await session.sql.raw(

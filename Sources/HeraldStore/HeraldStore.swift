@@ -126,12 +126,27 @@ package final class HeraldStore: Sendable {
     /// Runs `body` inside one transaction on a connection of its own. On PostgreSQL, a
     /// transaction that lost a race with another (serialization failure, deadlock, or a unique
     /// key another transaction just took) is run again, up to three times.
-    func transaction<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
+    ///
+    /// `durable`: on SQLite the commit syncs the WAL to disk before it returns
+    /// (`synchronous=FULL` for this transaction; the connection's NORMAL syncs only at
+    /// checkpoints, so a power cut could lose the last commits). PostgreSQL commits are durable.
+    func transaction<Result: Sendable>(durable: Bool = false, _ body: (Session) async throws -> Result) async throws -> Result {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await exclusive { session in try await inTransaction(session, body) }
+                return try await exclusive { session in
+                    guard durable, case .sqlite = session.raw else { return try await inTransaction(session, body) }
+                    try await session.sql.raw("PRAGMA synchronous=FULL").run()
+                    do {
+                        let result = try await inTransaction(session, body)
+                        try await session.sql.raw("PRAGMA synchronous=NORMAL").run()
+                        return result
+                    } catch {
+                        try? await session.sql.raw("PRAGMA synchronous=NORMAL").run()
+                        throw error
+                    }
+                }
             } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {
                 logger.debug("Transaction lost a race; running it again", metadata: ["herald.attempt": "\(attempt)"])
             }
