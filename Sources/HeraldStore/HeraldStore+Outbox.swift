@@ -251,74 +251,85 @@ extension HeraldStore {
 
     typealias ResultRow = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
 
-    /// SQLite: raw statements with positional binds, one per (class, notification, 1,000 rows):
-    /// the rows written per notification are `changes()`, so only dead tokens need RETURNING.
+    /// SQLite: raw statements with positional binds, one per (class, 1,000 rows), a
+    /// notification's rows together. A chunk of one notification (a fan-out) counts its rows
+    /// with `changes()`; a chunk of many (single-device sends, each its own notification) or
+    /// with dead tokens returns the ids it wrote. The notifications' counters are one statement.
     private func writeResults(
         _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
         _ connection: SQLiteConnection, _ session: Session
     ) async throws -> Int {
         var written = 0
-        var finished: [String: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+        var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
+        func count(_ status: DeliveryStatus, _ notificationID: UUID, _ applied: Int) {
+            switch status {
+            case .sent: finished[notificationID, default: (0, 0, 0, 0)].sent += applied
+            case .failed: finished[notificationID, default: (0, 0, 0, 0)].failed += applied
+            case .deferred: finished[notificationID, default: (0, 0, 0, 0)].deferred += applied
+            case .suppressed: finished[notificationID, default: (0, 0, 0, 0)].suppressed += applied
+            default: break
+            }
+        }
         for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            for (notificationID, group) in Dictionary(grouping: rows, by: \.result.notificationID) {
-                for chunk in group.chunked(Self.resultRowsPerStatement) {
-                    var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
-                    sql.reserveCapacity(400 + chunk.count * 20)
-                    var binds: [SQLiteData] = []
-                    binds.reserveCapacity(chunk.count * 6 + 1)
-                    for (index, row) in chunk.enumerated() {
-                        sql += index == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)"
-                        binds.append(.integer(Int(row.result.deliveryID)))
-                        binds.append(.integer(Int(row.result.claim)))
-                        binds.append(.integer(row.attempts))
-                        binds.append(row.reason.map { .text($0) } ?? .null)
-                        binds.append(row.due.map { .integer(Int($0)) } ?? .null)
-                        binds.append(row.result.trace.map { .text($0) } ?? .null)
-                    }
-                    sql += """
-                        ) UPDATE deliveries SET status = '\(status.rawValue)', reason = v.reason, attempts = deliveries.attempts + v.attempts,
-                            due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
-                            claimed_by = NULL, updated_at = ?
-                        FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
-                        """
-                    binds.append(.integer(Int(now)))
-                    let applied: Int
-                    if status == .failed, chunk.contains(where: { dead[$0.result.deliveryID] != nil }) {
-                        let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
-                        applied = returned.count
-                        for row in returned {
-                            let columns = row.columns.map(\.data)
-                            guard columns.count == 3, case .integer(let id) = columns[0], case .text(let appID) = columns[1],
-                                case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)]
-                            else { continue }
-                            try await session.sql.raw(
-                                "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
-                            ).run()
-                        }
-                    } else {
-                        _ = try await connection.query(sql, binds)
-                        applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
-                    }
+            let grouped = Dictionary(grouping: rows, by: \.result.notificationID).values.flatMap { $0 }
+            for chunk in grouped.chunked(Self.resultRowsPerStatement) {
+                var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
+                sql.reserveCapacity(400 + chunk.count * 20)
+                var binds: [SQLiteData] = []
+                binds.reserveCapacity(chunk.count * 6 + 1)
+                for (index, row) in chunk.enumerated() {
+                    sql += index == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)"
+                    binds.append(.integer(Int(row.result.deliveryID)))
+                    binds.append(.integer(Int(row.result.claim)))
+                    binds.append(.integer(row.attempts))
+                    binds.append(row.reason.map { .text($0) } ?? .null)
+                    binds.append(row.due.map { .integer(Int($0)) } ?? .null)
+                    binds.append(row.result.trace.map { .text($0) } ?? .null)
+                }
+                sql += """
+                    ) UPDATE deliveries SET status = '\(status.rawValue)', reason = v.reason, attempts = deliveries.attempts + v.attempts,
+                        due_at = COALESCE(v.due, deliveries.due_at), trace = COALESCE(v.trace, deliveries.trace),
+                        claimed_by = NULL, updated_at = ?
+                    FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
+                    """
+                binds.append(.integer(Int(now)))
+                let notificationID = chunk[0].result.notificationID
+                let hasDead = status == .failed && chunk.contains(where: { dead[$0.result.deliveryID] != nil })
+                guard hasDead || chunk.contains(where: { $0.result.notificationID != notificationID }) else {
+                    _ = try await connection.query(sql, binds)
+                    let applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
-                    let key = notificationID.uuidString
-                    switch status {
-                    case .sent: finished[key, default: (0, 0, 0, 0)].sent += applied
-                    case .failed: finished[key, default: (0, 0, 0, 0)].failed += applied
-                    case .deferred: finished[key, default: (0, 0, 0, 0)].deferred += applied
-                    case .suppressed: finished[key, default: (0, 0, 0, 0)].suppressed += applied
-                    default: break
-                    }
+                    count(status, notificationID, applied)
+                    continue
+                }
+                let notificationOf = Dictionary(chunk.map { ($0.result.deliveryID, $0.result.notificationID) }, uniquingKeysWith: { first, _ in first })
+                let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
+                written += returned.count
+                for row in returned {
+                    let columns = row.columns.map(\.data)
+                    guard columns.count == 3, case .integer(let id) = columns[0], let notification = notificationOf[Int64(id)] else { continue }
+                    count(status, notification, 1)
+                    guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)] else { continue }
+                    try await session.sql.raw(
+                        "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+                    ).run()
                 }
             }
         }
-        for (notificationID, counts) in finished {
-            try await session.sql.raw(
+        for chunk in Array(finished).chunked(Self.resultRowsPerStatement) {
+            var sql = "WITH c(id, sent, failed, deferred, suppressed) AS (VALUES "
+            var binds: [SQLiteData] = []
+            binds.reserveCapacity(chunk.count * 5)
+            for (index, (notificationID, counts)) in chunk.enumerated() {
+                sql += index == 0 ? "(?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?)"
+                binds += [.text(notificationID.uuidString), .integer(counts.sent), .integer(counts.failed), .integer(counts.deferred), .integer(counts.suppressed)]
+            }
+            sql += """
+                ) UPDATE notifications SET sent_count = sent_count + c.sent, failed_count = failed_count + c.failed,
+                    deferred_count = deferred_count + c.deferred, suppressed_count = suppressed_count + c.suppressed
+                FROM c WHERE notifications.id = c.id
                 """
-                UPDATE notifications SET sent_count = sent_count + \(bind: counts.sent), failed_count = failed_count + \(bind: counts.failed),
-                    deferred_count = deferred_count + \(bind: counts.deferred), suppressed_count = suppressed_count + \(bind: counts.suppressed)
-                WHERE id = \(bind: notificationID)
-                """
-            ).run()
+            _ = try await connection.query(sql, binds)
         }
         return written
     }
