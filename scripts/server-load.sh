@@ -4,7 +4,9 @@
 #   scripts/server-load.sh reliability [DEVICES]   # default 100,000: send to all, kill -9 mid-way,
 #                                                  # restart; every device must be in the inbox
 #   scripts/server-load.sh fanout [DEVICES]        # default 1,000,000: import, send to all, time
-#                                                  # until every delivery has its result; peak RSS
+#                                                  # until every delivery has its result; peak RSS.
+#                                                  # RAW=200000 first times raw `herald send` of
+#                                                  # that many tokens to the same simulator: ratio
 #   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
 #                                                  # seconds, server CPU and peak RSS
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
@@ -163,6 +165,18 @@ PY
     exit 0
 fi
 
+if [ "$MODE" = fanout ] && [ "${RAW:-0}" -gt 0 ]; then
+    # The reference the issue compares against: raw `herald send` (no database) of RAW fresh
+    # tokens to the same simulator, in the same run; then the inbox is emptied.
+    python3 -c "import secrets; print('\n'.join(secrets.token_hex(32) for _ in range($RAW)))" > "$WORK/raw-tokens.txt"
+    raw=$("$HERALD" send --endpoint "https://127.0.0.1:$SIM_PORT" --ca-file "$WORK/sim/sim-ca.pem" \
+        --key-file "$WORK/sim/demo-AuthKey.p8" --key-id DEMOKEY001 --team-id DEMOTEAM01 --topic com.example.load \
+        --title Hello --body Everyone --tokens-file "$WORK/raw-tokens.txt" --quiet)
+    RAW_RATE=$(echo "$raw" | json 'd["per_second"]')
+    echo "raw herald send of $RAW tokens: $raw"
+    curl -sf -X DELETE "http://127.0.0.1:$SIM_CONTROL/inbox" > /dev/null
+fi
+
 echo "== send one notification to all"
 start=$(date +%s.%N)
 id=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
@@ -194,6 +208,9 @@ done
 all_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
 inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
 echo "every delivery recorded after ${all_seconds}s: counts $(counts)"
+if [ -n "${RAW_RATE:-}" ]; then
+    python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
+fi
 echo "inbox: $inbox"
 echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true
