@@ -11,10 +11,10 @@ extension HeraldStore {
     /// answers 202. The fan-out runs inside the database
     /// (`INSERT … SELECT`), so memory stays flat for any number of devices. With an
     /// idempotency key seen in the last 24 hours, nothing is written and the first notification
-    /// is returned with `created == false`.
+    /// is returned with `created == false`. `lane`: urgent deliveries are claimed before normal ones.
     package func createNotification(
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
-        excludeDeviceIDs: [String], dueAt: Date
+        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal
     ) async throws -> (NotificationRecord, created: Bool) {
         try await transaction(durable: true) { session in
             let now = nowMilliseconds
@@ -46,8 +46,8 @@ extension HeraldStore {
             }
             if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
             let insert: SQLQueryString = """
-                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at)
-                SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now)
+                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane)
+                SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue)
                 FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
                 ORDER BY device_id
                 """

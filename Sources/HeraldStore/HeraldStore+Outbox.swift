@@ -15,35 +15,38 @@ extension HeraldStore {
         try await transaction { session in
             let now = nowMilliseconds
             try await touchNode(now: now, session)
-            // One query per status, so each walks the (status, due_at) index in order. Rows are read
-            // as raw values: SQLKit's Codable decoding was 16% of the server's CPU in the 1M fan-out.
-            // SQLite reads the rows, then marks them; PostgreSQL claims them in the same statement
-            // (FOR UPDATE SKIP LOCKED: nodes claiming at once never wait for or take each other's).
-            func due(_ status: DeliveryStatus, _ count: Int) async throws -> [[Session.Value]] {
-                guard count > 0 else { return [] }
-                switch dialect {
-                case .sqlite:
-                    return try await session.query(Self.claimSQL(status), [.integer(now), .integer(Int64(count))])
-                case .postgres:
-                    return try await session.query(Self.postgresClaimSQL(status), [.integer(now), .integer(Int64(count)), .text(nodeID)])
-                }
+            // Which apps have work of each status: a loose scan of the outbox index (one seek per
+            // app), so a claim asks each app for its share instead of taking the oldest rows of
+            // whichever app sent the biggest fan-out.
+            var apps: [DeliveryStatus: [String]] = [:]
+            for row in try await session.query(Self.appsWithWorkSQL) {
+                guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text else { continue }
+                apps[status, default: []].append(app)
             }
-            // Deferred deliveries whose time has come get half the claim, new ones the rest, and
-            // each the share the other leaves: a 09:00 backlog of quiet-hours deferrals never
-            // holds back new sends (nor they it).
-            let deferredShare = (limit + 1) / 2
-            var rows: [[Session.Value]]
-            if dialect == .sqlite {
-                // SQLite marks the rows after reading them: the deferred ones are read once, up to
-                // the whole claim, and kept as far as the share and the new ones leave room.
-                let deferred = try await due(.deferred, limit)
-                let queued = try await due(.queued, limit - min(deferred.count, deferredShare))
-                rows = Array(deferred.prefix(limit - queued.count)) + queued
-            } else {
-                rows = try await due(.deferred, deferredShare)
-                let deferredFull = rows.count == deferredShare
-                rows += try await due(.queued, limit - rows.count)
-                if deferredFull { rows += try await due(.deferred, limit - rows.count) }
+            // Urgent deliveries (transactional types, priority 10 asked for) before normal ones.
+            // Within a lane, deferred deliveries whose time has come get half of what is left,
+            // new ones the rest, and each the share the other leaves: a 09:00 backlog of
+            // quiet-hours deferrals never holds back new sends (nor they it).
+            var rows: [[Session.Value]] = []
+            for lane in DeliveryLane.allCases {
+                let room = limit - rows.count
+                guard room > 0 else { break }
+                func due(_ status: DeliveryStatus, _ count: Int) async throws -> [[Session.Value]] {
+                    try await fairShare(status, lane: lane, apps: apps[status] ?? [], count, now: now, session)
+                }
+                let deferredShare = (room + 1) / 2
+                if dialect == .sqlite {
+                    // SQLite marks the rows after reading them: the deferred ones are read once, up
+                    // to the whole room, and kept as far as the share and the new ones leave room.
+                    let deferred = try await due(.deferred, room)
+                    let queued = try await due(.queued, room - min(deferred.count, deferredShare))
+                    rows += Array(deferred.prefix(room - queued.count)) + queued
+                } else {
+                    let deferred = try await due(.deferred, deferredShare)
+                    rows += deferred
+                    rows += try await due(.queued, room - deferred.count)
+                    if deferred.count == deferredShare { rows += try await due(.deferred, limit - rows.count) }
+                }
             }
             // SQLite's rows hold the claim before this one; PostgreSQL's the one just taken.
             let claimOffset: Int64 = dialect == .sqlite ? 1 : 0
@@ -54,7 +57,7 @@ extension HeraldStore {
             var undeferredByNotification: [String: Int] = [:]
             for columns in rows {
                 // Columns by position, in the SELECT's order.
-                guard columns.count == 17, let id = columns[0].integer, let notificationText = columns[1].text,
+                guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text,
                     let appID = columns[2].text, let deviceID = columns[3].text, let attempts = columns[4].integer,
                     let claim = columns[15].integer, let createdAt = columns[16].integer
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
@@ -114,6 +117,63 @@ extension HeraldStore {
         }
     }
 
+    /// Up to `count` due deliveries of one status and lane, shared between `apps`: each gets
+    /// an equal part, and what some leave goes to those that had more. SQLite reads rows (they
+    /// are marked after the claim's reads), so the second round continues after the first
+    /// round's last row; PostgreSQL claims in the statement, so asking again takes new rows.
+    private func fairShare(
+        _ status: DeliveryStatus, lane: DeliveryLane, apps: [String], _ count: Int, now: Int64, _ session: Session
+    ) async throws -> [[Session.Value]] {
+        guard count > 0, !apps.isEmpty else { return [] }
+        func take(_ app: String, _ limit: Int, after: [Session.Value]? = nil) async throws -> [[Session.Value]] {
+            switch dialect {
+            case .sqlite:
+                var binds: [Session.Value] = [.integer(now), .integer(Int64(limit)), .text(app), .integer(Int64(lane.rawValue))]
+                if let after, let due = after[Self.claimDueColumn].integer, let id = after[0].integer {
+                    binds += [.integer(due), .integer(id)]
+                    return try await session.query(Self.claimSQL(status, after: true), binds)
+                }
+                return try await session.query(Self.claimSQL(status, after: false), binds)
+            case .postgres:
+                return try await session.query(
+                    Self.postgresClaimSQL(status),
+                    [.integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue))])
+            }
+        }
+        guard apps.count > 1 else { return try await take(apps[0], count) }
+        let share = max(1, count / apps.count)
+        // With more apps than rows to claim, each claim starts at another app (by the clock), so
+        // the apps late in the order are not always the ones left out.
+        let start = apps.count > count ? Int(now % Int64(apps.count)) : 0
+        var byApp: [(app: String, rows: [[Session.Value]])] = []
+        var total = 0
+        for app in apps[start...] + apps[..<start] where total < count {
+            let rows = try await take(app, min(share, count - total))
+            total += rows.count
+            byApp.append((app, rows))
+        }
+        // What the apps with less work left over, for those whose share was full.
+        for index in byApp.indices where total < count && byApp[index].rows.count == share {
+            let more = try await take(byApp[index].app, count - total, after: dialect == .sqlite ? byApp[index].rows.last : nil)
+            total += more.count
+            byApp[index].rows += more
+        }
+        return byApp.flatMap(\.rows)
+    }
+
+    /// (status, app) pairs with deliveries queued or deferred: one index seek per app.
+    static let appsWithWorkSQL = """
+        WITH RECURSIVE apps(status, app_id) AS (
+            SELECT 'deferred', (SELECT min(app_id) FROM deliveries WHERE status = 'deferred' AND \(outboxIndexTerm))
+            UNION ALL
+            SELECT 'queued', (SELECT min(app_id) FROM deliveries WHERE status = 'queued' AND \(outboxIndexTerm))
+            UNION ALL
+            SELECT apps.status, (SELECT min(d.app_id) FROM deliveries d WHERE d.status = apps.status AND d.\(outboxIndexTerm) AND d.app_id > apps.app_id)
+            FROM apps WHERE apps.app_id IS NOT NULL
+        )
+        SELECT status, app_id FROM apps WHERE app_id IS NOT NULL
+        """
+
     /// The partial outbox index's condition (migration 5). SQLite uses a partial index only when
     /// the query's WHERE repeats this term verbatim, so every outbox query by status carries it.
     static let outboxIndexTerm = "status IN ('queued', 'deferred', 'sending')"
@@ -123,27 +183,32 @@ extension HeraldStore {
     private static func claimColumns(status: String) -> String {
         """
         d.id, d.notification_id, d.app_id, d.device_id, d.attempts, \(status), d.trace,
-        v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at
+        v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at, d.due_at
         """
     }
 
-    /// Due deliveries of one status, oldest first, with what sending needs from the device (SQLite).
-    static func claimSQL(_ status: DeliveryStatus) -> String {
+    /// The position of `due_at` in `claimColumns` (where a second round continues).
+    static let claimDueColumn = 17
+
+    /// Due deliveries of one status, app ($3) and lane ($4), oldest first, with what sending
+    /// needs from the device (SQLite); `after`: only those after ($5, $6) = (due_at, id).
+    static func claimSQL(_ status: DeliveryStatus, after: Bool) -> String {
         """
         SELECT \(claimColumns(status: "d.status"))
         FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-        WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.due_at <= $1
+        WHERE d.status = '\(status.rawValue)' AND d.\(outboxIndexTerm) AND d.app_id = $3 AND d.lane = $4 AND d.due_at <= $1\(
+            after ? " AND (d.due_at > $5 OR (d.due_at = $5 AND d.id > $6))" : "")
         ORDER BY d.due_at, d.id LIMIT $2
         """
     }
 
-    /// The same on PostgreSQL, claimed in the statement: the oldest due rows no other node holds
-    /// locked become `sending` for node $3 under a new claim number.
+    /// The same on PostgreSQL, claimed in the statement: the oldest due rows of app $4 and lane
+    /// $5 that no other node holds locked become `sending` for node $3 under a new claim number.
     static func postgresClaimSQL(_ status: DeliveryStatus) -> String {
         """
         WITH due AS (
             SELECT id, status, app_id, device_id FROM deliveries
-            WHERE status = '\(status.rawValue)' AND \(outboxIndexTerm) AND due_at <= $1
+            WHERE status = '\(status.rawValue)' AND \(outboxIndexTerm) AND app_id = $4 AND lane = $5 AND due_at <= $1
             ORDER BY due_at, id LIMIT $2
             FOR UPDATE SKIP LOCKED
         )
@@ -169,12 +234,14 @@ extension HeraldStore {
         try await exclusive { session in
             var plans: [String: String] = [:]
             let queries = [
-                ("claim queued", Self.claimSQL(.queued)), ("claim deferred", Self.claimSQL(.deferred)),
+                ("claim queued", Self.claimSQL(.queued, after: false)), ("claim deferred", Self.claimSQL(.deferred, after: false)),
+                ("claim queued, second round", Self.claimSQL(.queued, after: true)), ("apps with work", Self.appsWithWorkSQL),
                 ("requeue", Self.requeueSQL), ("queue depth", Self.queueDepthSQL),
             ]
             for (name, sql) in queries {
-                let binds: [Session.Value] =
-                    sql.contains("$3") ? [.integer(0), .integer(1), .text("")] : sql.contains("$2") ? [.integer(0), .integer(1)] : [.integer(0)]
+                // Sample values for as many parameters as the statement has ($1 … $6).
+                let samples: [Session.Value] = [.integer(0), .integer(1), .text(""), .integer(1), .integer(0), .integer(0)]
+                let binds = Array(samples.prefix((1...6).last(where: { sql.contains("$\($0)") }) ?? 0))
                 let rows = try await session.query("EXPLAIN QUERY PLAN " + sql, binds)
                 plans[name] = rows.compactMap { $0.last?.text }.joined(separator: "; ")
             }

@@ -68,6 +68,12 @@ package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
     case queued, sending, sent, failed, deferred, suppressed
 }
 
+/// The claim order between deliveries due at once: urgent ones (a transactional type, or
+/// priority 10 asked for) before normal ones (a bulk fan-out's).
+package enum DeliveryLane: Int, Sendable, Hashable, CaseIterable {
+    case urgent = 0, normal = 1
+}
+
 /// One row of the outbox: a notification for one device.
 package struct DeliveryRecord: Sendable, Hashable {
     package var id: Int64

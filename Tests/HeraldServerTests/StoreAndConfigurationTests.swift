@@ -52,8 +52,12 @@ struct StoreAndConfigurationTests {
     func outboxQueriesUseTheIndex() async throws {
         // SQLite's query plans; PostgreSQL chooses its own (docs/scaling.md).
         let store = try await HeraldStore.open(url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
-        let plans = try await store.outboxQueryPlans()
-        #expect(plans.count == 4)
+        let plans: [String: String]
+        do { plans = try await store.outboxQueryPlans() } catch {
+            await store.close()
+            throw error
+        }
+        #expect(plans.count == 6)
         for (name, plan) in plans {
             #expect(plan.contains("INDEX deliveries_due"), "\(name): \(plan)")
             #expect(!plan.contains("SCAN d") && !plan.contains("SCAN deliveries"), "\(name): \(plan)")
@@ -261,6 +265,39 @@ struct StoreAndConfigurationTests {
         // What one side leaves, the other takes.
         let second = try await store.claimDueDeliveries(limit: 100)
         #expect(second.count == 8 && second.allSatisfy { $0.notificationID == quiet.id })
+        await store.close()
+    }
+
+    @Test("urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it")
+    func lanesAndAppsShareClaims() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await storeWithDevices("lanes", count: 10, clock: clock) { "u\($0)" }
+        let other = makeDeviceTokens(4).enumerated().map {
+            DeviceRecord(deviceID: "b\($0.offset)", userID: "v\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "b", other) == 4)
+        func send(_ app: String, _ recipients: RecipientSelector, lane: DeliveryLane = .normal) async throws -> UUID {
+            try await store.createNotification(
+                appID: app, id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients, excludeDeviceIDs: [],
+                dueAt: clock.now, lane: lane
+            ).0.id
+        }
+        // App a's bulk fan-out is oldest; app b's arrives later, then a's urgent message.
+        let bulk = try await send("a", .all)
+        clock.advance(by: 1)
+        let otherApp = try await send("b", .all)
+        let urgent = try await send("a", .devices(["d0", "d1"]), lane: .urgent)
+        let first = try await store.claimDueDeliveries(limit: 6)
+        #expect(first.filter { $0.notificationID == urgent }.count == 2)
+        #expect(first.filter { $0.notificationID == bulk }.count == 2)
+        #expect(first.filter { $0.notificationID == otherApp }.count == 2)
+        // App b has 2 left and a 8: a claim of 8 shares 4 + 4, b's unused 2 go to a.
+        let second = try await store.claimDueDeliveries(limit: 8)
+        #expect(second.filter { $0.notificationID == otherApp }.count == 2)
+        #expect(second.filter { $0.notificationID == bulk }.count == 6)
+        #expect(Set((first + second).map(\.id)).count == 14)
+        let rest = try await store.claimDueDeliveries(limit: 100)
+        #expect(rest.count == 2 && rest.allSatisfy { $0.notificationID == bulk })
         await store.close()
     }
 

@@ -158,6 +158,14 @@ struct NotificationBody: Decodable, Sendable {
     /// How deeply `data` may nest objects and arrays.
     static let maximumDataDepth = 16
 
+    /// Urgent (claimed before bulk): a transactional catalog type, or `"priority": 10` asked
+    /// for. An alert's default priority 10 alone does not make a fan-out urgent.
+    func lane(catalog: Catalog?) -> DeliveryLane {
+        if priority == 10 { return .urgent }
+        if let type, catalog?.type(type)?.transactional == true { return .urgent }
+        return .normal
+    }
+
     /// Validates and renders the request into what the outbox stores.
     func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date) throws(APIError) -> (
         RecipientSelector, StoredNotificationContent, Date

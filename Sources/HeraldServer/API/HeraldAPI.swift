@@ -136,7 +136,7 @@ package enum HeraldAPI {
             let contentData = try JSONEncoder().encode(content)
             let (record, created) = try await runtime.store.createNotification(
                 appID: app.id, id: UUID.random(), idempotencyKey: body.idempotencyKey, content: contentData,
-                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt)
+                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog))
             if created {
                 runtime.metrics.notificationCreated(app: app.id)
                 runtime.wake.signal()
