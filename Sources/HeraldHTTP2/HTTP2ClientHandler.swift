@@ -35,8 +35,9 @@ public final class HTTP2ConnectionStatus: Sendable {
 
 /// A general HTTP/2 client on one TLS byte stream (for FCM and OAuth2; APNs has its own tuned
 /// handler): requests wait until the server's stream limit and flow-control windows let them
-/// out, every request has a deadline, idle connections are PINGed, and answers, refusals and
-/// GOAWAY are reported per request through its promise. All calls on the channel's event loop.
+/// out, every request has a deadline from its submission, idle connections are PINGed, and
+/// answers, refusals and GOAWAY are reported per request through its promise. A NIO shell over
+/// ``HTTP2ClientStreams``. All calls on the channel's event loop.
 public final class HTTP2ClientHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
     public typealias OutboundIn = Never
@@ -49,29 +50,15 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         var promise: EventLoopPromise<HTTP2Response>
     }
 
-    private struct InFlight {
-        var pending: Pending
-        var status: Int?
-        var headers = HPACKHeaders()
-        var body: ByteBuffer?
-        /// DATA bytes received on the stream (padding included).
-        var received = 0
-    }
-
     public let status: HTTP2ConnectionStatus
     private let authority: String
     private let idlePingInterval: TimeAmount
     private let pingTimeout: TimeAmount
     private var context: ChannelHandlerContext?
     private var parser = HTTP2FrameParser()
-    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
-    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-    private var output = ByteBuffer()
+    private var streams = HTTP2ClientStreams(streamLimitCap: 1000, keepsResponseHeaders: true)
+    /// Submitted requests waiting for a stream.
     private var waiting = CircularBuffer<Pending>()
-    private var inFlight: [Int32: InFlight] = [:]
-    private var nextStreamID: Int32 = 1
-    private var peer = HTTP2ClientPeerState(streamLimitCap: 1000)
-    private var isGoingAway = false
     private var isClosed = false
     private var sentPreface = false
     private var flushScheduled = false
@@ -88,11 +75,12 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     }
 
     /// Sends a request once there is room; `headers` are the regular (non-pseudo) headers.
+    /// `deadline` counts from now, waiting for a stream included.
     public func submit(
         method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline,
         promise: EventLoopPromise<HTTP2Response>
     ) {
-        guard !isClosed, !isGoingAway else {
+        guard !isClosed, !streams.isGoingAway else {
             promise.fail(HTTP2RequestFailure.unanswered)
             return
         }
@@ -120,50 +108,25 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         }
     }
 
-    private var availableStreams: Int {
-        guard peer.receivedSettings, !isGoingAway, !isClosed, nextStreamID < Int32.max - 2 else { return 0 }
-        return max(0, peer.remoteStreamLimit - inFlight.count)
-    }
-
-    /// Request bodies that wait for a WINDOW_UPDATE.
-    private var waitingBodies = HTTP2WaitingBodies()
-
     private func drain() {
-        waitingBodies.resume(peer: &peer, output: &output)
-        while availableStreams > 0, let next = waiting.first {
-            let size = next.body.readableBytes
-            guard peer.mayOpen(bodySize: size, bodiesWaiting: !waitingBodies.isEmpty) else { return }
+        guard !isClosed else { return }
+        while streams.availableStreams > 0, let next = waiting.first, streams.mayOpen(bodySize: next.body.readableBytes) {
             let pending = waiting.removeFirst()
-            let streamID = nextStreamID
-            do {
-                try HTTP2Wire.writeHeaders(
-                    into: &output, encoder: &encoder, headers: pending.headers, streamID: streamID, endStream: false,
-                    maximumFrameSize: peer.peerMaximumFrameSize)
-            } catch {
+            if !streams.open(PromiseBox(pending.promise), headers: pending.headers, body: pending.body, deadline: pending.deadline) {
                 pending.promise.fail(HTTP2RequestFailure.invalidRequest)
-                continue
             }
-            nextStreamID += 2
-            if peer.fits(bodySize: size) {
-                HTTP2Wire.writeData(into: &output, streamID: streamID, data: pending.body, endStream: true)
-                peer.connectionSendWindow -= size
-            } else {
-                // Larger than a window: what fits now, the rest as the server opens its windows.
-                waitingBodies.start(pending.body, streamID: streamID, peer: &peer, output: &output)
-            }
-            inFlight[streamID] = InFlight(pending: pending)
         }
     }
 
     private func flush() {
-        guard let context, output.readableBytes > 0 else { return }
-        context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        output = context.channel.allocator.buffer(capacity: 4096)
+        guard let context, streams.output.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(streams.output), promise: nil)
+        streams.output = context.channel.allocator.buffer(capacity: 4096)
     }
 
     /// Stops taking requests and closes once the streams in flight are answered.
     public func retire() {
-        isGoingAway = true
+        streams.retire()
         status.markUnusable()
         failWaiting()
         closeIfDrained()
@@ -173,7 +136,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
 
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        output = context.channel.allocator.buffer(capacity: 4096)
+        streams.output = context.channel.allocator.buffer(capacity: 4096)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         sweepTask = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
             bound.value.sweep()
@@ -195,89 +158,42 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private func sendPreface() {
         guard !sentPreface else { return }
         sentPreface = true
-        HTTP2ClientPeerState.writePreface(into: &output)
+        streams.writePreface()
         flush()
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
-        peer.didRead()
+        streams.didRead(now: .now())
         do {
-            while let frame = try parser.next() { try process(frame) }
+            while let frame = try parser.next() {
+                if let event = try streams.read(frame) { handle(event) }
+            }
         } catch {
-            HTTP2Wire.writeGoAway(into: &output, lastStreamID: 0, code: error.code)
+            streams.fail(with: error)
             flush()
             context.close(promise: nil)
         }
     }
 
-    private func process(_ frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
-        switch HTTP2Wire.FrameType(rawValue: frame.type) {
-        case .headers?:
-            let headers = try decoder.decodeBlock(of: frame)
-            guard var entry = inFlight[frame.streamID] else { return }
-            if let status = headers.first(name: ":status").flatMap({ Int($0) }) {
-                entry.status = status
-                entry.headers = headers
-            }
-            finishOrKeep(entry, frame)
-        case .data?:
-            try peer.received(data: frame)
-            // Taken out so the body is appended in place, not copied per frame.
-            guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
-            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &entry.body, streamReceived: &entry.received) else {
-                HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
-                waitingBodies.remove(frame.streamID)
-                entry.pending.promise.fail(HTTP2RequestFailure.responseTooLarge)
-                return
-            }
-            finishOrKeep(entry, frame)
-        case .rstStream?:
-            waitingBodies.remove(frame.streamID)
-            if let entry = inFlight.removeValue(forKey: frame.streamID) {
-                if let status = entry.status {
-                    entry.pending.promise.succeed(HTTP2Response(status: status, headers: entry.headers, body: entry.body))
-                } else {
-                    entry.pending.promise.fail(HTTP2RequestFailure.unanswered)
-                }
-            }
-        case .settings?:
-            try waitingBodies.growAll(by: try peer.apply(settings: frame, encoder: &encoder, output: &output))
-        case .ping?:
-            HTTP2ClientPeerState.answer(ping: frame, output: &output)
-        case .goAway?:
-            var payload = frame.payload
-            let last = Int32(bitPattern: (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
-            isGoingAway = true
+    private func handle(_ event: HTTP2StreamEvent) {
+        switch event {
+        case .answered(let box, let status, let headers, let body):
+            PromiseBox.promise(box).succeed(HTTP2Response(status: status, headers: headers, body: body))
+        case .unanswered(let box):
+            PromiseBox.promise(box).fail(HTTP2RequestFailure.unanswered)
+        case .responseTooLarge(let box, _):
+            PromiseBox.promise(box).fail(HTTP2RequestFailure.responseTooLarge)
+        case .goingAway(_, _, let orphans):
             status.markUnusable()
-            for (streamID, entry) in inFlight where streamID > last {
-                inFlight[streamID] = nil
-                waitingBodies.remove(streamID)
-                entry.pending.promise.fail(HTTP2RequestFailure.unanswered)
-            }
+            for box in orphans { PromiseBox.promise(box).fail(HTTP2RequestFailure.unanswered) }
             failWaiting()
-        case .windowUpdate?:
-            if let (streamID, increment) = try peer.apply(windowUpdate: frame) { try waitingBodies.grow(streamID, by: increment) }
-        case .pushPromise?:
-            throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
-        default:
-            break
         }
-    }
-
-    private func finishOrKeep(_ entry: InFlight, _ frame: HTTP2ReadFrame) {
-        guard frame.endStream else {
-            inFlight[frame.streamID] = entry
-            return
-        }
-        inFlight[frame.streamID] = nil
-        waitingBodies.remove(frame.streamID)
-        entry.pending.promise.succeed(HTTP2Response(status: entry.status ?? 0, headers: entry.headers, body: entry.body))
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
-        peer.acknowledgeReceived(into: &output)
+        streams.readComplete()
         drain()
         flush()
         closeIfDrained()
@@ -286,9 +202,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     public func channelInactive(context: ChannelHandlerContext) {
         isClosed = true
         status.markUnusable()
-        let orphans = inFlight.values.map(\.pending)
-        inFlight.removeAll()
-        for pending in orphans { pending.promise.fail(HTTP2RequestFailure.unanswered) }
+        for box in streams.closed() { PromiseBox.promise(box).fail(HTTP2RequestFailure.unanswered) }
         failWaiting()
         sweepTask?.cancel()
         sweepTask = nil
@@ -304,7 +218,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     }
 
     private func closeIfDrained() {
-        if isGoingAway, inFlight.isEmpty, !isClosed {
+        if streams.isDrained, !isClosed {
             isClosed = true
             flush()
             context?.close(promise: nil)
@@ -314,20 +228,25 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private func sweep() {
         guard !isClosed, let context else { return }
         let now = NIODeadline.now()
-        for (streamID, entry) in inFlight where entry.pending.deadline <= now {
-            inFlight[streamID] = nil
-            waitingBodies.remove(streamID)
-            HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
-            entry.pending.promise.fail(HTTP2RequestFailure.timedOut)
-        }
+        for box in streams.expire(now: now) { PromiseBox.promise(box).fail(HTTP2RequestFailure.timedOut) }
         while let first = waiting.first, first.deadline <= now {
             waiting.removeFirst().promise.fail(HTTP2RequestFailure.timedOut)
         }
-        guard peer.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout, output: &output) else {
+        guard streams.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout) else {
             context.close(promise: nil)
             return
         }
         flush()
         closeIfDrained()
+    }
+}
+
+/// A request's promise as the stream table holds it (an object).
+private final class PromiseBox {
+    let promise: EventLoopPromise<HTTP2Response>
+    init(_ promise: EventLoopPromise<HTTP2Response>) { self.promise = promise }
+
+    static func promise(_ object: AnyObject) -> EventLoopPromise<HTTP2Response> {
+        unsafeDowncast(object, to: PromiseBox.self).promise
     }
 }

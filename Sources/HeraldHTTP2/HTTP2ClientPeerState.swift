@@ -71,9 +71,9 @@ package struct HTTP2ClientPeerState {
         return true
     }
 
-    /// Bytes arrived: the connection is alive.
-    package mutating func didRead() {
-        lastRead = .now()
+    /// Bytes arrived at `now`: the connection is alive.
+    package mutating func didRead(now: NIODeadline = .now()) {
+        lastRead = now
         pingSentAt = nil
     }
 

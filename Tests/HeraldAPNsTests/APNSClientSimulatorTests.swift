@@ -217,6 +217,47 @@ struct APNSClientSimulatorTests {
         }
     }
 
+    @Test("a TLS handshake that fails is a failed connect: retried with backoff, then the notification fails as unreachable")
+    func handshakeFailureBacksOff() async throws {
+        try await withSimulator { harness in
+            // Without the simulator's CA its certificate is untrusted: TCP connects, TLS fails.
+            let client = try harness.makeClient {
+                $0.additionalCAFile = nil
+                $0.connections = 1
+                $0.reconnectBaseDelay = 0.05
+                $0.maximumConnectFailures = 3
+            }
+            let started = ContinuousClock.now
+            let result = await client.send(harness.notification(to: makeDeviceTokens(1)[0]))
+            #expect(result.reason == .connectionFailed)
+            #expect(!result.isAccepted)
+            // Three handshakes, not a reconnect loop: counted on the simulator's side.
+            #expect(harness.simulator.state.counters.connections <= 3, "\(harness.simulator.state.counters.connections) connections")
+            #expect(ContinuousClock.now - started < .seconds(30))
+            await client.shutdown()
+        }
+    }
+
+    @Test("a request waiting for a connection that never comes times out at its deadline from submission")
+    func deadlineFromSubmission() async throws {
+        try await withSimulator { harness in
+            let client = try harness.makeClient {
+                $0.additionalCAFile = nil
+                $0.connections = 1
+                $0.requestDeadline = 0.3
+                // Connects keep failing slowly: the request never gets a stream.
+                $0.reconnectBaseDelay = 5
+                $0.maximumReconnectDelay = 5
+                $0.maximumConnectFailures = 100
+                $0.retry.maximumAttempts = 1
+            }
+            let result = await client.send(harness.notification(to: makeDeviceTokens(1)[0]))
+            #expect(result.reason == .timeout)
+            #expect(result.attempts == 1)
+            await client.shutdown()
+        }
+    }
+
     @Test("GOAWAY in the middle of a burst: everything delivered, nothing twice")
     func goAwayMidBurst() async throws {
         try await withSimulator({ $0.faults.goAwayAfterStreams = 150 }) { harness in

@@ -133,7 +133,7 @@ package final class APNSClient: Sendable {
     }
 
     /// Spreads requests over the connections in contiguous chunks, one hop per connection.
-    private func distribute(_ requests: [APNSPendingRequest]) {
+    func distribute(_ requests: [APNSPendingRequest]) {
         let pool = connections
         let start = state.withLock { state in
             defer { state.nextConnection &+= 1 }
@@ -184,7 +184,7 @@ package final class APNSClient: Sendable {
     /// Applies the disposition of an answer (or of a timeout, `status == nil`). Runs on the loop of `connection`.
     func handleAnswer(
         _ request: APNSPendingRequest, status: Int?, reason: APNSReason?, timestamp: Date?,
-        on connection: APNSConnection, handler: APNSConnectionHandler
+        on connection: APNSConnection, handler: APNSConnectionHandler?
     ) {
         request.attempts += 1
         request.lastStatus = status
@@ -213,7 +213,7 @@ package final class APNSClient: Sendable {
                 request.finish(status: status, reason: reason, disposition: .configurationError)
                 return
             }
-            connection.retire(handler)
+            if let handler { connection.retire(handler) }
         case .retryTokenLater, .retryWithBackoff:
             break
         }
@@ -224,9 +224,7 @@ package final class APNSClient: Sendable {
             if delay <= 0 {
                 connection.enqueue(CollectionOfOne(request), front: true)
             } else {
-                connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
-                    distribute([request])
-                }
+                connection.scheduleRetry(request, in: delay)
             }
         }
     }

@@ -48,9 +48,11 @@ package struct APNSClientConfiguration: Sendable {
     package var connections: Int
     /// Our own cap on streams per connection; the server's `SETTINGS_MAX_CONCURRENT_STREAMS` may lower it. Default 1000.
     package var maximumStreamsPerConnection: Int
-    /// Seconds a request may wait for its answer once written. Default 10.
+    /// Seconds a request may wait for a stream once handed to a connection (however long the
+    /// connection takes to come up), and again for its answer once written. Default 10.
     package var requestDeadline: TimeInterval
-    /// Seconds a TCP + TLS connect may take. Default 10.
+    /// Seconds a TCP connect may take, and again the TLS handshake and HTTP/2 preface up to the
+    /// server's first SETTINGS. Default 10.
     package var connectTimeout: TimeInterval
     /// Seconds without any frame from the server before we PING it. Default 60.
     package var idlePingInterval: TimeInterval

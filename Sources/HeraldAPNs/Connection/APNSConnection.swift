@@ -21,6 +21,10 @@ final class APNSConnection: @unchecked Sendable {
     private var retiring: [ObjectIdentifier: APNSConnectionHandler] = [:]
     private var isConnecting = false
     private var reconnectTask: Scheduled<Void>?
+    private var queueSweep: Scheduled<Void>?
+    /// Requests waiting out a retry delay, finished at shutdown (a task left on a stopped
+    /// event loop would drop them unanswered).
+    private var retries: [ObjectIdentifier: (request: APNSPendingRequest, task: Scheduled<Void>)] = [:]
     private var consecutiveFailures = 0
     private var drainScheduled = false
     private var isShutDown = false
@@ -37,19 +41,69 @@ final class APNSConnection: @unchecked Sendable {
 
     // MARK: Work in
 
-    /// Queues requests; must be called on `eventLoop`.
+    /// Queues requests; must be called on `eventLoop`. Each may wait here for a stream up to
+    /// the configuration's `requestDeadline` from now: a request whose connection never comes
+    /// up times out like one that APNs never answers (and gets a fresh deadline once written).
     func enqueue(_ requests: some Collection<APNSPendingRequest>, front: Bool = false) {
         eventLoop.preconditionInEventLoop()
         guard !isShutDown else {
             for request in requests { client.finishShutDown(request) }
             return
         }
+        let waitDeadline = NIODeadline.now() + .nanoseconds(Int64(client.configuration.requestDeadline * 1e9))
+        for request in requests { request.waitDeadline = waitDeadline }
         if front {
             queue.insert(contentsOf: requests, at: queue.startIndex)
         } else {
             queue.append(contentsOf: requests)
         }
         scheduleDrain()
+        scheduleQueueSweep()
+    }
+
+    /// Sends `request` again after `delay` seconds, through whichever connection the client
+    /// picks then; must be called on `eventLoop`.
+    func scheduleRetry(_ request: APNSPendingRequest, in delay: TimeInterval) {
+        eventLoop.preconditionInEventLoop()
+        guard !isShutDown else {
+            client.finishShutDown(request)
+            return
+        }
+        let key = ObjectIdentifier(request)
+        let task = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
+            retries[key] = nil
+            client.distribute([request])
+        }
+        retries[key] = (request, task)
+    }
+
+    /// While requests wait here, checks their deadlines a few times per `requestDeadline`.
+    private func scheduleQueueSweep() {
+        guard queueSweep == nil, !queue.isEmpty else { return }
+        let interval = TimeAmount.milliseconds(Int64(min(1000, max(10, client.configuration.requestDeadline * 1000 / 4))))
+        queueSweep = eventLoop.scheduleTask(in: interval) { [self] in
+            queueSweep = nil
+            sweepQueue(now: .now())
+            scheduleQueueSweep()
+        }
+    }
+
+    /// Requests whose deadline passed while they waited for a stream: answered as timed out
+    /// (the retry policy decides what follows), the rest keep their place.
+    private func sweepQueue(now: NIODeadline) {
+        guard queue.contains(where: { $0.waitDeadline <= now }) else { return }
+        var expired: [APNSPendingRequest] = []
+        var kept = CircularBuffer<APNSPendingRequest>(initialCapacity: queue.count)
+        while let request = queue.popFirst() {
+            if request.waitDeadline <= now { expired.append(request) } else { kept.append(request) }
+        }
+        queue = kept
+        logger.warning(
+            "APNs requests timed out waiting for a connection",
+            metadata: ["apns.timed_out": "\(expired.count)", "apns.connect_failures": "\(consecutiveFailures)"])
+        for request in expired {
+            client.handleAnswer(request, status: nil, reason: .timeout, timestamp: nil, on: self, handler: nil)
+        }
     }
 
     private func scheduleDrain() {
@@ -110,18 +164,23 @@ final class APNSConnection: @unchecked Sendable {
 
     // MARK: Connecting
 
+    /// Connects when work waits and no channel is open or opening: at once after a success,
+    /// after the backoff delay after failures. (The delayed try connects; asking again here
+    /// would only schedule another delay, for ever.)
     private func connectIfNeeded() {
-        guard !isShutDown, active == nil, !isConnecting, reconnectTask == nil, !queue.isEmpty else { return }
+        guard mayConnect, reconnectTask == nil else { return }
         if consecutiveFailures == 0 {
             connect()
         } else {
             let delay = client.reconnectDelay(afterFailures: consecutiveFailures)
             reconnectTask = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
                 reconnectTask = nil
-                connectIfNeeded()
+                if mayConnect { connect() }
             }
         }
     }
+
+    private var mayConnect: Bool { !isShutDown && active == nil && !isConnecting && !queue.isEmpty }
 
     private func connect() {
         isConnecting = true
@@ -131,6 +190,7 @@ final class APNSConnection: @unchecked Sendable {
             authority: endpoint.port == 443 ? endpoint.host : "\(endpoint.host):\(endpoint.port)",
             ownStreamLimit: configuration.maximumStreamsPerConnection,
             requestDeadline: configuration.requestDeadline,
+            handshakeTimeout: configuration.connectTimeout,
             idlePingInterval: configuration.idlePingInterval,
             pingTimeout: configuration.pingTimeout,
             logger: logger)
@@ -158,26 +218,34 @@ final class APNSConnection: @unchecked Sendable {
                         handler.close()
                         return
                     }
-                    consecutiveFailures = 0
+                    // Counted as connected only when the server's SETTINGS arrive
+                    // (`handlerIsReady`): a TLS handshake or preface that fails is a failed connect.
                     client.connectionOpened()
                     active = handler
-                    logger.debug("APNs connection open", metadata: ["apns.endpoint": "\(endpoint)"])
+                    logger.debug("APNs TCP connection open; TLS and HTTP/2 preface next", metadata: ["apns.endpoint": "\(endpoint)"])
                     drain()
                 case .failure(let error):
-                    consecutiveFailures += 1
-                    logger.warning(
-                        "APNs connect failed",
-                        metadata: [
-                            "apns.endpoint": "\(endpoint)", "error": "\(error)",
-                            "apns.connect_failures": "\(consecutiveFailures)",
-                        ])
-                    if consecutiveFailures >= configuration.maximumConnectFailures {
-                        while let request = queue.popFirst() { client.finishUnreachable(request) }
-                        consecutiveFailures = 0
-                    }
-                    connectIfNeeded()
+                    connectFailed("\(error)")
                 }
             }
+    }
+
+    /// A connect that did not reach the server's SETTINGS (TCP refused or timed out, TLS
+    /// handshake failed, the peer closed or stalled before its preface): the next try waits
+    /// longer; after `maximumConnectFailures` in a row what is queued fails as unreachable.
+    private func connectFailed(_ error: String) {
+        consecutiveFailures += 1
+        let endpoint = client.configuration.endpoint
+        logger.warning(
+            "APNs connect failed",
+            metadata: [
+                "apns.endpoint": "\(endpoint)", "error": "\(error)", "apns.connect_failures": "\(consecutiveFailures)",
+            ])
+        if consecutiveFailures >= client.configuration.maximumConnectFailures {
+            while let request = queue.popFirst() { client.finishUnreachable(request) }
+            consecutiveFailures = 0
+        }
+        connectIfNeeded()
     }
 
     // MARK: Shutdown
@@ -188,6 +256,13 @@ final class APNSConnection: @unchecked Sendable {
         isShutDown = true
         reconnectTask?.cancel()
         reconnectTask = nil
+        queueSweep?.cancel()
+        queueSweep = nil
+        for (request, task) in retries.values {
+            task.cancel()
+            client.finishShutDown(request)
+        }
+        retries.removeAll()
         while let request = queue.popFirst() { client.finishShutDown(request) }
         if let active { retire(active) }
         for handler in retiring.values { handler.retire() }
@@ -202,6 +277,13 @@ final class APNSConnection: @unchecked Sendable {
 }
 
 extension APNSConnection: APNSConnectionHandlerDelegate {
+    func handlerIsReady(_ handler: APNSConnectionHandler) {
+        if handler === active {
+            consecutiveFailures = 0
+            logger.debug("APNs connection ready", metadata: ["apns.endpoint": "\(client.configuration.endpoint)"])
+        }
+    }
+
     func handlerHasCapacity(_ handler: APNSConnectionHandler) {
         if handler === active { drain() }
     }
@@ -238,11 +320,16 @@ extension APNSConnection: APNSConnectionHandlerDelegate {
         connectIfNeeded()
     }
 
-    func handlerDidClose(_ handler: APNSConnectionHandler) {
+    func handlerDidClose(_ handler: APNSConnectionHandler, wasReady: Bool) {
         client.connectionClosed()
-        if active === handler { active = nil }
+        let wasActive = active === handler
+        if wasActive { active = nil }
         retiring[ObjectIdentifier(handler)] = nil
-        connectIfNeeded()
+        if wasActive, !wasReady, !isShutDown {
+            connectFailed("the connection closed before the server's HTTP/2 SETTINGS (TLS handshake or preface failed)")
+        } else {
+            connectIfNeeded()
+        }
     }
 }
 

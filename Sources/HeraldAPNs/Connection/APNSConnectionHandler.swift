@@ -8,6 +8,8 @@ import NIOHPACK
 /// The events an `APNSConnectionHandler` reports to the connection that owns it. All calls
 /// happen on the channel's event loop.
 protocol APNSConnectionHandlerDelegate: AnyObject {
+    /// The server's first SETTINGS arrived: TLS and the HTTP/2 preface succeeded.
+    func handlerIsReady(_ handler: APNSConnectionHandler)
     /// The server's SETTINGS arrived or streams finished: there may be room for more streams.
     func handlerHasCapacity(_ handler: APNSConnectionHandler)
     /// APNs answered a request.
@@ -20,50 +22,37 @@ protocol APNSConnectionHandlerDelegate: AnyObject {
     func handler(_ handler: APNSConnectionHandler, timedOut request: APNSPendingRequest)
     /// The server sent GOAWAY: no new streams on this connection.
     func handlerIsGoingAway(_ handler: APNSConnectionHandler, reason: String?)
-    /// The channel closed.
-    func handlerDidClose(_ handler: APNSConnectionHandler)
+    /// The channel closed; `wasReady`: whether the server's SETTINGS had come.
+    func handlerDidClose(_ handler: APNSConnectionHandler, wasReady: Bool)
 }
 
-/// Speaks APNs over one HTTP/2 connection, directly on the TLS byte stream: stream ids map to
-/// pending requests, every batch of requests is encoded into one buffer and flushed once,
-/// flow-control windows are kept by hand, and every request has a deadline.
+/// Speaks APNs over one HTTP/2 connection, directly on the TLS byte stream: a NIO shell over
+/// ``HTTP2ClientStreams`` (stream ids map to pending requests, every batch of requests is
+/// encoded into one buffer and flushed once, flow-control windows are kept by hand), with the
+/// requests' deadlines swept, a PING when idle, and a connection that does not finish its TLS
+/// handshake and HTTP/2 preface within `handshakeTimeout` closed as a failed connect.
 final class APNSConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = Never
     typealias OutboundOut = ByteBuffer
 
-    private struct InFlight {
-        var request: APNSPendingRequest
-        var status: Int?
-        var body: ByteBuffer?
-        /// DATA bytes received on the stream (padding included).
-        var received = 0
-    }
-
-    /// Payloads that wait for a WINDOW_UPDATE (only when the server's windows are smaller than a
-    /// payload; APNs' never are).
-    private var waitingBodies = HTTP2WaitingBodies()
-
     weak var delegate: (any APNSConnectionHandlerDelegate)?
     private let authority: String
-    private let ownStreamLimit: Int
     private let requestDeadline: TimeAmount
+    private let handshakeTimeout: TimeAmount
     private let idlePingInterval: TimeAmount
     private let pingTimeout: TimeAmount
     private let logger: Logger
 
     private var context: ChannelHandlerContext?
     private var parser = HTTP2FrameParser()
-    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
-    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-    private var output = ByteBuffer()
-    private var inFlight: [Int32: InFlight] = [:]
-    private var nextStreamID: Int32 = 1
-    private var peer = HTTP2ClientPeerState()
-    private(set) var isGoingAway = false
+    private var streams: HTTP2ClientStreams
     private(set) var isClosed = false
     /// Set when the owner wants this connection to finish its streams and close (token rotation).
     private(set) var isRetired = false
+    /// Whether the server's first SETTINGS came (TLS and the HTTP/2 preface went through).
+    private(set) var isReady = false
+    private var addedAt = NIODeadline.now()
     private var sweepTask: RepeatedTask?
 
     /// The provider token this connection sends and since when (for the 20-minute rule).
@@ -74,12 +63,13 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private var authorizationGeneration = 0
 
     init(
-        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, idlePingInterval: TimeInterval,
-        pingTimeout: TimeInterval, logger: Logger
+        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, handshakeTimeout: TimeInterval,
+        idlePingInterval: TimeInterval, pingTimeout: TimeInterval, logger: Logger
     ) {
         self.authority = authority
-        self.ownStreamLimit = ownStreamLimit
+        streams = HTTP2ClientStreams(streamLimitCap: ownStreamLimit, keepsResponseHeaders: false)
         self.requestDeadline = .nanoseconds(Int64(requestDeadline * 1e9))
+        self.handshakeTimeout = .nanoseconds(Int64(handshakeTimeout * 1e9))
         self.idlePingInterval = .nanoseconds(Int64(idlePingInterval * 1e9))
         self.pingTimeout = .nanoseconds(Int64(pingTimeout * 1e9))
         self.logger = logger
@@ -87,34 +77,31 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     /// Streams that may be opened now.
     var availableStreams: Int {
-        guard peer.receivedSettings, !isGoingAway, !isClosed, !isRetired else { return 0 }
-        // Leave room below the largest stream id; past it the connection must be replaced.
-        guard nextStreamID < Int32.max - 2 else { return 0 }
-        return max(0, min(peer.remoteStreamLimit, ownStreamLimit) - inFlight.count)
+        guard !isClosed, !isRetired else { return 0 }
+        return streams.availableStreams
     }
 
     /// Whether new requests may be written here (now or once SETTINGS arrive).
-    var acceptsNewStreams: Bool { !isGoingAway && !isClosed && !isRetired && nextStreamID < Int32.max - 2 }
+    var acceptsNewStreams: Bool { !streams.isGoingAway && !isClosed && !isRetired && streams.hasStreamIDs }
 
-    var inFlightCount: Int { inFlight.count }
+    var inFlightCount: Int { streams.openStreams }
 
     /// Whether the flow-control windows let this request's body go out whole right now.
     func canSend(_ request: APNSPendingRequest) -> Bool {
-        peer.mayOpen(bodySize: request.payload.readableBytes, bodiesWaiting: !waitingBodies.isEmpty)
+        streams.mayOpen(bodySize: request.payload.readableBytes)
     }
 
     // MARK: Writing
 
     /// Encodes one request on a new stream into the pending output; the caller checked
-    /// `availableStreams` and `canSend`, and calls `flush()` after the batch.
+    /// `availableStreams` and `canSend`, and calls `flush()` after the batch. Its answer is due
+    /// `requestDeadline` from now (its wait for a stream had its own deadline).
     func write(_ request: APNSPendingRequest) {
         guard context != nil, let token else { return }
         if authorizationGeneration != token.generation {
             authorizationValue = "bearer " + token.value
             authorizationGeneration = token.generation
         }
-        let streamID = nextStreamID
-        nextStreamID += 2
         let notification = request.notification
         var headers = HPACKHeaders()
         headers.reserveCapacity(12)
@@ -138,35 +125,22 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         let now = NIODeadline.now()
         request.writtenAt = now
         request.deadline = now + requestDeadline
-
-        do {
-            try HTTP2Wire.writeHeaders(
-                into: &output, encoder: &encoder, headers: headers, streamID: streamID, endStream: false,
-                maximumFrameSize: peer.peerMaximumFrameSize)
-        } catch {
-            nextStreamID -= 2
+        if !streams.open(request, headers: headers, body: request.payload, deadline: request.deadline) {
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
-            return
         }
-        if peer.fits(bodySize: request.payload.readableBytes) {
-            HTTP2Wire.writeData(into: &output, streamID: streamID, data: request.payload, endStream: true)
-            peer.connectionSendWindow -= request.payload.readableBytes
-        } else {
-            waitingBodies.start(request.payload, streamID: streamID, peer: &peer, output: &output)
-        }
-        inFlight[streamID] = InFlight(request: request)
     }
 
     /// Sends everything written since the last flush as one write.
     func flush() {
-        guard let context, output.readableBytes > 0 else { return }
-        context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        output = context.channel.allocator.buffer(capacity: 16_384)
+        guard let context, streams.output.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(streams.output), promise: nil)
+        streams.output = context.channel.allocator.buffer(capacity: 16_384)
     }
 
     /// Stops taking new streams; closes once the streams in flight are answered.
     func retire() {
         isRetired = true
+        streams.retire()
         closeIfDrained()
     }
 
@@ -179,7 +153,8 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        output = context.channel.allocator.buffer(capacity: 16_384)
+        addedAt = .now()
+        streams.output = context.channel.allocator.buffer(capacity: 16_384)
         let interval = TimeAmount.milliseconds(min(1000, max(10, requestDeadline.nanoseconds / 1_000_000 / 4)))
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         // Cancelled in handlerRemoved, so the strong reference ends with the handler.
@@ -205,108 +180,73 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private func sendPreface() {
         guard !sentPreface else { return }
         sentPreface = true
-        HTTP2ClientPeerState.writePreface(into: &output)
+        streams.writePreface()
         flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
-        peer.didRead()
+        streams.didRead(now: .now())
         do {
             while let frame = try parser.next() {
-                try process(frame)
+                if let event = try streams.read(frame) { handle(event) }
             }
         } catch {
             logger.warning("APNs connection protocol error; closing it", metadata: ["error": "\(error)"])
-            HTTP2Wire.writeGoAway(into: &output, lastStreamID: 0, code: error.code)
+            streams.fail(with: error)
             flush()
             context.close(promise: nil)
         }
     }
 
-    private func process(_ frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) {
-        switch HTTP2Wire.FrameType(rawValue: frame.type) {
-        case .headers?:
-            let headers = try decoder.decodeBlock(of: frame)
-            guard var entry = inFlight[frame.streamID] else { return }
-            if let status = headers.first(name: ":status").flatMap({ Int($0) }) { entry.status = status }
-            if frame.endStream {
-                inFlight[frame.streamID] = nil
-                waitingBodies.remove(frame.streamID)
-                answer(entry)
-            } else {
-                inFlight[frame.streamID] = entry
-            }
-        case .data?:
-            try peer.received(data: frame)
-            // Taken out so the body is appended in place, not copied per frame.
-            guard var entry = inFlight.removeValue(forKey: frame.streamID) else { return }
-            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &entry.body, streamReceived: &entry.received) else {
-                // APNs answers with a few bytes of JSON: a huge body is not an answer to read.
-                HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
-                waitingBodies.remove(frame.streamID)
-                if let status = entry.status {
-                    delegate?.handler(self, answered: entry.request, status: status, reason: nil, timestamp: nil)
-                } else {
-                    delegate?.handler(self, unanswered: [entry.request])
-                }
-                return
-            }
-            if frame.endStream {
-                waitingBodies.remove(frame.streamID)
-                answer(entry)
-            } else {
-                inFlight[frame.streamID] = entry
-            }
-        case .rstStream?:
-            waitingBodies.remove(frame.streamID)
-            var payload = frame.payload
-            let code = payload.readInteger(as: UInt32.self) ?? 0
-            if let entry = inFlight.removeValue(forKey: frame.streamID) {
-                if let status = entry.status {
-                    // The answer's headers came before the reset: that is an answer.
-                    delegate?.handler(self, answered: entry.request, status: status, reason: nil, timestamp: nil)
-                } else {
-                    logger.debug("APNs stream reset", metadata: ["apns.http2.error": "\(code)"])
-                    delegate?.handler(self, unanswered: [entry.request])
+    private func handle(_ event: HTTP2StreamEvent) {
+        switch event {
+        case .answered(let object, let status, _, let body):
+            let request = Self.request(object)
+            var reason: APNSReason?
+            var timestamp: Date?
+            if status != 200, let body, let object = Self.jsonObject(in: body) {
+                reason = (object["reason"] as? String).map(APNSReason.init(rawValue:))
+                if let milliseconds = object["timestamp"] as? NSNumber {
+                    timestamp = APNSTimestamp.sane(seconds: milliseconds.doubleValue / 1000)
                 }
             }
-        case .settings?:
-            try waitingBodies.growAll(by: try peer.apply(settings: frame, encoder: &encoder, output: &output))
-        case .ping?:
-            HTTP2ClientPeerState.answer(ping: frame, output: &output)
-        case .goAway?:
-            var payload = frame.payload
-            let last = Int32(bitPattern: (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff)
-            let code = payload.readInteger(as: UInt32.self) ?? 0
-            isGoingAway = true
-            var orphans: [APNSPendingRequest] = []
-            for (streamID, entry) in inFlight where streamID > last {
-                orphans.append(entry.request)
-                inFlight[streamID] = nil
-                waitingBodies.remove(streamID)
+            delegate?.handler(self, answered: request, status: status, reason: reason, timestamp: timestamp)
+        case .unanswered(let object):
+            logger.debug("APNs stream reset before an answer")
+            delegate?.handler(self, unanswered: [Self.request(object)])
+        case .responseTooLarge(let object, let status):
+            let request = Self.request(object)
+            // APNs answers with a few bytes of JSON: a huge body is not an answer to read.
+            if let status {
+                delegate?.handler(self, answered: request, status: status, reason: nil, timestamp: nil)
+            } else {
+                delegate?.handler(self, unanswered: [request])
             }
-            let reason = Self.reason(in: payload)
+        case .goingAway(let code, let debugData, let orphans):
+            let reason = Self.reason(in: debugData)
             logger.info(
                 "APNs sent GOAWAY",
                 metadata: [
                     "apns.http2.error": "\(code)", "apns.reason": "\(reason ?? "-")", "apns.resent": "\(orphans.count)",
                 ])
             delegate?.handlerIsGoingAway(self, reason: reason)
-            if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
-        case .windowUpdate?:
-            if let (streamID, increment) = try peer.apply(windowUpdate: frame) { try waitingBodies.grow(streamID, by: increment) }
-        case .pushPromise?:
-            throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")
-        default:
-            break
+            if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans.map(Self.request)) }
         }
     }
 
+    /// The table holds only this handler's requests.
+    private static func request(_ object: AnyObject) -> APNSPendingRequest {
+        unsafeDowncast(object, to: APNSPendingRequest.self)
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
-        peer.acknowledgeReceived(into: &output)
-        waitingBodies.resume(peer: &peer, output: &output)
+        streams.readComplete()
+        if !isReady, streams.peer.receivedSettings {
+            isReady = true
+            delegate?.handlerIsReady(self)
+        }
         delegate?.handlerHasCapacity(self)
         flush()
         closeIfDrained()
@@ -314,12 +254,11 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         isClosed = true
-        let orphans = inFlight.values.map(\.request)
-        inFlight.removeAll()
+        let orphans = streams.closed().map(Self.request)
         sweepTask?.cancel()
         sweepTask = nil
         if !orphans.isEmpty { delegate?.handler(self, unanswered: orphans) }
-        delegate?.handlerDidClose(self)
+        delegate?.handlerDidClose(self, wasReady: isReady)
         context.fireChannelInactive()
     }
 
@@ -330,21 +269,8 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Internals
 
-    private func answer(_ entry: InFlight) {
-        let status = entry.status ?? 0
-        var reason: APNSReason?
-        var timestamp: Date?
-        if status != 200, let body = entry.body, let object = Self.jsonObject(in: body) {
-            reason = (object["reason"] as? String).map(APNSReason.init(rawValue:))
-            if let milliseconds = object["timestamp"] as? NSNumber {
-                timestamp = APNSTimestamp.sane(seconds: milliseconds.doubleValue / 1000)
-            }
-        }
-        delegate?.handler(self, answered: entry.request, status: status, reason: reason, timestamp: timestamp)
-    }
-
     private func closeIfDrained() {
-        if isGoingAway || isRetired, inFlight.isEmpty, !isClosed {
+        if isRetired || streams.isGoingAway, streams.openStreams == 0, !isClosed {
             isClosed = true
             flush()
             context?.close(promise: nil)
@@ -354,17 +280,14 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private func sweep() {
         guard !isClosed, let context else { return }
         let now = NIODeadline.now()
-        var expired: [Int32] = []
-        for (streamID, entry) in inFlight where entry.request.deadline <= now {
-            expired.append(streamID)
+        if !isReady, now - addedAt >= handshakeTimeout {
+            logger.warning(
+                "APNs connection: no HTTP/2 SETTINGS within the connect timeout (TLS handshake or preface stalled); closing it")
+            context.close(promise: nil)
+            return
         }
-        for streamID in expired {
-            guard let entry = inFlight.removeValue(forKey: streamID) else { continue }
-            waitingBodies.remove(streamID)
-            HTTP2Wire.writeResetStream(into: &output, streamID: streamID, code: .cancel)
-            delegate?.handler(self, timedOut: entry.request)
-        }
-        guard peer.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout, output: &output) else {
+        for object in streams.expire(now: now) { delegate?.handler(self, timedOut: Self.request(object)) }
+        guard streams.keepAlive(now: now, idle: idlePingInterval, timeout: pingTimeout) else {
             logger.warning("APNs connection did not answer PING; closing it")
             context.close(promise: nil)
             return

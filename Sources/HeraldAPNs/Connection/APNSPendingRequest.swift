@@ -14,7 +14,11 @@ final class APNSPendingRequest: @unchecked Sendable {
     var resends = 0
     /// The provider token generation it was last sent with.
     var tokenGeneration = 0
-    /// When the answer must have come, once written.
+    /// Until when it may wait in a connection's queue for a stream: set when it is handed to
+    /// the connection, so a request whose connection never comes up still times out.
+    var waitDeadline = NIODeadline.distantFuture
+    /// When the answer must have come, once written (a fresh `requestDeadline` on the wire, so
+    /// a request written late is not cut short and sent twice).
     var deadline = NIODeadline.distantFuture
     /// When it was last written to a stream.
     var writtenAt: NIODeadline?
