@@ -113,6 +113,7 @@ let package = Package(
                 "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore", "HeraldSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),

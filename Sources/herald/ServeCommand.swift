@@ -75,27 +75,15 @@ struct ServeCommand: AsyncParsableCommand {
         let listenHost = configuration.host
         let listenPort = configuration.port
         let startBanner = banner
-        let application = Application(
-            router: HeraldAPI.router(runtime: runtime),
-            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout)))),
-            configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
-                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
+        let application = HeraldServices.application(
+            runtime: runtime, outbox: configuration.outbox,
+            before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] } ?? [],
             onServerRunning: { channel in
                 let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
                 logger.info("Herald listening", metadata: ["herald.address": "\(address)"])
                 if let startBanner { printOutput(startBanner) }
-            },
-            logger: Logger(label: "herald.http"))
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [application, OutboxLoop(runtime: runtime, configuration: configuration.outbox)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        try await group.run()
-        await runtime.shutdown()
-        await store.close()
-        await simulator?.shutdown()
+            })
+        try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("Herald stopped")
     }
 }

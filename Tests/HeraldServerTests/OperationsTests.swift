@@ -191,7 +191,7 @@ struct ListenerLimitTests {
         let directory = try makeTemporaryDirectory("herald-listener")
         let port = freeLoopbackPort()
         try """
-            server: { host: 127.0.0.1, port: \(port), idle_timeout: 2, max_connections: 2 }
+            server: { host: 127.0.0.1, port: \(port), idle_timeout: 3, max_connections: 2 }
             database: { url: "sqlite://\(directory)/herald.sqlite" }
             """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
         let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
@@ -203,10 +203,11 @@ struct ListenerLimitTests {
             close(first)
             close(second)
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Time for a loaded box to accept both (a third one accepted first would be served).
+        try await Task.sleep(for: .seconds(1))
         let waiting = try await curl(["--max-time", "0.8", "http://127.0.0.1:\(port)/healthz"])
         #expect(waiting.status == 0, "a third connection was served: \(waiting)")
-        // The idle ones are closed by the server after 2 s; then the next request is served.
+        // The idle ones are closed by the server after 3 s; then the next request is served.
         #expect(waitForClose(first, seconds: 4))
         #expect(waitForClose(second, seconds: 1))
         let served = try await curl(["--max-time", "2", "http://127.0.0.1:\(port)/healthz"])

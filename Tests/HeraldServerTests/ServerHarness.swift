@@ -103,6 +103,8 @@ func withServer(
                     caFile: harness.simulator.caFile)),
             .init(id: "silent", serverKey: "silent-server-key-0123456789"),
         ]
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
         adjustApp(&configuration.apps[0])
         adjustConfiguration(&configuration)
         let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
@@ -122,20 +124,11 @@ func withServer(
         outbox.idleInterval = .milliseconds(20)
         // A test that leaves a hung delivery behind need not wait the production grace at its end.
         outbox.shutdownGrace = min(outbox.shutdownGrace, 1)
-        let application = Application(
-            router: HeraldAPI.router(runtime: runtime),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            services: dispatcher ? [OutboxLoop(runtime: runtime, configuration: outbox)] : [])
-        do {
-            try await application.test(.live) { client in
-                try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
-            }
-        } catch {
-            await runtime.shutdown()
-            await store.close()
-            throw error
+        // What `herald serve` runs (HeraldServices), on a free port: the store and the
+        // provider clients close as its services when the test ends, passed or not.
+        let application = HeraldServices.application(runtime: runtime, outbox: outbox, dispatcher: dispatcher)
+        try await application.test(.live) { client in
+            try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
         }
-        await runtime.shutdown()
-        await store.close()
     }
 }
