@@ -15,13 +15,15 @@ extension HeraldStore {
         try await transaction { session in
             let now = nowMilliseconds
             try await touchNode(now: now, session)
-            // Which apps have work of each status: a loose scan of the outbox index (one seek per
-            // app), so a claim asks each app for its share instead of taking the oldest rows of
-            // whichever app sent the biggest fan-out.
-            var apps: [DeliveryStatus: [String]] = [:]
-            for row in try await session.query(Self.appsWithWorkSQL) {
+            // Which apps have due work of each status and lane: a loose scan of the outbox index
+            // (a few seeks per app), so a claim asks each app for its share instead of taking
+            // the oldest rows of whichever app sent the biggest fan-out, and asks nothing where
+            // nothing is due.
+            var apps: [DeliveryStatus: [DeliveryLane: [String]]] = [:]
+            for row in try await session.query(Self.appsWithWorkSQL, [.integer(now)]) {
                 guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text else { continue }
-                apps[status, default: []].append(app)
+                if row[2].integer == 1 { apps[status, default: [:]][.urgent, default: []].append(app) }
+                if row[3].integer == 1 { apps[status, default: [:]][.normal, default: []].append(app) }
             }
             // Urgent deliveries (transactional types, priority 10 asked for) before normal ones.
             // Within a lane, deferred deliveries whose time has come get half of what is left,
@@ -32,7 +34,7 @@ extension HeraldStore {
                 let room = limit - rows.count
                 guard room > 0 else { break }
                 func due(_ status: DeliveryStatus, _ count: Int) async throws -> [[Session.Value]] {
-                    try await fairShare(status, lane: lane, apps: apps[status] ?? [], count, now: now, session)
+                    try await fairShare(status, lane: lane, apps: apps[status]?[lane] ?? [], count, now: now, session)
                 }
                 let deferredShare = (room + 1) / 2
                 if dialect == .sqlite {
@@ -161,7 +163,8 @@ extension HeraldStore {
         return byApp.flatMap(\.rows)
     }
 
-    /// (status, app) pairs with deliveries queued or deferred: one index seek per app.
+    /// (status, app) pairs with deliveries queued or deferred (one index seek per app), and
+    /// whether each lane has rows due by $1 (one seek per lane).
     static let appsWithWorkSQL = """
         WITH RECURSIVE apps(status, app_id) AS (
             SELECT 'deferred', (SELECT min(app_id) FROM deliveries WHERE status = 'deferred' AND \(outboxIndexTerm))
@@ -171,7 +174,10 @@ extension HeraldStore {
             SELECT apps.status, (SELECT min(d.app_id) FROM deliveries d WHERE d.status = apps.status AND d.\(outboxIndexTerm) AND d.app_id > apps.app_id)
             FROM apps WHERE apps.app_id IS NOT NULL
         )
-        SELECT status, app_id FROM apps WHERE app_id IS NOT NULL
+        SELECT status, app_id,
+            CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.status = apps.status AND d.\(outboxIndexTerm) AND d.app_id = apps.app_id AND d.lane = 0 AND d.due_at <= $1) THEN 1 ELSE 0 END,
+            CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.status = apps.status AND d.\(outboxIndexTerm) AND d.app_id = apps.app_id AND d.lane = 1 AND d.due_at <= $1) THEN 1 ELSE 0 END
+        FROM apps WHERE app_id IS NOT NULL
         """
 
     /// The partial outbox index's condition (migration 5). SQLite uses a partial index only when
