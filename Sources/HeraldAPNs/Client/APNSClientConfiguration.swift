@@ -1,3 +1,4 @@
+import NIOCore
 package import Foundation
 
 /// Which APNs host to talk to (protocols.md §1): Apple's two, or any URL (the simulator).
@@ -66,6 +67,12 @@ package struct APNSClientConfiguration: Sendable {
     package var maximumConnectFailures: Int
     /// When and how often to resend.
     package var retry: APNSRetryPolicy
+
+    /// How often deadlines are checked (queued and written requests alike): a quarter of
+    /// `requestDeadline`, between 10 ms and 1 s.
+    var deadlineSweepInterval: TimeAmount {
+        .milliseconds(Int64(min(1000, max(10, requestDeadline * 1000 / 4))))
+    }
 
     package init(
         endpoint: APNSEndpoint,

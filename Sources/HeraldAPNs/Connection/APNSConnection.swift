@@ -80,8 +80,7 @@ final class APNSConnection: @unchecked Sendable {
     /// While requests wait here, checks their deadlines a few times per `requestDeadline`.
     private func scheduleQueueSweep() {
         guard queueSweep == nil, !queue.isEmpty else { return }
-        let interval = TimeAmount.milliseconds(Int64(min(1000, max(10, client.configuration.requestDeadline * 1000 / 4))))
-        queueSweep = eventLoop.scheduleTask(in: interval) { [self] in
+        queueSweep = eventLoop.scheduleTask(in: client.configuration.deadlineSweepInterval) { [self] in
             queueSweep = nil
             sweepQueue(now: .now())
             scheduleQueueSweep()
@@ -190,6 +189,7 @@ final class APNSConnection: @unchecked Sendable {
             authority: endpoint.port == 443 ? endpoint.host : "\(endpoint.host):\(endpoint.port)",
             ownStreamLimit: configuration.maximumStreamsPerConnection,
             requestDeadline: configuration.requestDeadline,
+            sweepInterval: configuration.deadlineSweepInterval,
             handshakeTimeout: configuration.connectTimeout,
             idlePingInterval: configuration.idlePingInterval,
             pingTimeout: configuration.pingTimeout,

@@ -39,6 +39,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     weak var delegate: (any APNSConnectionHandlerDelegate)?
     private let authority: String
     private let requestDeadline: TimeAmount
+    private let sweepInterval: TimeAmount
     private let handshakeTimeout: TimeAmount
     private let idlePingInterval: TimeAmount
     private let pingTimeout: TimeAmount
@@ -63,12 +64,13 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private var authorizationGeneration = 0
 
     init(
-        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, handshakeTimeout: TimeInterval,
+        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, sweepInterval: TimeAmount, handshakeTimeout: TimeInterval,
         idlePingInterval: TimeInterval, pingTimeout: TimeInterval, logger: Logger
     ) {
         self.authority = authority
         streams = HTTP2ClientStreams(streamLimitCap: ownStreamLimit, keepsResponseHeaders: false)
         self.requestDeadline = .nanoseconds(Int64(requestDeadline * 1e9))
+        self.sweepInterval = sweepInterval
         self.handshakeTimeout = .nanoseconds(Int64(handshakeTimeout * 1e9))
         self.idlePingInterval = .nanoseconds(Int64(idlePingInterval * 1e9))
         self.pingTimeout = .nanoseconds(Int64(pingTimeout * 1e9))
@@ -155,7 +157,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         self.context = context
         addedAt = .now()
         streams.output = context.channel.allocator.buffer(capacity: 16_384)
-        let interval = TimeAmount.milliseconds(min(1000, max(10, requestDeadline.nanoseconds / 1_000_000 / 4)))
+        let interval = sweepInterval
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         // Cancelled in handlerRemoved, so the strong reference ends with the handler.
         sweepTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
