@@ -19,6 +19,8 @@
 # DATABASE=postgres://... uses that (empty) database instead.
 #
 # SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
+# PERF=1 (fanout) records the server from the send to the last result with `perf record -g`
+# into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`).
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -177,6 +179,12 @@ if [ "$MODE" = fanout ] && [ "${RAW:-0}" -gt 0 ]; then
     curl -sf -X DELETE "http://127.0.0.1:$SIM_CONTROL/inbox" > /dev/null
 fi
 
+PERF_PID=""
+if [ "$MODE" = fanout ] && [ -n "${PERF:-}" ]; then
+    perf record -F 499 -g -p "$SERVE_PID" -o "$WORK/serve.perf.data" 2> "$WORK/perf.err" &
+    PERF_PID=$!
+    sleep 0.5
+fi
 echo "== send one notification to all"
 start=$(date +%s.%N)
 id=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
@@ -206,6 +214,7 @@ while true; do
     sleep 0.25
 done
 all_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; echo "profile: $WORK/serve.perf.data"; fi
 inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
 echo "every delivery recorded after ${all_seconds}s: counts $(counts)"
 if [ -n "${RAW_RATE:-}" ]; then
