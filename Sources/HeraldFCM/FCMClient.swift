@@ -2,7 +2,7 @@ public import Foundation
 public import HeraldCore
 public import Logging
 import HeraldHTTP2
-import NIOCore
+public import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -51,7 +51,9 @@ public final class FCMClient: Sendable {
     private let tokenEndpoint: FCMEndpoint
     private let tokenPath: String
     private let sslContext: NIOSSLContext
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
+    /// Whether this client made its event loop (and shuts it down), or was lent a group.
+    private let ownsGroup: Bool
     private let pool: FCMConnectionPool
     private let tokens: FCMAccessTokenCache
     private let clock: HeraldClock
@@ -61,9 +63,11 @@ public final class FCMClient: Sendable {
     private let devicePauses = Mutex<[String: Date]>([:])
     private let isShutDown = Atomic<Bool>(false)
 
+    /// `eventLoopGroup`: loops shared with other clients (the server's provider loops; their
+    /// owner shuts them down); without it the client runs on one loop of its own.
     public init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
-        clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.fcm")
+        clock: HeraldClock = .system, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger = Logger(label: "herald.fcm")
     ) throws(FCMConfigurationError) {
         self.account = account
         self.configuration = configuration
@@ -74,10 +78,14 @@ public final class FCMClient: Sendable {
         tokenEndpoint = try FCMEndpoint(url: tokenURL)
         tokenPath = tokenEndpoint.path.isEmpty ? "/" : tokenEndpoint.path
         sslContext = try NIOSSLContext.fcm(caFile: configuration.caFile)
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        ownsGroup = eventLoopGroup == nil
         pool = FCMConnectionPool(size: max(1, configuration.connections))
         tokens = FCMAccessTokenCache()
     }
+
+    /// The event loops the connections run on (lent by the server, or this client's own).
+    public var eventLoopGroup: any EventLoopGroup { group }
 
     /// Why sends fail fast, after a configuration error (bad credentials).
     public var disabledReason: String? { state.withLock { $0.disabledReason } }
@@ -102,7 +110,7 @@ public final class FCMClient: Sendable {
     public func shutdown() async {
         guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await pool.closeAll()
-        try? await group.shutdownGracefully()
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 
     /// Sends many messages concurrently (every one is its own request); results in input order.

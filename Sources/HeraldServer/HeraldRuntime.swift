@@ -4,7 +4,47 @@ package import HeraldCore
 package import HeraldFCM
 package import HeraldStore
 package import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
+
+/// The event loops every app's provider clients share (APNs connections of every app and
+/// environment, FCM connections): one group for the process, so a server with many apps does
+/// not run a thread per client. Made when the first client is; shut down once, after the clients.
+final class ProviderEventLoops: Sendable {
+    /// One loop per core but one (left to the store and the HTTP server); at least one. One
+    /// loop drives ~50,000 APNs notifications/s.
+    static let defaultThreads = max(1, System.coreCount - 1)
+
+    private let threads: Int
+    private let state = Mutex<(group: MultiThreadedEventLoopGroup?, closed: Bool)>((nil, false))
+
+    init(threads: Int = ProviderEventLoops.defaultThreads) {
+        self.threads = threads
+    }
+
+    /// The group, started on first use; `nil` once `shutdown()` has begun (no client may start
+    /// on it then).
+    var group: MultiThreadedEventLoopGroup? {
+        state.withLock { state in
+            guard !state.closed else { return nil }
+            if let group = state.group { return group }
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+            state.group = group
+            return group
+        }
+    }
+
+    /// Stops the loops; a second call returns at once.
+    func shutdown() async {
+        let group = state.withLock { state -> MultiThreadedEventLoopGroup? in
+            guard !state.closed else { return nil }
+            state.closed = true
+            return state.group
+        }
+        try? await group?.shutdownGracefully()
+    }
+}
 
 /// One configured app at run time: its keys and, when it has credentials, its APNs clients
 /// (one per environment, made on first use).
@@ -23,9 +63,10 @@ package final class AppRuntime: Sendable {
     package let fcmDisabledReason: String?
     private let logger: Logger
     private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
+    private let loops: ProviderEventLoops
 
     init(
-        configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, logger: Logger,
+        configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, loops: ProviderEventLoops, logger: Logger,
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void,
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) {
@@ -34,7 +75,8 @@ package final class AppRuntime: Sendable {
         self.policyApp = catalog?.app.policyApp
         self.logger = logger
         self.clientAdjustment = clientAdjustment
-        (fcmClient, fcmDisabledReason) = Self.makeFCMClient(configuration.fcm, logger: logger, adjust: fcmAdjustment)
+        self.loops = loops
+        (fcmClient, fcmDisabledReason) = Self.makeFCMClient(configuration.fcm, loops: loops, logger: logger, adjust: fcmAdjustment)
         guard let apns = configuration.apns else {
             signingKey = nil
             apnsDisabledReason = "no credentials"
@@ -65,7 +107,8 @@ package final class AppRuntime: Sendable {
     }
 
     private static func makeFCMClient(
-        _ fcm: HeraldConfiguration.FCMConfiguration?, logger: Logger, adjust: (inout FCMClientConfiguration) -> Void
+        _ fcm: HeraldConfiguration.FCMConfiguration?, loops: ProviderEventLoops, logger: Logger,
+        adjust: (inout FCMClientConfiguration) -> Void
     ) -> (FCMClient?, String?) {
         guard let fcm else { return (nil, "no credentials") }
         do {
@@ -75,7 +118,8 @@ package final class AppRuntime: Sendable {
             configuration.tokenEndpoint = fcm.tokenEndpoint
             configuration.caFile = fcm.caFile
             adjust(&configuration)
-            return (try FCMClient(account: account, configuration: configuration, logger: logger), nil)
+            guard let group = loops.group else { return (nil, "the server is stopping") }
+            return (try FCMClient(account: account, configuration: configuration, eventLoopGroup: group, logger: logger), nil)
         } catch {
             return (nil, error.message)
         }
@@ -87,13 +131,16 @@ package final class AppRuntime: Sendable {
         let environment = APNSEnvironment(rawValue: environment) ?? .production
         return clients.withLock { clients in
             if let client = clients[environment] { return .client(client) }
+            // Stopping: the shared loops are gone (or going); nothing new may start on them.
+            guard let group = loops.group else { return .unavailable(.clientShutdown) }
             do {
                 let endpoint = try apns.endpoint.map(APNSEndpoint.init(url:)) ?? environment.endpoint
                 var configuration = APNSClientConfiguration(endpoint: endpoint, additionalCAFile: apns.caFile, connections: 4)
                 clientAdjustment(&configuration)
                 var clientLogger = logger
                 clientLogger[metadataKey: "herald.app"] = "\(self.configuration.id)"
-                let client = try APNSClient(key: signingKey, configuration: configuration, logger: clientLogger)
+                let client = try APNSClient(
+                    key: signingKey, configuration: configuration, eventLoopGroup: group, logger: clientLogger)
                 clients[environment] = client
                 return .client(client)
             } catch {
@@ -137,6 +184,8 @@ package final class HeraldRuntime: Sendable {
     package let metrics = HeraldMetrics()
     /// Providers held back by answers that blame the configuration (issue #10 §2).
     package let pauses = ProviderPauses()
+    /// The event loops all apps' provider clients share.
+    let providerLoops: ProviderEventLoops
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
     let started = Date()
@@ -155,12 +204,14 @@ package final class HeraldRuntime: Sendable {
         self.configuration = configuration
         self.store = store
         self.logger = logger
+        let loops = ProviderEventLoops()
+        providerLoops = loops
         var apps: [String: AppRuntime] = [:]
         for var app in configuration.apps {
             let catalog = try app.catalogFile.map { file throws(ConfigurationError) in try CatalogLoader.load(file: file) }
             if !app.payloadKeyIsExplicit, let key = catalog?.app.payloadKey { app.payloadKey = key }
             apps[app.id] = AppRuntime(
-                configuration: app, catalog: catalog, logger: logger, clientAdjustment: clientAdjustment,
+                configuration: app, catalog: catalog, loops: loops, logger: logger, clientAdjustment: clientAdjustment,
                 fcmAdjustment: fcmAdjustment)
         }
         self.apps = apps
@@ -189,9 +240,11 @@ package final class HeraldRuntime: Sendable {
         }
     }
 
-    /// Closes every provider client, waiting up to `gracePeriod` seconds for requests in flight.
+    /// Closes every provider client, waiting up to `gracePeriod` seconds for requests in flight,
+    /// then their shared event loops.
     package func shutdown(gracePeriod: TimeInterval = 5) async {
         for app in apps.values { await app.shutdown(gracePeriod: gracePeriod) }
+        await providerLoops.shutdown()
     }
 
     /// What `/healthz` says: 503 when the database does not take writes or work has been due

@@ -141,6 +141,61 @@ struct PipelineTests {
         }
     }
 
+    @Test("every app's APNs and FCM clients run on the server's one provider event-loop group, closed once at shutdown")
+    func sharedProviderLoops() async throws {
+        let apnsToken = String(repeating: "5e", count: 32), otherToken = String(repeating: "6f", count: 32)
+        try await withServer(configure: { configuration in
+            var other = configuration.apps[0]
+            other.id = "other"
+            other.serverKeys = ["other-server-key-0123456789ab"]
+            other.clientKeys = []
+            other.userTokenSecret = nil
+            other.catalogFile = nil
+            other.fcm = nil
+            configuration.apps.append(other)
+        }) { server in
+            #expect(try await server.register("phone", user: "ana", token: apnsToken, key: ServerHarness.server) == .created)
+            let pixel = try await server.request(
+                .post, "/v1/apps/demo/devices", json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm-shared-loops"}"#)
+            #expect(pixel.status == .created)
+            let registered = try await server.request(
+                .post, "/v1/apps/other/devices", key: "other-server-key-0123456789ab",
+                json: #"{"device_id":"tablet","user_id":"bo","token":"\#(otherToken)","environment":"sandbox"}"#)
+            #expect(registered.status == .created)
+            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"to both of Ana's devices"}}"#)
+            let view = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 2)
+            let otherSent = try await server.request(
+                .post, "/v1/apps/other/notifications", key: "other-server-key-0123456789ab",
+                json: #"{"to":{"user_ids":["bo"]},"alert":{"body":"from the other app"}}"#)
+            #expect(otherSent.status == .accepted)
+            for _ in 0..<250 where server.simulator.state.inbox(for: otherToken).isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.simulator.state.inbox(for: apnsToken).count == 1)
+            #expect(server.simulator.state.inbox(for: "fcm-shared-loops").count == 1)
+            #expect(server.simulator.state.inbox(for: otherToken).count == 1)
+
+            // Three clients, one group.
+            guard case .client(let demoAPNs) = try #require(server.runtime.apps["demo"]).apnsClient(environment: "sandbox"),
+                case .client(let otherAPNs) = try #require(server.runtime.apps["other"]).apnsClient(environment: "sandbox"),
+                let demoFCM = server.runtime.apps["demo"]?.fcmClient
+            else {
+                Issue.record("a client is missing")
+                return
+            }
+            #expect(demoAPNs !== otherAPNs)
+            #expect(demoAPNs.eventLoopGroup === otherAPNs.eventLoopGroup)
+            #expect(demoAPNs.eventLoopGroup === demoFCM.eventLoopGroup)
+
+            // Once the providers are shut down, no new client starts on the stopped loops.
+            await server.runtime.shutdown(gracePeriod: 0)
+            guard case .unavailable(let reason) = try #require(server.runtime.apps["other"]).apnsClient(environment: "production") else {
+                Issue.record("a client was made after shutdown")
+                return
+            }
+            #expect(reason == .clientShutdown)
+        }
+    }
+
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
     func expired() async throws {
         let token = String(repeating: "2b", count: 32)
@@ -274,6 +329,7 @@ extension PostgresNodesTests {
         await listening.close()
         await sending.close()
     }
+
 }
 
 /// A thread-safe count for callbacks.

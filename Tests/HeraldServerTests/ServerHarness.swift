@@ -108,7 +108,9 @@ func withServer(
         adjustApp(&configuration.apps[0])
         adjustConfiguration(&configuration)
         let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
-        let runtime = try HeraldRuntime(
+        let runtime: HeraldRuntime
+        do {
+            runtime = try HeraldRuntime(
             configuration: configuration, store: store,
             clientAdjustment: { client in
                 client.connections = 2
@@ -119,6 +121,11 @@ func withServer(
                 fcm.baseDelay = 0.01
                 fcm.quotaDelay = 0.01
             }, dispatcherStallLimit: dispatcherStallLimit)
+        } catch {
+            // A configuration the runtime refuses: the store it would have owned closes here.
+            await store.close()
+            throw error
+        }
         var outbox = configuration.outbox
         outbox.batchSize = min(outbox.batchSize, 500)
         outbox.idleInterval = .milliseconds(20)

@@ -1,7 +1,7 @@
 package import Foundation
 package import HeraldCore
 package import Logging
-import NIOCore
+package import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -14,12 +14,17 @@ package final class APNSClient: Sendable {
     package let configuration: APNSClientConfiguration
     let tokenManager: APNSProviderTokenManager
     let sslContext: NIOSSLContext
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
+    /// Whether this client made its event loops (and shuts them down), or was lent a group.
+    private let ownsGroup: Bool
     private let connections: [APNSConnection]
     private let logger: Logger
     private let state = Mutex(State())
     private let randomSource: @Sendable () -> Double
     private let openConnectionCount = Atomic<Int>(0)
+
+    /// The event loops the connections run on (lent by the server, or this client's own).
+    package var eventLoopGroup: any EventLoopGroup { group }
 
     /// HTTP/2 connections open right now.
     package var openConnections: Int { openConnectionCount.load(ordering: .relaxed) }
@@ -39,12 +44,16 @@ package final class APNSClient: Sendable {
     /// - Parameters:
     ///   - threads: event loops the connections are spread over (default: one per 4 connections, leaving a core
     ///     for the rest of the process; one loop drives ~50,000 notifications/s).
+    ///   - eventLoopGroup: loops shared with other clients (the server's provider loops): the
+    ///     connections take the group's next loops in turn, `threads` is ignored, and the
+    ///     owner shuts the group down, not this client.
     ///   - random: a source of values in `0..<1` for backoff jitter (tests pass a fixed one).
     package init(
         key: APNSSigningKey,
         configuration: APNSClientConfiguration,
         clock: HeraldClock = .system,
         threads: Int? = nil,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger = Logger(label: "herald.apns"),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) throws(APNSConfigurationError) {
@@ -66,12 +75,17 @@ package final class APNSClient: Sendable {
         } catch {
             throw APNSConfigurationError(code: .invalidCAFile, message: "TLS setup failed: \(error)")
         }
-        let threadCount =
-            threads ?? max(1, min(System.coreCount - 1, (configuration.connections + 3) / 4))
-        group = MultiThreadedEventLoopGroup(numberOfThreads: threadCount)
-        let loops = Array(group.makeIterator())
+        if let eventLoopGroup {
+            group = eventLoopGroup
+            ownsGroup = false
+        } else {
+            let threadCount = threads ?? max(1, min(System.coreCount - 1, (configuration.connections + 3) / 4))
+            group = MultiThreadedEventLoopGroup(numberOfThreads: threadCount)
+            ownsGroup = true
+        }
+        let group = group
         connections = (0..<configuration.connections).map { index in
-            APNSConnection(index: index, eventLoop: loops[index % loops.count], logger: logger)
+            APNSConnection(index: index, eventLoop: group.next(), logger: logger)
         }
         for connection in connections { connection.attach(to: self) }
     }
@@ -301,6 +315,6 @@ package final class APNSClient: Sendable {
         for connection in connections {
             try? await connection.eventLoop.submit { connection.forceClose() }.get()
         }
-        try? await group.shutdownGracefully()
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 }

@@ -144,6 +144,9 @@ extension OutboxLoop {
                 continue
             }
             switch app.apnsClient(environment: delivery.environment) {
+            case .unavailable(.clientShutdown):
+                // The server is stopping: queued again, unsent, for the next start.
+                unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
             case .unavailable(let reason):
                 unsendable.append(DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
             case .client(let client):
