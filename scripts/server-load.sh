@@ -95,6 +95,7 @@ tokens = [json.loads(line)["token"] for line in open(sys.argv[6])]
 users = len(tokens)  # sends go to one device each, round robin
 total = int(rate * seconds)
 started = {}
+accepted = {}
 statuses = {}
 
 async def worker(queue):
@@ -116,6 +117,7 @@ async def worker(queue):
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":")[1])
         await reader.readexactly(length)
+        accepted[seq] = time.time()
         statuses[seq] = int(head.split(b" ")[1])
 
 async def main():
@@ -153,15 +155,18 @@ for token in tokens:
         if seq is not None:
             received.setdefault(seq, entry["received_at_us"] / 1e6)
 with open(sys.argv[6].replace("devices.jsonl", "latency.csv"), "w") as out:
-    out.write("seq,started,latency_ms\n")
+    out.write("seq,started,latency_ms,accept_ms\n")
     for s in sorted(received):
-        out.write("%d,%.6f,%.3f\n" % (s, started[s], (received[s] - started[s]) * 1000))
+        out.write("%d,%.6f,%.3f,%.3f\n" % (s, started[s], (received[s] - started[s]) * 1000, (accepted.get(s, started[s]) - started[s]) * 1000))
 latencies = sorted((received[s] - started[s]) * 1000 for s in received if s in started)
+accepts = sorted((accepted[s] - started[s]) * 1000 for s in accepted)
 missing = total - len(latencies)
-def pct(p):
-    return latencies[min(len(latencies) - 1, int(round(p / 100 * len(latencies))) - 1)]
+def pct(values, p):
+    return values[min(len(values) - 1, int(round(p / 100 * len(values))) - 1)]
 print("received %d of %d; API call start -> APNs request (ms): p50 %.2f  p90 %.2f  p99 %.2f  max %.2f"
-      % (len(latencies), total, pct(50), pct(90), pct(99), latencies[-1]))
+      % (len(latencies), total, pct(latencies, 50), pct(latencies, 90), pct(latencies, 99), latencies[-1]))
+print("API call start -> 202 read (ms): p50 %.2f  p90 %.2f  p99 %.2f  max %.2f"
+      % (pct(accepts, 50), pct(accepts, 90), pct(accepts, 99), accepts[-1]))
 sys.exit(1 if missing or bad else 0)
 PY
     exit 0

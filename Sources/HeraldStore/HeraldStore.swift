@@ -48,8 +48,12 @@ package final class HeraldStore: Sendable {
     /// Opens the database named by `url` and migrates it: `sqlite://PATH` (relative or absolute),
     /// `sqlite://:memory:` for tests, or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (see
     /// `PostgresURL` for its options).
+    ///
+    /// `walRestartPages` (SQLite): WAL pages past which the checkpointer starts the WAL over
+    /// (tests make it small).
     package static func open(
-        url: String, clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.store")
+        url: String, clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.store"),
+        walRestartPages: Int = SQLiteCheckpointer.restartPages
     ) async throws -> HeraldStore {
         let store: HeraldStore
         if url.hasPrefix("sqlite://") {
@@ -88,7 +92,11 @@ package final class HeraldStore: Sendable {
             defer { waiting?.cancel() }
             try await store.migrate()
             if case .sqlite = store.backend, let path = url.sqliteFilePath {
-                await store.checkpointer.set(try await SQLiteCheckpointer.start(path: path, logger: logger))
+                let lock = store.lock
+                await store.checkpointer.set(
+                    try await SQLiteCheckpointer.start(path: path, restartPages: walRestartPages, logger: logger) { body in
+                        try await lock.withLock { try await body() }
+                    })
             }
         } catch {
             await store.close()

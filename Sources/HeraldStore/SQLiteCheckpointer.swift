@@ -9,21 +9,30 @@ import SQLiteNIO
 /// 63% busy, plus ~5 s waiting on fsync). Here it overlaps the writer's next transaction.
 ///
 /// Every `interval`, a PASSIVE checkpoint copies what the writer has committed (it never blocks
-/// the writer). When the writer keeps ahead and the WAL passes `restartPages`, a RESTART
-/// checkpoint waits for the writer's transaction to end, copies the little that is left and
-/// makes the next commit start the WAL from its beginning: the file stays bounded (the writer's
-/// `journal_size_limit` truncates it). The writer keeps a far larger `wal_autocheckpoint` as a
-/// backstop should this one stop.
-final class SQLiteCheckpointer: Sendable {
+/// the writer). Under steady writes the writer commits while it copies, and SQLite starts the
+/// WAL over only when a transaction begins with every frame copied, which then never happens:
+/// the WAL grew to the writer's `wal_autocheckpoint` (128 MiB at 500 API sends/s in 6 s) and
+/// the writer checkpointed it inside a commit, stalling API calls for 50–120 ms. So when the WAL
+/// passes `restartPages`, one more PASSIVE checkpoint runs while the store holds its writer
+/// lock (`pauseWriter`): no commit lands meanwhile, it copies what the last one left (1–5 ms),
+/// and the next commit starts the WAL from its beginning (the writer's `journal_size_limit`
+/// truncates the file). The writer's `wal_autocheckpoint` stays as a backstop should this stop.
+package final class SQLiteCheckpointer: Sendable {
     private let connection: SQLiteConnection
     private let threadPool: NIOThreadPool
     private let loop: Task<Void, Never>
 
-    /// WAL pages (4 KiB) past which a checkpoint that has not caught up restarts the WAL.
-    static let restartPages = 16_384
+    /// WAL pages (4 KiB) past which a checkpoint finishes with the writer paused, so that the
+    /// WAL starts over (64 MiB, the writer's `journal_size_limit`).
+    package static let restartPages = 16_384
     static let interval = Duration.milliseconds(100)
 
-    private init(connection: SQLiteConnection, threadPool: NIOThreadPool, logger: Logger) {
+    /// Runs its argument while the store's writer is held (no transaction runs meanwhile).
+    typealias PauseWriter = @Sendable (@Sendable () async throws -> Void) async throws -> Void
+
+    private init(
+        connection: SQLiteConnection, threadPool: NIOThreadPool, restartPages: Int, logger: Logger, pauseWriter: @escaping PauseWriter
+    ) {
         self.connection = connection
         self.threadPool = threadPool
         loop = Task {
@@ -31,7 +40,7 @@ final class SQLiteCheckpointer: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.interval)
                 do {
-                    try await Self.checkpoint(connection, logger: logger)
+                    try await Self.checkpoint(connection, restartPages: restartPages, logger: logger, pauseWriter: pauseWriter)
                     failures = 0
                 } catch {
                     failures += 1
@@ -47,29 +56,39 @@ final class SQLiteCheckpointer: Sendable {
     }
 
     /// Opens the checkpointing connection on `path` (a file; none for `:memory:`).
-    static func start(path: String, logger: Logger) async throws -> SQLiteCheckpointer {
+    static func start(
+        path: String, restartPages: Int = restartPages, logger: Logger, pauseWriter: @escaping PauseWriter
+    ) async throws -> SQLiteCheckpointer {
         let threadPool = NIOThreadPool(numberOfThreads: 1)
         threadPool.start()
         do {
             let connection = try await SQLiteConnection.open(
                 storage: .file(path: path), threadPool: threadPool, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())
-            // A RESTART waits this long for the writer's transaction to end before it gives up.
+            // Another process's checkpoint holds the checkpoint lock this long at most.
             _ = try await connection.query("PRAGMA busy_timeout=2000")
-            return SQLiteCheckpointer(connection: connection, threadPool: threadPool, logger: logger)
+            return SQLiteCheckpointer(
+                connection: connection, threadPool: threadPool, restartPages: restartPages, logger: logger, pauseWriter: pauseWriter)
         } catch {
             try? await threadPool.shutdownGracefully()
             throw error
         }
     }
 
-    private static func checkpoint(_ connection: SQLiteConnection, logger: Logger) async throws {
+    private static func checkpoint(
+        _ connection: SQLiteConnection, restartPages: Int, logger: Logger, pauseWriter: PauseWriter
+    ) async throws {
         let passive = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)")
-        guard let row = passive.first, let log = row.column("log")?.integer, let done = row.column("checkpointed")?.integer,
-            log > Self.restartPages, done < log
-        else { return }
-        let restart = try await connection.query("PRAGMA wal_checkpoint(RESTART)")
+        // A checkpoint copies the frames there were when it began; the writer's commits meanwhile
+        // keep the WAL from ever being all copied when the next transaction begins, which is
+        // when SQLite would start it over. So a long WAL is finished with the writer paused.
+        guard let log = passive.first?.column("log")?.integer, log > restartPages else { return }
+        let started = ContinuousClock.now
+        try await pauseWriter {
+            _ = try await connection.query("PRAGMA wal_checkpoint(PASSIVE)")
+        }
         logger.debug(
-            "WAL restarted", metadata: ["herald.wal_pages": "\(log)", "herald.busy": "\(restart.first?.column("busy")?.integer ?? -1)"])
+            "WAL checkpointed with the writer paused; the next commit starts it over",
+            metadata: ["herald.wal_pages": "\(log)", "herald.paused_ms": "\(Int((ContinuousClock.now - started) / .milliseconds(1)))"])
     }
 
     /// Stops checkpointing and closes the connection (the writer's close checkpoints the rest).
