@@ -186,6 +186,8 @@ package final class HeraldRuntime: Sendable {
     package let pauses = ProviderPauses()
     /// The event loops all apps' provider clients share.
     let providerLoops: ProviderEventLoops
+    /// What the API accepted last, for the dispatcher to plan without reading it back.
+    let recentContents = RecentContents()
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
     let started = Date()

@@ -8,6 +8,7 @@ import PostgresNIO
 import SQLiteKit
 import SQLiteNIO
 import SQLKit
+import Synchronization
 
 /// Herald's durable state behind SQLKit: devices, notifications and their deliveries (the
 /// outbox). SQLite (WAL, one writer; every operation runs alone on the one connection,
@@ -30,6 +31,9 @@ package final class HeraldStore: Sendable {
     /// This process's node id: the owner of the claims it makes (a new one per open).
     package let nodeID = UUID().uuidString.lowercased()
     private let lock = AsyncSerialLock()
+    /// When this node last wrote its heartbeat (store clock, ms): a claim renews it only when
+    /// it is a second old, so claims at hundreds per second do not each write the nodes table.
+    let lastHeartbeat = Atomic<Int64>(0)
     /// SQLite on a file: the WAL's checkpoints, off the writer's path.
     private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldServer
 import HeraldStore
 import HeraldTesting
@@ -194,6 +195,20 @@ struct PipelineTests {
             }
             #expect(reason == .clientShutdown)
         }
+    }
+
+    @Test("the dispatcher's copy of freshly accepted contents keeps the last ones and forgets the oldest")
+    func recentContents() {
+        let recent = RecentContents(capacity: 3)
+        let ids = (0..<5).map { _ in UUID() }
+        for (index, id) in ids.enumerated() {
+            var content = NotificationContent()
+            content.data = ["n": .int(index)]
+            recent.insert(id, StoredNotificationContent(content: content))
+        }
+        let held = recent.contents(ids)
+        #expect(Set(held.keys) == Set(ids.suffix(3)))
+        #expect(held[ids[4]]?.content.data?["n"] == .int(4))
     }
 
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")

@@ -134,8 +134,11 @@ package enum HeraldAPI {
                 payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
                 now: runtime.store.now)
             let contentData = try JSONEncoder().encode(content)
+            let id = UUID.random()
+            // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
+            runtime.recentContents.insert(id, content)
             let (record, created) = try await runtime.store.createNotification(
-                appID: app.id, id: UUID.random(), idempotencyKey: body.idempotencyKey, content: contentData,
+                appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
                 recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog))
             if created {
                 runtime.metrics.notificationCreated(app: app.id)

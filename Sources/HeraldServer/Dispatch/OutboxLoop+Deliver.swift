@@ -19,9 +19,14 @@ extension OutboxLoop {
     func prepare(_ claimed: [ClaimedDelivery]) async throws -> PreparedBatch {
         var batch = PreparedBatch(claimed: claimed, sendable: claimed, held: [], contents: [:], planned: [:])
         do {
-            let contents = try await runtime.store.notificationContents(Array(Set(claimed.map(\.notificationID))))
-            for (id, data) in contents {
-                batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
+            // Fresh notifications from this process's API are held decoded; the others are read.
+            let ids = Set(claimed.map(\.notificationID))
+            batch.contents = runtime.recentContents.contents(ids)
+            let missing = ids.subtracting(batch.contents.keys)
+            if !missing.isEmpty {
+                for (id, data) in try await runtime.store.notificationContents(Array(missing)) {
+                    batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
+                }
             }
             // Too old to matter: past the notification's expiration, or queued longer than outbox.max_age.
             let now = runtime.store.now
