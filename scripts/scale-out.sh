@@ -10,6 +10,7 @@
 #
 # Needs PostgreSQL's server binaries (Debian's postgresql package); starts its own server in
 # bench-out/scale-*/pg. Release build (NO_BUILD=1 skips building). Logs stay in bench-out/scale-*/.
+# OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to every node's configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:?rate or kill}
@@ -45,6 +46,7 @@ apps:
     apns: { team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.load,
             environment: sandbox, endpoint: "https://127.0.0.1:$SIM_PORT", ca_file: "sim/sim-ca.pem" }
 YAML
+    [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald-$1.yaml"
     HERALD_LOG_LEVEL=${HERALD_LOG_LEVEL:-info} "$HERALD" serve --config "$WORK/herald-$1.yaml" >> "$WORK/serve-$1.out" 2>> "$WORK/serve-$1.err" &
     NODE_PIDS[$1]=$!
     PIDS+=($!)

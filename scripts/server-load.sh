@@ -19,6 +19,7 @@
 # DATABASE=postgres://... uses that (empty) database instead.
 #
 # SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
+# OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to the server's configuration.
 # PERF=1 (fanout) records the server from the send to the last result with `perf record -g`
 # into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`).
 # Figures print at the end; logs stay in bench-out/server-*/.
@@ -58,6 +59,7 @@ apps:
     apns: { team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.load,
             environment: sandbox, endpoint: "https://127.0.0.1:$SIM_PORT", ca_file: "sim/sim-ca.pem" }
 YAML
+[ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
 SERVE_PID=""
 start_server() {
     HERALD_LOG_LEVEL=${HERALD_LOG_LEVEL:-notice} "$HERALD" serve --config "$WORK/herald.yaml" >> "$WORK/serve.out" 2>> "$WORK/serve.err" &
