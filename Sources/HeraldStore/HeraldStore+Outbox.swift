@@ -612,7 +612,8 @@ extension HeraldStore {
     /// policy engine, and how long the oldest due delivery has waited past its time.
     package func outboxGauges() async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
         let now = nowMilliseconds
-        return try await exclusive { session in
+        // Counting visits every due row: off the writer's connection.
+        return try await reading { session in
             let due = try await session.query(Self.queueDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
             let deferred = try await session.query(
                 "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'"

@@ -101,6 +101,7 @@ package final class HeraldStore: Sendable {
                     try await SQLiteCheckpointer.start(path: path, restartPages: walRestartPages, logger: logger) { body in
                         try await lock.withLock { try await body() }
                     })
+                await store.checkpointer.setReader(try await SQLiteReader.open(path: path, logger: logger))
             }
         } catch {
             await store.close()
@@ -113,6 +114,7 @@ package final class HeraldStore: Sendable {
         switch backend {
         case .sqlite(let connection):
             await checkpointer.take()?.stop()
+            await checkpointer.takeReader()?.close()
             try? await connection.close()
         case .postgres(_, let run):
             run.cancel()
@@ -133,6 +135,16 @@ package final class HeraldStore: Sendable {
                 try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .postgres(connection)))
             }
         }
+    }
+
+    /// Runs read-only `body` where it holds nobody up: on SQLite files the reading connection
+    /// (WAL: it sees the last commit and neither waits for the writer nor blocks it), elsewhere
+    /// like `exclusive`.
+    func reading<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
+        if case .sqlite = backend, let reader = await checkpointer.reader {
+            return try await body(Session(sql: reader.connection.sql(queryLogLevel: nil), raw: .sqlite(reader.connection)))
+        }
+        return try await exclusive(body)
     }
 
     /// Runs `body` inside one transaction on a connection of its own. On PostgreSQL, a
@@ -210,6 +222,12 @@ package final class HeraldStore: Sendable {
         }
     }
 
+    /// Runs `body` while this store's writer is held (SQLite: its one connection; PostgreSQL: a
+    /// pooled connection): how the tests show what does or does not wait for the writer.
+    package func withWriterHeld(_ body: () async throws -> Void) async throws {
+        try await exclusive { _ in try await body() }
+    }
+
     // MARK: Counters
 
     /// Adds to a persistent counter (e.g. deliveries resent after a crash).
@@ -228,13 +246,20 @@ package final class HeraldStore: Sendable {
     }
 }
 
-/// Holds the checkpointer started after migrations, until `close` takes it.
+/// Holds the checkpointer and the reading connection started after migrations, until `close`
+/// takes them.
 private actor Checkpointer {
     private var running: SQLiteCheckpointer?
+    private(set) var reader: SQLiteReader?
     func set(_ checkpointer: SQLiteCheckpointer) { running = checkpointer }
+    func setReader(_ reader: SQLiteReader) { self.reader = reader }
     func take() -> SQLiteCheckpointer? {
         defer { running = nil }
         return running
+    }
+    func takeReader() -> SQLiteReader? {
+        defer { reader = nil }
+        return reader
     }
 }
 

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldServer
 import HeraldStore
 import HeraldTesting
+import Synchronization
 import Testing
 
 @Suite("Outbox durability and configuration")
@@ -97,6 +98,42 @@ struct StoreAndConfigurationTests {
         #expect(largest > 0)
         // 13 MiB here with the paused checkpoint; 90 MiB without it.
         #expect(largest < 32 << 20, "the WAL grew to \(largest) bytes")
+    }
+
+    @Test("the outbox gauges are read beside the SQLite writer: a long transaction does not hold up /metrics or /healthz, nor they it")
+    func gaugesBesideTheWriter() async throws {
+        let path = try makeTemporaryDirectory("herald-gauges") + "/gauges.sqlite"
+        let store = try await HeraldStore.open(url: "sqlite://" + path)
+        let result = await Task { () async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval)? in
+            _ = try await store.importDevices(
+                appID: "g", (0..<3).map { DeviceRecord(deviceID: "d\($0)", userID: "u", platform: "apns", token: "t\($0)", environment: "production") })
+            _ = try await store.createNotification(
+                appID: "g", id: UUID(), idempotencyKey: nil,
+                content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
+                recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            // While the writer is held, the gauges still answer, with what was committed (a
+            // version that waits for the writer answers only after it is let go: too late).
+            let answered = Mutex(false)
+            let gauges = Task {
+                let value = try await store.outboxGauges()
+                answered.withLock { $0 = true }
+                return value
+            }
+            var inTime = false
+            try await store.withWriterHeld {
+                for _ in 0..<1_000 where !inTime {
+                    try await Task.sleep(for: .milliseconds(10))
+                    inTime = answered.withLock { $0 }
+                }
+            }
+            let value = try await gauges.value
+            return inTime ? value : nil
+        }.result
+        await store.close()
+        let gauges = try result.get()
+        #expect(gauges != nil, "the gauges waited for the writer")
+        #expect(gauges?.due == 3)
+        #expect(gauges?.deferred == 0)
     }
 
     @Test("a configuration error names the key and the line")
