@@ -36,6 +36,7 @@ esac
 bench_setup "server-$MODE"
 SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
+METRICS="metrics-key-0123456789abcdef-0123456789"
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$1/status; }
 
 "${SIM_BIN:-$HERALD}" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
@@ -53,6 +54,7 @@ echo "== database ${DATABASE_URL%%://*}"
 cat > "$WORK/herald.yaml" <<YAML
 server: { host: 127.0.0.1, port: $PORT }
 database: { url: "$DATABASE_URL" }
+metrics_key: "$METRICS"
 apps:
   - id: load
     keys: { server: "$SERVER" }
@@ -228,6 +230,16 @@ if [ -n "${RAW_RATE:-}" ]; then
     python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
 fi
 echo "inbox: $inbox"
+# Time in outbox transactions (claims and result writes, waiting for the writer included).
+curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
+import re, sys
+stats = {}
+for line in sys.stdin:
+    m = re.match(r"herald_outbox_store_seconds_(sum|count)\{operation=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: stats.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
+for op, v in sorted(stats.items()):
+    print("outbox %s: %d transactions, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
+' || true
 echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true
 python3 - "$inbox" "$COUNT" <<'PY'

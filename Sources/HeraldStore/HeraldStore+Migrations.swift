@@ -174,6 +174,63 @@ extension HeraldStore {
                     "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"),
             ]
         ),
+        (
+            10,
+            // Broadcasts (issue #11): a notification to all of an app's devices is a cursor over
+            // its devices, not a million rows written at acceptance. Pages of devices are handed
+            // out under a claim (the fence), and each device's row is written once, with its
+            // result. A page whose node died is handed out again, without the devices that have
+            // their row (hence the deliveries index by notification and device).
+            [
+                """
+                CREATE TABLE broadcasts (
+                    notification_id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    lane INTEGER NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    accepted_at BIGINT NOT NULL,
+                    expected INTEGER NOT NULL,
+                    cursor TEXT NOT NULL DEFAULT '',
+                    handed INTEGER NOT NULL DEFAULT 0
+                )
+                """,
+                "CREATE INDEX broadcasts_due ON broadcasts (due_at)",
+                """
+                CREATE TABLE broadcast_pages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    notification_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    lane INTEGER NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    accepted_at BIGINT NOT NULL,
+                    after_device TEXT NOT NULL,
+                    through_device TEXT NOT NULL,
+                    first_id BIGINT NOT NULL,
+                    size INTEGER NOT NULL,
+                    remaining INTEGER NOT NULL,
+                    claimed_by TEXT,
+                    claim INTEGER NOT NULL DEFAULT 1
+                )
+                """,
+                postgresOnly(
+                    "ALTER TABLE broadcasts ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN cursor TYPE TEXT COLLATE \"C\""),
+                postgresOnly(
+                    "ALTER TABLE broadcast_pages ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN after_device TYPE TEXT COLLATE \"C\", ALTER COLUMN through_device TYPE TEXT COLLATE \"C\""),
+                // A broadcast counts its recipients from two indexes: the app's devices (by
+                // user) less its inactive ones (this partial index: only inactive devices).
+                "CREATE INDEX devices_inactive ON devices (app_id) WHERE active = 0",
+                "DROP INDEX deliveries_notification",
+                "CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)",
+                // A page's row ids are a block reserved when it is first handed out, kept if it
+                // is handed out again: on SQLite from the AUTOINCREMENT counter (which must
+                // exist), on PostgreSQL blocks of 4,096 from 2^50 up (the identity sequence
+                // cannot hand out a contiguous range; it would need 2^50 rows to reach them).
+                postgresOnly("CREATE SEQUENCE broadcast_blocks"),
+                sqliteOnly(
+                    "INSERT INTO sqlite_sequence (name, seq) SELECT 'deliveries', COALESCE((SELECT MAX(id) FROM deliveries), 0) WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'deliveries')"
+                ),
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

@@ -9,7 +9,9 @@ extension HeraldStore {
     /// Stores a notification and one queued delivery per active recipient device in one
     /// durable transaction (on SQLite the WAL is synced at its commit), before the caller
     /// answers 202. The fan-out runs inside the database
-    /// (`INSERT … SELECT`), so memory stays flat for any number of devices. With an
+    /// (`INSERT … SELECT`), so memory stays flat for any number of devices. A notification to
+    /// all devices (and none excluded) is a broadcast instead: one row and a cursor over the
+    /// app's devices, its deliveries written as they are answered (`HeraldStore+Broadcasts`). With an
     /// idempotency key seen in the last 24 hours, nothing is written and the first notification
     /// is returned with `created == false`. `lane`: urgent deliveries are claimed before normal ones.
     package func createNotification(
@@ -32,6 +34,14 @@ extension HeraldStore {
                 }
             }
             let due = Self.milliseconds(dueAt)
+            if case .all = recipients, excludeDeviceIDs.isEmpty {
+                let count = try await acceptBroadcast(
+                    appID: appID, id: id, idempotencyKey: idempotencyKey, content: content, dueAt: due, lane: lane, now: now, session)
+                let record = NotificationRecord(
+                    id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
+                    createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
+                return (record, true)
+            }
             var filter: SQLQueryString = ""
             switch recipients {
             case .all: break
@@ -130,7 +140,7 @@ extension HeraldStore {
             try await session.sql.raw(
                 """
                 SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
-                WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
                 """
             ).all().map { row in
                 func date(_ column: String) throws -> Date {

@@ -34,8 +34,16 @@ extension HeraldStore {
             // new ones the rest, and each the share the other leaves: a 09:00 backlog of
             // quiet-hours deferrals never holds back new sends (nor they it).
             var rows: [[Session.Value]] = []
+            // A broadcast's page of devices (`HeraldStore+Broadcasts`) shares the normal lane
+            // with due rows: half its room when rows are due too.
+            var page: [ClaimedDelivery] = []
             for lane in DeliveryLane.allCases {
-                let room = limit - rows.count
+                if lane == .normal, limit - rows.count > 0 {
+                    let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
+                    let room = limit - rows.count
+                    page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, session)
+                }
+                let room = limit - rows.count - page.count
                 guard room > 0 else { break }
                 func due(_ status: DeliveryStatus, _ count: Int) async throws -> [[Session.Value]] {
                     try await fairShare(status, lane: lane, apps: apps[status]?[lane] ?? [], count, now: now, session)
@@ -51,7 +59,7 @@ extension HeraldStore {
                     let deferred = try await due(.deferred, deferredShare)
                     rows += deferred
                     rows += try await due(.queued, room - deferred.count)
-                    if deferred.count == deferredShare { rows += try await due(.deferred, limit - rows.count) }
+                    if deferred.count == deferredShare { rows += try await due(.deferred, limit - rows.count - page.count) }
                 }
             }
             // SQLite's rows hold the claim before this one; PostgreSQL's the one just taken.
@@ -119,7 +127,7 @@ extension HeraldStore {
                     ).run()
                 }
             }
-            return claimed
+            return claimed + page
         }
         if touch { lastHeartbeat.store(now, ordering: .relaxed) }
         return claimed
@@ -293,30 +301,24 @@ extension HeraldStore {
     @discardableResult
     package func recordResults(_ results: [DeliveryResult]) async throws -> Int {
         guard !results.isEmpty else { return 0 }
+        let broadcastNow = nowMilliseconds
+        let broadcast = results.contains { $0.broadcast != nil }
+            ? Self.broadcastWrites(results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect) : []
         return try await transaction { session in
             let now = nowMilliseconds
             var classes: [DeliveryStatus: [ResultRow]] = [:]
             var dead: [Int64: (reason: String, since: Date?)] = [:]
-            for result in results {
-                switch result.outcome {
-                case .sent: classes[.sent, default: []].append((result, nil, nil, result.attempts))
-                case .failed(let reason): classes[.failed, default: []].append((result, reason, nil, result.attempts))
-                case .tokenDead(let reason, let since):
-                    classes[.failed, default: []].append((result, reason, nil, result.attempts))
-                    dead[result.deliveryID] = (reason, since)
-                case .retry(let reason, let dueAt):
-                    classes[.queued, default: []].append((result, reason, Self.milliseconds(dueAt), result.attempts))
-                case .deferred(let reason, let until):
-                    classes[.deferred, default: []].append((result, reason, Self.milliseconds(until, rounding: .up), 0))
-                case .suppressed(let reason): classes[.suppressed, default: []].append((result, reason, nil, 0))
-                }
+            for result in results where result.broadcast == nil {
+                let (status, reason, due, attempts) = Self.row(for: result)
+                classes[status, default: []].append((result, reason, due, attempts))
+                if case .tokenDead(let reason, let since) = result.outcome { dead[result.deliveryID] = (reason, since) }
             }
-            let written: Int
+            var written = broadcast.isEmpty ? 0 : try await writeBroadcastResults(broadcast, now: broadcastNow, session)
             switch session.raw {
             case .sqlite(let connection):
-                written = try await writeResults(classes, dead: dead, now: now, connection, session)
+                written += try await writeResults(classes, dead: dead, now: now, connection, session)
             case .postgres(let connection):
-                written = try await writeResults(classes, dead: dead, now: now, connection)
+                written += try await writeResults(classes, dead: dead, now: now, connection)
             }
             if written < results.count {
                 logger.warning(
@@ -329,6 +331,18 @@ extension HeraldStore {
 
 
     typealias ResultRow = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
+
+    /// What a result writes to its row: the status, the reason, the new due time (a retry's or
+    /// a deferral's) and the attempts to add (none for the policy's decisions).
+    static func row(for result: DeliveryResult) -> (status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int) {
+        switch result.outcome {
+        case .sent: (.sent, nil, nil, result.attempts)
+        case .failed(let reason), .tokenDead(let reason, _): (.failed, reason, nil, result.attempts)
+        case .retry(let reason, let dueAt): (.queued, reason, milliseconds(dueAt), result.attempts)
+        case .deferred(let reason, let until): (.deferred, reason, milliseconds(until, rounding: .up), 0)
+        case .suppressed(let reason): (.suppressed, reason, nil, 0)
+        }
+    }
 
     /// SQLite: raw statements with positional binds, one per (class, 1,000 rows), a
     /// notification's rows together. A chunk of one notification (a fan-out) counts its rows
@@ -538,12 +552,14 @@ extension HeraldStore {
             let now = nowMilliseconds
             let alive = now - Int64(deadAfter * 1000)
             let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
-            if !rows.isEmpty {
-                try await addToCounter("resent_after_restart", rows.count, session)
+            let pages = try await session.query(Self.rescuePagesSQL, [.integer(alive), .text(nodeID)])
+            let rescued = rows.count + Int(pages.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+            if rescued > 0 {
+                try await addToCounter("resent_after_restart", rescued, session)
                 try await notifyOutbox(session)
             }
             try await session.sql.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)").run()
-            return rows.count
+            return rescued
         }
     }
 
@@ -555,10 +571,13 @@ extension HeraldStore {
         lastHeartbeat.store(0, ordering: .relaxed)
     }
 
-    /// Puts this node's claimed deliveries back in the queue unsent.
-    package func unclaim(_ ids: [Int64]) async throws {
-        guard !ids.isEmpty else { return }
+    /// Puts this node's claimed deliveries back in the queue unsent (a broadcast's: their page).
+    package func unclaim(_ claimed: [ClaimedDelivery]) async throws {
+        guard !claimed.isEmpty else { return }
+        let ids = claimed.filter { $0.broadcast == nil }.map(\.id)
+        let pages = Set(claimed.compactMap { $0.broadcast?.page })
         try await transaction { session in
+            try await returnPages(pages, session)
             for chunk in ids.chunked(Self.batchSize) {
                 try await session.sql.raw(
                     "UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND claimed_by = \(bind: nodeID) AND id IN (\(binds: chunk))"
@@ -601,10 +620,14 @@ extension HeraldStore {
         }
     }
 
-    /// Deliveries waiting to be sent (queued and due, or being sent).
+    /// Deliveries waiting to be sent (queued and due, or being sent; a due broadcast's devices
+    /// not yet answered).
     package func queueDepth() async throws -> Int {
         try await exclusive { session in
-            Int(try await session.query(Self.queueDepthSQL, [.integer(nowMilliseconds)]).first?.first?.integer ?? 0)
+            let now: [Session.Value] = [.integer(nowMilliseconds)]
+            let rows = try await session.query(Self.queueDepthSQL, now).first?.first?.integer ?? 0
+            let devices = try await session.query(Self.broadcastDepthSQL, now).first?.first?.integer ?? 0
+            return Int(rows + devices)
         }
     }
 
@@ -614,14 +637,20 @@ extension HeraldStore {
         let now = nowMilliseconds
         // Counting visits every due row: off the writer's connection.
         return try await reading { session in
-            let due = try await session.query(Self.queueDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            let dueRows = try await session.query(Self.queueDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            let dueDevices = try await session.query(Self.broadcastDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            let due = dueRows + dueDevices
             let deferred = try await session.query(
                 "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'"
             ).first?.first?.integer ?? 0
-            let oldest = try await session.query(
+            let oldestRow = try await session.query(
                 "SELECT MIN(due_at) AS m FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'queued' AND due_at <= $1",
                 [.integer(now)]
             ).first?.first?.integer
+            let oldestBroadcast = try await session.query(
+                "SELECT MIN(due_at) AS m FROM broadcasts WHERE due_at <= $1", [.integer(now)]
+            ).first?.first?.integer
+            let oldest = [oldestRow, oldestBroadcast].compactMap { $0 }.min()
             return (Int(due), Int(deferred), oldest.map { max(0, Double(now - $0) / 1000) } ?? 0)
         }
     }

@@ -28,7 +28,8 @@ extension HeraldStore {
 
     /// Deletes up to `limit` rows of each kind older than `cutoff`, in one transaction: answered
     /// deliveries (`sent`, `failed`, `suppressed`; last written before the cutoff), notifications
-    /// created before it that have no delivery left, and pacing records. Deliveries still to be
+    /// created before it that have no delivery left (nor a broadcast still handing out devices),
+    /// and pacing records. Deliveries still to be
     /// sent are never touched, whatever their age (`outbox.max_age` ends them first). Returns
     /// what it deleted: call again while it `reached(limit)`. On PostgreSQL one node
     /// prunes at a time (an advisory lock; the others' steps delete nothing).
@@ -54,6 +55,8 @@ extension HeraldStore {
                 DELETE FROM notifications WHERE id IN (
                     SELECT n.id FROM notifications n WHERE n.created_at < $1
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id)
+                    AND NOT EXISTS (SELECT 1 FROM broadcasts b WHERE b.notification_id = n.id)
+                    AND NOT EXISTS (SELECT 1 FROM broadcast_pages p WHERE p.notification_id = n.id)
                     LIMIT $2)
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]

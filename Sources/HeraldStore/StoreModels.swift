@@ -108,6 +108,21 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var claim: Int64 = 0
     /// When the delivery was queued (its age decides `outbox.max_age`).
     package var createdAt = Date(timeIntervalSince1970: 0)
+    /// A broadcast's delivery (`to: all`) has no row yet: its result writes it (`BroadcastSlot`).
+    package var broadcast: BroadcastSlot?
+}
+
+/// A delivery of a broadcast before its row exists: handed out in a page of devices (whose
+/// claim fences its result), with an id reserved for the row its result will insert.
+package struct BroadcastSlot: Sendable, Hashable {
+    /// The page of devices it was handed out in (`broadcast_pages.id`).
+    package var page: Int64
+    package var lane: Int
+    /// The notification's due time and acceptance (Unix milliseconds), the row's `due_at` and `created_at`.
+    package var dueAt: Int64
+    package var acceptedAt: Int64
+    /// The device's user when the page was handed out.
+    package var userID: String
 }
 
 /// The result of one delivery, to be written in a batch.
@@ -136,9 +151,12 @@ package struct DeliveryResult: Sendable, Hashable {
     /// The whole decision trace (a JSON array) to store, when the policy engine ran.
     package var trace: String?
 
+    /// A broadcast's delivery: the result inserts its row.
+    package var broadcast: BroadcastSlot?
+
     package init(
         deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
-        trace: String? = nil
+        trace: String? = nil, broadcast: BroadcastSlot? = nil
     ) {
         self.deliveryID = deliveryID
         self.claim = claim
@@ -148,6 +166,14 @@ package struct DeliveryResult: Sendable, Hashable {
         self.outcome = outcome
         self.attempts = attempts
         self.trace = trace
+        self.broadcast = broadcast
+    }
+
+    /// The result of a claimed delivery.
+    package init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
+        self.init(
+            deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID, appID: delivery.appID,
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace, broadcast: delivery.broadcast)
     }
 }
 

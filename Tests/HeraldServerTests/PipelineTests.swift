@@ -258,9 +258,7 @@ struct ClaimFencingTests {
         #expect(Set(retaken.map(\.id)) == Set(held.map(\.id)) && retaken.allSatisfy { $0.claim == 2 })
         func sent(_ deliveries: [ClaimedDelivery]) -> [DeliveryResult] {
             deliveries.map {
-                DeliveryResult(
-                    deliveryID: $0.id, claim: $0.claim, notificationID: notification.id, appID: "a", deviceID: $0.deviceID,
-                    outcome: .sent, attempts: 1)
+                DeliveryResult($0, .sent, attempts: 1)
             }
         }
         // The first node's late answers carry the old claim: none is written.
@@ -299,9 +297,7 @@ struct PostgresNodesTests {
                         if batch.isEmpty { return ids }
                         ids += batch.map(\.id)
                         let results = batch.map {
-                            DeliveryResult(
-                                deliveryID: $0.id, claim: $0.claim, notificationID: notification.id, appID: "a", deviceID: $0.deviceID,
-                                outcome: .sent, attempts: 1)
+                            DeliveryResult($0, .sent, attempts: 1)
                         }
                         #expect(try await node.recordResults(results) == batch.count)
                     }

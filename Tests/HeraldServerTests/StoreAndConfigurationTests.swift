@@ -25,9 +25,7 @@ struct StoreAndConfigurationTests {
         #expect(claimed.count == 15)
         try await store.recordResults(
             claimed.prefix(5).map {
-                DeliveryResult(
-                    deliveryID: $0.id, claim: $0.claim, notificationID: notification.id, appID: "a", deviceID: $0.deviceID, outcome: .sent,
-                    attempts: 1)
+                DeliveryResult($0, .sent, attempts: 1)
             })
         // The process dies here: 10 claimed rows have no answer. A new process opens the file;
         // while the old node's heartbeat is fresh its claims are left alone.
@@ -44,7 +42,7 @@ struct StoreAndConfigurationTests {
         #expect(counts[.sent] == 5)
         #expect(counts[.queued] == 15)
         // A batch claimed ahead and handed back at shutdown is queued again, not counted as resent.
-        try await reopened.unclaim(again.map(\.id))
+        try await reopened.unclaim(again)
         #expect(try await reopened.claimDueDeliveries(limit: 100).count == 15)
         await reopened.close()
     }
@@ -271,9 +269,7 @@ struct StoreAndConfigurationTests {
             #expect(claimed.count == 3)
             _ = try await store.recordResults(
                 claimed.enumerated().map {
-                    DeliveryResult(
-                        deliveryID: $0.element.id, claim: $0.element.claim, notificationID: notification.id, appID: "a",
-                        deviceID: $0.element.deviceID, outcome: answer($0.offset), attempts: 1)
+                    DeliveryResult($0.element, answer($0.offset), attempts: 1)
                 })
             // Pacing records under a user per notification (a user's own new sends would prune
             // its records older than a day themselves).
@@ -321,9 +317,7 @@ struct StoreAndConfigurationTests {
         let held = try await store.claimDueDeliveries(limit: 100)
         _ = try await store.recordResults(
             held.map {
-                DeliveryResult(
-                    deliveryID: $0.id, claim: $0.claim, notificationID: quiet.id, appID: "a", deviceID: $0.deviceID,
-                    outcome: .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
+                DeliveryResult($0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
             })
         clock.advance(by: 3600)
         let (fresh, _) = try await store.createNotification(

@@ -106,12 +106,3 @@ struct PlannedDelivery: Sendable {
     var content: NotificationContent
     var trace: String?
 }
-
-extension DeliveryResult {
-    /// A result decided without asking a provider (policy, configuration, pauses).
-    init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
-        self.init(
-            deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID, appID: delivery.appID, deviceID: delivery.deviceID,
-            outcome: outcome, attempts: attempts, trace: trace)
-    }
-}

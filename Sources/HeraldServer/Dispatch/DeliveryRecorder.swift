@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldStore
 import Logging
 import Synchronization
@@ -47,8 +48,10 @@ final class DeliveryRecorder: Sendable {
             return taken
         }
         guard !taken.results.isEmpty else { return }
+        let started = ContinuousClock.now
         do {
             try await runtime.store.recordResults(taken.results)
+            runtime.metrics.outboxStore("record", seconds: (ContinuousClock.now - started).seconds)
         } catch {
             buffer.withLock { $0.results = taken.results + $0.results }
             throw error

@@ -32,6 +32,7 @@ package final class HeraldMetrics: Sendable {
             "herald_apns_batch_seconds": Self.batchBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_apns_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_fcm_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+            "herald_outbox_store_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
         ]
         self.factory = factory
         apnsBatch = Timer(label: "herald_apns_batch_seconds", dimensions: [], factory: factory)
@@ -93,6 +94,14 @@ package final class HeraldMetrics: Sendable {
     /// Time from submitting a batch to the providers until its last answer.
     func apnsBatch(seconds: Double) {
         apnsBatch.recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    /// One outbox transaction (`operation`: `claim` or `record`), from asking the store until
+    /// it committed: waiting for the writer included, which is what an operator watches.
+    func outboxStore(_ operation: String, seconds: Double) {
+        handle("herald_outbox_store_seconds", [("operation", operation)]) {
+            Timer(label: "herald_outbox_store_seconds", dimensions: [("operation", operation)], factory: factory)
+        }.recordNanoseconds(Int64(seconds * 1e9))
     }
 
     /// A batch finished and its results were written.

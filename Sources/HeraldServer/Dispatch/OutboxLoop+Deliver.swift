@@ -49,7 +49,7 @@ extension OutboxLoop {
                 batch.sendable.removeAll { heldIDs.contains($0.id) }
             }
         } catch {
-            try? await runtime.store.unclaim(claimed.map(\.id))
+            try? await runtime.store.unclaim(claimed)
             throw error
         }
         return batch

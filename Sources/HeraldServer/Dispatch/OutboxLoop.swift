@@ -51,7 +51,9 @@ package struct OutboxLoop: Service {
                     }
                     let prepared: PreparedBatch
                     do {
+                        let started = ContinuousClock.now
                         let claimed = try await runtime.store.claimDueDeliveries(limit: min(configuration.batchSize, room))
+                        runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
                         guard !claimed.isEmpty else {
                             failures = 0
                             await runtime.wake.wait(timeout: configuration.idleInterval)
