@@ -236,9 +236,11 @@ import re, sys
 stats = {}
 for line in sys.stdin:
     m = re.match(r"herald_outbox_store_seconds_(sum|count)\{operation=\"(\w+)\"\} ([0-9.e+-]+)", line)
-    if m: stats.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
+    if m: stats.setdefault("outbox " + m.group(2), {})[m.group(1)] = float(m.group(3))
+    m = re.match(r"herald_apns_(batch|request)_seconds_(sum|count) ([0-9.e+-]+)", line)
+    if m: stats.setdefault("APNs " + m.group(1), {})[m.group(2)] = float(m.group(3))
 for op, v in sorted(stats.items()):
-    print("outbox %s: %d transactions, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
+    print("%s: %d, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
 ' || true
 echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true

@@ -39,7 +39,12 @@ extension HeraldStore {
     /// (their node died, or they were returned unsent) first, then the devices after the cursors
     /// of the broadcasts due, the room shared between apps (each app's oldest broadcast gets an
     /// equal part; what one leaves goes to the others). Runs inside the claim's transaction.
-    func claimBroadcastPages(limit: Int, now: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
+    ///
+    /// `prefetched`: pages of devices read before the transaction (`prefetchBroadcastPages`),
+    /// used where the cursor has not moved since.
+    func claimBroadcastPages(
+        limit: Int, now: Int64, prefetched: [String: PrefetchedPage] = [:], _ session: Session
+    ) async throws -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
         var claimed: [ClaimedDelivery] = []
         for _ in 0..<8 where claimed.count < limit {
@@ -59,7 +64,8 @@ extension HeraldStore {
             let before = claimed.count
             for notification in firsts[start...] + firsts[..<start] where claimed.count < limit {
                 claimed += try await nextPage(
-                    of: notification, limit: min(share, limit - claimed.count, Self.broadcastPageLimit), now: now, session)
+                    of: notification, limit: min(share, limit - claimed.count, Self.broadcastPageLimit), now: now,
+                    prefetched: prefetched[notification], session)
             }
             // Another round for the room left (a broadcast ended short of its share, or the
             // share was more than a page), as long as devices are still being handed out.
@@ -113,7 +119,9 @@ extension HeraldStore {
     /// The next page of up to `limit` devices after a broadcast's cursor, and whether it was
     /// the last. PostgreSQL: a node handing out a page of the same broadcast holds its row until
     /// it commits; the next waits (briefly) and continues after the cursor it moved.
-    private func nextPage(of notification: String, limit: Int, now: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
+    private func nextPage(
+        of notification: String, limit: Int, now: Int64, prefetched: PrefetchedPage?, _ session: Session
+    ) async throws -> [ClaimedDelivery] {
         guard let broadcast = try await session.query(
             """
             SELECT app_id, lane, due_at, accepted_at, cursor, handed, expected FROM broadcasts
@@ -123,8 +131,13 @@ extension HeraldStore {
             let accepted = broadcast[3].integer, let cursor = broadcast[4].text, let handed = broadcast[5].integer,
             let expected = broadcast[6].integer
         else { return [] }
-        let devices = try await session.query(
-            Self.pageDevicesSQL(rehanding: false), [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
+        let devices: [[Session.Value]]
+        if let ready = prefetched?.devices(after: cursor, limit: limit) {
+            devices = ready
+        } else {
+            devices = try await session.query(
+                Self.pageDevicesSQL(rehanding: false), [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
+        }
         let ended = devices.count < limit
         if ended {
             // The end: the recipients become the devices handed out (those deactivated since the
@@ -173,6 +186,55 @@ extension HeraldStore {
 
     /// PostgreSQL: where broadcast id blocks start (2^50).
     static let postgresBlockBase: Int64 = 1 << 50
+
+    /// Devices after a broadcast's cursor, read before the claim's transaction.
+    struct PrefetchedPage: Sendable {
+        var cursor: String
+        var devices: [[Session.Value]]
+        /// Whether fewer were found than asked for: nothing came after them then.
+        var complete: Bool
+
+        /// The first `limit` devices after `cursor` (the cursor the read started from, or a
+        /// device of the read), or nil when the read does not cover them.
+        func devices(after cursor: String, limit: Int) -> [[Session.Value]]? {
+            let start: Int
+            if cursor == self.cursor {
+                start = 0
+            } else if let index = devices.firstIndex(where: { $0.first == .text(cursor) }) {
+                start = index + 1
+            } else {
+                return nil
+            }
+            let available = devices.count - start
+            guard available >= limit || complete else { return nil }
+            return Array(devices[start..<(start + min(limit, available))])
+        }
+    }
+
+    /// Reads, on SQLite's reading connection (beside the writer, not under its lock), the next
+    /// `limit` devices of the oldest due broadcast of each of up to four apps. A claim then
+    /// holds the writer only to move the cursors and write the pages: the read was 60% of a
+    /// claim's time under the lock in the 300,000-device fan-out.
+    func prefetchBroadcastPages(limit: Int, now: Int64) async throws -> [String: PrefetchedPage] {
+        guard limit > 0, dialect == .sqlite else { return [:] }
+        return try await reading { session in
+            var apps = Set<String>()
+            let firsts = try await session.query(
+                "SELECT notification_id, app_id, cursor, accepted_at FROM broadcasts WHERE due_at <= $1 ORDER BY due_at, notification_id LIMIT 64",
+                [.integer(now)]
+            ).filter { row in row[1].text.map { apps.insert($0).inserted } ?? false }
+            var pages: [String: PrefetchedPage] = [:]
+            for row in firsts.prefix(4) {
+                guard row.count == 4, let notification = row[0].text, let app = row[1].text, let cursor = row[2].text,
+                    let accepted = row[3].integer
+                else { continue }
+                let devices = try await session.query(
+                    Self.pageDevicesSQL(rehanding: false), [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
+                pages[notification] = PrefetchedPage(cursor: cursor, devices: devices, complete: devices.count < limit)
+            }
+            return pages
+        }
+    }
 
     /// The devices of a page, in device order: after $2, active, registered by the acceptance
     /// ($3); the first $4 of them, or (`rehanding` a page) those through $4 without a row of
@@ -240,9 +302,43 @@ extension HeraldStore {
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID), .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
             ]
             if dialect == .sqlite {
+                // Rows with neither reason nor trace (a fan-out's sent ones) in one statement per
+                // (status, attempts, due time) with those bound once: three values per row for
+                // SQLite to read out of the JSON, not eight (each `->>` parses its element).
+                var plain: [PlainRowsKey: [DeliveryResult]] = [:]
+                var full: [DeliveryResult] = []
+                for result in group {
+                    let (status, reason, due, attempts) = row(for: result)
+                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                    if case .tokenDead(let reason, let since) = result.outcome {
+                        write.dead.append((result.appID, result.deviceID, reason, since))
+                    }
+                    if reason == nil, result.trace == nil {
+                        plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(result)
+                    } else {
+                        full.append(result)
+                    }
+                }
+                for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
+                    var json = "["
+                    json.reserveCapacity(rows.count * 40)
+                    for (index, result) in rows.enumerated() {
+                        json += index == 0 ? "[" : ",["
+                        json += String(result.deliveryID)
+                        json += ","
+                        appendJSON(result.deviceID, to: &json)
+                        json += ","
+                        appendJSON(result.broadcast?.userID ?? "", to: &json)
+                        json += "]"
+                    }
+                    json += "]"
+                    write.statements.append(
+                        (sqlitePlainBroadcastInsertSQL, constants + [.text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json)]))
+                }
+                guard !full.isEmpty else { return write }
                 var json = "["
-                json.reserveCapacity(group.count * 64)
-                for (index, result) in group.enumerated() {
+                json.reserveCapacity(full.count * 64)
+                for (index, result) in full.enumerated() {
                     let (status, reason, due, attempts) = row(for: result)
                     json += index == 0 ? "[" : ",["
                     json += String(result.deliveryID)
@@ -255,10 +351,6 @@ extension HeraldStore {
                     json += "," + String(attempts) + "," + String(due ?? slot.dueAt) + ","
                     if let trace = result.trace { appendJSON(trace, to: &json) } else { json += "null" }
                     json += "]"
-                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
-                    if case .tokenDead(let reason, let since) = result.outcome {
-                        write.dead.append((result.appID, result.deviceID, reason, since))
-                    }
                 }
                 json += "]"
                 write.statements.append((sqliteBroadcastInsertSQL, constants + [.text(json)]))
@@ -294,6 +386,21 @@ extension HeraldStore {
         FROM json_each($6) r WHERE true
         ON CONFLICT (id) DO NOTHING
         """
+
+    /// SQLite's insert of rows without reason or trace: $1…$5 the constants, $6 the status, $7
+    /// the attempts, $8 the due time, $9 the rows as a JSON array of [id, device, user].
+    static let sqlitePlainBroadcastInsertSQL = """
+        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, status, attempts, due_at, id, device_id, user_id)
+        SELECT $2, $3, $4, $5, $1, $6, $7, $8, r.value ->> 0, r.value ->> 1, r.value ->> 2
+        FROM json_each($9) r WHERE true
+        ON CONFLICT (id) DO NOTHING
+        """
+
+    struct PlainRowsKey: Hashable {
+        var status: DeliveryStatus
+        var attempts: Int
+        var due: Int64
+    }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.
     static func appendJSON(_ text: String, to json: inout String) {

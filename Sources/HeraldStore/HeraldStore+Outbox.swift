@@ -17,6 +17,7 @@ extension HeraldStore {
         // second is nothing next to the 20 s after which a node counts as dead), so claims at
         // hundreds per second do not each write the nodes table.
         let touch = now - lastHeartbeat.load(ordering: .relaxed) >= 1_000
+        let prefetched = try await prefetchBroadcastPages(limit: limit, now: now)
         let claimed = try await transaction { session in
             if touch { try await touchNode(now: now, session) }
             // Which apps have due work of each status and lane: a loose scan of the outbox index
@@ -41,7 +42,7 @@ extension HeraldStore {
                 if lane == .normal, limit - rows.count > 0 {
                     let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
                     let room = limit - rows.count
-                    page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, session)
+                    page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
                 }
                 let room = limit - rows.count - page.count
                 guard room > 0 else { break }
