@@ -8,6 +8,9 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `herald serve`: the API server and the dispatcher in one process.
 struct ServeCommand: AsyncParsableCommand {
@@ -30,6 +33,7 @@ struct ServeCommand: AsyncParsableCommand {
         bootstrapLogging()
         let logger = Logger(label: "herald")
         let environment = ProcessInfo.processInfo.environment
+        limitMallocArenas(environment)
         var configuration: HeraldConfiguration
         var simulator: APNSSimulator?
         var banner: String?
@@ -184,4 +188,19 @@ enum DevSetup {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         return String((0..<32).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
     }
+}
+
+/// glibc gives each thread that allocates under contention an arena of its own (up to eight per
+/// core), and an arena keeps what it once held. The server's threads (event loops, the database
+/// threads, the concurrency pool) made that 20–30 MB of resident memory in a 1M fan-out (peak
+/// 154–164 MB; 123 MB against 147 MB at 300k with two arenas). Two arenas, unless
+/// `MALLOC_ARENA_MAX` says otherwise.
+func limitMallocArenas(_ environment: [String: String]) {
+    #if canImport(Glibc)
+    // mallopt(M_ARENA_MAX, 2): malloc.h is not in Swift's Glibc module, so looked up by name.
+    guard environment["MALLOC_ARENA_MAX"] == nil, let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
+    typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+    let mArenaMax: Int32 = -8
+    _ = unsafeBitCast(symbol, to: Mallopt.self)(mArenaMax, 2)
+    #endif
 }
