@@ -89,7 +89,9 @@ else
     while [ "$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')" -lt "$target" ]; do sleep 0.05; done
     kill -9 "${NODE_PIDS[1]}"
     dead=$(grep -o 'herald.node=[0-9a-f-]*' "$WORK/serve-1.err" | head -1 | cut -d= -f2)
-    inflight=$($PSQL -d herald -c "SELECT count(*) FROM deliveries WHERE status = 'sending' AND claimed_by = '$dead'")
+    # Claimed rows, and a broadcast's devices handed out in pages not yet answered.
+    inflight=$($PSQL -d herald -c "SELECT (SELECT count(*) FROM deliveries WHERE status = 'sending' AND claimed_by = '$dead')
+        + (SELECT COALESCE(SUM(remaining), 0) FROM broadcast_pages WHERE claimed_by = '$dead')")
     echo "kill -9 node 1 ($dead) with $(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]') of $COUNT in the inbox: $inflight claims in flight"
     wait_recorded "$id"
     echo "every delivery recorded after $(since "$start")s"

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 
 /// Broadcasts: a notification to all of an app's devices. Accepting one writes the notification
 /// (its recipients counted) and a cursor over the app's devices, not a row per device. The
@@ -282,6 +283,8 @@ extension HeraldStore {
         var count: Int
         var notificationID: UUID
         var statements: [(sql: String, binds: [Session.Value])]
+        /// PostgreSQL: the rows as arrays, for one `unnest` insert.
+        var arrays: PostgresRows?
         var counts: [DeliveryStatus: Int64]
         var dead: [(appID: String, deviceID: String, reason: String, since: Date?)]
     }
@@ -356,6 +359,19 @@ extension HeraldStore {
                 write.statements.append((sqliteBroadcastInsertSQL, constants + [.text(json)]))
                 return write
             }
+            if dialect == .postgres {
+                var rows = PostgresRows(constants: constants)
+                for result in group {
+                    let (status, reason, due, attempts) = row(for: result)
+                    rows.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
+                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                    if case .tokenDead(let reason, let since) = result.outcome {
+                        write.dead.append((result.appID, result.deviceID, reason, since))
+                    }
+                }
+                write.arrays = rows
+                return write
+            }
             for chunk in group.chunked(broadcastRowsPerStatement) {
                 var binds = constants
                 binds.reserveCapacity(5 + chunk.count * 8)
@@ -400,6 +416,53 @@ extension HeraldStore {
         var status: DeliveryStatus
         var attempts: Int
         var due: Int64
+    }
+
+    /// PostgreSQL's insert of a page's rows: $1…$5 the constants, then one array per column.
+    static let postgresBroadcastInsertSQL = """
+        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at, trace)
+        SELECT $2, $3, $4, $5, $1, r.id, r.device_id, r.user_id, r.status, NULLIF(r.reason, ''), r.attempts, r.due_at, NULLIF(r.trace, '')
+        FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::text[])
+            AS r(id, device_id, user_id, status, reason, attempts, due_at, trace)
+        ON CONFLICT (id) DO NOTHING
+        """
+
+    /// A page's rows as PostgreSQL arrays (empty text for no reason or trace).
+    struct PostgresRows: Sendable {
+        var constants: [Session.Value]
+        var ids: [Int64] = [], devices: [String] = [], users: [String] = [], statuses: [String] = []
+        var reasons: [String] = [], attempts: [Int64] = [], dues: [Int64] = [], traces: [String] = []
+
+        mutating func append(_ result: DeliveryResult, status: DeliveryStatus, reason: String?, attempts count: Int, due: Int64) {
+            ids.append(result.deliveryID)
+            devices.append(result.deviceID)
+            users.append(result.broadcast?.userID ?? "")
+            statuses.append(status.rawValue)
+            reasons.append(reason ?? "")
+            attempts.append(Int64(count))
+            dues.append(due)
+            traces.append(result.trace ?? "")
+        }
+
+        var bindings: PostgresBindings {
+            var bindings = PostgresBindings(capacity: 13)
+            for constant in constants {
+                switch constant {
+                case .integer(let value): bindings.append(value)
+                case .text(let value): bindings.append(value)
+                case .null: bindings.appendNull()
+                }
+            }
+            bindings.append(ids)
+            bindings.append(devices)
+            bindings.append(users)
+            bindings.append(statuses)
+            bindings.append(reasons)
+            bindings.append(attempts)
+            bindings.append(dues)
+            bindings.append(traces)
+            return bindings
+        }
     }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.
@@ -458,6 +521,9 @@ extension HeraldStore {
             guard let remaining = left.first?.first?.integer else { continue }
             if remaining <= 0 { _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)]) }
             for statement in write.statements { _ = try await session.query(statement.sql, statement.binds) }
+            if let rows = write.arrays, case .postgres(let connection) = session.raw {
+                _ = try await Session.query(connection, Self.postgresBroadcastInsertSQL, rows.bindings)
+            }
             finished[write.notificationID, default: [:]].merge(write.counts, uniquingKeysWith: +)
             for dead in write.dead {
                 _ = try await session.query(

@@ -44,7 +44,10 @@ package struct OutboxLoop: Service {
                 }
                 var failures = 0
                 while !stopping.isSet && !Task.isCancelled {
-                    let room = configuration.maximumInFlight - window.count
+                    // Answers not yet written count too, beyond a window's worth: when the
+                    // database writes results slower than the providers answer, claiming waits
+                    // instead of piling answers up in memory.
+                    let room = configuration.maximumInFlight - window.count - max(0, recorder.count - configuration.maximumInFlight)
                     guard room > 0 else {
                         try? await Task.sleep(for: .milliseconds(5))
                         continue
