@@ -33,6 +33,7 @@ extension HeraldStore {
             "INSERT INTO broadcasts (notification_id, app_id, lane, due_at, accepted_at, expected) VALUES ($1, $2, $3, $4, $5, $6)",
             [.text(id.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(dueAt), .integer(now), .integer(recipients)])
         try await notifyOutbox(session)
+        noBroadcastsSince.store(0, ordering: .relaxed)
         return Int(recipients)
     }
 

@@ -17,7 +17,9 @@ extension HeraldStore {
         // second is nothing next to the 20 s after which a node counts as dead), so claims at
         // hundreds per second do not each write the nodes table.
         let touch = now - lastHeartbeat.load(ordering: .relaxed) >= 1_000
-        let prefetched = try await prefetchBroadcastPages(limit: limit, now: now)
+        let quiet = noBroadcastsSince.load(ordering: .relaxed)
+        let lookForBroadcasts = dialect == .postgres || quiet == 0 || now - quiet >= 1_000 || now < quiet
+        let prefetched = lookForBroadcasts ? try await prefetchBroadcastPages(limit: limit, now: now) : [:]
         let claimed = try await transaction { session in
             if touch { try await touchNode(now: now, session) }
             // Which apps have due work of each status and lane: a loose scan of the outbox index
@@ -39,10 +41,11 @@ extension HeraldStore {
             // with due rows: half its room when rows are due too.
             var page: [ClaimedDelivery] = []
             for lane in DeliveryLane.allCases {
-                if lane == .normal, limit - rows.count > 0 {
+                if lane == .normal, lookForBroadcasts, limit - rows.count > 0 {
                     let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
                     let room = limit - rows.count
                     page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
+                    if page.isEmpty, dialect == .sqlite { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: now, ordering: .relaxed) }
                 }
                 let room = limit - rows.count - page.count
                 guard room > 0 else { break }
@@ -555,6 +558,7 @@ extension HeraldStore {
             let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
             let pages = try await session.query(Self.rescuePagesSQL, [.integer(alive), .text(nodeID)])
             let rescued = rows.count + Int(pages.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+            if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
             if rescued > 0 {
                 try await addToCounter("resent_after_restart", rescued, session)
                 try await notifyOutbox(session)
@@ -577,6 +581,7 @@ extension HeraldStore {
         guard !claimed.isEmpty else { return }
         let ids = claimed.filter { $0.broadcast == nil }.map(\.id)
         let pages = Set(claimed.compactMap { $0.broadcast?.page })
+        if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
         try await transaction { session in
             try await returnPages(pages, session)
             for chunk in ids.chunked(Self.batchSize) {

@@ -34,6 +34,11 @@ package final class HeraldStore: Sendable {
     /// When this node last wrote its heartbeat (store clock, ms): a claim renews it only when
     /// it is a second old, so claims at hundreds per second do not each write the nodes table.
     let lastHeartbeat = Atomic<Int64>(0)
+    /// SQLite: when a claim last looked for broadcast pages and found none (store clock, ms; 0:
+    /// look at the next claim). Claims then skip the broadcast queries for a second, unless this
+    /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
+    /// trip for broadcasts that are not there.
+    let noBroadcastsSince = Atomic<Int64>(0)
     /// SQLite on a file: the WAL's checkpoints, off the writer's path.
     private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
