@@ -290,13 +290,16 @@ extension HeraldStore {
         var dead: [(appID: String, deviceID: String, reason: String, since: Date?)]
     }
 
-    /// Groups broadcast results by page and builds each page's inserts: the page's constants
-    /// (notification, app, acceptance, lane, due time, now) bound once per statement, eight
-    /// values per row.
+    /// Groups broadcast results by page and builds each page's insert, with the page's
+    /// constants (now, notification, app, acceptance, lane) bound once.
     ///
-    /// SQLite takes a page's rows as one JSON array bound once (`json_each`): a statement of a
-    /// few hundred bytes that SQLite parses once, where a thousand-row VALUES list was 8,000
-    /// bound values and a statement of 13,000 parameters to parse (measured: 19 µs per row).
+    /// SQLite takes the rows as JSON arrays bound once (`json_each`): a statement of a few
+    /// hundred bytes that SQLite parses once, where a thousand-row VALUES list was 8,000 bound
+    /// values and a statement of 13,000 parameters to parse (measured: 19 µs per row). Rows
+    /// with neither reason nor trace (a fan-out's sent ones) go in one statement per (status,
+    /// attempts, due time), bound once: three values per row for SQLite to read out of the
+    /// JSON, not eight (each `->>` parses its element). PostgreSQL takes them as arrays
+    /// (`unnest`).
     static func broadcastWrites(_ results: [DeliveryResult], now: Int64, dialect: Dialect) -> [BroadcastWrite] {
         Dictionary(grouping: results, by: { $0.broadcast?.page ?? 0 }).sorted(by: { $0.key < $1.key }).compactMap { page, group in
             guard let slot = group.first?.broadcast else { return nil }
@@ -305,93 +308,62 @@ extension HeraldStore {
             let constants: [Session.Value] = [
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID), .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
             ]
-            if dialect == .sqlite {
-                // Rows with neither reason nor trace (a fan-out's sent ones) in one statement per
-                // (status, attempts, due time) with those bound once: three values per row for
-                // SQLite to read out of the JSON, not eight (each `->>` parses its element).
-                var plain: [PlainRowsKey: [DeliveryResult]] = [:]
-                var full: [DeliveryResult] = []
-                for result in group {
-                    let (status, reason, due, attempts) = row(for: result)
-                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
-                    if case .tokenDead(let reason, let since) = result.outcome {
-                        write.dead.append((result.appID, result.deviceID, reason, since))
-                    }
-                    if reason == nil, result.trace == nil {
-                        plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(result)
-                    } else {
-                        full.append(result)
-                    }
+            var plain: [PlainRowsKey: [DeliveryResult]] = [:]
+            var full: [DeliveryResult] = []
+            var arrays = PostgresRows(constants: constants)
+            for result in group {
+                let (status, reason, due, attempts) = row(for: result)
+                if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                if case .tokenDead(let reason, let since) = result.outcome {
+                    write.dead.append((result.appID, result.deviceID, reason, since))
                 }
-                for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
-                    var json = "["
-                    json.reserveCapacity(rows.count * 40)
-                    for (index, result) in rows.enumerated() {
-                        json += index == 0 ? "[" : ",["
-                        json += String(result.deliveryID)
-                        json += ","
-                        appendJSON(result.deviceID, to: &json)
-                        json += ","
-                        appendJSON(result.broadcast?.userID ?? "", to: &json)
-                        json += "]"
-                    }
-                    json += "]"
-                    write.statements.append(
-                        (sqlitePlainBroadcastInsertSQL, constants + [.text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json)]))
+                switch dialect {
+                case .postgres:
+                    arrays.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
+                case .sqlite where reason == nil && result.trace == nil:
+                    plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(result)
+                case .sqlite:
+                    full.append(result)
                 }
-                guard !full.isEmpty else { return write }
-                var json = "["
-                json.reserveCapacity(full.count * 64)
-                for (index, result) in full.enumerated() {
+            }
+            if dialect == .postgres {
+                write.arrays = arrays
+                return write
+            }
+            for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
+                let json = jsonRows(rows) { _, _ in }
+                write.statements.append(
+                    (sqlitePlainBroadcastInsertSQL, constants + [.text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json)]))
+            }
+            if !full.isEmpty {
+                let json = jsonRows(full) { result, json in
                     let (status, reason, due, attempts) = row(for: result)
-                    json += index == 0 ? "[" : ",["
-                    json += String(result.deliveryID)
-                    json += ","
-                    appendJSON(result.deviceID, to: &json)
-                    json += ","
-                    appendJSON(result.broadcast?.userID ?? "", to: &json)
                     json += ",\"" + status.rawValue + "\","
                     if let reason { appendJSON(reason, to: &json) } else { json += "null" }
                     json += "," + String(attempts) + "," + String(due ?? slot.dueAt) + ","
                     if let trace = result.trace { appendJSON(trace, to: &json) } else { json += "null" }
-                    json += "]"
                 }
-                json += "]"
                 write.statements.append((sqliteBroadcastInsertSQL, constants + [.text(json)]))
-                return write
-            }
-            if dialect == .postgres {
-                var rows = PostgresRows(constants: constants)
-                for result in group {
-                    let (status, reason, due, attempts) = row(for: result)
-                    rows.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
-                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
-                    if case .tokenDead(let reason, let since) = result.outcome {
-                        write.dead.append((result.appID, result.deviceID, reason, since))
-                    }
-                }
-                write.arrays = rows
-                return write
-            }
-            for chunk in group.chunked(broadcastRowsPerStatement) {
-                var binds = constants
-                binds.reserveCapacity(5 + chunk.count * 8)
-                for result in chunk {
-                    let (status, reason, due, attempts) = row(for: result)
-                    binds += [
-                        .integer(result.deliveryID), .text(result.deviceID), .text(result.broadcast?.userID ?? ""), .text(status.rawValue),
-                        reason.map { .text($0) } ?? .null, .integer(Int64(attempts)), .integer(due ?? slot.dueAt),
-                        result.trace.map { .text($0) } ?? .null,
-                    ]
-                    if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
-                    if case .tokenDead(let reason, let since) = result.outcome {
-                        write.dead.append((result.appID, result.deviceID, reason, since))
-                    }
-                }
-                write.statements.append((broadcastInsertSQL(rows: chunk.count), binds))
             }
             return write
         }
+    }
+
+    /// A JSON array with one array per result: [id, device, user, then what `more` appends].
+    private static func jsonRows(_ results: [DeliveryResult], more: (DeliveryResult, inout String) -> Void) -> String {
+        var json = "["
+        json.reserveCapacity(results.count * 48)
+        for (index, result) in results.enumerated() {
+            json += index == 0 ? "[" : ",["
+            json += String(result.deliveryID)
+            json += ","
+            appendJSON(result.deviceID, to: &json)
+            json += ","
+            appendJSON(result.broadcast?.userID ?? "", to: &json)
+            more(result, &json)
+            json += "]"
+        }
+        return json + "]"
     }
 
     /// SQLite's insert of a page's rows: $1…$5 the constants, $6 the rows as a JSON array of
@@ -485,29 +457,6 @@ extension HeraldStore {
         json += "\""
     }
 
-    /// The insert of `rows` broadcast rows: $1…$5 the statement's constants, then eight per row
-    /// (the text of a full statement is made once).
-    static func broadcastInsertSQL(rows: Int) -> String {
-        rows == broadcastRowsPerStatement ? fullBroadcastInsertSQL : makeBroadcastInsertSQL(rows: rows)
-    }
-
-    private static let fullBroadcastInsertSQL = makeBroadcastInsertSQL(rows: broadcastRowsPerStatement)
-
-    private static func makeBroadcastInsertSQL(rows: Int) -> String {
-        var sql = """
-            INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at, trace)
-            VALUES
-            """
-        sql.reserveCapacity(200 + rows * 64)
-        for index in 0..<rows {
-            let first = 6 + index * 8
-            sql += index == 0 ? " ($2, $3, $4, $5, $1" : ", ($2, $3, $4, $5, $1"
-            for column in first..<(first + 8) { sql += ", $" + String(column) }
-            sql += ")"
-        }
-        return sql + " ON CONFLICT (id) DO NOTHING"
-    }
-
     /// Writes broadcast results (`broadcastWrites`): each page's claim must still be this
     /// node's (else its results are dropped: the page was handed to another), its count of
     /// unanswered devices goes down (an answered page is deleted), and each device's row is
@@ -543,9 +492,6 @@ extension HeraldStore {
         }
         return written
     }
-
-    /// Broadcast rows per insert: 8 bound values each, within SQLite's 32,766.
-    static let broadcastRowsPerStatement = 1_000
 
     /// Gives pages back unsent (their deliveries' results will never come from this node).
     func returnPages(_ pages: Set<Int64>, _ session: Session) async throws {
