@@ -118,9 +118,10 @@ extension HeraldStore {
         return try handOut(devices, ids: free, notification: notification, app: app, claim: claim, slot: slot)
     }
 
-    /// The next page of up to `limit` devices after a broadcast's cursor, and whether it was
-    /// the last. PostgreSQL: a node handing out a page of the same broadcast holds its row until
-    /// it commits; the next waits (briefly) and continues after the cursor it moved.
+    /// The next page of up to `limit` devices after a broadcast's cursor; a page short of
+    /// `limit` was the last (the broadcast's row goes, its recipients corrected). PostgreSQL: a
+    /// node handing out a page of the same broadcast holds its row until it commits; the next
+    /// waits (briefly) and continues after the cursor it moved.
     private func nextPage(
         of notification: String, limit: Int, now: Int64, prefetched: PrefetchedPage?, _ session: Session
     ) async throws -> [ClaimedDelivery] {
