@@ -514,7 +514,7 @@ extension HeraldStore {
     /// Devices of due broadcasts not yet answered: those after the cursors and those of pages
     /// handed out.
     static let broadcastDepthSQL = """
-        SELECT CAST(COALESCE((SELECT SUM(expected - handed) FROM broadcasts WHERE due_at <= $1), 0)
-             + COALESCE((SELECT SUM(remaining) FROM broadcast_pages), 0) AS BIGINT)
+        SELECT COALESCE((SELECT SUM(expected - handed) FROM broadcasts WHERE due_at <= $1), 0)
+             + COALESCE((SELECT SUM(remaining) FROM broadcast_pages), 0)
         """
 }

@@ -101,7 +101,9 @@ struct Session: Sendable {
         case .int4: return .integer(Int64(try cell.decode(Int32.self)))
         case .int2: return .integer(Int64(try cell.decode(Int16.self)))
         case .bool: return .integer(try cell.decode(Bool.self) ? 1 : 0)
-        case .numeric: return .integer(Int64(try cell.decode(String.self)) ?? 0)
+        // numeric (what SUM of bigint answers) comes in PostgreSQL's binary decimal format:
+        // read as a String it was bytes, not digits, and every SUM read 0.
+        case .numeric: return .integer(NSDecimalNumber(decimal: try cell.decode(Decimal.self)).int64Value)
         default: return .text(try cell.decode(String.self))
         }
     }
