@@ -90,9 +90,27 @@ if [ "$MODE" = import ]; then
     exit 0
 fi
 
+# Time in outbox transactions (claims and result writes, waiting for the writer included), the
+# APNs client's, and the server's CPU and peak RSS.
+print_metrics() {
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
+import re, sys
+stats = {}
+for line in sys.stdin:
+    m = re.match(r"herald_outbox_store_seconds_(sum|count)\{operation=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: stats.setdefault("outbox " + m.group(2), {})[m.group(1)] = float(m.group(3))
+    m = re.match(r"herald_apns_(batch|request)_seconds_(sum|count) ([0-9.e+-]+)", line)
+    if m: stats.setdefault("APNs " + m.group(1), {})[m.group(2)] = float(m.group(3))
+for op, v in sorted(stats.items()):
+    print("%s: %d, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
+' || true
+    echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
+}
+
 if [ "$MODE" = latency ]; then
     echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s"
-    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" <<'PY'
+    status=0
+    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" <<'PY' || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 tokens = [json.loads(line)["token"] for line in open(sys.argv[6])]
@@ -173,7 +191,8 @@ print("API call start -> 202 read (ms): p50 %.2f  p90 %.2f  p99 %.2f  max %.2f"
       % (pct(accepts, 50), pct(accepts, 90), pct(accepts, 99), accepts[-1]))
 sys.exit(1 if missing or bad else 0)
 PY
-    exit 0
+    print_metrics
+    exit $status
 fi
 
 if [ "$MODE" = fanout ] && [ "${RAW:-0}" -gt 0 ]; then
@@ -230,19 +249,7 @@ if [ -n "${RAW_RATE:-}" ]; then
     python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
 fi
 echo "inbox: $inbox"
-# Time in outbox transactions (claims and result writes, waiting for the writer included).
-curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
-import re, sys
-stats = {}
-for line in sys.stdin:
-    m = re.match(r"herald_outbox_store_seconds_(sum|count)\{operation=\"(\w+)\"\} ([0-9.e+-]+)", line)
-    if m: stats.setdefault("outbox " + m.group(2), {})[m.group(1)] = float(m.group(3))
-    m = re.match(r"herald_apns_(batch|request)_seconds_(sum|count) ([0-9.e+-]+)", line)
-    if m: stats.setdefault("APNs " + m.group(1), {})[m.group(2)] = float(m.group(3))
-for op, v in sorted(stats.items()):
-    print("%s: %d, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
-' || true
-echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
+print_metrics
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true
 python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys

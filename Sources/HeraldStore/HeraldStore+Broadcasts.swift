@@ -398,7 +398,7 @@ extension HeraldStore {
         SELECT $2, $3, $4, $5, $1, r.id, r.device_id, r.user_id, r.status, NULLIF(r.reason, ''), r.attempts, r.due_at, NULLIF(r.trace, '')
         FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::text[])
             AS r(id, device_id, user_id, status, reason, attempts, due_at, trace)
-        ON CONFLICT (id) DO NOTHING
+        ON CONFLICT (id, created_at) DO NOTHING
         """
 
     /// A page's rows as PostgreSQL arrays (empty text for no reason or trace).

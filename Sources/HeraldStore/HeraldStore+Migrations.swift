@@ -231,6 +231,46 @@ extension HeraldStore {
                 ),
             ]
         ),
+        (
+            11,
+            // PostgreSQL: deliveries partitioned by day of creation (UTC), so retention drops a
+            // day's partition whole instead of deleting its rows one by one (no dead tuples, no
+            // vacuum debt). The key becomes (id, created_at): a partitioned table's unique keys
+            // must hold the partition key; ids still come from one sequence. A DEFAULT partition
+            // takes rows of days with no partition of their own (none, while the upkeep creates
+            // days ahead: `maintainPartitions`). Existing rows are copied into one partition per
+            // day they were created on. SQLite has nothing to drop partitions from.
+            [
+                postgresOnly("DROP INDEX deliveries_due"),
+                postgresOnly("DROP INDEX deliveries_notification"),
+                postgresOnly("ALTER TABLE deliveries RENAME TO deliveries_unpartitioned"),
+                postgresOnly(
+                    """
+                    CREATE TABLE deliveries (LIKE deliveries_unpartitioned INCLUDING DEFAULTS INCLUDING IDENTITY, PRIMARY KEY (id, created_at))
+                    PARTITION BY RANGE (created_at)
+                    """),
+                postgresOnly("CREATE TABLE deliveries_default PARTITION OF deliveries DEFAULT"),
+                postgresOnly(
+                    """
+                    DO $$
+                    DECLARE day BIGINT;
+                    BEGIN
+                        FOR day IN SELECT DISTINCT created_at / 86400000 FROM deliveries_unpartitioned LOOP
+                            EXECUTE format('CREATE TABLE %I PARTITION OF deliveries FOR VALUES FROM (%s) TO (%s)',
+                                'deliveries_' || to_char(to_timestamp(day * 86400) AT TIME ZONE 'UTC', 'YYYYMMDD'), day * 86400000, (day + 1) * 86400000);
+                        END LOOP;
+                    END $$
+                    """),
+                postgresOnly("INSERT INTO deliveries SELECT * FROM deliveries_unpartitioned"),
+                postgresOnly(
+                    "SELECT setval(pg_get_serial_sequence('deliveries', 'id'), GREATEST(1, (SELECT COALESCE(MAX(id), 0) FROM deliveries WHERE id < 1125899906842624)))"
+                ),
+                postgresOnly("DROP TABLE deliveries_unpartitioned"),
+                postgresOnly(
+                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"),
+                postgresOnly("CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)"),
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).
@@ -243,7 +283,7 @@ extension HeraldStore {
     /// Applies the migrations this database has not seen, each in its own transaction. On
     /// PostgreSQL, nodes starting together migrate one at a time (an advisory lock held by the
     /// migrating session).
-    func migrate() async throws {
+    func migrate(through version: Int = .max) async throws {
         try await exclusive { session in
             switch session.raw {
             case .sqlite:
@@ -254,7 +294,7 @@ extension HeraldStore {
                 try await session.sql.raw("SELECT pg_advisory_lock(\(unsafeRaw: Self.migrationLock))").run()
             }
             do {
-                try await applyMigrations(session)
+                try await applyMigrations(session, through: version)
             } catch {
                 if dialect == .postgres { try? await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
                 throw error
@@ -280,13 +320,13 @@ extension HeraldStore {
     static let rescueLock = "724865726102"
     static let retentionLock = "724865726103"
 
-    private func applyMigrations(_ session: Session) async throws {
+    private func applyMigrations(_ session: Session, through version: Int) async throws {
         try await session.sql.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
         let applied = Set(
             try await session.sql.raw("SELECT version FROM schema_migrations").all().map {
                 try $0.decode(column: "version", as: Int.self)
             })
-        for migration in Self.migrations where !applied.contains(migration.version) {
+        for migration in Self.migrations where !applied.contains(migration.version) && migration.version <= version {
             try await inTransaction(session) { session in
                 for statement in migration.statements {
                     let statement = Self.translate(statement, to: dialect)

@@ -21,13 +21,19 @@ extension HeraldStore {
         let lookForBroadcasts = dialect == .postgres || quiet == 0 || now - quiet >= 1_000 || now < quiet
         let prefetched = lookForBroadcasts ? try await prefetchBroadcastPages(limit: limit, now: now) : [:]
         let claimed = try await transaction { session in
+            if dialect == .postgres {
+                // A claim's commit does not wait for its WAL to reach the disk (~1 ms here): a
+                // PostgreSQL crash could forget the last claims, whose rows are then claimed and
+                // sent again, as a dead node's are (at least once). Everything else stays durable.
+                _ = try await session.query("SET LOCAL synchronous_commit = off")
+            }
             if touch { try await touchNode(now: now, session) }
             // Which apps have due work of each status and lane: a loose scan of the outbox index
             // (a few seeks per app), so a claim asks each app for its share instead of taking
             // the oldest rows of whichever app sent the biggest fan-out, and asks nothing where
             // nothing is due.
             var apps: [DeliveryStatus: [DeliveryLane: [String]]] = [:]
-            for row in try await session.query(Self.appsWithWorkSQL, [.integer(now)]) {
+            for row in try await session.query(AppsWithWork.self, [.integer(now)]) {
                 guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text else { continue }
                 if row[2].integer == 1 { apps[status, default: [:]][.urgent, default: []].append(app) }
                 if row[3].integer == 1 { apps[status, default: [:]][.normal, default: []].append(app) }
@@ -155,9 +161,9 @@ extension HeraldStore {
                 }
                 return try await session.query(Self.claimSQL(status, after: false), binds)
             case .postgres:
-                return try await session.query(
-                    Self.postgresClaimSQL(status),
-                    [.integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue))])
+                let binds: [Session.Value] = [.integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue))]
+                return try await status == .deferred
+                    ? session.query(ClaimDeferred.self, binds) : session.query(ClaimQueued.self, binds)
             }
         }
         guard apps.count > 1 else { return try await take(apps[0], count) }
@@ -180,6 +186,11 @@ extension HeraldStore {
         }
         return byApp.flatMap(\.rows)
     }
+
+    /// The outbox's hot statements, prepared once per PostgreSQL connection.
+    enum AppsWithWork: PreparedSQL { static let sql = HeraldStore.appsWithWorkSQL }
+    enum ClaimQueued: PreparedSQL { static let sql = HeraldStore.postgresClaimSQL(.queued) }
+    enum ClaimDeferred: PreparedSQL { static let sql = HeraldStore.postgresClaimSQL(.deferred) }
 
     /// (status, app) pairs with deliveries queued or deferred (one index seek per app), and
     /// whether each lane has rows due by $1 (one seek per lane).
@@ -231,14 +242,14 @@ extension HeraldStore {
     static func postgresClaimSQL(_ status: DeliveryStatus) -> String {
         """
         WITH due AS (
-            SELECT id, status, app_id, device_id FROM deliveries
+            SELECT id, created_at, status, app_id, device_id FROM deliveries
             WHERE status = '\(status.rawValue)' AND \(outboxIndexTerm) AND app_id = $4 AND lane = $5 AND due_at <= $1
             ORDER BY due_at, id LIMIT $2
             FOR UPDATE SKIP LOCKED
         )
         UPDATE deliveries d SET status = 'sending', claimed_by = $3, claim = d.claim + 1, updated_at = $1
         FROM due LEFT JOIN devices v ON v.app_id = due.app_id AND v.device_id = due.device_id
-        WHERE d.id = due.id
+        WHERE d.id = due.id AND d.created_at = due.created_at
         RETURNING \(claimColumns(status: "due.status"))
         """
     }
@@ -443,8 +454,9 @@ extension HeraldStore {
         for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             for chunk in rows.chunked(Self.postgresResultRowsPerStatement) {
                 var ids: [Int64] = [], claims: [Int64] = [], attempts: [Int64] = [], reasons: [String] = []
-                var dues: [Int64] = [], traces: [String] = [], deadSince: [Int64] = []
+                var dues: [Int64] = [], traces: [String] = [], deadSince: [Int64] = [], created: [Int64] = []
                 for row in chunk {
+                    created.append(Self.milliseconds(row.result.createdAt))
                     ids.append(row.result.deliveryID)
                     claims.append(row.result.claim)
                     attempts.append(Int64(row.attempts))
@@ -453,7 +465,7 @@ extension HeraldStore {
                     traces.append(row.result.trace ?? "")
                     deadSince.append(dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
                 }
-                var bindings = PostgresBindings(capacity: 8)
+                var bindings = PostgresBindings(capacity: 9)
                 bindings.append(ids)
                 bindings.append(claims)
                 bindings.append(attempts)
@@ -462,6 +474,7 @@ extension HeraldStore {
                 bindings.append(traces)
                 bindings.append(deadSince)
                 bindings.append(now)
+                bindings.append(created)
                 let counter = Self.counterColumn[status].map { column in
                     """
                     , counted AS (SELECT notification_id, count(*) AS n FROM upd GROUP BY notification_id),
@@ -470,13 +483,13 @@ extension HeraldStore {
                 } ?? ""
                 let sql = """
                     WITH v AS (
-                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[])
-                        AS v(id, claim, attempts, reason, due, trace, dead_since)
+                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[])
+                        AS v(id, claim, attempts, reason, due, trace, dead_since, created_at)
                     ), upd AS (
                         UPDATE deliveries d SET status = '\(status.rawValue)', reason = NULLIF(v.reason, ''), attempts = d.attempts + v.attempts,
                             due_at = COALESCE(NULLIF(v.due, -1), d.due_at), trace = COALESCE(NULLIF(v.trace, ''), d.trace),
                             claimed_by = NULL, updated_at = $8
-                        FROM v WHERE d.id = v.id AND d.claim = v.claim AND d.status = 'sending'
+                        FROM v WHERE d.id = v.id AND d.created_at = v.created_at AND d.claim = v.claim AND d.status = 'sending'
                         RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since
                     ), dead AS (
                         UPDATE devices x SET active = 0, inactive_reason = upd.reason, inactive_since = upd.dead_since, updated_at = $8

@@ -39,13 +39,22 @@ package final class HeraldStore: Sendable {
     /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
     /// trip for broadcasts that are not there.
     let noBroadcastsSince = Atomic<Int64>(0)
+    /// PostgreSQL: days the partition upkeep could not make a partition for, already reported
+    /// (each is reported once per process, not at every upkeep).
+    let skippedPartitions = Mutex<Set<String>>([])
     /// SQLite on a file: the WAL's checkpoints, off the writer's path.
     private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
     static let batchSize = 500
 
-    private init(backend: Backend, clock: HeraldClock, logger: Logger) {
+    /// SQLite on a file: the fsync that makes a durable transaction's commit durable.
+    private let walSync: SQLiteWALSync?
+    /// SQLite on a file: how many times the WAL was synced for durable transactions.
+    package var walSyncs: Int { walSync?.syncs.load(ordering: .relaxed) ?? 0 }
+
+    private init(backend: Backend, clock: HeraldClock, logger: Logger, walSync: SQLiteWALSync? = nil) {
         self.backend = backend
+        self.walSync = walSync
         switch backend {
         case .sqlite: dialect = .sqlite
         case .postgres: dialect = .postgres
@@ -59,10 +68,11 @@ package final class HeraldStore: Sendable {
     /// `PostgresURL` for its options).
     ///
     /// `walRestartPages` (SQLite): WAL pages past which the checkpointer starts the WAL over
-    /// (tests make it small).
+    /// (tests make it small). `schemaVersion`: migrate no further than this version (the tests
+    /// of upgrades make a database as an older Herald left it).
     package static func open(
         url: String, clock: HeraldClock = .system, logger: Logger = Logger(label: "herald.store"),
-        walRestartPages: Int = SQLiteCheckpointer.restartPages
+        walRestartPages: Int = SQLiteCheckpointer.restartPages, schemaVersion: Int = .max
     ) async throws -> HeraldStore {
         let store: HeraldStore
         if url.hasPrefix("sqlite://") {
@@ -71,7 +81,9 @@ package final class HeraldStore: Sendable {
             let connection = try await SQLiteConnection.open(
                 storage: path == ":memory:" ? .memory : .file(path: path), threadPool: NIOThreadPool.singleton, logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton.any())
-            store = HeraldStore(backend: .sqlite(connection), clock: clock, logger: logger)
+            store = HeraldStore(
+                backend: .sqlite(connection), clock: clock, logger: logger,
+                walSync: path == ":memory:" ? nil : SQLiteWALSync(databasePath: path))
         } else if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             let configuration = try PostgresURL(url).configuration()
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
@@ -99,7 +111,12 @@ package final class HeraldStore: Sendable {
                 }
             } : nil
             defer { waiting?.cancel() }
-            try await store.migrate()
+            try await store.migrate(through: schemaVersion)
+            // Today's deliveries partition and the next days' exist before the first accept.
+            let upkeep = schemaVersion < 11 ? HeraldStore.PartitionUpkeep() : try await store.maintainPartitions(before: Date?.none)
+            if !upkeep.created.isEmpty {
+                logger.info("Deliveries partitions created", metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
+            }
             if case .sqlite = store.backend, let path = url.sqliteFilePath {
                 let lock = store.lock
                 await store.checkpointer.set(
@@ -121,6 +138,7 @@ package final class HeraldStore: Sendable {
             await checkpointer.take()?.stop()
             await checkpointer.takeReader()?.close()
             try? await connection.close()
+            await walSync?.shutdown()
         case .postgres(_, let run):
             run.cancel()
             await run.value
@@ -156,26 +174,18 @@ package final class HeraldStore: Sendable {
     /// transaction that lost a race with another (serialization failure, deadlock, or a unique
     /// key another transaction just took) is run again, up to three times.
     ///
-    /// `durable`: on SQLite the commit syncs the WAL to disk before it returns
-    /// (`synchronous=FULL` for this transaction; the connection's NORMAL syncs only at
-    /// checkpoints, so a power cut could lose the last commits). PostgreSQL commits are durable.
+    /// `durable`: on a SQLite file, returns only once the commit is on disk: the WAL is synced
+    /// after the writer is let go (`SQLiteWALSync`, one fsync shared by the commits that wait
+    /// together; the connection's `synchronous=NORMAL` syncs only at checkpoints, so a power cut
+    /// could lose the last commits of other transactions). PostgreSQL commits are durable.
     func transaction<Result: Sendable>(durable: Bool = false, _ body: (Session) async throws -> Result) async throws -> Result {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await exclusive { session in
-                    guard durable, case .sqlite = session.raw else { return try await inTransaction(session, body) }
-                    try await session.sql.raw("PRAGMA synchronous=FULL").run()
-                    do {
-                        let result = try await inTransaction(session, body)
-                        try await session.sql.raw("PRAGMA synchronous=NORMAL").run()
-                        return result
-                    } catch {
-                        try? await session.sql.raw("PRAGMA synchronous=NORMAL").run()
-                        throw error
-                    }
-                }
+                let result = try await exclusive { session in try await inTransaction(session, body) }
+                if durable, let walSync { try await walSync.sync() }
+                return result
             } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {
                 logger.debug("Transaction lost a race; running it again", metadata: ["herald.attempt": "\(attempt)"])
             }

@@ -60,16 +60,36 @@ struct Session: Sendable {
                 }
             }
         case .postgres(let connection):
-            var bindings = PostgresBindings(capacity: binds.count)
-            for bind in binds {
-                switch bind {
-                case .integer(let value): bindings.append(value)
-                case .text(let value): bindings.append(value)
-                case .null: bindings.appendNull()
-                }
-            }
-            return try await Self.query(connection, sql, bindings)
+            return try await Self.query(connection, sql, Self.bindings(binds))
         }
+    }
+
+    /// Runs one of the hot statements (`PreparedSQL`): on PostgreSQL prepared once per
+    /// connection and executed by name, so it is not planned again at every call (planning the
+    /// outbox's queries over the day partitions took longer than running them); on SQLite like
+    /// `query` (SQLiteNIO prepares each call anyway, in microseconds).
+    func query<Statement: PreparedSQL>(_ statement: Statement.Type, _ binds: [Value] = []) async throws -> [[Value]] {
+        switch raw {
+        case .sqlite: return try await query(Statement.sql, binds)
+        case .postgres(let connection):
+            var result: [[Value]] = []
+            for try await row in try await connection.execute(Prepared<Statement>(bindings: Self.bindings(binds)), logger: Self.silent) {
+                result.append(row)
+            }
+            return result
+        }
+    }
+
+    static func bindings(_ binds: [Value]) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for bind in binds {
+            switch bind {
+            case .integer(let value): bindings.append(value)
+            case .text(let value): bindings.append(value)
+            case .null: bindings.appendNull()
+            }
+        }
+        return bindings
     }
 
     /// Runs one PostgreSQL statement with prepared bindings (arrays for `unnest`), returning
@@ -110,4 +130,20 @@ struct Session: Sendable {
 
     /// Query logging off: the statements carry tokens and user data.
     static let silent = Logger(label: "herald.store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+}
+
+/// A statement `Session.query(_:_:)` prepares once per PostgreSQL connection (its text is fixed;
+/// binds vary).
+protocol PreparedSQL {
+    static var sql: String { get }
+}
+
+/// postgres-nio's prepared statement for a `PreparedSQL`: rows as `Session.Value` columns.
+private struct Prepared<Statement: PreparedSQL>: PostgresPreparedStatement {
+    typealias Row = [Session.Value]
+    static var name: String { "herald_\(String(describing: Statement.self))" }
+    static var sql: String { Statement.sql }
+    let bindings: PostgresBindings
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.map(Session.value(of:)) }
 }

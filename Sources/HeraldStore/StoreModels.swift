@@ -154,10 +154,15 @@ package struct DeliveryResult: Sendable, Hashable {
     /// A broadcast's delivery: the result inserts its row.
     package var broadcast: BroadcastSlot?
 
+    /// When the row was created (`ClaimedDelivery.createdAt`): PostgreSQL's partition key, so a
+    /// result's update looks in its day's partition only.
+    package var createdAt: Date
+
     package init(
         deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
-        trace: String? = nil, broadcast: BroadcastSlot? = nil
+        trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date
     ) {
+        self.createdAt = createdAt
         self.deliveryID = deliveryID
         self.claim = claim
         self.notificationID = notificationID
@@ -173,7 +178,8 @@ package struct DeliveryResult: Sendable, Hashable {
     package init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
         self.init(
             deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID, appID: delivery.appID,
-            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace, broadcast: delivery.broadcast)
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace, broadcast: delivery.broadcast,
+            createdAt: delivery.createdAt)
     }
 }
 
@@ -204,6 +210,8 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         package static let notFound = Code(rawValue: "not_found")
         /// A stored row that does not have the shape the code expects.
         package static let corrupt = Code(rawValue: "corrupt_row")
+        /// The database's files could not be opened or synced.
+        package static let io = Code(rawValue: "io_error")
     }
 
     package var code: Code

@@ -343,6 +343,104 @@ extension PostgresNodesTests {
 
 }
 
+/// PostgreSQL's deliveries partitioned by day (migration 11) and their upkeep.
+extension PostgresNodesTests {
+    @Test("deliveries are partitioned by day: days made ahead, a past day dropped whole once nothing in it is kept, a day with a delivery to send kept")
+    func partitionsByDay() async throws {
+        let day: TimeInterval = 86_400
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))  // 2027-01-15 08:00 UTC
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("partitions", kind: .postgres), clock: .manual(clock))
+        // Opening made today's partition and the next two days' (the DEFAULT one takes the rest).
+        #expect(Set(try await store.deliveryPartitions().keys)
+            == ["deliveries_default", "deliveries_20270115", "deliveries_20270116", "deliveries_20270117"])
+        let devices = makeDeviceTokens(3).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 3)
+        func send(due: Date) async throws -> UUID {
+            try await store.createNotification(
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .users(["u0", "u1", "u2"]),
+                excludeDeviceIDs: [], dueAt: due
+            ).0.id
+        }
+        // Day 0: answered. Day 1: one scheduled 30 days ahead (still to send when day 0 goes).
+        let answered = try await send(due: clock.now)
+        let claimed = try await store.claimDueDeliveries(limit: 10)
+        #expect(claimed.count == 3)
+        #expect(try await store.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
+        clock.advance(by: day)
+        let scheduled = try await send(due: clock.now.addingTimeInterval(30 * day))
+        #expect(try await store.deliveryPartitions()["deliveries_20270115"] == 3)
+        #expect(try await store.deliveryPartitions()["deliveries_20270116"] == 3)
+        // Day 9, retention 7 days: day 0 is dropped whole, day 1 stays for its scheduled rows.
+        clock.advance(by: 8 * day)
+        let upkeep = try await store.maintainPartitions(before: clock.now.addingTimeInterval(-7 * day))
+        #expect(upkeep.dropped == ["deliveries_20270115"])
+        #expect(upkeep.droppedRows == 3)
+        #expect(upkeep.created == ["deliveries_20270124", "deliveries_20270125", "deliveries_20270126"])
+        #expect(try await store.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
+        #expect(try await store.deliveries(notificationID: scheduled, limit: 10, offset: 0).map(\.status) == [.queued, .queued, .queued])
+        // The notification left without deliveries goes with the row-by-row retention.
+        #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * day)).notifications == 1)
+        #expect(try await store.notification(appID: "a", id: answered) == nil)
+        // Nothing more to do at the next upkeep.
+        #expect(try await store.maintainPartitions(before: clock.now.addingTimeInterval(-7 * day)) == HeraldStore.PartitionUpkeep())
+        // A day the upkeep did not reach in time: its rows land in DEFAULT, and the day is
+        // reported once and left there (a partition cannot be made over rows DEFAULT holds).
+        clock.advance(by: 20 * day)
+        let late = try await send(due: clock.now)
+        let skipped = try await store.maintainPartitions(before: nil)
+        #expect(skipped.skipped == ["deliveries_20270213"])
+        #expect(skipped.created == ["deliveries_20270214", "deliveries_20270215"])
+        #expect(try await store.maintainPartitions(before: nil).skipped.isEmpty)
+        #expect(try await store.deliveryPartitions()["deliveries_default"] == 3)
+        #expect(try await store.deliveries(notificationID: late, limit: 10, offset: 0).count == 3)
+        await store.close()
+    }
+
+    @Test("a database from before partitions keeps every delivery: the migration copies them into their days, ids go on")
+    func partitionMigration() async throws {
+        let day: TimeInterval = 86_400
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("partition-migration", kind: .postgres)
+        let old = try await HeraldStore.open(url: url, clock: .manual(clock), schemaVersion: 10)
+        let devices = makeDeviceTokens(4).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await old.importDevices(appID: "a", devices) == 4)
+        func send(_ store: HeraldStore) async throws -> UUID {
+            try await store.createNotification(
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .users(["u0", "u1", "u2", "u3"]),
+                excludeDeviceIDs: [], dueAt: clock.now
+            ).0.id
+        }
+        let first = try await send(old)
+        let sent = try await old.claimDueDeliveries(limit: 2)
+        #expect(try await old.recordResults(sent.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        clock.advance(by: 2 * day)
+        let second = try await send(old)
+        await old.close()
+
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let partitions = try await store.deliveryPartitions()
+        #expect(partitions["deliveries_20270115"] == 4)
+        #expect(partitions["deliveries_20270117"] == 4)
+        #expect(partitions["deliveries_default"] == 0)
+        #expect(try await store.deliveryCounts(notificationID: first)[.sent] == 2)
+        #expect(try await store.deliveries(notificationID: first, limit: 10, offset: 0).map(\.status).sorted { $0.rawValue < $1.rawValue }
+            == [.queued, .queued, .sent, .sent])
+        // New rows take ids after the copied ones; the outbox claims old and new alike.
+        let third = try await send(store)
+        let claimed = try await store.claimDueDeliveries(limit: 100)
+        #expect(claimed.count == 10)
+        #expect(Set(claimed.map(\.id)).count == 10)
+        #expect(Set(claimed.map(\.notificationID)) == [first, second, third])
+        #expect(try await store.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 10)
+        #expect(try await store.deliveryCounts(notificationID: third)[.sent] == 4)
+        await store.close()
+    }
+}
+
 /// A thread-safe count for callbacks.
 final class Counter: Sendable {
     private let storage = Mutex(0)

@@ -234,6 +234,37 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share fsyncs")
+    func acceptIsSynced() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try await HeraldStore.open(url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
+        let devices = makeDeviceTokens(20).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 20)
+        #expect(store.walSyncs == 0)  // an import is not a durable transaction
+        _ = try await store.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]), excludeDeviceIDs: [], dueAt: Date())
+        #expect(store.walSyncs == 1)
+        // Twenty at once: each returns after an fsync that began after its commit; none is lost.
+        let ids = try await withThrowingTaskGroup(of: UUID.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    try await store.createNotification(
+                        appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d\(index)"]),
+                        excludeDeviceIDs: [], dueAt: Date()
+                    ).0.id
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(ids).count == 20)
+        #expect((2...21).contains(store.walSyncs), "\(store.walSyncs) fsyncs for 21 accepts")
+        for id in ids { #expect(try await store.notification(appID: "a", id: id)?.recipients == 1) }
+        await store.close()
+    }
+
     @Test("SQLite: the WAL is copied into the database in the background, not left for the writer's own checkpoint")
     func backgroundCheckpoint() async throws {
         let url = try await TestDatabase.url("checkpoint", kind: .sqlite)

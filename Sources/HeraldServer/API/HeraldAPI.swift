@@ -137,9 +137,11 @@ package enum HeraldAPI {
             let id = UUID.random()
             // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
             runtime.recentContents.insert(id, content)
+            let started = ContinuousClock.now
             let (record, created) = try await runtime.store.createNotification(
                 appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
                 recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog))
+            runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
             if created {
                 runtime.metrics.notificationCreated(app: app.id)
                 runtime.wake.signal()

@@ -108,6 +108,9 @@ package struct OutboxLoop: Service {
             var pruned = HeraldStore.Pruned()
             let cutoff = runtime.store.now.addingTimeInterval(-configuration.retention)
             do {
+                let upkeep = try await runtime.store.maintainPartitions(before: cutoff)
+                pruned.deliveries += upkeep.droppedRows
+                logPartitions(upkeep)
                 while !stopping.isSet {
                     let step = try await runtime.store.pruneHistory(before: cutoff, limit: Self.pruneStep)
                     pruned += step
@@ -136,6 +139,24 @@ package struct OutboxLoop: Service {
             while !stopping.isSet && !Task.isCancelled && ContinuousClock.now < next {
                 try? await Task.sleep(for: .milliseconds(100))
             }
+        }
+    }
+
+    /// Says what the partition upkeep (PostgreSQL) created, dropped, or could not create.
+    private func logPartitions(_ upkeep: HeraldStore.PartitionUpkeep) {
+        let logger = runtime.logger
+        if !upkeep.created.isEmpty {
+            logger.info("Deliveries partitions created ahead", metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
+        }
+        if !upkeep.dropped.isEmpty {
+            logger.info(
+                "Deliveries partitions past outbox.retention dropped",
+                metadata: ["herald.partitions": "\(upkeep.dropped.joined(separator: ","))", "herald.deliveries": "\(upkeep.droppedRows)"])
+        }
+        if !upkeep.skipped.isEmpty {
+            logger.warning(
+                "No partition for these days: the DEFAULT partition already holds their deliveries (they are deleted row by row)",
+                metadata: ["herald.partitions": "\(upkeep.skipped.joined(separator: ","))"])
         }
     }
 
