@@ -188,6 +188,8 @@ package final class HeraldRuntime: Sendable {
     let providerLoops: ProviderEventLoops
     /// What the API accepted last, for the dispatcher to plan without reading it back.
     let recentContents = RecentContents()
+    /// Deliveries claimed at acceptance, for the dispatcher (`DirectClaims`).
+    package let direct = DirectClaims()
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
     let started = Date()

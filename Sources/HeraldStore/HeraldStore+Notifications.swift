@@ -18,6 +18,28 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
         excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal
     ) async throws -> (NotificationRecord, created: Bool) {
+        let accepted = try await acceptNotification(
+            appID: appID, id: id, idempotencyKey: idempotencyKey, content: content, recipients: recipients,
+            excludeDeviceIDs: excludeDeviceIDs, dueAt: dueAt, lane: lane)
+        return (accepted.record, accepted.created)
+    }
+
+    /// A notification accepted, and the deliveries this node claimed with it (`directUpTo`).
+    package struct Accepted: Sendable {
+        package var record: NotificationRecord
+        package var created: Bool
+        package var claimed: [ClaimedDelivery]
+    }
+
+    /// `createNotification`, and with `directUpTo > 0` a due notification to at most that many
+    /// named devices (or users) is claimed by this node in the same transaction: its deliveries
+    /// are written `sending` under claim 1, owned like any claim (rescued if this node dies,
+    /// results fenced by the claim), and returned for the caller's dispatcher to send at once,
+    /// with no claim transaction of their own (the trip a single send waited for).
+    package func acceptNotification(
+        appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
+        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, directUpTo: Int = 0
+    ) async throws -> Accepted {
         try await transaction(durable: true) { session in
             let now = nowMilliseconds
             if let idempotencyKey {
@@ -26,7 +48,7 @@ extension HeraldStore {
                 ).first() {
                     let existing = try Self.notification(from: row, appID: appID, idempotencyKey: idempotencyKey)
                     if existing.createdAt.timeIntervalSince1970 * 1000 >= Double(now) - Self.idempotencyWindow * 1000 {
-                        return (existing, false)
+                        return Accepted(record: existing, created: false, claimed: [])
                     }
                     try await session.sql.raw(
                         "UPDATE notifications SET idempotency_key = NULL WHERE id = \(bind: existing.id.uuidString)"
@@ -40,18 +62,25 @@ extension HeraldStore {
                 let record = NotificationRecord(
                     id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
                     createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
-                return (record, true)
+                return Accepted(record: record, created: true, claimed: [])
             }
             var filter: SQLQueryString = ""
+            var named = Int.max
             switch recipients {
             case .all: break
-            case .users(let ids): filter += " AND user_id IN (\(binds: ids))"
-            case .devices(let ids): filter += " AND device_id IN (\(binds: ids))"
+            case .users(let ids):
+                filter += " AND user_id IN (\(binds: ids))"
+                named = ids.count
+            case .devices(let ids):
+                filter += " AND device_id IN (\(binds: ids))"
+                named = ids.count
             }
             if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
+            let direct = directUpTo > 0 && named <= directUpTo && due <= now
+            let claimedBy: String? = direct ? nodeID : nil
             let insert: SQLQueryString = """
-                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane)
-                SELECT \(bind: id.uuidString), app_id, device_id, user_id, 'queued', \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue)
+                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane, claimed_by, claim)
+                SELECT \(bind: id.uuidString), app_id, device_id, user_id, \(bind: direct ? "sending" : "queued"), \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue), \(bind: claimedBy), \(bind: direct ? 1 : 0)
                 FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
                 ORDER BY device_id
                 """
@@ -78,14 +107,26 @@ extension HeraldStore {
                 counted += insert
                 counted += " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
                 count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
-                try await notifyOutbox(session)
+                if !direct { try await notifyOutbox(session) }
             }
             let record = NotificationRecord(
                 id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
                 createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
-            return (record, true)
+            guard direct, count > 0 else { return Accepted(record: record, created: true, claimed: []) }
+            // What sending needs, as a claim reads it (the devices were active a moment ago, in
+            // this transaction: nothing to fail here).
+            let claimed = try await session.query(Self.directClaimSQL, [.text(id.uuidString)]).compactMap {
+                try Self.claimedDelivery($0, claimOffset: 0)
+            }
+            return Accepted(record: record, created: true, claimed: claimed)
         }
     }
+
+    static let directClaimSQL = """
+        SELECT \(claimColumns(status: "d.status"))
+        FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+        WHERE d.notification_id = $1
+        """
 
     /// A notification of an app.
     package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {

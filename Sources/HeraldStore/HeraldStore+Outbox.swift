@@ -81,9 +81,7 @@ extension HeraldStore {
             var undeferredByNotification: [String: Int] = [:]
             for columns in rows {
                 // Columns by position, in the SELECT's order.
-                guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text,
-                    let appID = columns[2].text, let deviceID = columns[3].text, let attempts = columns[4].integer,
-                    let claim = columns[15].integer, let createdAt = columns[16].integer
+                guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
                 if columns[5].text == DeliveryStatus.deferred.rawValue {
                     undeferredByNotification[notificationText, default: 0] += 1
@@ -103,15 +101,7 @@ extension HeraldStore {
                     failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                guard let notificationID = UUID(uuidString: notificationText), let platform = columns[7].text,
-                    let token = columns[8].text, let environment = columns[9].text
-                else { continue }
-                claimed.append(
-                    ClaimedDelivery(
-                        id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
-                        token: token, environment: environment, attempts: Int(attempts), userID: columns[11].text ?? "",
-                        locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text, claim: claim + claimOffset,
-                        createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000)))
+                if let delivery = try Self.claimedDelivery(columns, claimOffset: claimOffset) { claimed.append(delivery) }
             }
             for (ids, reason) in unsendable where !ids.isEmpty {
                 for chunk in ids.chunked(Self.batchSize) {
@@ -141,6 +131,24 @@ extension HeraldStore {
         }
         if touch { lastHeartbeat.store(now, ordering: .relaxed) }
         return claimed
+    }
+
+    /// A sendable delivery from a claim's columns (`claimColumns`); `claimOffset` added to the
+    /// row's claim number (SQLite reads the rows before marking them).
+    /// nil when the row names no device to send to (its device is gone) or no notification id.
+    static func claimedDelivery(_ columns: [Session.Value], claimOffset: Int64) throws -> ClaimedDelivery? {
+        guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text,
+            let appID = columns[2].text, let deviceID = columns[3].text, let attempts = columns[4].integer,
+            let claim = columns[15].integer, let createdAt = columns[16].integer
+        else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
+        guard let notificationID = UUID(uuidString: notificationText), let platform = columns[7].text,
+            let token = columns[8].text, let environment = columns[9].text
+        else { return nil }
+        return ClaimedDelivery(
+            id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
+            token: token, environment: environment, attempts: Int(attempts), userID: columns[11].text ?? "",
+            locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text, claim: claim + claimOffset,
+            createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000))
     }
 
     /// Up to `count` due deliveries of one status and lane, shared between `apps`: each gets
@@ -215,7 +223,7 @@ extension HeraldStore {
 
     /// The columns a claim reads, in the order `claimDueDeliveries` expects them; `status` is
     /// the column that holds the status the row had before the claim.
-    private static func claimColumns(status: String) -> String {
+    static func claimColumns(status: String) -> String {
         """
         d.id, d.notification_id, d.app_id, d.device_id, d.attempts, \(status), d.trace,
         v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at, d.due_at

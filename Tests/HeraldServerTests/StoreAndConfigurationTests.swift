@@ -234,6 +234,48 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("a due send to named devices is claimed as it is stored: no claim needed, results fenced by its claim, rescued if its node dies")
+    func directClaim() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("direct")
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let devices = makeDeviceTokens(4).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 4)
+        func accept(_ recipients: RecipientSelector, due: Date? = nil, upTo: Int = 64) async throws -> HeraldStore.Accepted {
+            try await store.acceptNotification(
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients, excludeDeviceIDs: [],
+                dueAt: due ?? clock.now, directUpTo: upTo)
+        }
+        let direct = try await accept(.users(["u0"]))
+        #expect(direct.record.recipients == 2)
+        #expect(direct.claimed.map(\.deviceID).sorted() == ["d0", "d1"])
+        #expect(direct.claimed.allSatisfy { $0.claim == 1 && $0.userID == "u0" && $0.platform == "apns" && !$0.token.isEmpty })
+        // Nothing left for the outbox's claim: the rows are this node's, `sending`.
+        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.recordResults(direct.claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        #expect(try await store.deliveryCounts(notificationID: direct.record.id)[.sent] == 2)
+        // Later, too many, or not asked: queued as before.
+        let later = try await accept(.devices(["d2"]), due: clock.now.addingTimeInterval(60))
+        let many = try await accept(.devices(["d0", "d1", "d2"]), upTo: 2)
+        let plain = try await accept(.devices(["d3"]), upTo: 0)
+        #expect(later.claimed.isEmpty && many.claimed.isEmpty && plain.claimed.isEmpty)
+        #expect(try await store.claimDueDeliveries(limit: 10).count == 4)
+        // A node that dies holding direct claims: they are queued again like any claim.
+        let orphan = try await accept(.devices(["d3"]))
+        #expect(orphan.claimed.count == 1)
+        let other = try await HeraldStore.open(url: url, clock: .manual(clock))
+        try await other.heartbeat()
+        #expect(try await other.claimDueDeliveries(limit: 10).isEmpty)  // a live node's claim
+        clock.advance(by: 60)
+        try await other.heartbeat()
+        #expect(try await other.rescueDeadClaims() == 5)  // the orphan and the four claimed above
+        #expect(try await other.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == ["d0", "d1", "d2", "d2", "d3", "d3"])  // with the one due at +60 s
+        await other.close()
+        await store.close()
+    }
+
     @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share fsyncs")
     func acceptIsSynced() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")

@@ -138,10 +138,16 @@ package enum HeraldAPI {
             // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
             runtime.recentContents.insert(id, content)
             let started = ContinuousClock.now
-            let (record, created) = try await runtime.store.createNotification(
+            // A due send to a few named devices or users is claimed as it is stored, for this
+            // node's dispatcher to send at once (when it has room).
+            let accepted = try await runtime.store.acceptNotification(
                 appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
-                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog))
+                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog),
+                directUpTo: runtime.direct.room)
+            let (record, created) = (accepted.record, accepted.created)
             runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
+            let stopped = runtime.direct.add(accepted.claimed)
+            if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
             if created {
                 runtime.metrics.notificationCreated(app: app.id)
                 runtime.wake.signal()

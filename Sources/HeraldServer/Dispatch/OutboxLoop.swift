@@ -43,20 +43,35 @@ package struct OutboxLoop: Service {
                     await retentionLoop(stopping: stopping)
                 }
                 var failures = 0
+                var lastStoreClaim = ContinuousClock.now - .seconds(1)
+                var storeBacklog = true
                 while !stopping.isSet && !Task.isCancelled {
                     // Answers not yet written count too, beyond a window's worth: when the
                     // database writes results slower than the providers answer, claiming waits
                     // instead of piling answers up in memory.
                     let room = configuration.maximumInFlight - window.count - max(0, recorder.count - configuration.maximumInFlight)
+                    runtime.direct.setRoom(room)
                     guard room > 0 else {
                         try? await Task.sleep(for: .milliseconds(5))
                         continue
                     }
+                    let limit = min(configuration.batchSize, room)
+                    // What the API claimed as it accepted, then the outbox's own claim: whenever
+                    // nothing came that way, and otherwise every 50 ms or while the last claim
+                    // came back full, so direct sends never hold back what is due in the outbox.
+                    var claimed = runtime.direct.take(limit)
                     let prepared: PreparedBatch
                     do {
-                        let started = ContinuousClock.now
-                        let claimed = try await runtime.store.claimDueDeliveries(limit: min(configuration.batchSize, room))
-                        runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
+                        if claimed.count < limit,
+                            claimed.isEmpty || storeBacklog || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
+                        {
+                            let started = ContinuousClock.now
+                            let fromStore = try await runtime.store.claimDueDeliveries(limit: limit - claimed.count)
+                            runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
+                            lastStoreClaim = .now
+                            storeBacklog = fromStore.count == limit - claimed.count
+                            claimed += fromStore
+                        }
                         guard !claimed.isEmpty else {
                             failures = 0
                             await runtime.wake.wait(timeout: configuration.idleInterval)
@@ -66,6 +81,9 @@ package struct OutboxLoop: Service {
                         failures = 0
                     } catch {
                         failures += 1
+                        // Claimed but not sent: back to the queue, not left `sending` under a
+                        // live node (which nobody would rescue).
+                        if !claimed.isEmpty, (try? await runtime.store.unclaim(claimed)) == nil { runtime.direct.putBack(claimed) }
                         await waitOutStoreError(error, failures: failures, "Dispatcher cannot use the database; trying again")
                         continue
                     }
@@ -78,10 +96,16 @@ package struct OutboxLoop: Service {
                     }
                 }
                 await drain(batches: batches, recorder: recorder)
+                // Claimed at acceptance and not sent: queued again for the next start or node.
+                let left = runtime.direct.close()
+                if !left.isEmpty { try? await runtime.store.unclaim(left) }
                 finished.set()
             }
         } onGracefulShutdown: {
             stopping.set()
+            // New notifications are accepted queued from now on.
+            let left = runtime.direct.close()
+            if !left.isEmpty { Task { try? await runtime.store.unclaim(left) } }
             runtime.wake.signal()
         }
         try? await runtime.store.leave()
@@ -159,6 +183,9 @@ package struct OutboxLoop: Service {
                 metadata: ["herald.partitions": "\(upkeep.skipped.joined(separator: ","))"])
         }
     }
+
+    /// While sends claimed at acceptance keep coming, the outbox is still claimed this often.
+    static let storeClaimInterval = Duration.milliseconds(50)
 
     /// Rows of each kind the retention clean-up deletes per transaction.
     static let pruneStep = 5_000
