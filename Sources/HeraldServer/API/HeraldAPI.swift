@@ -150,7 +150,7 @@ package enum HeraldAPI {
             if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
             if created {
                 runtime.metrics.notificationCreated(app: app.id)
-                runtime.wake.signal()
+                runtime.wake.signal(outbox: accepted.claimed.isEmpty)
             }
             return try JSONResponse.make(
                 NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created),

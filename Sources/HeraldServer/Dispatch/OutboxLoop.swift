@@ -56,14 +56,17 @@ package struct OutboxLoop: Service {
                         continue
                     }
                     let limit = min(configuration.batchSize, room)
-                    // What the API claimed as it accepted, then the outbox's own claim: whenever
-                    // nothing came that way, and otherwise every 50 ms or while the last claim
-                    // came back full, so direct sends never hold back what is due in the outbox.
+                    // What the API claimed as it accepted, then the outbox's own claim: when work
+                    // was stored there (an accept not claimed directly, another node's NOTIFY),
+                    // while the last claim came back full, and otherwise at least every 50 ms (the
+                    // idle wait is longer), so sends claimed at acceptance neither each cost a
+                    // claim nor hold back what is due in the outbox (retries, schedules).
                     var claimed = runtime.direct.take(limit)
+                    let outboxWork = runtime.wake.takeOutboxWork()
                     let prepared: PreparedBatch
                     do {
                         if claimed.count < limit,
-                            claimed.isEmpty || storeBacklog || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
+                            outboxWork || storeBacklog || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
                         {
                             let started = ContinuousClock.now
                             let fromStore = try await runtime.store.claimDueDeliveries(limit: limit - claimed.count)

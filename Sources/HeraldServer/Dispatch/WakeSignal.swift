@@ -8,11 +8,16 @@ package final class WakeSignal: Sendable {
     }
 
     private let state = Mutex(State())
+    /// New work stored in the outbox (not only handed over in memory) since the dispatcher
+    /// last asked.
+    private let outboxWork = Atomic<Bool>(false)
 
     package init() {}
 
-    /// Wakes a waiter, or the next one if none waits now.
-    package func signal() {
+    /// Wakes a waiter, or the next one if none waits now. `outbox`: the work is in the outbox
+    /// (a claim must find it), not only handed over in memory (`DirectClaims`).
+    package func signal(outbox: Bool = true) {
+        if outbox { outboxWork.store(true, ordering: .relaxed) }
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -25,6 +30,11 @@ package final class WakeSignal: Sendable {
     }
 
     /// Returns on a signal or after `timeout`, whichever comes first.
+    /// Whether work was stored in the outbox since the last call.
+    func takeOutboxWork() -> Bool {
+        outboxWork.exchange(false, ordering: .relaxed)
+    }
+
     package func wait(timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
