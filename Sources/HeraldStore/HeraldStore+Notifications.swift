@@ -40,7 +40,11 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
         excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, directUpTo: Int = 0
     ) async throws -> Accepted {
-        try await transaction(durable: true) { session in
+        // SQLite: in a group transaction with the accepts that arrive meanwhile.
+        let transaction: (@escaping SQLiteCommitGroup.Body) async throws -> Accepted = { body in
+            self.dialect == .sqlite ? try await self.commitGroup.run(self, body) : try await self.transaction(durable: true, body)
+        }
+        return try await transaction { [self] session in
             let now = nowMilliseconds
             if let idempotencyKey {
                 if let row = try await session.sql.raw(

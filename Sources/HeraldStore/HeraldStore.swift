@@ -49,6 +49,17 @@ package final class HeraldStore: Sendable {
 
     /// SQLite on a file: the fsync that makes a durable transaction's commit durable.
     private let walSync: SQLiteWALSync?
+    /// SQLite: accepts that arrive together share a transaction (`SQLiteCommitGroup`).
+    let commitGroup = SQLiteCommitGroup()
+    /// SQLite: accepts that shared their transaction with others.
+    package var groupedAccepts: Int { commitGroup.grouped.load(ordering: .relaxed) }
+
+    /// Returns once every commit made before the call is on disk (SQLite on a file; elsewhere
+    /// commits are durable already, or there is no disk).
+    func syncCommits() async throws {
+        try await walSync?.sync()
+    }
+
     /// SQLite on a file: how many times the WAL was synced for durable transactions.
     package var walSyncs: Int { walSync?.syncs.load(ordering: .relaxed) ?? 0 }
 

@@ -276,7 +276,7 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share fsyncs")
+    @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone")
     func acceptIsSynced() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -304,6 +304,21 @@ struct StoreAndConfigurationTests {
         #expect(Set(ids).count == 20)
         #expect((2...21).contains(store.walSyncs), "\(store.walSyncs) fsyncs for 21 accepts")
         for id in ids { #expect(try await store.notification(appID: "a", id: id)?.recipients == 1) }
+        // They arrived while one held the writer: the others shared transactions.
+        #expect(store.groupedAccepts > 0)
+        // One that fails (more bound values than SQLite takes) among others: only it fails.
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<6 {
+                group.addTask {
+                    let recipients: RecipientSelector = index == 3 ? .devices((0..<250_001).map { "x\($0)" }) : .devices(["d\(index)"])
+                    return (try? await store.createNotification(
+                        appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
+                        excludeDeviceIDs: [], dueAt: Date())) != nil
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 }.count == 5)
         await store.close()
     }
 

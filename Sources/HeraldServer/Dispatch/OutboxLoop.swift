@@ -58,7 +58,7 @@ package struct OutboxLoop: Service {
                     let limit = min(configuration.batchSize, room)
                     // What the API claimed as it accepted, then the outbox's own claim: when work
                     // was stored there (an accept not claimed directly, another node's NOTIFY),
-                    // while the last claim came back full, and otherwise at least every 50 ms (the
+                    // until a claim comes back empty, and otherwise at least every 50 ms (the
                     // idle wait is longer), so sends claimed at acceptance neither each cost a
                     // claim nor hold back what is due in the outbox (retries, schedules).
                     var claimed = runtime.direct.take(limit)
@@ -72,7 +72,8 @@ package struct OutboxLoop: Service {
                             let fromStore = try await runtime.store.claimDueDeliveries(limit: limit - claimed.count)
                             runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
                             lastStoreClaim = .now
-                            storeBacklog = fromStore.count == limit - claimed.count
+                            // Found some: there may be more (a broadcast hands out a page at a time).
+                            storeBacklog = !fromStore.isEmpty
                             claimed += fromStore
                         }
                         guard !claimed.isEmpty else {
