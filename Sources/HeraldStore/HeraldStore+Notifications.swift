@@ -40,11 +40,7 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
         excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, directUpTo: Int = 0
     ) async throws -> Accepted {
-        // SQLite: in a group transaction with the accepts that arrive meanwhile.
-        let transaction: (@escaping SQLiteCommitGroup.Body) async throws -> Accepted = { body in
-            self.dialect == .sqlite ? try await self.commitGroup.run(self, body) : try await self.transaction(durable: true, body)
-        }
-        return try await transaction { [self] session in
+        try await acceptTransaction { [self] session in
             let now = nowMilliseconds
             if let idempotencyKey {
                 if let row = try await session.sql.raw(
@@ -124,6 +120,12 @@ extension HeraldStore {
             }
             return Accepted(record: record, created: true, claimed: claimed)
         }
+    }
+
+    /// A durable transaction for an accept: on SQLite, the group transaction shared with the
+    /// accepts that arrive meanwhile (`SQLiteCommitGroup`).
+    private func acceptTransaction(_ body: @escaping SQLiteCommitGroup.Body) async throws -> Accepted {
+        dialect == .sqlite ? try await commitGroup.run(self, body) : try await transaction(durable: true, body)
     }
 
     static let directClaimSQL = """

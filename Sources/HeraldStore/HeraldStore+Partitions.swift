@@ -80,12 +80,13 @@ extension HeraldStore {
             guard let day = Self.partitionDay(name), (day + 1) * Self.dayMilliseconds <= before else { continue }
             try await inTransaction(session) { session in
                 _ = try await session.query("SET LOCAL lock_timeout = '1s'")
-                // Still to send (the outbox index answers), or answered within retention.
-                guard try await session.query("SELECT 1 FROM \(name) WHERE \(Self.outboxIndexTerm) LIMIT 1").isEmpty,
-                    try await session.query("SELECT 1 FROM \(name) WHERE updated_at >= $1 LIMIT 1", [.integer(before)])
-                        .isEmpty
-                else { return }
-                let rows = try await session.query("SELECT count(*) FROM \(name)").first?.first?.integer ?? 0
+                // Still to send (the outbox index answers), or answered within retention; the
+                // same pass over the day counts what the drop deletes.
+                guard try await session.query("SELECT 1 FROM \(name) WHERE \(Self.outboxIndexTerm) LIMIT 1").isEmpty else { return }
+                let counts = try await session.query(
+                    "SELECT count(*), count(*) FILTER (WHERE updated_at >= $1) FROM \(name)", [.integer(before)]
+                ).first
+                guard let rows = counts?[0].integer, counts?[1].integer == 0 else { return }
                 _ = try await session.query("DROP TABLE \(name)")
                 upkeep.dropped.append(name)
                 upkeep.droppedRows += Int(rows)

@@ -29,12 +29,12 @@ package final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Returns on a signal or after `timeout`, whichever comes first.
     /// Whether work was stored in the outbox since the last call.
     func takeOutboxWork() -> Bool {
         outboxWork.exchange(false, ordering: .relaxed)
     }
 
+    /// Returns on a signal or after `timeout`, whichever comes first.
     package func wait(timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
