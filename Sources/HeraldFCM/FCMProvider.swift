@@ -8,7 +8,12 @@ package struct FCMProvider: PushProvider {
 
     package init(client: FCMClient) { self.client = client }
 
-    package func send(_ batch: [ProviderRequest<FCMMessage>], answer: @escaping @Sendable (ProviderAnswer) -> Void) async {
+    package func send(
+        _ batch: [ProviderRequest<FCMMessage>], submitted: @escaping @Sendable () -> Void,
+        answer: @escaping @Sendable (ProviderAnswer) -> Void
+    ) async {
+        // FCM requests go out concurrently, with no order to keep: the next batch need not wait.
+        submitted()
         guard !batch.isEmpty else { return }
         let results = await client.send(batch.map(\.message))
         // A notification FCM accepted for one token is a known-good payload: an INVALID_ARGUMENT

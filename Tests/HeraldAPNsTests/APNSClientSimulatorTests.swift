@@ -64,6 +64,29 @@ struct APNSClientSimulatorTests {
         }
     }
 
+    @Test("one device's single sends, submitted in order, arrive in order while the connections open")
+    func oneDeviceInOrder() async throws {
+        try await withSimulator { harness in
+            // Four connections, all still to open: round-robin would put consecutive sends on
+            // different connections, and whichever opened first would deliver first.
+            let client = try harness.makeClient { $0.connections = 4 }
+            let tokens = makeDeviceTokens(3)
+            for index in 0..<40 {
+                for token in tokens {
+                    client.submit([harness.notification(to: token, body: "\(index)")]) { _ in }
+                }
+            }
+            await client.waitUntilIdle()
+            for token in tokens {
+                let bodies = harness.simulator.state.inbox(for: token).map {
+                    (($0.payloadObject?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String
+                }
+                #expect(bodies == (0..<40).map { "\($0)" })
+            }
+            await client.shutdown()
+        }
+    }
+
     @Test("every documented reason reaches the caller with its disposition")
     func everyReason() async throws {
         try await withSimulator { harness in

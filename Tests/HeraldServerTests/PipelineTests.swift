@@ -211,6 +211,28 @@ struct PipelineTests {
         #expect(held[ids[4]]?.content.data?["n"] == .int(4))
     }
 
+    @Test("batches hand their requests over in claim order: each waits for the ones before it to be submitted, not answered")
+    func submissionOrder() async {
+        let order = SubmissionOrder()
+        let turns = (0..<6).map { _ in SubmissionTurn(order) }
+        // A batch with nothing to send gives its turn up early; it holds nobody up.
+        turns[2].release()
+        final class Log: Sendable { let order = Mutex<[Int]>([]) }
+        let log = Log()
+        await withDiscardingTaskGroup { group in
+            for index in [5, 3, 1, 4, 0] {
+                group.addTask {
+                    await turns[index].wait()
+                    log.order.withLock { $0.append(index) }
+                    turns[index].release()
+                    // Its second submission (after a probe) does not wait again.
+                    await turns[index].wait()
+                }
+            }
+        }
+        #expect(log.order.withLock { $0 } == [0, 1, 3, 4, 5])
+    }
+
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
     func expired() async throws {
         let token = String(repeating: "2b", count: 32)

@@ -143,10 +143,37 @@ package final class APNSClient: Sendable {
             for request in valid { finishDisabled(request, reason: reason) }
             return
         }
-        distribute(valid)
+        if valid.count <= Self.affinityLimit && connections.count > 1 {
+            distributeByToken(valid)
+        } else {
+            distribute(valid)
+        }
     }
 
-    /// Spreads requests over the connections in contiguous chunks, one hop per connection.
+    /// Submits of at most this many notifications go to each token's own connection.
+    static let affinityLimit = 64
+
+    /// A few requests (single sends as they come): each to the connection its device token
+    /// hashes to, so one device's notifications, submitted in order, are written in that order
+    /// on one connection (round-robin would put consecutive ones on different connections,
+    /// where a connection still opening lets the later one overtake).
+    func distributeByToken(_ requests: [APNSPendingRequest]) {
+        let pool = connections
+        var parts: [Int: [APNSPendingRequest]] = [:]
+        for request in requests {
+            // FNV-1a: stable across runs, a few ns for a 64-character token.
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in request.notification.deviceToken.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            parts[Int(hash % UInt64(pool.count)), default: []].append(request)
+        }
+        for (slot, part) in parts {
+            let connection = pool[slot]
+            connection.eventLoop.execute { connection.enqueue(part) }
+        }
+    }
+
+    /// Spreads requests over the connections in contiguous chunks, one hop per connection
+    /// (large submits, and retries: those go to whichever connection is next).
     func distribute(_ requests: [APNSPendingRequest]) {
         let pool = connections
         let start = state.withLock { state in

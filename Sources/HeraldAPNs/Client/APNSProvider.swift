@@ -10,8 +10,11 @@ package struct APNSProvider: PushProvider {
 
     package init(client: APNSClient) { self.client = client }
 
-    package func send(_ batch: [ProviderRequest<APNSNotification>], answer: @escaping @Sendable (ProviderAnswer) -> Void) async {
-        guard !batch.isEmpty else { return }
+    package func send(
+        _ batch: [ProviderRequest<APNSNotification>], submitted: @escaping @Sendable () -> Void,
+        answer: @escaping @Sendable (ProviderAnswer) -> Void
+    ) async {
+        guard !batch.isEmpty else { return submitted() }
         let lookup = Dictionary(
             batch.map { ($0.message.apnsID, ($0.deliveryID, $0.message.pushType)) }, uniquingKeysWith: { first, _ in first })
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -24,6 +27,8 @@ package struct APNSProvider: PushProvider {
                     continuation.resume()
                 }
             }
+            // Each connection's queue has the batch (or an `execute` that appends it) by now.
+            submitted()
         }
     }
 

@@ -67,9 +67,21 @@ package struct ProviderAnswer: Sendable, Hashable {
 /// added (the batch goes to the client as it is).
 package protocol PushProvider<Message>: Sendable {
     associatedtype Message: Sendable
-    /// Sends `batch`; `answer` is called exactly once per request, from any thread, in any
-    /// order. Returns when every request is answered (the client's own deadlines bound it).
-    func send(_ batch: [ProviderRequest<Message>], answer: @escaping @Sendable (ProviderAnswer) -> Void) async
+    /// Sends `batch`; `submitted` is called once, when the batch is in the client's hands (a
+    /// batch sent after that call queues behind it); `answer` exactly once per request, from
+    /// any thread, in any order. Returns when every request is answered (the client's own
+    /// deadlines bound it).
+    func send(
+        _ batch: [ProviderRequest<Message>], submitted: @escaping @Sendable () -> Void,
+        answer: @escaping @Sendable (ProviderAnswer) -> Void
+    ) async
     /// Lets a client that stopped itself over a refused credential try again (a probe).
     func enable() async
+}
+
+extension PushProvider {
+    /// Sends `batch` without waiting to know when it was handed over.
+    package func send(_ batch: [ProviderRequest<Message>], answer: @escaping @Sendable (ProviderAnswer) -> Void) async {
+        await send(batch, submitted: {}, answer: answer)
+    }
 }

@@ -22,11 +22,14 @@ final class BatchTracker: Sendable {
     }
 
     let deadline: ContinuousClock.Instant
+    /// Its place among the batches handing requests to the providers.
+    let turn: SubmissionTurn
     private let window: InFlightWindow
     private let state: Mutex<State>
 
-    init(_ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant) {
+    init(_ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant, turn: SubmissionTurn = SubmissionTurn()) {
         self.deadline = deadline
+        self.turn = turn
         self.window = window
         let pending = Dictionary(deliveries.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         window.add(pending.count)
@@ -73,5 +76,74 @@ final class BatchTracker: Sendable {
         }
         window.release(rest.count)
         return rest
+    }
+}
+
+/// Batches hand their requests to the providers in the order they were claimed, though each
+/// is sent by a task of its own: a batch waits for the one before it to be submitted (not
+/// answered), so one device's notifications, claimed in order, leave in that order.
+package final class SubmissionOrder: Sendable {
+    private struct State {
+        var issued: UInt64 = 0
+        /// Every ticket below this one has been submitted.
+        var current: UInt64 = 0
+        var finishedAhead: Set<UInt64> = []
+        var waiting: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// The next batch's place in line.
+    func ticket() -> UInt64 { state.withLock { state in defer { state.issued += 1 }; return state.issued } }
+
+    /// Returns once every batch before `ticket` is submitted.
+    func wait(_ ticket: UInt64) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state in
+                guard ticket > state.current else { return true }
+                state.waiting[ticket] = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// `ticket` is submitted (or had nothing to submit): the next in line may go. Called once per ticket.
+    func finish(_ ticket: UInt64) {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard ticket >= state.current else { return nil }
+            state.finishedAhead.insert(ticket)
+            while state.finishedAhead.remove(state.current) != nil { state.current += 1 }
+            return state.waiting.removeValue(forKey: state.current)
+        }
+        next?.resume()
+    }
+}
+
+/// One batch's place in the `SubmissionOrder`, given up once (after its first submission, or
+/// when it ends without one).
+package final class SubmissionTurn: Sendable {
+    private let order: SubmissionOrder
+    private let ticket: UInt64
+    private let released = Atomic<Bool>(false)
+
+    package init(_ order: SubmissionOrder) {
+        self.order = order
+        self.ticket = order.ticket()
+    }
+
+    /// A turn of its own (a batch sent alone).
+    package convenience init() { self.init(SubmissionOrder()) }
+
+    package func wait() async {
+        guard !released.load(ordering: .acquiring) else { return }
+        await order.wait(ticket)
+    }
+
+    package func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        order.finish(ticket)
     }
 }

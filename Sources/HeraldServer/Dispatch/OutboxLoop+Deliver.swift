@@ -3,6 +3,7 @@ import HeraldAPNs
 import HeraldCore
 import HeraldFCM
 import HeraldStore
+import Synchronization
 
 /// A claimed batch, planned: what may be sent now and what the policy step already decided.
 struct PreparedBatch: Sendable {
@@ -60,6 +61,8 @@ extension OutboxLoop {
     /// few of them are sent first and their answers decide whether the rest go now. After the
     /// send, answers that blame the configuration pause the provider and keep its deliveries queued.
     func deliver(_ batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder) async {
+        // Whatever path it takes, the batch gives up its turn (the next batch may submit).
+        defer { tracker.turn.release() }
         settle(batch.held, tracker: tracker, recorder: recorder)
         let pauses = runtime.pauses
         var open: [ClaimedDelivery] = []
@@ -175,13 +178,29 @@ extension OutboxLoop {
             }
         }
         settle(unsendable, tracker: tracker, recorder: recorder)
+        // In claim order: after the batch before this one was handed over, and the next one
+        // after this one's providers all have it.
+        await tracker.turn.wait()
+        let handedOver = Atomic<Int>(apns.count + fcm.count)
+        if apns.isEmpty && fcm.isEmpty { tracker.turn.release() }
+        let submitted: @Sendable () -> Void = {
+            if handedOver.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { tracker.turn.release() }
+        }
         let started = ContinuousClock.now
         await withDiscardingTaskGroup { group in
             for (provider, requests) in apns.values {
-                group.addTask { await provider.send(requests) { answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "apns") } }
+                group.addTask {
+                    await provider.send(requests, submitted: submitted) {
+                        answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "apns")
+                    }
+                }
             }
             for (provider, requests) in fcm.values {
-                group.addTask { await provider.send(requests) { answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "fcm") } }
+                group.addTask {
+                    await provider.send(requests, submitted: submitted) {
+                        answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "fcm")
+                    }
+                }
             }
         }
         if !apns.isEmpty { runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds) }

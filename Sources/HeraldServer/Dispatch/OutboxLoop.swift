@@ -29,6 +29,7 @@ package struct OutboxLoop: Service {
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
         let batches = BatchRegistry()
+        let order = SubmissionOrder()
         let stopping = Flag()
         let finished = Flag()
         // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
@@ -92,7 +93,8 @@ package struct OutboxLoop: Service {
                         continue
                     }
                     let tracker = BatchTracker(
-                        prepared.claimed, window: window, deadline: .now + .seconds(configuration.batchDeadline))
+                        prepared.claimed, window: window, deadline: .now + .seconds(configuration.batchDeadline),
+                        turn: SubmissionTurn(order))
                     batches.insert(tracker)
                     group.addTask {
                         await deliver(prepared, tracker: tracker, recorder: recorder)
