@@ -10,7 +10,9 @@
 #   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
 #                                                  # seconds, server CPU and peak RSS
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
-#                                                  # (LOAD_SECONDS=…) to 100 devices in turn; API call
+#                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
+#                                                  # WARMUP_SECONDS (default 1) at the same rate that
+#                                                  # are not counted (connections open); API call
 #                                                  # start → the simulator receiving the request:
 #                                                  # p50 / p90 / p99 / max (each in latency.csv)
 #
@@ -108,11 +110,12 @@ for op, v in sorted(stats.items()):
 }
 
 if [ "$MODE" = latency ]; then
-    echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s"
+    echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s, after ${WARMUP_SECONDS:=1}s not counted"
     status=0
-    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" <<'PY' || status=$?
+    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" <<'PY' || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+warmup = int(rate * float(sys.argv[7]))
 tokens = [json.loads(line)["token"] for line in open(sys.argv[6])]
 users = len(tokens)  # sends go to one device each, round robin
 total = int(rate * seconds)
@@ -145,8 +148,10 @@ async def worker(queue):
 async def main():
     queue = asyncio.Queue()
     workers = [asyncio.create_task(worker(queue)) for _ in range(32)]
-    begin = time.monotonic()
-    for seq in range(total):
+    # The warm-up (the server's APNs connections and the clients' own open, caches fill) goes
+    # to the same devices at the same pace, numbered from -warmup; those sends are not counted.
+    begin = time.monotonic() + warmup / rate
+    for seq in range(-warmup, total):
         delay = begin + seq / rate - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -174,8 +179,10 @@ for token in tokens:
     inbox = json.load(urllib.request.urlopen("http://127.0.0.1:%d/inbox/%s" % (control, token)))
     for entry in inbox["notifications"]:
         seq = find_seq(entry["payload"])
-        if seq is not None:
+        if seq is not None and seq >= 0:
             received.setdefault(seq, entry["received_at_us"] / 1e6)
+for warm in [s for s in statuses if s < 0]:
+    started.pop(warm, None); accepted.pop(warm, None); statuses.pop(warm)
 with open(sys.argv[6].replace("devices.jsonl", "latency.csv"), "w") as out:
     out.write("seq,started,latency_ms,accept_ms\n")
     for s in sorted(received):

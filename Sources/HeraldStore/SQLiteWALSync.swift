@@ -79,15 +79,16 @@ final class SQLiteWALSync: Sendable {
         }
     }
 
-    /// fsync of the WAL (any descriptor of the file flushes its data). Without a WAL file (the
-    /// last connection's close checkpointed and removed it) the committed pages are in the
-    /// database file: that one is synced instead.
+    /// fdatasync of the WAL (any descriptor of the file flushes its data; its size goes with it
+    /// when it grew, its timestamps need not, as in SQLite's own sync on Linux). Without a WAL
+    /// file (the last connection's close checkpointed and removed it) the committed pages are
+    /// in the database file: that one is synced instead.
     private func fsyncFiles() throws {
         var descriptor = open(walPath, O_RDONLY | O_CLOEXEC)
         if descriptor < 0 && errno == ENOENT { descriptor = open(databasePath, O_RDONLY | O_CLOEXEC) }
         guard descriptor >= 0 else { throw StoreError(.io, "cannot open the SQLite WAL to sync it (errno \(errno))") }
         defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw StoreError(.io, "fsync of the SQLite WAL failed (errno \(errno))") }
+        guard fdatasync(descriptor) == 0 else { throw StoreError(.io, "fdatasync of the SQLite WAL failed (errno \(errno))") }
         syncs.add(1, ordering: .relaxed)
     }
 }

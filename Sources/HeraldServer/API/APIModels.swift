@@ -167,8 +167,10 @@ struct NotificationBody: Decodable, Sendable {
     }
 
     /// Validates and renders the request into what the outbox stores.
+    /// What a send asks for, checked: its recipients, content and due time, and for a plain
+    /// notification its APNs payload (rendered to check its size; sent as it is).
     func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date) throws(APIError) -> (
-        RecipientSelector, StoredNotificationContent, Date
+        selector: RecipientSelector, content: StoredNotificationContent, dueAt: Date, apnsPayload: Data?
     ) {
         guard let to else { throw APIError.missing("to") }
         let targets = [to.userIDs != nil, to.deviceIDs != nil, to.all == true].filter { $0 }.count
@@ -274,19 +276,21 @@ struct NotificationBody: Decodable, Sendable {
             image: android?.image)
         if let catalogType, let catalog {
             let stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm)
-            return (selector, stored, dueAt)
+            return (selector, stored, dueAt, nil)
         }
-        try Self.checkRendering(content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data")
-        return (selector, StoredNotificationContent(content: content), dueAt)
+        let payload = try Self.checkRendering(content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data")
+        return (selector, StoredNotificationContent(content: content), dueAt, payload)
     }
 
     /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
-    /// would: the first problem names `field`.
-    static func checkRendering(_ content: NotificationContent, payloadKey: String, fcm: Bool, field: String) throws(APIError) {
+    /// would: the first problem names `field`. Returns the APNs payload.
+    @discardableResult
+    static func checkRendering(_ content: NotificationContent, payloadKey: String, fcm: Bool, field: String) throws(APIError) -> Data {
         do {
             let payload = try APNSRenderer.encoded(content, payloadKey: payloadKey)
             try APNSRenderer.check(payload, pushType: content.pushType, field: field)
             if fcm { try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field) }
+            return payload
         } catch {
             throw APIError(rendering: error)
         }

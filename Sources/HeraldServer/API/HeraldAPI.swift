@@ -130,13 +130,13 @@ package enum HeraldAPI {
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
-            let (selector, content, dueAt) = try body.prepared(
+            let (selector, content, dueAt, apnsPayload) = try body.prepared(
                 payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
                 now: runtime.store.now)
             let contentData = try JSONEncoder().encode(content)
             let id = UUID.random()
             // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
-            runtime.recentContents.insert(id, content)
+            runtime.recentContents.insert(id, content, apnsPayload: apnsPayload)
             let started = ContinuousClock.now
             // A due send to a few named devices or users is claimed as it is stored, for this
             // node's dispatcher to send at once (when it has room).

@@ -12,6 +12,8 @@ struct PreparedBatch: Sendable {
     var held: [DeliveryResult]
     var contents: [UUID: StoredNotificationContent]
     var planned: [Int64: PlannedDelivery]
+    /// APNs payloads the API rendered already (fresh plain notifications of this process).
+    var apnsPayloads: [UUID: Data] = [:]
 }
 
 extension OutboxLoop {
@@ -23,6 +25,7 @@ extension OutboxLoop {
             // Fresh notifications from this process's API are held decoded; the others are read.
             let ids = Set(claimed.map(\.notificationID))
             batch.contents = runtime.recentContents.contents(ids)
+            batch.apnsPayloads = runtime.recentContents.apnsPayloads(ids)
             let missing = ids.subtracting(batch.contents.keys)
             if !missing.isEmpty {
                 for (id, data) in try await runtime.store.notificationContents(Array(missing)) {
@@ -120,7 +123,7 @@ extension OutboxLoop {
     private func send(_ deliveries: [ClaimedDelivery], batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder) async {
         var apns: [ObjectIdentifier: (APNSProvider, [ProviderRequest<APNSNotification>])] = [:]
         var fcm: [ObjectIdentifier: (FCMProvider, [ProviderRequest<FCMMessage>])] = [:]
-        var payloads: [UUID: Data] = [:]
+        var payloads = batch.apnsPayloads
         var fcmTemplates: [UUID: FCMMessage] = [:]
         var unsendable: [DeliveryResult] = []
         let now = runtime.store.now

@@ -5,10 +5,13 @@ import Synchronization
 /// The contents of the notifications this process accepted last, by id: the dispatcher plans
 /// a fresh notification without reading back and decoding what the API just wrote (a trip to
 /// the database on every single-device send). Contents never change once stored, so a copy is
-/// as good as the row; what is not here (older, or accepted by another node) is read.
+/// as good as the row; what is not here (older, or accepted by another node) is read. The APNs
+/// payload the API rendered to check a plain notification's size is kept too, so it is not
+/// rendered a second time to be sent.
 package final class RecentContents: Sendable {
     private struct State {
         var contents: [UUID: StoredNotificationContent] = [:]
+        var apnsPayloads: [UUID: Data] = [:]
         var order: [UUID] = []
         var next = 0
     }
@@ -20,17 +23,30 @@ package final class RecentContents: Sendable {
         self.capacity = capacity
     }
 
-    /// Keeps `content` for `id`, forgetting the oldest beyond `capacity`.
-    package func insert(_ id: UUID, _ content: StoredNotificationContent) {
+    /// Keeps `content` (and its APNs payload, when rendered already) for `id`, forgetting the
+    /// oldest beyond `capacity`.
+    package func insert(_ id: UUID, _ content: StoredNotificationContent, apnsPayload: Data? = nil) {
         state.withLock { state in
             if state.order.count < capacity {
                 state.order.append(id)
             } else {
-                state.contents[state.order[state.next]] = nil
+                let oldest = state.order[state.next]
+                state.contents[oldest] = nil
+                state.apnsPayloads[oldest] = nil
                 state.order[state.next] = id
                 state.next = (state.next + 1) % capacity
             }
             state.contents[id] = content
+            state.apnsPayloads[id] = apnsPayload
+        }
+    }
+
+    /// The APNs payloads held of `ids` (plain notifications: the same bytes for every device).
+    package func apnsPayloads(_ ids: some Sequence<UUID>) -> [UUID: Data] {
+        state.withLock { state in
+            var found: [UUID: Data] = [:]
+            for id in ids { if let payload = state.apnsPayloads[id] { found[id] = payload } }
+            return found
         }
     }
 
