@@ -130,6 +130,8 @@ struct APNSNotificationTests {
         #expect(notification(token: "ABCDEF").deviceToken == "abcdef")
         #expect(throws: APNSValidationError.self) { try notification(token: "abc").validate() }
         #expect(throws: APNSValidationError.self) { try notification(token: "zz").validate() }
+        // An even number of bytes, one of them not hex (é is two UTF-8 bytes).
+        #expect(throws: APNSValidationError.self) { try notification(token: "ab\u{e9}").validate() }
         #expect(throws: APNSValidationError.self) { try notification(token: "").validate() }
     }
 

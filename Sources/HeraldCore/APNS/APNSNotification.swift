@@ -90,7 +90,11 @@ public struct APNSNotification: Sendable, Hashable {
         guard !token.isEmpty else {
             throw APNSValidationError(code: .missingDeviceToken, field: "token", message: "the device token is empty")
         }
-        guard token.utf8.count % 2 == 0, token.utf8.allSatisfy(\.isHexDigit) else {
+        // Native strings are contiguous UTF-8: checked in one pass over the bytes (the generic
+        // walk over the view was ~2% of a fan-out's CPU).
+        let hex = token.utf8.withContiguousStorageIfAvailable { bytes in bytes.allSatisfy { $0.isHexDigit } }
+            ?? token.utf8.allSatisfy(\.isHexDigit)
+        guard token.utf8.count % 2 == 0, hex else {
             throw APNSValidationError(
                 code: .badDeviceToken, field: "token", message: "a device token is hex of the raw token bytes")
         }
