@@ -195,16 +195,20 @@ package final class HeraldRuntime: Sendable {
     let started = Date()
     /// How long work may be due without the dispatcher finishing a batch before `/healthz` is 503.
     package let dispatcherStallLimit: TimeInterval
+    /// The clock `POST /v1/dev/clock` moves (`--dev`, `clock: manual`); nil on the wall clock.
+    package let devClock: DevClock?
 
     /// Builds the runtime; every app's catalog is loaded and checked here, so a bad catalog stops
     /// the start with its file, line and key.
     package init(
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
-        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60
+        fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60,
+        devClock: DevClock? = nil
     ) throws(ConfigurationError) {
         try configuration.validate()
         self.dispatcherStallLimit = dispatcherStallLimit
+        self.devClock = devClock
         self.configuration = configuration
         self.store = store
         self.logger = logger

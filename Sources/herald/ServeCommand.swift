@@ -57,16 +57,19 @@ struct ServeCommand: AsyncParsableCommand {
         if let host { configuration.host = host }
         if let port { configuration.port = port }
 
+        // --dev and `clock: manual`: a clock POST /v1/dev/clock can move.
+        let devClock = DevClock.make(dev: dev, setting: configuration.clock)
         let store: HeraldStore
         do {
-            store = try await HeraldStore.open(url: configuration.databaseURL, logger: Logger(label: "herald.store"))
+            store = try await HeraldStore.open(
+                url: configuration.databaseURL, clock: devClock?.clock ?? .system, logger: Logger(label: "herald.store"))
         } catch let error as StoreError {
             printError("herald serve: \(error.message)")
             throw ExitCode(2)
         }
         let runtime: HeraldRuntime
         do {
-            runtime = try HeraldRuntime(configuration: configuration, store: store, logger: logger)
+            runtime = try HeraldRuntime(configuration: configuration, store: store, logger: logger, devClock: devClock)
         } catch {
             printError("herald serve: catalog error: \(error)")
             await store.close()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldCore
 import HeraldServer
 
 /// `herald token --app A --user U [--ttl 1h]`: prints a user token signed with the app's
@@ -20,7 +21,7 @@ struct TokenCommand: ParsableCommand {
     @Option(help: "The configuration file (YAML).") var config: String?
 
     func run() throws {
-        guard let lifetime = Self.seconds(ttl), lifetime > 0, lifetime <= UserToken.maximumLifetime else {
+        guard let lifetime = HeraldDuration.seconds(ttl), lifetime > 0, lifetime <= UserToken.maximumLifetime else {
             printError("herald token: --ttl: give a duration such as 90s, 30m or 1h, at most 24h")
             throw ExitCode(2)
         }
@@ -54,10 +55,4 @@ struct TokenCommand: ParsableCommand {
         printOutput(token.signed(secret: Data(secret.utf8)))
     }
 
-    /// `90`, `90s`, `30m`, `1h` → seconds.
-    static func seconds(_ text: String) -> TimeInterval? {
-        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600]
-        if let last = text.last, let unit = units[last] { return Double(text.dropLast()).map { $0 * unit } }
-        return Double(text)
-    }
 }

@@ -237,6 +237,59 @@ struct PipelineTests {
         #expect(log.order.withLock { $0 } == [0, 1, 3, 4, 5])
     }
 
+    @Test("clock: manual: POST /v1/dev/clock moves the server's clock and a send scheduled two days ahead goes when due (not Expired); admin key, a valid duration, and 404 on the wall clock")
+    func devClock() async throws {
+        let token = makeDeviceTokens(1)[0]
+        try await withServer(configure: { $0.clock = .manual }) { server in
+            #expect(try await server.register("phone", user: "ana", token: token) == .created)
+            let start = try #require(server.runtime.devClock?.now)
+            let later = HeraldTime.format(start.addingTimeInterval(2 * 86_400))
+            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"in two days"},"deliver_at":"\#(later)"}"#)
+            #expect(sent.status == .accepted)
+            // The clock stands still: nothing is due, however long the test waits.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(server.simulator.state.inbox(for: token).isEmpty)
+
+            let noKey = try await server.request(.post, "/v1/dev/clock", json: #"{"advance":"48h"}"#)
+            #expect(noKey.status == .unauthorized)
+            for bad in [#"{"advance":"soon"}"#, #"{"advance":"-1h"}"#, #"{"advance":"400d"}"#, "{}"] {
+                let refused = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: bad)
+                #expect(refused.status == .badRequest, "\(bad)")
+                #expect((refused.body["error"] as? [String: Any])?["field"] as? String == "advance", "\(bad)")
+            }
+            let moved = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1d23h59m"}"#)
+            #expect(moved.status == .ok)
+            #expect(moved.body["advanced_seconds"] as? Double == 172_740)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(server.simulator.state.inbox(for: token).isEmpty, "a minute early")
+            let due = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"60s"}"#)
+            #expect(due.body["now"] as? String == later)
+            try await eventually { server.simulator.state.inbox(for: token).count == 1 }
+            // Two days after it was stored, past outbox.max_age (24 h) since then: sent, not Expired.
+            let view = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 1)
+        }
+        // On the wall clock the path does not exist.
+        try await withServer { server in
+            let absent = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1h"}"#)
+            #expect(absent.status == .notFound)
+        }
+    }
+
+    @Test("durations: 90, 90s, 15m, 48h, 2d, 1h30m, 1.5h; nothing else; the clock setting (system, manual)")
+    func durations() throws {
+        let cases: [(String, Double?)] = [
+            ("90", 90), ("90s", 90), ("15m", 900), ("48h", 172_800), ("2d", 172_800), ("1h30m", 5_400), ("1.5h", 5_400),
+            ("", nil), ("h", nil), ("10x", nil), ("1h30", nil), ("soon", nil), ("-1h", nil),
+        ]
+        for (text, seconds) in cases { #expect(HeraldDuration.seconds(text) == seconds, "\(text)") }
+        // The clock setting that enables POST /v1/dev/clock outside --dev.
+        #expect(try HeraldConfiguration.parse(yaml: "clock: manual", file: "/tmp/herald.yaml").clock == .manual)
+        #expect(HeraldConfiguration().clock == .system)
+        #expect(DevClock.make(dev: false, setting: .system) == nil)
+        #expect(throws: ConfigurationError.self) { try HeraldConfiguration.parse(yaml: "clock: sometimes", file: "/tmp/herald.yaml") }
+    }
+
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
     func expired() async throws {
         let token = String(repeating: "2b", count: 32)

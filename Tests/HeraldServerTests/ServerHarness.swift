@@ -107,7 +107,9 @@ func withServer(
         configuration.port = 0
         adjustApp(&configuration.apps[0])
         adjustConfiguration(&configuration)
-        let store = try await HeraldStore.open(url: configuration.databaseURL, clock: clock?.clock ?? .system)
+        // `clock: manual` in the configuration: the clock POST /v1/dev/clock moves, as `herald serve` makes it.
+        let devClock = DevClock.make(dev: false, setting: configuration.clock)
+        let store = try await HeraldStore.open(url: configuration.databaseURL, clock: devClock?.clock ?? clock?.clock ?? .system)
         let runtime: HeraldRuntime
         do {
             runtime = try HeraldRuntime(
@@ -120,7 +122,7 @@ func withServer(
                 fcm.maximumAttempts = 2
                 fcm.baseDelay = 0.01
                 fcm.quotaDelay = 0.01
-            }, dispatcherStallLimit: dispatcherStallLimit)
+            }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock)
         } catch {
             // A configuration the runtime refuses: the store it would have owned closes here.
             await store.close()

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import HeraldPayload
 
 /// What the outbox keeps once per notification: the neutral content every recipient device
@@ -9,10 +9,14 @@ package struct StoredNotificationContent: Sendable, Hashable {
     package var content: NotificationContent
     /// Set when the notification was sent by catalog type.
     package var typed: TypedContent?
+    /// When it was scheduled to go (`deliver_at`), if later than its acceptance: its deliveries'
+    /// age (`outbox.max_age`) counts from then, not from when it was stored.
+    package var deliverAt: Date?
 
-    package init(content: NotificationContent, typed: TypedContent? = nil) {
+    package init(content: NotificationContent, typed: TypedContent? = nil, deliverAt: Date? = nil) {
         self.content = content
         self.typed = typed
+        self.deliverAt = deliverAt
     }
 
     /// The content for one device of a typed notification: the copy in the device's locale
@@ -41,6 +45,7 @@ package struct StoredNotificationContent: Sendable, Hashable {
 extension StoredNotificationContent: Codable {
     enum CodingKeys: String, CodingKey {
         case content, typed
+        case deliverAt = "deliver_at_ms"
         // Written before the neutral content (issue #11): the rendered APNs request.
         case pushType = "push_type", priority, collapseID = "collapse_id", expiration, payload, android
     }
@@ -48,6 +53,7 @@ extension StoredNotificationContent: Codable {
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         typed = try container.decodeIfPresent(TypedContent.self, forKey: .typed)
+        deliverAt = try container.decodeIfPresent(Int64.self, forKey: .deliverAt).map { Date(timeIntervalSince1970: Double($0) / 1000) }
         if let content = try container.decodeIfPresent(NotificationContent.self, forKey: .content) {
             self.content = content
             return
@@ -91,6 +97,7 @@ extension StoredNotificationContent: Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(content, forKey: .content)
         try container.encodeIfPresent(typed, forKey: .typed)
+        try container.encodeIfPresent(deliverAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }, forKey: .deliverAt)
     }
 }
 

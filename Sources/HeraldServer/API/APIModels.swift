@@ -274,12 +274,15 @@ struct NotificationBody: Decodable, Sendable {
             mutableContent: mutableContent ?? false, interruptionLevel: interruption, relevanceScore: relevanceScore,
             collapseID: collapseID, expiration: expiration, data: data?.objectValue, androidChannelID: android?.channelID,
             image: android?.image)
+        // A scheduled send's age (outbox.max_age) counts from when it is due.
+        let deliverAt = dueAt > now ? dueAt : nil
         if let catalogType, let catalog {
-            let stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm)
+            var stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm)
+            stored.deliverAt = deliverAt
             return (selector, stored, dueAt, nil)
         }
         let payload = try Self.checkRendering(content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data")
-        return (selector, StoredNotificationContent(content: content), dueAt, payload)
+        return (selector, StoredNotificationContent(content: content, deliverAt: deliverAt), dueAt, payload)
     }
 
     /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
@@ -349,5 +352,21 @@ struct NotificationBody: Decodable, Sendable {
         decided.body = decided.body.map { _ in "…" }
         try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data")
         return stored
+    }
+}
+
+/// `POST /v1/dev/clock`: how far to move the clock (`"48h"`, `"2d"`, `"90m"`, `"1h30m"`).
+struct ClockBody: Decodable {
+    var advance: String?
+}
+
+/// The clock after a move.
+struct ClockView: Encodable {
+    var now: String
+    var advancedSeconds: Double
+
+    enum CodingKeys: String, CodingKey {
+        case now
+        case advancedSeconds = "advanced_seconds"
     }
 }

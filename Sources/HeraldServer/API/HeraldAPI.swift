@@ -43,6 +43,28 @@ package enum HeraldAPI {
                 body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
         }
 
+        router.post("/v1/dev/clock") { request, _ in
+            // Only where the clock may move (--dev, clock: manual): anywhere else the path does not exist.
+            guard let devClock = runtime.devClock else {
+                throw APIError(.notFound, code: "not_found", message: "the clock moves only under --dev or clock: manual", field: "path")
+            }
+            let key = try? bearerKey(request)
+            guard let key, let admin = runtime.configuration.adminKey, constantTimeEquals(admin, key) else {
+                throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key>", field: "authorization")
+            }
+            let body = try await decode(ClockBody.self, request)
+            guard let text = body.advance else { throw APIError.missing("advance") }
+            guard let seconds = HeraldDuration.seconds(text), seconds > 0, seconds <= DevClock.maximumAdvance else {
+                throw APIError.invalid("advance", "advance is a duration such as 30s, 15m, 48h or 2d, more than 0 and at most 366d")
+            }
+            devClock.advance(by: seconds)
+            // What fell due meanwhile goes now, not at the dispatcher's next idle wake-up.
+            runtime.wake.signal(outbox: true)
+            runtime.logger.notice(
+                "Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(HeraldTime.format(devClock.now))"])
+            return try JSONResponse.make(ClockView(now: HeraldTime.format(devClock.now), advancedSeconds: seconds))
+        }
+
         let apps = router.group("/v1/apps/:app")
         apps.post("devices") { request, context in
             let (app, role) = try caller(request, context, runtime)

@@ -31,6 +31,13 @@ package struct HeraldConfiguration: Sendable {
     package var apps: [AppConfiguration] = []
     /// How the outbox loop claims, sends, retries and stops (`outbox.*`).
     package var outbox = DispatcherConfiguration()
+    /// `clock: manual`: the server's clock stands still until `POST /v1/dev/clock` moves it
+    /// (tests); `system` (the default) is the wall clock.
+    package var clock = ClockSetting.system
+
+    package enum ClockSetting: String, Sendable {
+        case system, manual
+    }
     /// The shortest admin or metrics key accepted.
     package static let minimumAdminKeyLength = 32
     /// The shortest app key accepted.
@@ -301,7 +308,7 @@ struct YAMLReader {
 
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
-        for (name, value) in try mapping(root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "apps"]) {
+        for (name, value) in try mapping(root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps"]) {
             switch name {
             case "server":
                 for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections"]) {
@@ -334,6 +341,11 @@ struct YAMLReader {
                 configuration.adminKey = try string(value, "admin_key")
             case "metrics_key":
                 configuration.metricsKey = try string(value, "metrics_key")
+            case "clock":
+                guard let setting = HeraldConfiguration.ClockSetting(rawValue: try string(value, "clock")) else {
+                    throw fail(value, "clock", "is system or manual")
+                }
+                configuration.clock = setting
             default:
                 guard case .sequence(let apps) = value else { throw fail(value, "apps", "must be a list of apps") }
                 var seen = Set<String>()

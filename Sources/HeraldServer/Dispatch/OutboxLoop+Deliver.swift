@@ -35,8 +35,11 @@ extension OutboxLoop {
             // Too old to matter: past the notification's expiration, or queued longer than outbox.max_age.
             let now = runtime.store.now
             let expired = claimed.filter { delivery in
-                let expiration = batch.contents[delivery.notificationID]?.content.expiration
-                return now.timeIntervalSince(delivery.createdAt) > configuration.maximumAge
+                let stored = batch.contents[delivery.notificationID]
+                let expiration = stored?.content.expiration
+                // Queued since it was due: a send scheduled days ahead is not old when it falls due.
+                let queuedSince = max(delivery.createdAt, stored?.deliverAt ?? delivery.createdAt)
+                return now.timeIntervalSince(queuedSince) > configuration.maximumAge
                     || expiration.map { $0 > 0 && Double($0) < now.timeIntervalSince1970 } ?? false
             }
             if !expired.isEmpty {
