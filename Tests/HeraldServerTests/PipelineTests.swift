@@ -265,6 +265,11 @@ struct PipelineTests {
             let due = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"60s"}"#)
             #expect(due.body["now"] as? String == later)
             try await eventually { server.simulator.state.inbox(for: token).count == 1 }
+            // At most ten years past where it started: the tenth year-long move (2 days in) is refused.
+            for move in 1...10 {
+                let year = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"366d"}"#)
+                #expect(year.status == (move < 10 ? .ok : .badRequest), "move \(move)")
+            }
             // Two days after it was stored, past outbox.max_age (24 h) since then: sent, not Expired.
             let view = try await server.settled(try #require(sent.body["id"] as? String))
             #expect((view["counts"] as? [String: Int])?["sent"] == 1)

@@ -227,7 +227,7 @@ struct ServerEndToEndTests {
                     "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
                     "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
-                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories",
+                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/dev/clock",
                 ])
         }
     }

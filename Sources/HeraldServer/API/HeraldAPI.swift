@@ -57,7 +57,9 @@ package enum HeraldAPI {
             guard let seconds = HeraldDuration.seconds(text), seconds > 0, seconds <= DevClock.maximumAdvance else {
                 throw APIError.invalid("advance", "advance is a duration such as 30s, 15m, 48h or 2d, more than 0 and at most 366d")
             }
-            devClock.advance(by: seconds)
+            guard devClock.advance(by: seconds) else {
+                throw APIError.invalid("advance", "the clock goes at most 3650 days past where it started")
+            }
             // What fell due meanwhile goes now, not at the dispatcher's next idle wake-up.
             runtime.wake.signal(outbox: true)
             runtime.logger.notice(

@@ -240,6 +240,32 @@ enum OpenAPIDocument {
               security: []
               responses:
                 '200': { description: This document., content: { application/yaml: { schema: { type: string } } } }
+          /v1/dev/clock:
+            post:
+              summary: Moves the server's clock forward (only under herald serve --dev or clock manual; 404 otherwise). Admin key.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [advance]
+                      properties:
+                        advance: { type: string, pattern: '^([0-9]{1,3}[smhd]){1,3}$', description: "A duration: 30s, 15m, 48h, 2d, 1h30m; more than 0, at most 366d, the clock at most 3650d past its start." }
+              responses:
+                '200':
+                  description: The clock after the move.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [now, advanced_seconds]
+                        properties:
+                          now: { type: string, format: date-time }
+                          advanced_seconds: { type: number }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/devices:
             post:
               summary: Register or update a device by device_id (admin, server or client key; a client key needs X-Herald-User-Token).

@@ -31,11 +31,20 @@ package final class DevClock: Sendable {
         state.withLock { state in (state.frozenAt ?? Date()).addingTimeInterval(state.offset) }
     }
 
-    /// Moves the clock forward by `seconds`.
-    package func advance(by seconds: TimeInterval) { state.withLock { $0.offset += seconds } }
+    /// Moves the clock forward by `seconds`; false (and unmoved) when that would take it more
+    /// than `maximumOffset` past where it started.
+    package func advance(by seconds: TimeInterval) -> Bool {
+        state.withLock { state in
+            guard state.offset + seconds <= Self.maximumOffset else { return false }
+            state.offset += seconds
+            return true
+        }
+    }
 
     package var clock: HeraldClock { HeraldClock { [self] in now } }
 
     /// The most one call may move it: a year.
     package static let maximumAdvance: TimeInterval = 366 * 86_400
+    /// The farthest it may get from where it started: ten years (dates stay ordinary).
+    package static let maximumOffset: TimeInterval = 3_650 * 86_400
 }
