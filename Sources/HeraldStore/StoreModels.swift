@@ -91,7 +91,7 @@ package struct DeliveryRecord: Sendable, Hashable {
 /// A delivery claimed by the dispatcher, with what it needs to send it. Its fields live in one
 /// immutable box: a delivery is copied into its batch, tracker, plan and result, and with nine
 /// strings each copy was nine retains and releases (~5% of a fan-out's CPU in `perf`); now one.
-/// Setting a field (rare: never on the send path) copies the box.
+/// A claim is read, never changed, so the fields are read-only.
 package struct ClaimedDelivery: Sendable, Hashable {
     /// The fields, as they would be stored in the struct itself.
     struct Fields: Sendable, Hashable {
@@ -117,7 +117,7 @@ package struct ClaimedDelivery: Sendable, Hashable {
         init(_ fields: Fields) { self.fields = fields }
     }
 
-    private var box: Box
+    private let box: Box
 
     package init(
         id: Int64,
@@ -143,78 +143,26 @@ package struct ClaimedDelivery: Sendable, Hashable {
                 claim: claim, createdAt: createdAt, broadcast: broadcast))
     }
 
-    /// Replaces the box with a changed copy (copy-on-write by construction: boxes never change).
-    private mutating func change(_ body: (inout Fields) -> Void) {
-        var fields = box.fields
-        body(&fields)
-        box = Box(fields)
-    }
-
-    package var id: Int64 {
-        get { box.fields.id }
-        set { change { $0.id = newValue } }
-    }
-    package var notificationID: UUID {
-        get { box.fields.notificationID }
-        set { change { $0.notificationID = newValue } }
-    }
-    package var appID: String {
-        get { box.fields.appID }
-        set { change { $0.appID = newValue } }
-    }
-    package var deviceID: String {
-        get { box.fields.deviceID }
-        set { change { $0.deviceID = newValue } }
-    }
-    package var platform: String {
-        get { box.fields.platform }
-        set { change { $0.platform = newValue } }
-    }
-    package var token: String {
-        get { box.fields.token }
-        set { change { $0.token = newValue } }
-    }
-    package var environment: String {
-        get { box.fields.environment }
-        set { change { $0.environment = newValue } }
-    }
-    package var attempts: Int {
-        get { box.fields.attempts }
-        set { change { $0.attempts = newValue } }
-    }
+    package var id: Int64 { box.fields.id }
+    package var notificationID: UUID { box.fields.notificationID }
+    package var appID: String { box.fields.appID }
+    package var deviceID: String { box.fields.deviceID }
+    package var platform: String { box.fields.platform }
+    package var token: String { box.fields.token }
+    package var environment: String { box.fields.environment }
+    package var attempts: Int { box.fields.attempts }
     /// The device's user, locale and time zone: the policy engine needs them.
-    package var userID: String {
-        get { box.fields.userID }
-        set { change { $0.userID = newValue } }
-    }
-    package var locale: String? {
-        get { box.fields.locale }
-        set { change { $0.locale = newValue } }
-    }
-    package var timeZone: String? {
-        get { box.fields.timeZone }
-        set { change { $0.timeZone = newValue } }
-    }
+    package var userID: String { box.fields.userID }
+    package var locale: String? { box.fields.locale }
+    package var timeZone: String? { box.fields.timeZone }
     /// The decision trace so far (a JSON array), when the delivery was deferred before.
-    package var trace: String? {
-        get { box.fields.trace }
-        set { change { $0.trace = newValue } }
-    }
+    package var trace: String? { box.fields.trace }
     /// This claim's number: the fencing token every result for it carries.
-    package var claim: Int64 {
-        get { box.fields.claim }
-        set { change { $0.claim = newValue } }
-    }
+    package var claim: Int64 { box.fields.claim }
     /// When the delivery was queued (its age decides `outbox.max_age`).
-    package var createdAt: Date {
-        get { box.fields.createdAt }
-        set { change { $0.createdAt = newValue } }
-    }
+    package var createdAt: Date { box.fields.createdAt }
     /// A broadcast's delivery (`to: all`) has no row yet: its result writes it (`BroadcastSlot`).
-    package var broadcast: BroadcastSlot? {
-        get { box.fields.broadcast }
-        set { change { $0.broadcast = newValue } }
-    }
+    package var broadcast: BroadcastSlot? { box.fields.broadcast }
 
     package static func == (lhs: ClaimedDelivery, rhs: ClaimedDelivery) -> Bool {
         lhs.box === rhs.box || lhs.box.fields == rhs.box.fields

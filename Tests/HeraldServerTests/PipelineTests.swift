@@ -206,11 +206,10 @@ struct PipelineTests {
             content.data = ["n": .int(index)]
             recent.insert(id, StoredNotificationContent(content: content), apnsPayload: Data("payload \(index)".utf8))
         }
-        let held = recent.contents(ids)
+        let (held, payloads) = recent.held(ids)
         #expect(Set(held.keys) == Set(ids.suffix(3)))
         #expect(held[ids[4]]?.content.data?["n"] == .int(4))
         // The rendered payloads go with their contents.
-        let payloads = recent.apnsPayloads(ids)
         #expect(Set(payloads.keys) == Set(ids.suffix(3)))
         #expect(payloads[ids[2]] == Data("payload 2".utf8))
     }

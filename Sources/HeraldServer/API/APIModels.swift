@@ -166,9 +166,9 @@ struct NotificationBody: Decodable, Sendable {
         return .normal
     }
 
-    /// Validates and renders the request into what the outbox stores.
-    /// What a send asks for, checked: its recipients, content and due time, and for a plain
-    /// notification its APNs payload (rendered to check its size; sent as it is).
+    /// Validates and renders the request into what the outbox stores: its recipients, content
+    /// and due time, and for a plain notification its APNs payload (rendered to check its size;
+    /// sent as it is).
     func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date) throws(APIError) -> (
         selector: RecipientSelector, content: StoredNotificationContent, dueAt: Date, apnsPayload: Data?
     ) {

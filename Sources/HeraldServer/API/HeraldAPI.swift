@@ -48,8 +48,7 @@ package enum HeraldAPI {
             guard let devClock = runtime.devClock else {
                 throw APIError(.notFound, code: "not_found", message: "the clock moves only under --dev or clock: manual", field: "path")
             }
-            let key = try? bearerKey(request)
-            guard let key, let admin = runtime.configuration.adminKey, constantTimeEquals(admin, key) else {
+            guard let key = try? bearerKey(request), isAdmin(key, runtime) else {
                 throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key>", field: "authorization")
             }
             let body = try await decode(ClockBody.self, request)
@@ -62,9 +61,9 @@ package enum HeraldAPI {
             }
             // What fell due meanwhile goes now, not at the dispatcher's next idle wake-up.
             runtime.wake.signal(outbox: true)
-            runtime.logger.notice(
-                "Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(HeraldTime.format(devClock.now))"])
-            return try JSONResponse.make(ClockView(now: HeraldTime.format(devClock.now), advancedSeconds: seconds))
+            let now = HeraldTime.format(devClock.now)
+            runtime.logger.notice("Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(now)"])
+            return try JSONResponse.make(ClockView(now: now, advancedSeconds: seconds))
         }
 
         let apps = router.group("/v1/apps/:app")
@@ -215,9 +214,8 @@ package enum HeraldAPI {
     ) throws -> (AppRuntime, CallerRole) {
         let key = try bearerKey(request)
         let appID = try context.parameters.require("app")
-        let isAdmin = runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
         let app = runtime.apps[appID]
-        if isAdmin {
+        if isAdmin(key, runtime) {
             guard let app else { throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app") }
             return (app, .admin)
         }
@@ -240,6 +238,11 @@ package enum HeraldAPI {
             throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
         }
         return app
+    }
+
+    /// Whether `key` is the admin key (compared in constant time).
+    static func isAdmin(_ key: String, _ runtime: HeraldRuntime) -> Bool {
+        runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
     }
 
     /// The key in `Authorization: Bearer <key>`.

@@ -24,8 +24,7 @@ extension OutboxLoop {
         do {
             // Fresh notifications from this process's API are held decoded; the others are read.
             let ids = Set(claimed.map(\.notificationID))
-            batch.contents = runtime.recentContents.contents(ids)
-            batch.apnsPayloads = runtime.recentContents.apnsPayloads(ids)
+            (batch.contents, batch.apnsPayloads) = runtime.recentContents.held(ids)
             let missing = ids.subtracting(batch.contents.keys)
             if !missing.isEmpty {
                 for (id, data) in try await runtime.store.notificationContents(Array(missing)) {
@@ -188,7 +187,6 @@ extension OutboxLoop {
         // after this one's providers all have it.
         await tracker.turn.wait()
         let handedOver = Atomic<Int>(apns.count + fcm.count)
-        if apns.isEmpty && fcm.isEmpty { tracker.turn.release() }
         let submitted: @Sendable () -> Void = {
             if handedOver.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { tracker.turn.release() }
         }

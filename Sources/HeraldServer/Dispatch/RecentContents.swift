@@ -9,9 +9,14 @@ import Synchronization
 /// payload the API rendered to check a plain notification's size is kept too, so it is not
 /// rendered a second time to be sent.
 package final class RecentContents: Sendable {
+    /// What is held of one notification.
+    private struct Entry {
+        var content: StoredNotificationContent
+        var apnsPayload: Data?
+    }
+
     private struct State {
-        var contents: [UUID: StoredNotificationContent] = [:]
-        var apnsPayloads: [UUID: Data] = [:]
+        var entries: [UUID: Entry] = [:]
         var order: [UUID] = []
         var next = 0
     }
@@ -30,32 +35,26 @@ package final class RecentContents: Sendable {
             if state.order.count < capacity {
                 state.order.append(id)
             } else {
-                let oldest = state.order[state.next]
-                state.contents[oldest] = nil
-                state.apnsPayloads[oldest] = nil
+                state.entries[state.order[state.next]] = nil
                 state.order[state.next] = id
                 state.next = (state.next + 1) % capacity
             }
-            state.contents[id] = content
-            state.apnsPayloads[id] = apnsPayload
+            state.entries[id] = Entry(content: content, apnsPayload: apnsPayload)
         }
     }
 
-    /// The APNs payloads held of `ids` (plain notifications: the same bytes for every device).
-    package func apnsPayloads(_ ids: some Sequence<UUID>) -> [UUID: Data] {
+    /// The contents held of `ids`, and the APNs payloads held of them (plain notifications: the
+    /// same bytes for every device).
+    package func held(_ ids: some Sequence<UUID>) -> (contents: [UUID: StoredNotificationContent], apnsPayloads: [UUID: Data]) {
         state.withLock { state in
-            var found: [UUID: Data] = [:]
-            for id in ids { if let payload = state.apnsPayloads[id] { found[id] = payload } }
-            return found
-        }
-    }
-
-    /// The contents held of `ids`.
-    package func contents(_ ids: some Sequence<UUID>) -> [UUID: StoredNotificationContent] {
-        state.withLock { state in
-            var found: [UUID: StoredNotificationContent] = [:]
-            for id in ids { if let content = state.contents[id] { found[id] = content } }
-            return found
+            var contents: [UUID: StoredNotificationContent] = [:]
+            var payloads: [UUID: Data] = [:]
+            for id in ids {
+                guard let entry = state.entries[id] else { continue }
+                contents[id] = entry.content
+                payloads[id] = entry.apnsPayload
+            }
+            return (contents, payloads)
         }
     }
 }
