@@ -18,16 +18,20 @@ extension HeraldStore {
     /// recipients (all of them less the inactive ones: two index counts, where counting the
     /// active ones reads every device row), and its cursor. Returns the recipients.
     func acceptBroadcast(
-        appID: String, id: UUID, idempotencyKey: String?, content: Data, dueAt: Int64, lane: DeliveryLane, now: Int64, _ session: Session
+        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, dueAt: Int64, lane: DeliveryLane, now: Int64,
+        _ session: Session
     ) async throws -> Int {
         let counted = try await session.query(
             """
-            INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, recipients)
-            VALUES ($1, $2, $3, $4, $5,
+            INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, cancel_key, recipients)
+            VALUES ($1, $2, $3, $4, $5, $6,
                 (SELECT count(*) FROM devices WHERE app_id = $2) - (SELECT count(*) FROM devices WHERE app_id = $2 AND active = 0))
             RETURNING recipients
             """,
-            [.text(id.uuidString), .text(appID), idempotencyKey.map { .text($0) } ?? .null, .text(String(decoding: content, as: UTF8.self)), .integer(now)])
+            [
+                .text(id.uuidString), .text(appID), idempotencyKey.map { .text($0) } ?? .null, .text(String(decoding: content, as: UTF8.self)),
+                .integer(now), cancelKey.map { .text($0) } ?? .null,
+            ])
         let recipients = counted.first?.first?.integer ?? 0
         _ = try await session.query(
             "INSERT INTO broadcasts (notification_id, app_id, lane, due_at, accepted_at, expected) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -89,6 +93,15 @@ extension HeraldStore {
             let lane = page[3].integer, let due = page[4].integer, let accepted = page[5].integer, let after = page[6].text,
             let through = page[7].text, let remaining = page[8].integer, let firstID = page[9].integer, let size = page[10].integer
         else { return nil }
+        // (Asked apart: a page handed back is rare, and the claim's query stays the one every
+        // schema since broadcasts reads.)
+        if try await session.query("SELECT cancelled FROM broadcast_pages WHERE id = $1", [.integer(pageID)]).first?.first?.integer == 1 {
+            // Cancelled while a node held it (which died, or gave it back): never handed out again.
+            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
+            _ = try await session.query(
+                "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(remaining), .text(notification)])
+            return []
+        }
         // The devices still without their row get the block's ids no row has taken, in device
         // order: the ids they were first sent with (unless a device of the page was deleted
         // meanwhile: then those after it shift; none is ever given an id twice).
@@ -289,6 +302,9 @@ extension HeraldStore {
         var arrays: PostgresRows?
         var counts: [DeliveryStatus: Int64]
         var dead: [(appID: String, deviceID: String, reason: String, since: Date?)]
+        /// The rows that go back to the queue (a retry) or are deferred: those of a page
+        /// cancelled while this node held it end cancelled instead.
+        var unanswered: [Int64] = []
     }
 
     /// Groups broadcast results by page and builds each page's insert, with the page's
@@ -315,6 +331,7 @@ extension HeraldStore {
             for result in group {
                 let (status, reason, due, attempts) = row(for: result)
                 if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                if status == .queued || status == .deferred { write.unanswered.append(result.deliveryID) }
                 if case .tokenDead(let reason, let since) = result.outcome {
                     write.dead.append((result.appID, result.deviceID, reason, since))
                 }
@@ -467,7 +484,7 @@ extension HeraldStore {
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
         for write in writes {
             let left = try await session.query(
-                "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining",
+                "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled",
                 [.integer(Int64(write.count)), .integer(write.page), .integer(write.claim), .text(nodeID)])
             guard let remaining = left.first?.first?.integer else { continue }
             if remaining <= 0 { _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)]) }
@@ -475,7 +492,21 @@ extension HeraldStore {
             if let rows = write.arrays, case .postgres(let connection) = session.raw {
                 _ = try await Session.query(connection, Self.postgresBroadcastInsertSQL, rows.bindings)
             }
-            finished[write.notificationID, default: [:]].merge(write.counts, uniquingKeysWith: +)
+            var counts = write.counts
+            if left.first?.last?.integer == 1, !write.unanswered.isEmpty {
+                // The page was cancelled while this node held it: what would be tried again ends.
+                for chunk in write.unanswered.chunked(Self.batchSize) {
+                    let cancelled = try await session.query(
+                        """
+                        UPDATE deliveries SET status = 'cancelled', reason = '\(Self.cancelledInFlightReason)'
+                        WHERE notification_id = $1 AND id IN (\(chunk.indices.map { "$\($0 + 2)" }.joined(separator: ", "))) AND \(Self.outboxIndexTerm)
+                        RETURNING status
+                        """, [.text(write.notificationID.uuidString)] + chunk.map { .integer($0) })
+                    counts[.cancelled, default: 0] += Int64(cancelled.count)
+                }
+                counts[.deferred] = 0
+            }
+            finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
             for dead in write.dead {
                 _ = try await session.query(
                     "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",

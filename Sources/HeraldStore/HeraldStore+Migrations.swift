@@ -271,6 +271,20 @@ extension HeraldStore {
                 postgresOnly("CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)"),
             ]
         ),
+        (
+            12,
+            // Cancellation (issue #12): a notification's cancel key (found by app and key), how
+            // many of its deliveries were cancelled, and a broadcast page cancelled while a node
+            // held it (its devices without an answer end cancelled, and it is never handed out
+            // again).
+            [
+                sqliteOnly("ALTER TABLE notifications ADD COLUMN cancel_key TEXT"),
+                postgresOnly("ALTER TABLE notifications ADD COLUMN cancel_key TEXT COLLATE \"C\""),
+                "ALTER TABLE notifications ADD COLUMN cancelled_count INTEGER NOT NULL DEFAULT 0",
+                "CREATE INDEX notifications_cancel_key ON notifications (app_id, cancel_key) WHERE cancel_key IS NOT NULL",
+                "ALTER TABLE broadcast_pages ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

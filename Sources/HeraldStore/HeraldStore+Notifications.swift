@@ -16,11 +16,11 @@ extension HeraldStore {
     /// is returned with `created == false`. `lane`: urgent deliveries are claimed before normal ones.
     package func createNotification(
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
-        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal
+        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, cancelKey: String? = nil
     ) async throws -> (NotificationRecord, created: Bool) {
         let accepted = try await acceptNotification(
             appID: appID, id: id, idempotencyKey: idempotencyKey, content: content, recipients: recipients,
-            excludeDeviceIDs: excludeDeviceIDs, dueAt: dueAt, lane: lane)
+            excludeDeviceIDs: excludeDeviceIDs, dueAt: dueAt, lane: lane, cancelKey: cancelKey)
         return (accepted.record, accepted.created)
     }
 
@@ -38,7 +38,7 @@ extension HeraldStore {
     /// with no claim transaction of their own (the trip a single send waited for).
     package func acceptNotification(
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
-        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, directUpTo: Int = 0
+        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, cancelKey: String? = nil, directUpTo: Int = 0
     ) async throws -> Accepted {
         try await acceptTransaction { [self] session in
             let now = nowMilliseconds
@@ -58,9 +58,10 @@ extension HeraldStore {
             let due = Self.milliseconds(dueAt)
             if case .all = recipients, excludeDeviceIDs.isEmpty {
                 let count = try await acceptBroadcast(
-                    appID: appID, id: id, idempotencyKey: idempotencyKey, content: content, dueAt: due, lane: lane, now: now, session)
+                    appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, dueAt: due, lane: lane,
+                    now: now, session)
                 let record = NotificationRecord(
-                    id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
+                    id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: count,
                     createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
                 return Accepted(record: record, created: true, claimed: [])
             }
@@ -84,9 +85,17 @@ extension HeraldStore {
                 FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
                 ORDER BY device_id
                 """
-            let notificationValues: SQLQueryString = """
+            // The cancel key's column is named only when there is one (a store on a schema from
+            // before cancel keys, as the migration tests open, still accepts sends).
+            var notificationColumns = "INSERT INTO notifications (id, app_id, idempotency_key, content, created_at"
+            var notificationValues: SQLQueryString = """
                 (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), \(bind: now)
                 """
+            if let cancelKey {
+                notificationColumns += ", cancel_key"
+                notificationValues += ", \(bind: cancelKey)"
+            }
+            notificationColumns += ", recipients) VALUES "
             let count: Int
             switch dialect {
             case .sqlite:
@@ -94,12 +103,12 @@ extension HeraldStore {
                 // is the last statement's): two statements, each a trip to the database thread,
                 // where an accept at 500/s is felt.
                 try await session.sql.raw(insert).run()
-                var record: SQLQueryString = "INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, recipients) VALUES "
+                var record = SQLQueryString(notificationColumns)
                 record += notificationValues
                 record += ", changes()) RETURNING recipients"
                 count = try await session.sql.raw(record).first()?.decode(column: "recipients", as: Int.self) ?? 0
             case .postgres:
-                var record: SQLQueryString = "INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, recipients) VALUES "
+                var record = SQLQueryString(notificationColumns)
                 record += notificationValues
                 record += ", 0)"
                 try await session.sql.raw(record).run()
@@ -110,7 +119,7 @@ extension HeraldStore {
                 if !direct { try await notifyOutbox(session) }
             }
             let record = NotificationRecord(
-                id: id, appID: appID, idempotencyKey: idempotencyKey, content: content, recipients: count,
+                id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: count,
                 createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
             guard direct, count > 0 else { return Accepted(record: record, created: true, claimed: []) }
             // What sending needs, as a claim reads it (the devices were active a moment ago, in
@@ -138,10 +147,12 @@ extension HeraldStore {
     package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {
         try await exclusive { session in
             try await session.sql.raw(
-                "SELECT id, content, recipients, created_at, idempotency_key FROM notifications WHERE app_id = \(bind: appID) AND id = \(bind: id.uuidString)"
+                "SELECT id, content, recipients, created_at, idempotency_key, cancel_key FROM notifications WHERE app_id = \(bind: appID) AND id = \(bind: id.uuidString)"
             ).first().map {
-                try Self.notification(
+                var record = try Self.notification(
                     from: $0, appID: appID, idempotencyKey: try $0.decode(column: "idempotency_key", as: String?.self))
+                record.cancelKey = try $0.decode(column: "cancel_key", as: String?.self)
+                return record
             }
         }
     }
@@ -167,7 +178,7 @@ extension HeraldStore {
     package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
         try await exclusive { session in
             guard let row = try await session.sql.raw(
-                "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
+                "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count, cancelled_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
             ).first() else { return [:] }
             let recipients = try row.decode(column: "recipients", as: Int.self)
             var counts: [DeliveryStatus: Int] = [
@@ -175,6 +186,7 @@ extension HeraldStore {
                 .failed: try row.decode(column: "failed_count", as: Int.self),
                 .deferred: try row.decode(column: "deferred_count", as: Int.self),
                 .suppressed: try row.decode(column: "suppressed_count", as: Int.self),
+                .cancelled: try row.decode(column: "cancelled_count", as: Int.self),
             ]
             counts[.queued] = max(0, recipients - counts.values.reduce(0, +))
             return counts

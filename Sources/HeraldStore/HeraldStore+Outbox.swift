@@ -170,8 +170,14 @@ extension HeraldStore {
                 return try await session.query(Self.claimSQL(status, after: false), binds)
             case .postgres:
                 let binds: [Session.Value] = [.integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue))]
-                return try await status == .deferred
+                let rows = try await status == .deferred
                     ? session.query(ClaimDeferred.self, binds) : session.query(ClaimQueued.self, binds)
+                // An UPDATE returns its rows in no promised order (a join may shuffle them): put
+                // them back in claim order, (due_at, id), which a device's sends keep.
+                return rows.sorted {
+                    let (left, right) = ($0[Self.claimDueColumn].integer ?? 0, $1[Self.claimDueColumn].integer ?? 0)
+                    return left != right ? left < right : ($0[0].integer ?? 0) < ($1[0].integer ?? 0)
+                }
             }
         }
         guard apps.count > 1 else { return try await take(apps[0], count) }
@@ -342,6 +348,10 @@ extension HeraldStore {
                 written += try await writeResults(classes, dead: dead, now: now, connection, session)
             case .postgres(let connection):
                 written += try await writeResults(classes, dead: dead, now: now, connection)
+            }
+            if written < results.count {
+                // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
+                written += try await writeCancelledInFlight(results, now: now, session)
             }
             if written < results.count {
                 logger.warning(
@@ -516,6 +526,7 @@ extension HeraldStore {
     /// The notification counter each final outcome adds to.
     static let counterColumn: [DeliveryStatus: String] = [
         .sent: "sent_count", .failed: "failed_count", .deferred: "deferred_count", .suppressed: "suppressed_count",
+        .cancelled: "cancelled_count",
     ]
 
     /// Result rows per PostgreSQL statement (arrays: no bound-value limit).

@@ -27,7 +27,7 @@ extension HeraldStore {
     }
 
     /// Deletes up to `limit` rows of each kind older than `cutoff`, in one transaction: answered
-    /// deliveries (`sent`, `failed`, `suppressed`; last written before the cutoff), notifications
+    /// deliveries (`sent`, `failed`, `suppressed`, `cancelled`; last written before the cutoff), notifications
     /// created before it that have no delivery left (nor a broadcast still handing out devices),
     /// and pacing records. Deliveries still to be
     /// sent are never touched, whatever their age (`outbox.max_age` ends them first). Returns
@@ -45,7 +45,7 @@ extension HeraldStore {
             pruned.deliveries = try await session.query(
                 """
                 DELETE FROM deliveries WHERE id IN (
-                    SELECT id FROM deliveries WHERE status IN ('sent', 'failed', 'suppressed') AND updated_at < $1
+                    SELECT id FROM deliveries WHERE status IN ('sent', 'failed', 'suppressed', 'cancelled') AND updated_at < $1
                     ORDER BY id LIMIT $2)
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]

@@ -57,15 +57,18 @@ package struct NotificationRecord: Sendable, Hashable {
     package var id: UUID
     package var appID: String
     package var idempotencyKey: String?
+    /// What `POST …/cancel` names to cancel it (`HeraldStore.cancel`).
+    package var cancelKey: String? = nil
     /// The wire request: push type, priority, headers and payload, JSON (`StoredNotificationContent`).
     package var content: Data
     package var recipients: Int
     package var createdAt: Date
 }
 
-/// Delivery states (issue #3's `counts`).
+/// Delivery states (issue #3's `counts`). `cancelled`: by its cancel key before it was sent
+/// (`HeraldStore.cancel`).
 package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
-    case queued, sending, sent, failed, deferred, suppressed
+    case queued, sending, sent, failed, deferred, suppressed, cancelled
 }
 
 /// The claim order between deliveries due at once: urgent ones (a transactional type, or

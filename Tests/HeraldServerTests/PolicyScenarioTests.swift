@@ -193,7 +193,7 @@ struct PolicyScenarioTests {
             #expect(((digest["deliveries"] as? [[String: Any]])?.first?["reason"]) as? String == "vacation")
             let engagement = try await send("engagement", #"{"headline":"OF: likely PPV buyer","draft":"Hi!","card_id":"k0"}"#)
             #expect((engagement["counts"] as? [String: Int])?["suppressed"] == 1)
-            #expect(try await send("approval", approval)["counts"] as? [String: Int] == ["queued": 0, "sent": 1, "failed": 0, "deferred": 0, "suppressed": 0])
+            #expect(try await send("approval", approval)["counts"] as? [String: Int] == ["queued": 0, "sent": 1, "failed": 0, "deferred": 0, "suppressed": 0, "cancelled": 0])
             #expect(alert(last())["title"] as? String == "Approve PPV pricing")
             let failure = try await send("failure", #"{"headline":"Tryst stopped accepting bumps","detail":"2 retries failed.","card_id":"k2"}"#)
             #expect((failure["counts"] as? [String: Int])?["sent"] == 1)

@@ -156,7 +156,7 @@ struct ProviderPauseTests {
             server.simulator.state.script("fcm-third-party", status: 401, reason: "THIRD_PARTY_AUTH_ERROR")
             let first = try await server.send(#"{"to":{"user_ids":["cy"]},"alert":{"body":"one"}}"#)
             let view = try await server.settled(try #require(first.body["id"] as? String))
-            #expect((view["counts"] as? [String: Int]) == ["sent": 2, "failed": 1, "queued": 0, "deferred": 0, "suppressed": 0])
+            #expect((view["counts"] as? [String: Int]) == ["sent": 2, "failed": 1, "queued": 0, "deferred": 0, "suppressed": 0, "cancelled": 0])
             #expect(server.runtime.pauses.all.isEmpty)
 
             server.simulator.state.script("fcm-fine", status: 403, reason: "PERMISSION_DENIED")

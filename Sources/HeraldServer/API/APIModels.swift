@@ -139,6 +139,8 @@ struct NotificationBody: Decodable, Sendable {
     var expiration: Int?
     var deliverAt: String?
     var idempotencyKey: String?
+    /// What `POST …/cancel` names to cancel the notification's deliveries not yet sent.
+    var cancelKey: String?
     /// A catalog type (name or external id): copy, category, thread, collapse id, deep link,
     /// sound and interruption level come from it, rendered per device; the policy engine runs.
     var type: String?
@@ -149,10 +151,12 @@ struct NotificationBody: Decodable, Sendable {
         case excludeDeviceIDs = "exclude_device_ids", pushType = "push_type", collapseID = "collapse_id"
         case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
         case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", deliverAt = "deliver_at"
-        case idempotencyKey = "idempotency_key"
+        case idempotencyKey = "idempotency_key", cancelKey = "cancel_key"
     }
 
     static let maximumRecipientIDs = 10_000
+    /// The longest cancel key, in bytes.
+    static let maximumCancelKey = 128
     /// How far ahead `deliver_at` may be: a year (a typo such as 2206 is refused, not kept for ever).
     static let maximumScheduleAhead: TimeInterval = 366 * 86400
     /// How deeply `data` may nest objects and arrays.
@@ -249,6 +253,9 @@ struct NotificationBody: Decodable, Sendable {
         }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw APIError.invalid("idempotency_key", "idempotency_key is 1 to 256 bytes")
+        }
+        if let cancelKey, cancelKey.isEmpty || cancelKey.utf8.count > Self.maximumCancelKey {
+            throw APIError.invalid("cancel_key", "cancel_key is 1 to \(Self.maximumCancelKey) bytes")
         }
         if let channel = android?.channelID, channel.isEmpty || channel.utf8.count > 256 {
             throw APIError.invalid("android.channel_id", "android.channel_id is 1 to 256 bytes")
@@ -352,6 +359,45 @@ struct NotificationBody: Decodable, Sendable {
         decided.body = decided.body.map { _ in "…" }
         try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data")
         return stored
+    }
+}
+
+/// `POST /v1/apps/{app}/cancel`: cancels the deliveries not yet sent of the notifications
+/// with a cancel key, for every user or the users named.
+struct CancelBody: Decodable {
+    var cancelKey: String?
+    var userIDs: [String]?
+
+    enum CodingKeys: String, CodingKey {
+        case cancelKey = "cancel_key", userIDs = "user_ids"
+    }
+
+    /// The key and the users, checked; the first problem names its field.
+    func validated() throws(APIError) -> (key: String, users: [String]?) {
+        guard let cancelKey else { throw APIError.missing("cancel_key") }
+        guard !cancelKey.isEmpty, cancelKey.utf8.count <= NotificationBody.maximumCancelKey else {
+            throw APIError.invalid("cancel_key", "cancel_key is 1 to \(NotificationBody.maximumCancelKey) bytes")
+        }
+        if let userIDs {
+            guard !userIDs.isEmpty, userIDs.count <= NotificationBody.maximumRecipientIDs else {
+                throw APIError.invalid("user_ids", "user_ids needs 1 to \(NotificationBody.maximumRecipientIDs) ids (leave it out for every user)")
+            }
+            if let index = userIDs.firstIndex(where: { $0.isEmpty || $0.utf8.count > 256 }) {
+                throw APIError.invalid("user_ids[\(index)]", "a user id is 1 to 256 bytes")
+            }
+        }
+        return (cancelKey, userIDs.map { Array(Set($0)).sorted() })
+    }
+}
+
+/// What a cancel did.
+struct CancelView: Encodable {
+    var cancelled: Int
+    var inFlight: Int
+    var broadcastsSkipped: Int
+
+    enum CodingKeys: String, CodingKey {
+        case cancelled, inFlight = "in_flight", broadcastsSkipped = "broadcasts_skipped"
     }
 }
 

@@ -166,7 +166,7 @@ package enum HeraldAPI {
             let accepted = try await runtime.store.acceptNotification(
                 appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
                 recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog),
-                directUpTo: runtime.direct.room)
+                cancelKey: body.cancelKey, directUpTo: runtime.direct.room)
             let (record, created) = (accepted.record, accepted.created)
             runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
             let stopped = runtime.direct.add(accepted.claimed)
@@ -178,6 +178,14 @@ package enum HeraldAPI {
             return try JSONResponse.make(
                 NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created),
                 status: .accepted)
+        }
+        apps.post("cancel") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let (key, users) = try await decode(CancelBody.self, request).validated()
+            let done = try await runtime.store.cancel(appID: app.id, cancelKey: key, userIDs: users)
+            runtime.metrics.cancelled(app: app.id, done.cancelled)
+            return try JSONResponse.make(
+                CancelView(cancelled: done.cancelled, inFlight: done.inFlight, broadcastsSkipped: done.broadcastsSkipped))
         }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -395,14 +403,17 @@ struct NotificationView: Encodable {
         case deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
         case updatedAt = "updated_at", trace
     }
+    enum ExtraKeys: String, CodingKey { case cancelKey = "cancel_key" }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(record.id.uuidString.lowercased(), forKey: .id)
         try container.encode(record.createdAt, forKey: .createdAt)
         try container.encode(record.recipients, forKey: .recipients)
+        var extra = encoder.container(keyedBy: ExtraKeys.self)
+        try extra.encodeIfPresent(record.cancelKey, forKey: .cancelKey)
         var countsObject: [String: Int] = [:]
-        for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed] {
+        for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed, .cancelled] {
             countsObject[status.rawValue] = counts[status] ?? 0
         }
         // Being sent right now counts as queued: it has no answer yet.

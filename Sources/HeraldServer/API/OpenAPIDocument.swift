@@ -92,6 +92,11 @@ enum OpenAPIDocument {
                 expiration: { type: integer, minimum: 0 }
                 deliver_at: { type: string, format: date-time, description: "At most a year ahead." }
                 idempotency_key: { type: string, minLength: 1, maxLength: 256 }
+                cancel_key:
+                  type: string
+                  minLength: 1
+                  maxLength: 128
+                  description: POST /v1/apps/{app}/cancel with this key cancels the deliveries not yet sent.
                 android:
                   type: object
                   description: FCM only. channel_id defaults to the catalog type's or app's android_channel.
@@ -128,6 +133,8 @@ enum OpenAPIDocument {
                     failed: { type: integer }
                     deferred: { type: integer }
                     suppressed: { type: integer }
+                    cancelled: { type: integer }
+                cancel_key: { type: string }
                 deliveries:
                   type: array
                   items:
@@ -135,7 +142,7 @@ enum OpenAPIDocument {
                     required: [device_id, status, apns_id, attempts, created_at, updated_at]
                     properties:
                       device_id: { type: string }
-                      status: { type: string, enum: [queued, sent, failed, deferred, suppressed] }
+                      status: { type: string, enum: [queued, sent, failed, deferred, suppressed, cancelled] }
                       reason: { type: string }
                       apns_id: { type: string, format: uuid }
                       attempts: { type: integer }
@@ -405,6 +412,43 @@ enum OpenAPIDocument {
                 - { name: offset, in: query, schema: { type: integer, minimum: 0, default: 0 } }
               responses:
                 '200': { description: The notification., content: { application/json: { schema: { $ref: '#/components/schemas/Notification' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/cancel:
+            post:
+              summary: Cancels every delivery not yet sent of the app's notifications with a cancel key.
+              description: >-
+                One transaction: every notification accepted before it (answered 202 before the cancel was
+                asked) is covered whole, none accepted after it. A delivery not yet claimed for sending is never
+                sent (status cancelled); one being sent as the cancel commits is in flight: it ends sent or failed
+                as its attempt ends, or cancelled if it would have been tried again. user_ids narrows the cancel
+                to those users' deliveries; a notification to all devices is only cancelled whole.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [cancel_key]
+                      properties:
+                        cancel_key: { type: string, minLength: 1, maxLength: 128 }
+                        user_ids: { type: array, items: { type: string, minLength: 1, maxLength: 256 }, minItems: 1, maxItems: 10000 }
+              responses:
+                '200':
+                  description: What was cancelled.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [cancelled, in_flight, broadcasts_skipped]
+                        properties:
+                          cancelled: { type: integer }
+                          in_flight: { type: integer }
+                          broadcasts_skipped: { type: integer }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

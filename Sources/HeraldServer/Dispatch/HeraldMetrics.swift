@@ -79,6 +79,11 @@ package final class HeraldMetrics: Sendable {
         counter("herald_notifications_total", [("app", app)]).increment()
     }
 
+    /// Deliveries cancelled by their cancel key before they were sent.
+    func cancelled(app: String, _ count: Int) {
+        counter("herald_deliveries_cancelled_total", [("app", app)]).increment(by: count)
+    }
+
     /// Deliveries claimed before a crash and queued again at start (they may arrive twice).
     func restartResends(_ count: Int) {
         counter("herald_restart_resends_total", []).increment(by: count)

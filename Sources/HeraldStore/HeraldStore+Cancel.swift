@@ -1,0 +1,155 @@
+import Foundation
+
+/// Cancellation by cancel key (issue #12 §1), and what happens to a delivery that was already
+/// being sent when it was cancelled.
+///
+/// The order a cancel keeps: it is one transaction, so it falls between two accepts (or two
+/// claims) in the database's commit order. Everything accepted before it (a send answered 202
+/// before the cancel was asked) is covered, whole: a fan-out's rows were written in their
+/// accept's transaction, and a broadcast's devices not yet handed out go with its cursor.
+/// Nothing accepted after it is touched. A delivery not yet claimed by a dispatcher is never
+/// sent; one claimed before the cancel (being sent, for milliseconds) is in flight: if that
+/// attempt ends sent or failed, that is what it records; if it would have been tried again
+/// (deferred by the policy engine, a provider's retry, its node died), it ends cancelled.
+extension HeraldStore {
+    /// What a cancel did.
+    package struct Cancellation: Sendable, Hashable {
+        /// Deliveries cancelled before anything was sent to their device.
+        package var cancelled = 0
+        /// Deliveries being sent as the cancel committed: their attempt ends as it ends, and
+        /// is never followed by another.
+        package var inFlight = 0
+        /// Notifications to all devices (`to: all`) with the key, left alone because the cancel
+        /// named users (a broadcast is cancelled whole).
+        package var broadcastsSkipped = 0
+
+        package init(cancelled: Int = 0, inFlight: Int = 0, broadcastsSkipped: Int = 0) {
+            self.cancelled = cancelled
+            self.inFlight = inFlight
+            self.broadcastsSkipped = broadcastsSkipped
+        }
+    }
+
+    /// Why a delivery ended cancelled: before it was claimed, or while it was being sent.
+    package static let cancelledReason = "Cancelled"
+    package static let cancelledInFlightReason = "CancelledInFlight"
+
+    /// Cancels every delivery of the app's notifications with `cancelKey` that is not yet
+    /// answered, for all users or for `userIDs` only, in one durable transaction.
+    package func cancel(appID: String, cancelKey: String, userIDs: [String]?) async throws -> Cancellation {
+        try await transaction(durable: true) { [self] session in
+            let now = nowMilliseconds
+            let ids = try await session.query(
+                "SELECT id FROM notifications WHERE app_id = $1 AND cancel_key = $2 AND cancel_key IS NOT NULL",
+                [.text(appID), .text(cancelKey)]
+            ).compactMap { $0.first?.text }
+            var result = Cancellation()
+            var cancelledBy: [String: Int64] = [:]
+            var undeferredBy: [String: Int64] = [:]
+            for chunk in ids.chunked(Self.batchSize) {
+                let notifications = chunk.enumerated().map { "$\($0.offset + 4)" }.joined(separator: ", ")
+                var users = ""
+                var binds: [Session.Value] = [.integer(now), .text(""), .text("")] + chunk.map { .text($0) }
+                if let userIDs {
+                    users = " AND user_id IN (" + userIDs.indices.map { "$\(binds.count + $0 + 1)" }.joined(separator: ", ") + ")"
+                    binds += userIDs.map { .text($0) }
+                }
+                // Rows not yet claimed, then rows being sent: each status its own statement, so
+                // the counters know what each row was.
+                for status in [DeliveryStatus.queued, .deferred, .sending] {
+                    binds[1] = .text(status == .sending ? Self.cancelledInFlightReason : Self.cancelledReason)
+                    binds[2] = .text(status.rawValue)
+                    let rows = try await session.query(
+                        """
+                        UPDATE deliveries SET status = 'cancelled', reason = $2, updated_at = $1
+                        WHERE notification_id IN (\(notifications)) AND status = $3 AND \(Self.outboxIndexTerm)\(users)
+                        RETURNING notification_id
+                        """, binds)
+                    for row in rows {
+                        guard let id = row.first?.text else { continue }
+                        cancelledBy[id, default: 0] += 1
+                        if status == .deferred { undeferredBy[id, default: 0] += 1 }
+                    }
+                    if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
+                }
+                let broadcasts = try await session.query(
+                    "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")))",
+                    chunk.map { .text($0) })
+                guard !broadcasts.isEmpty else { continue }
+                if userIDs != nil {
+                    result.broadcastsSkipped += broadcasts.count
+                    continue
+                }
+                for broadcast in broadcasts {
+                    guard let id = broadcast[0].text else { continue }
+                    let unsent = broadcast[1].integer ?? 0
+                    // The devices after the cursor, and those of pages handed back and not yet
+                    // handed out again, are never handed out; a page a node holds is marked: its
+                    // devices' attempts end as they end, and none is tried again.
+                    _ = try await session.query("DELETE FROM broadcasts WHERE notification_id = $1", [.text(id)])
+                    let returned = try await session.query(
+                        "DELETE FROM broadcast_pages WHERE notification_id = $1 AND claimed_by IS NULL RETURNING remaining", [.text(id)])
+                    let held = try await session.query(
+                        "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id = $1 AND claimed_by IS NOT NULL RETURNING remaining", [.text(id)])
+                    let cancelled = unsent + returned.reduce(0) { $0 + ($1.first?.integer ?? 0) }
+                    cancelledBy[id, default: 0] += cancelled
+                    result.cancelled += Int(cancelled)
+                    result.inFlight += Int(held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+                }
+            }
+            for (id, count) in cancelledBy where count > 0 {
+                _ = try await session.query(
+                    "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
+                    [.integer(count), .integer(undeferredBy[id] ?? 0), .text(id)])
+            }
+            if result.cancelled + result.inFlight > 0 {
+                logger.info(
+                    "Cancelled by key",
+                    metadata: [
+                        "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)", "herald.in_flight": "\(result.inFlight)",
+                        "herald.notifications": "\(ids.count)",
+                    ])
+            }
+            return result
+        }
+    }
+
+    /// Results that found their row cancelled while it was being sent (`cancelledInFlightReason`,
+    /// under the same claim): a sent or failed attempt records what happened (the row leaves
+    /// the cancelled count); any other (a retry, a deferral) leaves it cancelled, for good.
+    /// Runs only when some results of a batch were not written by the fenced writes.
+    func writeCancelledInFlight(_ results: [DeliveryResult], now: Int64, _ session: Session) async throws -> Int {
+        var written = 0
+        for result in results where result.broadcast == nil {
+            let (status, reason, _, attempts) = Self.row(for: result)
+            let final = status == .sent || status == .failed
+            let rows = try await session.query(
+                """
+                UPDATE deliveries SET status = $1, reason = $2, attempts = attempts + $3, trace = COALESCE($4, trace), claimed_by = NULL, updated_at = $5
+                WHERE id = $6 AND created_at = $7 AND claim = $8 AND status = 'cancelled' AND reason = '\(Self.cancelledInFlightReason)'
+                RETURNING notification_id
+                """,
+                [
+                    .text(final ? status.rawValue : DeliveryStatus.cancelled.rawValue),
+                    final ? (reason.map { .text($0) } ?? .null) : .text(Self.cancelledReason), .integer(Int64(attempts)),
+                    result.trace.map { .text($0) } ?? .null, .integer(now), .integer(result.deliveryID),
+                    .integer(Self.milliseconds(result.createdAt)), .integer(result.claim),
+                ])
+            guard !rows.isEmpty else { continue }
+            written += 1
+            guard final, let column = Self.counterColumn[status] else { continue }
+            _ = try await session.query(
+                "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
+                [.text(result.notificationID.uuidString)])
+            if case .tokenDead(let reason, let since) = result.outcome {
+                _ = try await session.query(
+                    "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",
+                    [
+                        .text(reason), .integer(Self.milliseconds(since ?? clock.now())), .integer(now), .text(result.appID),
+                        .text(result.deviceID),
+                    ])
+            }
+        }
+        return written
+    }
+}
