@@ -181,6 +181,8 @@ package final class HeraldRuntime: Sendable {
     package let store: HeraldStore
     package let apps: [String: AppRuntime]
     package let wake = WakeSignal()
+    /// Wakes the timer loop (`TimerLoop`): steps enrolled or moved, the clock moved.
+    package let timerWake = WakeSignal()
     package let metrics = HeraldMetrics()
     /// Providers held back by answers that blame the configuration (issue #10 §2).
     package let pauses = ProviderPauses()

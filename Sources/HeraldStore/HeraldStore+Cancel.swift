@@ -22,11 +22,14 @@ extension HeraldStore {
         /// Notifications to all devices (`to: all`) with the key, left alone because the cancel
         /// named users (a broadcast is cancelled whole).
         package var broadcastsSkipped = 0
+        /// Track steps (timers) with the key that had not fired: they never will.
+        package var steps = 0
 
-        package init(cancelled: Int = 0, inFlight: Int = 0, broadcastsSkipped: Int = 0) {
+        package init(cancelled: Int = 0, inFlight: Int = 0, broadcastsSkipped: Int = 0, steps: Int = 0) {
             self.cancelled = cancelled
             self.inFlight = inFlight
             self.broadcastsSkipped = broadcastsSkipped
+            self.steps = steps
         }
     }
 
@@ -38,12 +41,31 @@ extension HeraldStore {
     /// answered, for all users or for `userIDs` only, in one durable transaction.
     package func cancel(appID: String, cancelKey: String, userIDs: [String]?) async throws -> Cancellation {
         try await transaction(durable: true) { [self] session in
-            let now = nowMilliseconds
+            try await cancel(appID: appID, cancelKey: cancelKey, userIDs: userIDs, now: nowMilliseconds, session)
+        }
+    }
+
+    /// The cancel, in `session`'s transaction (a track's restart and removal cancel with it):
+    /// the timers with the key that have not fired, then the deliveries.
+    func cancel(appID: String, cancelKey: String, userIDs: [String]?, now: Int64, _ session: Session) async throws -> Cancellation {
+            var result = Cancellation()
+            var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
+            var timerUsers = ""
+            if let userIDs {
+                timerUsers = " AND user_id IN (" + userIDs.indices.map { "$\($0 + 4)" }.joined(separator: ", ") + ")"
+                timerBinds += userIDs.map { .text($0) }
+            }
+            result.steps = try await session.query(
+                """
+                UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
+                WHERE app_id = $2 AND cancel_key = $3 AND status IN ('pending', 'firing')\(timerUsers)
+                RETURNING id
+                """, timerBinds
+            ).count
             let ids = try await session.query(
                 "SELECT id FROM notifications WHERE app_id = $1 AND cancel_key = $2 AND cancel_key IS NOT NULL",
                 [.text(appID), .text(cancelKey)]
             ).compactMap { $0.first?.text }
-            var result = Cancellation()
             var cancelledBy: [String: Int64] = [:]
             var undeferredBy: [String: Int64] = [:]
             for chunk in ids.chunked(Self.batchSize) {
@@ -102,16 +124,15 @@ extension HeraldStore {
                     "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
                     [.integer(count), .integer(undeferredBy[id] ?? 0), .text(id)])
             }
-            if result.cancelled + result.inFlight > 0 {
+            if result.cancelled + result.inFlight + result.steps > 0 {
                 logger.info(
                     "Cancelled by key",
                     metadata: [
                         "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)", "herald.in_flight": "\(result.inFlight)",
-                        "herald.notifications": "\(ids.count)",
+                        "herald.steps": "\(result.steps)", "herald.notifications": "\(ids.count)",
                     ])
             }
             return result
-        }
     }
 
     /// Results that found their row cancelled while it was being sent (`cancelledInFlightReason`,

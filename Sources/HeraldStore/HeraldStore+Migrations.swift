@@ -285,6 +285,73 @@ extension HeraldStore {
                 "ALTER TABLE broadcast_pages ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0",
             ]
         ),
+        (
+            13,
+            // Time (issue #12): enrolments in lifecycle tracks; timers, what fires later (a track's
+            // step) as a row with a due time, claimed and fenced like a delivery (pending →
+            // firing → fired, skipped, cancelled or failed); events users did (what a step's
+            // `unless` reads).
+            [
+                """
+                CREATE TABLE enrolments (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    track TEXT NOT NULL,
+                    anchor_at BIGINT NOT NULL,
+                    data TEXT NOT NULL DEFAULT '{}',
+                    test_seconds INTEGER,
+                    enrolled_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, track)
+                )
+                """,
+                """
+                CREATE TABLE timers (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    step TEXT NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    status TEXT NOT NULL,
+                    cancel_key TEXT,
+                    trace TEXT,
+                    reason TEXT,
+                    notification_id TEXT,
+                    claimed_by TEXT,
+                    claim BIGINT NOT NULL DEFAULT 0,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX timers_due ON timers (status, due_at) WHERE status IN ('pending', 'firing')",
+                "CREATE INDEX timers_user ON timers (app_id, user_id, kind, name)",
+                "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key) WHERE status IN ('pending', 'firing')",
+                """
+                CREATE TABLE events (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    data TEXT NOT NULL DEFAULT '{}',
+                    occurred_at BIGINT NOT NULL,
+                    received_at BIGINT NOT NULL,
+                    idempotency_key TEXT
+                )
+                """,
+                "CREATE INDEX events_user ON events (app_id, user_id, name, occurred_at)",
+                "CREATE UNIQUE INDEX events_idempotency ON events (app_id, idempotency_key)",
+                "CREATE INDEX events_received ON events (received_at)",
+            ] + [
+                ("enrolments", ["app_id", "user_id", "track"]),
+                ("timers", ["app_id", "user_id", "kind", "name", "step", "status", "cancel_key"]),
+                ("events", ["id", "app_id", "user_id", "name", "idempotency_key"]),
+            ].map { table, columns in
+                postgresOnly(
+                    "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
+            }
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

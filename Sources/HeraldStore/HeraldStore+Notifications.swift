@@ -55,69 +55,9 @@ extension HeraldStore {
                     ).run()
                 }
             }
-            let due = Self.milliseconds(dueAt)
-            if case .all = recipients, excludeDeviceIDs.isEmpty {
-                let count = try await acceptBroadcast(
-                    appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, dueAt: due, lane: lane,
-                    now: now, session)
-                let record = NotificationRecord(
-                    id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: count,
-                    createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
-                return Accepted(record: record, created: true, claimed: [])
-            }
-            var filter: SQLQueryString = ""
-            var named = Int.max
-            switch recipients {
-            case .all: break
-            case .users(let ids):
-                filter += " AND user_id IN (\(binds: ids))"
-                named = ids.count
-            case .devices(let ids):
-                filter += " AND device_id IN (\(binds: ids))"
-                named = ids.count
-            }
-            if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
-            let direct = directUpTo > 0 && named <= directUpTo && due <= now
-            let claimedBy: String? = direct ? nodeID : nil
-            let insert: SQLQueryString = """
-                INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane, claimed_by, claim)
-                SELECT \(bind: id.uuidString), app_id, device_id, user_id, \(bind: direct ? "sending" : "queued"), \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue), \(bind: claimedBy), \(bind: direct ? 1 : 0)
-                FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
-                ORDER BY device_id
-                """
-            // The cancel key's column is named only when there is one (a store on a schema from
-            // before cancel keys, as the migration tests open, still accepts sends).
-            var notificationColumns = "INSERT INTO notifications (id, app_id, idempotency_key, content, created_at"
-            var notificationValues: SQLQueryString = """
-                (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), \(bind: now)
-                """
-            if let cancelKey {
-                notificationColumns += ", cancel_key"
-                notificationValues += ", \(bind: cancelKey)"
-            }
-            notificationColumns += ", recipients) VALUES "
-            let count: Int
-            switch dialect {
-            case .sqlite:
-                // The deliveries first, then the notification row with their count (`changes()`
-                // is the last statement's): two statements, each a trip to the database thread,
-                // where an accept at 500/s is felt.
-                try await session.sql.raw(insert).run()
-                var record = SQLQueryString(notificationColumns)
-                record += notificationValues
-                record += ", changes()) RETURNING recipients"
-                count = try await session.sql.raw(record).first()?.decode(column: "recipients", as: Int.self) ?? 0
-            case .postgres:
-                var record = SQLQueryString(notificationColumns)
-                record += notificationValues
-                record += ", 0)"
-                try await session.sql.raw(record).run()
-                var counted: SQLQueryString = "WITH inserted AS ("
-                counted += insert
-                counted += " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
-                count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
-                if !direct { try await notifyOutbox(session) }
-            }
+            let (count, direct) = try await writeNotification(
+                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: recipients,
+                excludeDeviceIDs: excludeDeviceIDs, due: Self.milliseconds(dueAt), lane: lane, now: now, directUpTo: directUpTo, session)
             let record = NotificationRecord(
                 id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: count,
                 createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
@@ -129,6 +69,82 @@ extension HeraldStore {
             }
             return Accepted(record: record, created: true, claimed: claimed)
         }
+    }
+
+    /// Writes a notification and its deliveries (or a broadcast's cursor) in `session`'s
+    /// transaction: the accept's work once its idempotency key is settled, and a track step's
+    /// when it fires. `trace` starts every delivery's decision trace. Returns the recipients, and
+    /// whether the deliveries were claimed for this node (`directUpTo`).
+    func writeNotification(
+        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, recipients: RecipientSelector,
+        excludeDeviceIDs: [String], due: Int64, lane: DeliveryLane, now: Int64, directUpTo: Int = 0, trace: String? = nil, _ session: Session
+    ) async throws -> (count: Int, direct: Bool) {
+        if case .all = recipients, excludeDeviceIDs.isEmpty {
+            let count = try await acceptBroadcast(
+                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, dueAt: due, lane: lane,
+                now: now, session)
+            return (count, false)
+        }
+        var filter: SQLQueryString = ""
+        var named = Int.max
+        switch recipients {
+        case .all: break
+        case .users(let ids):
+            filter += " AND user_id IN (\(binds: ids))"
+            named = ids.count
+        case .devices(let ids):
+            filter += " AND device_id IN (\(binds: ids))"
+            named = ids.count
+        }
+        if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
+        let direct = directUpTo > 0 && named <= directUpTo && due <= now
+        let claimedBy: String? = direct ? nodeID : nil
+        // A trace to start the deliveries with (a track step's re-planning) is a column named
+        // only when there is one: the accept of a send keeps its statement.
+        var insert: SQLQueryString = "INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane, claimed_by, claim"
+        insert += trace == nil ? ") " : ", trace) "
+        insert += """
+            SELECT \(bind: id.uuidString), app_id, device_id, user_id, \(bind: direct ? "sending" : "queued"), \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue), \(bind: claimedBy), \(bind: direct ? 1 : 0)
+            """
+        if let trace { insert += ", \(bind: trace)" }
+        insert += """
+             FROM devices WHERE app_id = \(bind: appID) AND active = 1\(filter)
+            ORDER BY device_id
+            """
+        // The cancel key's column is named only when there is one (a store on a schema from
+        // before cancel keys, as the migration tests open, still accepts sends).
+        var notificationColumns = "INSERT INTO notifications (id, app_id, idempotency_key, content, created_at"
+        var notificationValues: SQLQueryString = """
+            (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), \(bind: now)
+            """
+        if let cancelKey {
+            notificationColumns += ", cancel_key"
+            notificationValues += ", \(bind: cancelKey)"
+        }
+        notificationColumns += ", recipients) VALUES "
+        let count: Int
+        switch dialect {
+        case .sqlite:
+            // The deliveries first, then the notification row with their count (`changes()`
+            // is the last statement's): two statements, each a trip to the database thread,
+            // where an accept at 500/s is felt.
+            try await session.sql.raw(insert).run()
+            var record = SQLQueryString(notificationColumns)
+            record += notificationValues
+            record += ", changes()) RETURNING recipients"
+            count = try await session.sql.raw(record).first()?.decode(column: "recipients", as: Int.self) ?? 0
+        case .postgres:
+            var record = SQLQueryString(notificationColumns)
+            record += notificationValues
+            record += ", 0)"
+            try await session.sql.raw(record).run()
+            var counted: SQLQueryString = "WITH inserted AS ("
+            counted += insert
+            counted += " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
+            count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
+            if !direct { try await notifyOutbox(session) }
+        }
+        return (count, direct)
     }
 
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the

@@ -589,6 +589,9 @@ extension HeraldStore {
             let alive = now - Int64(deadAfter * 1000)
             let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
             let pages = try await session.query(Self.rescuePagesSQL, [.integer(alive), .text(nodeID)])
+            // Timers the dead node was firing: fired at most once (their outcome is fenced).
+            let timers = try await session.query(Self.requeueTimersSQL, [.integer(now), .integer(alive), .text(nodeID)])
+            if !timers.isEmpty { logger.notice("Timers of a node that stopped answering are pending again", metadata: ["herald.timers": "\(timers.count)"]) }
             let rescued = rows.count + Int(pages.reduce(0) { $0 + ($1.first?.integer ?? 0) })
             if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
             if rescued > 0 {

@@ -4,10 +4,18 @@ import Foundation
 public struct Catalog: Sendable {
     public var app: CatalogApp
     public var types: [CatalogType]
+    /// Lifecycle tracks (issue #12 §2).
+    public var tracks: [CatalogTrack]
 
-    public init(app: CatalogApp, types: [CatalogType]) {
+    public init(app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = []) {
         self.app = app
         self.types = types
+        self.tracks = tracks
+    }
+
+    /// A track by name.
+    public func track(_ name: String) -> CatalogTrack? {
+        tracks.first { $0.name == name }
     }
 
     /// A type by its name or external id (`thought`, `PN-02`).

@@ -16,6 +16,7 @@ public enum CatalogChecker {
         var problems: [CatalogProblem] = []
         let rules = catalog.app.copyRules
         var seen = Set<String>()
+        problems += checkTracks(catalog)
         for type in catalog.types {
             let key = "types.\(type.name)"
             if !seen.insert(type.name).inserted {
@@ -86,6 +87,31 @@ public enum CatalogChecker {
 
     static func mentionsMoney(_ text: String) -> Bool {
         money.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    }
+
+    /// Tracks: steps name known types, step ids are unique within their track, and a step's
+    /// data names placeholders its type has.
+    static func checkTracks(_ catalog: Catalog) -> [CatalogProblem] {
+        var problems: [CatalogProblem] = []
+        for track in catalog.tracks {
+            var ids = Set<String>()
+            for (index, step) in track.steps.enumerated() {
+                let key = "tracks.\(track.name).steps[\(index)]"
+                if !ids.insert(step.id).inserted {
+                    problems.append(CatalogProblem(line: step.line, key: key + ".id", message: "step \"\(step.id)\" appears twice in the track"))
+                }
+                guard let type = catalog.type(step.type) else {
+                    let known = catalog.types.map(\.name).joined(separator: ", ")
+                    problems.append(CatalogProblem(line: step.line, key: key + ".type", message: "unknown type \"\(step.type)\"; the catalog has \(known)"))
+                    continue
+                }
+                for name in step.data.keys.sorted() where !type.placeholders.contains(name) {
+                    problems.append(
+                        CatalogProblem(line: step.line, key: "\(key).data.\(name)", message: "type \(type.name) has no placeholder {\(name)}"))
+                }
+            }
+        }
+        return problems
     }
 }
 

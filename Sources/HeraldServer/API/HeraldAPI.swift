@@ -61,6 +61,7 @@ package enum HeraldAPI {
             }
             // What fell due meanwhile goes now, not at the dispatcher's next idle wake-up.
             runtime.wake.signal(outbox: true)
+            runtime.timerWake.signal()
             let now = HeraldTime.format(devClock.now)
             runtime.logger.notice("Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(now)"])
             return try JSONResponse.make(ClockView(now: now, advancedSeconds: seconds))
@@ -123,8 +124,13 @@ package enum HeraldAPI {
             let body = try await decode(UserBody.self, request)
             try body.validate()
             let attributes = try JSONEncoder().encode(body.attributes ?? .object([:]))
+            let before = try await runtime.store.user(appID: app.id, userID: userID)?.timeZone
             let record = try await runtime.store.upsertUser(
                 appID: app.id, userID: userID, timeZone: body.timeZone, locale: body.locale, attributes: attributes)
+            if record.timeZone != before, let name = record.timeZone, let zone = TimeZone(identifier: name) {
+                // Wall-clock track steps follow the user to the new zone.
+                try await Tracks.replan(app: app, userID: userID, from: before.flatMap(TimeZone.init(identifier:)), to: zone, runtime: runtime)
+            }
             return try JSONResponse.make(UserView(record: record))
         }
         apps.get("users/:user") { request, context in
@@ -187,6 +193,67 @@ package enum HeraldAPI {
             return try JSONResponse.make(
                 CancelView(cancelled: done.cancelled, inFlight: done.inFlight, broadcastsSkipped: done.broadcastsSkipped))
         }
+        apps.put("users/:user/tracks/:track") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let (catalog, track) = try trackParameter(app, context)
+            let body = try await decode(EnrolBody.self, request)
+            let now = runtime.store.now
+            let (anchor, data, restart, testSeconds) = try body.validated(now: now)
+            let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
+            let plan = track.plan(anchor: anchor, zone: zone, testSeconds: testSeconds, now: now)
+            let (enrolled, record) = try await runtime.store.enrol(
+                appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey, anchorAt: anchor, data: data,
+                testSeconds: testSeconds, steps: plan.map { HeraldStore.StepPlan(id: $0.id, dueAt: $0.dueAt) }, restart: restart)
+            if enrolled {
+                runtime.timerWake.signal()
+                runtime.logger.info(
+                    "Enrolled in a track",
+                    metadata: ["herald.app": "\(app.id)", "herald.track": "\(track.name)", "herald.steps": "\(plan.count)", "herald.restart": "\(restart)"])
+            }
+            return try JSONResponse.make(EnrolmentView(record, enrolled: enrolled, catalog: catalog, zone: zone))
+        }
+        apps.delete("users/:user/tracks/:track") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let (_, track) = try trackParameter(app, context)
+            guard let done = try await runtime.store.unenrol(appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey) else {
+                throw APIError(.notFound, code: "not_enrolled", message: "the user is not enrolled in \(track.name)", field: "track")
+            }
+            runtime.metrics.cancelled(app: app.id, done.cancelled)
+            return try JSONResponse.make(
+                ["cancelled": done.steps + done.cancelled, "steps": done.steps, "deliveries": done.cancelled, "in_flight": done.inFlight])
+        }
+        apps.get("users/:user/tracks") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
+            let records = try await runtime.store.enrolments(appID: app.id, userID: userID)
+            return try JSONResponse.make(["tracks": records.map { EnrolmentView($0, enrolled: nil, catalog: app.catalog, zone: zone) }])
+        }
+        apps.post("events") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let buffer = try await request.body.collect(upTo: 4 << 20)
+            let data = Data(buffer.readableBytesView)
+            let batch = (try? JSONDecoder().decode(EventBatchProbe.self, from: data))?.events != nil
+            let events: [EventBody] = batch ? try decodeJSON(EventBatch.self, data, prefix: "").events : [try decodeJSON(EventBody.self, data, prefix: "")]
+            guard !events.isEmpty, events.count <= EventBatch.maximum else {
+                throw APIError.invalid("events", "events holds 1 to \(EventBatch.maximum) events")
+            }
+            let now = runtime.store.now
+            let checked = try events.enumerated().map { index, event throws(APIError) in
+                try event.validated(now: now, prefix: batch ? "events[\(index)]." : "")
+            }
+            var views: [EventAccepted] = []
+            for event in checked {
+                let (id, duplicate) = try await runtime.store.recordEvent(
+                    appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data, occurredAt: event.occurredAt,
+                    idempotencyKey: event.idempotencyKey)
+                views.append(EventAccepted(id: id, notifications: [], duplicate: duplicate))
+            }
+            if batch { return try JSONResponse.make(["events": views], status: .accepted) }
+            return try JSONResponse.make(views[0], status: .accepted)
+        }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
@@ -207,6 +274,18 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// The app's catalog and the track the path names (404 naming `track` when there is none).
+    static func trackParameter(_ app: AppRuntime, _ context: BasicRequestContext) throws -> (Catalog, CatalogTrack) {
+        let name = try pathParameter(context, "track", field: "track")
+        guard let catalog = app.catalog, let track = catalog.track(name) else {
+            let known = app.catalog?.tracks.map(\.name).joined(separator: ", ") ?? ""
+            throw APIError(
+                .notFound, code: "not_found", message: known.isEmpty ? "the app's catalog has no tracks" : "no track \"\(name)\"; the catalog has \(known)",
+                field: "track")
+        }
+        return (catalog, track)
+    }
 
     /// Whether the request carries the admin key or the metrics key.
     static func isOperator(_ request: Request, _ runtime: HeraldRuntime) -> Bool {

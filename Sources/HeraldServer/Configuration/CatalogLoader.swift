@@ -25,9 +25,16 @@ package enum CatalogLoader {
         let reader = YAMLReader(file: file, directory: "")
         var app = CatalogApp()
         var types: [CatalogType] = []
-        for (name, value) in try reader.mapping(root, "", allowed: ["app", "types"]) {
+        var tracks: [CatalogTrack] = []
+        for (name, value) in try reader.mapping(root, "", allowed: ["app", "types", "tracks"]) {
             if name == "app" {
                 app = try self.app(value, reader)
+            } else if name == "tracks" {
+                guard case .mapping(let mapping) = value else { throw reader.fail(value, "tracks", "must be a mapping of track name → track") }
+                for (trackName, trackNode) in mapping {
+                    guard let trackName = trackName.string else { throw reader.fail(trackNode, "tracks", "track names are strings") }
+                    tracks.append(try track(trackName, trackNode, reader))
+                }
             } else {
                 guard case .mapping(let mapping) = value else { throw reader.fail(value, "types", "must be a mapping of type name → type") }
                 for (typeName, typeNode) in mapping {
@@ -36,7 +43,68 @@ package enum CatalogLoader {
                 }
             }
         }
-        return Catalog(app: app, types: types)
+        return Catalog(app: app, types: types, tracks: tracks)
+    }
+
+    /// `tracks.NAME: {anchor, cancel_key?, steps: [{id, type, after, at?, unless?, data?}]}`.
+    private static func track(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogTrack {
+        let key = "tracks." + name
+        var anchor: String?
+        var cancelKey: String?
+        var steps: [CatalogStep] = []
+        for (field, value) in try reader.mapping(node, key, allowed: ["anchor", "cancel_key", "steps"]) {
+            let fieldKey = key + "." + field
+            switch field {
+            case "anchor": anchor = try reader.string(value, fieldKey)
+            case "cancel_key":
+                let text = try reader.string(value, fieldKey)
+                guard !text.isEmpty, text.utf8.count <= 128 else { throw reader.fail(value, fieldKey, "1 to 128 bytes") }
+                cancelKey = text
+            default:
+                guard case .sequence(let items) = value else { throw reader.fail(value, fieldKey, "a list of steps") }
+                for (index, item) in items.enumerated() {
+                    steps.append(try step(item, "\(fieldKey)[\(index)]", reader))
+                }
+            }
+        }
+        guard let anchor else { throw reader.fail(node, key, "needs anchor (what the steps count from, e.g. trial_started)") }
+        guard !steps.isEmpty else { throw reader.fail(node, key, "needs at least one step") }
+        return CatalogTrack(name: name, anchor: anchor, steps: steps, cancelKey: cancelKey, line: node.mark?.line)
+    }
+
+    private static func step(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogStep {
+        var id: String?
+        var type: String?
+        var after: TimeInterval?
+        var at: LocalTime?
+        var unless: String?
+        var data: [String: String] = [:]
+        for (field, value) in try reader.mapping(node, key, allowed: ["id", "type", "after", "at", "unless", "data"]) {
+            let fieldKey = key + "." + field
+            switch field {
+            case "id": id = try reader.string(value, fieldKey)
+            case "type": type = try reader.string(value, fieldKey)
+            case "after":
+                guard let seconds = HeraldDuration.seconds(try reader.string(value, fieldKey)), seconds >= 0, seconds <= 366 * 86_400 else {
+                    throw reader.fail(value, fieldKey, "a duration such as 2d, 36h or 90m (0 to 366d)")
+                }
+                after = seconds
+            case "at":
+                guard let time = LocalTime(try reader.string(value, fieldKey)) else { throw reader.fail(value, fieldKey, "a time HH:MM") }
+                at = time
+            case "unless": unless = try reader.string(value, fieldKey)
+            default:
+                guard case .mapping(let pairs) = value else { throw reader.fail(value, fieldKey, "a mapping of name → text") }
+                for (nameNode, textNode) in pairs {
+                    let name = nameNode.string ?? "?"
+                    data[name] = try reader.string(textNode, fieldKey + "." + name)
+                }
+            }
+        }
+        guard let id, !id.isEmpty else { throw reader.fail(node, key, "a step needs an id") }
+        guard let type else { throw reader.fail(node, key, "a step needs a type") }
+        guard let after else { throw reader.fail(node, key, "a step needs after (a duration from the anchor)") }
+        return CatalogStep(id: id, type: type, after: after, at: at, unless: unless, data: data, line: node.mark?.line)
     }
 
     private static func bool(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> Bool {

@@ -84,6 +84,11 @@ package final class HeraldMetrics: Sendable {
         counter("herald_deliveries_cancelled_total", [("app", app)]).increment(by: count)
     }
 
+    /// Timers (track steps) by what they became: fired, skipped (`unless`), failed.
+    func timers(app: String, outcome: String, _ count: Int) {
+        counter("herald_timers_total", [("app", app), ("outcome", outcome)]).increment(by: count)
+    }
+
     /// Deliveries claimed before a crash and queued again at start (they may arrive twice).
     func restartResends(_ count: Int) {
         counter("herald_restart_resends_total", []).increment(by: count)

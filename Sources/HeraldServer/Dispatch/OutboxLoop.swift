@@ -43,6 +43,9 @@ package struct OutboxLoop: Service {
                 group.addTask {
                     await retentionLoop(stopping: stopping)
                 }
+                group.addTask {
+                    await TimerLoop(runtime: runtime).run(stopping: stopping, interval: configuration.idleInterval)
+                }
                 var failures = 0
                 var lastStoreClaim = ContinuousClock.now - .seconds(1)
                 var storeBacklog = true
@@ -113,6 +116,7 @@ package struct OutboxLoop: Service {
             let left = runtime.direct.close()
             if !left.isEmpty { Task { try? await runtime.store.unclaim(left) } }
             runtime.wake.signal()
+            runtime.timerWake.signal()
         }
         try? await runtime.store.leave()
         logger.info("Dispatcher stopped")

@@ -1,0 +1,93 @@
+public import Foundation
+
+/// A lifecycle track (issue #12 §2, SPEC L1–L6): steps that fire at offsets from an anchor (a
+/// trial's start, onboarding's end), each a send of a catalog type to the enrolled user.
+public struct CatalogTrack: Sendable {
+    public var name: String
+    /// What the anchor is (`trial_started`): documentation for the catalog's reader.
+    public var anchor: String
+    /// The cancel key of its steps and of the notifications they become (`track:NAME` unless
+    /// the catalog names one): `POST …/cancel` with it stops the track for everyone (or the users named).
+    public var cancelKey: String
+    public var steps: [CatalogStep]
+    public var line: Int?
+
+    public init(name: String, anchor: String, steps: [CatalogStep] = [], cancelKey: String? = nil, line: Int? = nil) {
+        self.name = name
+        self.anchor = anchor
+        self.steps = steps
+        self.cancelKey = cancelKey ?? "track:" + name
+        self.line = line
+    }
+
+    public func step(_ id: String) -> CatalogStep? { steps.first { $0.id == id } }
+}
+
+/// One step: a send of `type` `after` the anchor, at a wall-clock time in the user's zone when
+/// `at` is set, skipped when the user did `unless` (an event, such as `app.opened`) since the anchor.
+public struct CatalogStep: Sendable {
+    public var id: String
+    public var type: String
+    /// Seconds after the anchor (`2d` is 172,800).
+    public var after: TimeInterval
+    /// A local time of day: the step fires on the day `after` reaches, at this time.
+    public var at: LocalTime?
+    public var unless: String?
+    /// Data defaults; the enrolment's data overrides them.
+    public var data: [String: String]
+    public var line: Int?
+
+    public init(
+        id: String, type: String, after: TimeInterval, at: LocalTime? = nil, unless: String? = nil, data: [String: String] = [:],
+        line: Int? = nil
+    ) {
+        self.id = id
+        self.type = type
+        self.after = after
+        self.at = at
+        self.unless = unless
+        self.data = data
+        self.line = line
+    }
+
+    /// When the step is due for an anchor, in the user's zone. An absolute step is the anchor
+    /// plus `after`. A wall-clock step counts whole days on the calendar of `zone` (a day across
+    /// a DST change is 23 or 25 hours: "2 days later at 10:00" stays 10:00), adds what is left
+    /// of `after`, and takes `at` on the day reached; a time that does not exist that day (in the
+    /// hour skipped in spring) moves an hour later, and one that happens twice (autumn) is the first.
+    public func due(anchor: Date, zone: TimeZone) -> Date {
+        guard let at else { return anchor.addingTimeInterval(after) }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let days = Int((after / 86_400).rounded(.down))
+        let rest = after - Double(days) * 86_400
+        let reached = (calendar.date(byAdding: .day, value: days, to: anchor) ?? anchor.addingTimeInterval(Double(days) * 86_400))
+            .addingTimeInterval(rest)
+        let day = calendar.startOfDay(for: reached)
+        return calendar.nextDate(
+            after: day.addingTimeInterval(-1), matching: DateComponents(hour: at.hour, minute: at.minute, second: 0),
+            matchingPolicy: .nextTimePreservingSmallerComponents, repeatedTimePolicy: .first, direction: .forward) ?? reached
+    }
+}
+
+/// A step planned for one user: its due time, or that it is already past.
+public struct PlannedStep: Sendable, Hashable {
+    public var id: String
+    public var dueAt: Date
+
+    public init(id: String, dueAt: Date) {
+        self.id = id
+        self.dueAt = dueAt
+    }
+}
+
+extension CatalogTrack {
+    /// The steps' due times for an anchor in `zone`; with `testSeconds`, every step that many
+    /// seconds after the one before, from `now` (L5: a test of the whole track in seconds).
+    public func plan(anchor: Date, zone: TimeZone, testSeconds: Int? = nil, now: Date) -> [PlannedStep] {
+        steps.enumerated().map { index, step in
+            if let testSeconds { return PlannedStep(id: step.id, dueAt: now.addingTimeInterval(Double((index + 1) * testSeconds))) }
+            return PlannedStep(id: step.id, dueAt: step.due(anchor: anchor, zone: zone))
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+
+/// Fires due timers (a track's steps) into notifications, beside the dispatcher: claims a batch,
+/// skips the steps whose `unless` event happened since the anchor, renders each step once for
+/// all the users whose data is the same (a wave of a million trial nudges is a few thousand
+/// notifications, not a million), and writes the outcomes in one transaction. The steps fan out
+/// to the devices the users have when they fire.
+struct TimerLoop {
+    let runtime: HeraldRuntime
+    /// Timers claimed per batch (a notification per distinct step and data among them).
+    static let batchSize = 500
+
+    /// Runs until `stopping`: fires what is due, then waits for a signal (an enrolment, the
+    /// clock moved) or `interval`.
+    func run(stopping: Flag, interval: Duration) async {
+        var failures = 0
+        while !stopping.isSet && !Task.isCancelled {
+            do {
+                let fired = try await fireOnce()
+                failures = 0
+                if fired == Self.batchSize { continue }
+            } catch {
+                failures += 1
+                if failures == 1 || failures % 10 == 0 {
+                    runtime.logger.error(
+                        "Timers cannot be fired; trying again",
+                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
+                }
+            }
+            await runtime.timerWake.wait(timeout: failures > 0 ? .seconds(1) : interval)
+        }
+    }
+
+    /// Claims one batch of due timers and fires it; returns how many were claimed.
+    @discardableResult
+    func fireOnce() async throws -> Int {
+        let (batch, timers) = try await runtime.store.claimDueTimers(limit: Self.batchSize)
+        guard !timers.isEmpty else { return 0 }
+        var outcomes: [HeraldStore.TimerOutcome] = []
+        for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
+            outcomes += try await self.outcomes(appID: appID, appTimers)
+        }
+        let (notifications, fired) = try await runtime.store.fireTimers(batch: batch, outcomes)
+        for outcome in outcomes {
+            switch outcome {
+            case .send(let appID, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
+            case .skipped(let ids, _): runtime.metrics.timers(app: timers[0].appID, outcome: "skipped", ids.count)
+            case .failed(let ids, let reason):
+                runtime.metrics.timers(app: timers[0].appID, outcome: "failed", ids.count)
+                runtime.logger.error("Track steps could not be sent", metadata: ["herald.steps": "\(ids.count)", "herald.reason": "\(reason)"])
+            }
+        }
+        if notifications > 0 {
+            runtime.wake.signal(outbox: true)
+            runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(fired)", "herald.notifications": "\(notifications)"])
+        }
+        return timers.count
+    }
+
+    /// What each of an app's claimed timers becomes.
+    private func outcomes(appID: String, _ timers: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+        guard let app = runtime.apps[appID], let catalog = app.catalog else {
+            return [.failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")]
+        }
+        var outcomes: [HeraldStore.TimerOutcome] = []
+        var live: [(HeraldStore.DueTimer, CatalogTrack, CatalogStep)] = []
+        var missing: [Int64] = []
+        for timer in timers {
+            guard let track = catalog.track(timer.name), let step = track.step(timer.step) else {
+                missing.append(timer.id)
+                continue
+            }
+            live.append((timer, track, step))
+        }
+        if !missing.isEmpty { outcomes.append(.failed(timers: missing, reason: "StepNotInCatalog")) }
+        // `unless`: the users who did the event since their anchor skip the step.
+        var skipped: [String: [Int64]] = [:]
+        for event in Set(live.compactMap { $0.2.unless }).sorted() {
+            let users = live.filter { $0.2.unless == event }.map(\.0.userID)
+            let last = try await runtime.store.lastEvents(appID: appID, name: event, userIDs: Array(Set(users)))
+            for (timer, _, step) in live where step.unless == event {
+                if let at = last[timer.userID], at >= (timer.anchorAt ?? .distantPast) { skipped[event, default: []].append(timer.id) }
+            }
+        }
+        for (event, ids) in skipped.sorted(by: { $0.key < $1.key }) { outcomes.append(.skipped(timers: ids, reason: "unless \(event)")) }
+        let skippedIDs = Set(skipped.values.joined())
+        // One notification per (track, step, data, trace): the same content for all its users.
+        struct Key: Hashable {
+            var track: String
+            var step: String
+            var data: String
+            var trace: String?
+        }
+        var groups: [Key: [HeraldStore.DueTimer]] = [:]
+        var order: [Key] = []
+        for (timer, _, _) in live where !skippedIDs.contains(timer.id) {
+            let key = Key(track: timer.name, step: timer.step, data: timer.data ?? "{}", trace: timer.trace)
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(timer)
+        }
+        for key in order {
+            guard let members = groups[key], let track = catalog.track(key.track), let step = track.step(key.step) else { continue }
+            var data: [String: JSONValue] = step.data.mapValues { .string($0) }
+            if let enrolled = try? JSONDecoder().decode(JSONValue.self, from: Data(key.data.utf8)).objectValue {
+                data.merge(enrolled) { _, new in new }
+            }
+            let body = NotificationBody(
+                to: .init(userIDs: Array(Set(members.map(\.userID))).sorted()), data: .object(data), cancelKey: track.cancelKey, type: step.type)
+            do {
+                let prepared = try body.prepared(
+                    payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                let content = try JSONEncoder().encode(prepared.content)
+                outcomes.append(
+                    .send(
+                        appID: appID, notification: UUID.random(), content: content, lane: body.lane(catalog: catalog),
+                        cancelKey: track.cancelKey, trace: key.trace, timers: members.map(\.id)))
+            } catch let error as APIError {
+                outcomes.append(.failed(timers: members.map(\.id), reason: "\(error.field ?? "step"): \(error.message)"))
+            }
+        }
+        return outcomes
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+
+/// Lifecycle tracks on the server (issue #12 §2): a user's zone, enrolment, re-planning when the
+/// zone changes, and the API's models.
+enum Tracks {
+    /// The zone a user's wall-clock steps are planned in: the user's `time_zone`, else one of
+    /// their devices', else UTC.
+    static func zone(appID: String, userID: String, runtime: HeraldRuntime) async throws -> TimeZone {
+        if let name = try await runtime.store.user(appID: appID, userID: userID)?.timeZone, let zone = TimeZone(identifier: name) {
+            return zone
+        }
+        let devices = try await runtime.store.devices(appID: appID, userID: userID)
+        if let name = devices.sorted(by: { $0.updatedAt > $1.updatedAt }).compactMap(\.timeZone).first, let zone = TimeZone(identifier: name) {
+            return zone
+        }
+        return TimeZone(identifier: "UTC")!
+    }
+
+    /// Re-plans a user's pending wall-clock steps for a new zone (the user's `time_zone`
+    /// changed), each move written to the step's trace, which its deliveries start with.
+    static func replan(app: AppRuntime, userID: String, from old: TimeZone?, to new: TimeZone, runtime: HeraldRuntime) async throws {
+        guard let catalog = app.catalog, !catalog.tracks.isEmpty else { return }
+        var moves: [(timerID: Int64, dueAt: Date, trace: String?)] = []
+        for pending in try await runtime.store.pendingSteps(appID: app.id, userID: userID) where pending.testSeconds == nil {
+            guard let step = catalog.track(pending.track)?.step(pending.step), let at = step.at else { continue }
+            let due = step.due(anchor: pending.anchorAt, zone: new)
+            guard due != pending.dueAt else { continue }
+            let message =
+                "time zone \(old?.identifier ?? "unknown") → \(new.identifier): step \(pending.track).\(pending.step) at \(at) local moves from \(HeraldTime.format(pending.dueAt)) to \(HeraldTime.format(due))"
+            let trace = DecisionTrace.appending([PolicyStep(rule: "schedule", message: message)], at: runtime.store.now, to: pending.trace)
+            moves.append((pending.timerID, due, trace))
+        }
+        let moved = try await runtime.store.moveSteps(moves)
+        if moved > 0 {
+            runtime.timerWake.signal()
+            runtime.logger.info(
+                "Track steps re-planned for a new time zone",
+                metadata: ["herald.app": "\(app.id)", "herald.steps": "\(moved)", "herald.time_zone": "\(new.identifier)"])
+        }
+    }
+}
+
+/// `PUT /v1/apps/{app}/users/{user_id}/tracks/{track}`.
+struct EnrolBody: Decodable {
+    var anchorAt: String?
+    var data: JSONValue?
+    var onConflict: String?
+    var testSeconds: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case data, anchorAt = "anchor_at", onConflict = "on_conflict", testSeconds = "test_seconds"
+    }
+
+    /// The anchor, data (a JSON object's text), restart and test seconds, checked; the first
+    /// problem names its field.
+    func validated(now: Date) throws(APIError) -> (anchor: Date, data: String, restart: Bool, testSeconds: Int?) {
+        var anchor = now
+        if let anchorAt {
+            guard let date = HeraldTime.parse(anchorAt) else {
+                throw APIError.invalid("anchor_at", "anchor_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
+            guard abs(date.timeIntervalSince(now)) <= 366 * 86_400 else { throw APIError.invalid("anchor_at", "anchor_at is within a year of now") }
+            anchor = date
+        }
+        if let data {
+            guard data.objectValue != nil else { throw APIError.invalid("data", "data must be a JSON object") }
+            guard data.depth <= NotificationBody.maximumDataDepth else {
+                throw APIError.invalid("data", "data nests objects and arrays more than \(NotificationBody.maximumDataDepth) levels deep")
+            }
+        }
+        let text = (try? JSONEncoder().encode(data ?? .object([:]))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        guard text.utf8.count <= 16_384 else { throw APIError.invalid("data", "data is at most 16 KB") }
+        let restart: Bool
+        switch onConflict ?? "ignore" {
+        case "ignore": restart = false
+        case "restart": restart = true
+        default: throw APIError.invalid("on_conflict", "on_conflict is ignore (keep the enrolment) or restart")
+        }
+        if let testSeconds, !(1...86_400).contains(testSeconds) {
+            throw APIError.invalid("test_seconds", "test_seconds is 1 to 86400")
+        }
+        return (anchor, text, restart, testSeconds)
+    }
+}
+
+/// An enrolment as the API shows it.
+struct EnrolmentView: Encodable {
+    struct Step: Encodable {
+        var id: String
+        var type: String?
+        var dueAt: String
+        var localTime: String?
+        var status: String
+        var reason: String?
+        var notificationID: String?
+        var trace: [DecisionTrace.Entry]?
+
+        enum CodingKeys: String, CodingKey {
+            case id, type, status, reason, trace
+            case dueAt = "due_at", localTime = "local_time", notificationID = "notification_id"
+        }
+    }
+
+    var enrolled: Bool?
+    var track: String
+    var anchorAt: String
+    var enrolledAt: String
+    var testSeconds: Int?
+    var steps: [Step]
+
+    enum CodingKeys: String, CodingKey {
+        case enrolled, track, steps
+        case anchorAt = "anchor_at", enrolledAt = "enrolled_at", testSeconds = "test_seconds"
+    }
+
+    init(_ record: HeraldStore.EnrolmentRecord, enrolled: Bool?, catalog: Catalog?, zone: TimeZone) {
+        self.enrolled = enrolled
+        track = record.track
+        anchorAt = HeraldTime.format(record.anchorAt)
+        enrolledAt = HeraldTime.format(record.enrolledAt)
+        testSeconds = record.testSeconds
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = zone
+        formatter.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate]
+        steps = record.steps.map { step in
+            let trace = DecisionTrace.entries(step.trace)
+            return Step(
+                id: step.step, type: catalog?.track(record.track)?.step(step.step)?.type, dueAt: HeraldTime.format(step.dueAt),
+                localTime: formatter.string(from: step.dueAt) + " " + zone.identifier, status: step.status, reason: step.reason,
+                notificationID: step.notificationID?.lowercased(), trace: trace.isEmpty ? nil : trace)
+        }
+    }
+}
+
+/// `POST /v1/apps/{app}/events`: one event a user did (`app.opened` is built in: what a step's
+/// `unless` reads).
+struct EventBody: Decodable {
+    var name: String?
+    var userID: String?
+    var data: JSONValue?
+    var occurredAt: String?
+    var idempotencyKey: String?
+
+    enum CodingKeys: String, CodingKey {
+        case name, data
+        case userID = "user_id", occurredAt = "occurred_at", idempotencyKey = "idempotency_key"
+    }
+
+    struct Checked {
+        var name: String
+        var userID: String
+        var data: String
+        var occurredAt: Date
+        var idempotencyKey: String?
+    }
+
+    /// Checked; the first problem names its field (after `prefix`, `events[3].` in a batch).
+    func validated(now: Date, prefix: String) throws(APIError) -> Checked {
+        guard let name else { throw APIError.missing(prefix + "name") }
+        guard !name.isEmpty, name.utf8.count <= 128 else { throw APIError.invalid(prefix + "name", "name is 1 to 128 bytes") }
+        guard let userID else { throw APIError.missing(prefix + "user_id") }
+        guard !userID.isEmpty, userID.utf8.count <= 256 else { throw APIError.invalid(prefix + "user_id", "user_id is 1 to 256 bytes") }
+        if let data {
+            guard data.objectValue != nil else { throw APIError.invalid(prefix + "data", "data must be a JSON object") }
+            guard data.depth <= NotificationBody.maximumDataDepth else {
+                throw APIError.invalid(prefix + "data", "data nests objects and arrays more than \(NotificationBody.maximumDataDepth) levels deep")
+            }
+        }
+        var occurred = now
+        if let occurredAt {
+            guard let date = HeraldTime.parse(occurredAt) else {
+                throw APIError.invalid(prefix + "occurred_at", "occurred_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
+            guard date <= now.addingTimeInterval(300), date >= now.addingTimeInterval(-366 * 86_400) else {
+                throw APIError.invalid(prefix + "occurred_at", "occurred_at is in the last year, and not more than 5 minutes ahead")
+            }
+            occurred = date
+        }
+        if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
+            throw APIError.invalid(prefix + "idempotency_key", "idempotency_key is 1 to 256 bytes")
+        }
+        let text = (try? JSONEncoder().encode(data ?? .object([:]))).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        guard text.utf8.count <= 16_384 else { throw APIError.invalid(prefix + "data", "data is at most 16 KB") }
+        return Checked(name: name, userID: userID, data: text, occurredAt: occurred, idempotencyKey: idempotencyKey)
+    }
+}
+
+/// The batch form: `{"events": [...]}`.
+struct EventBatch: Decodable {
+    var events: [EventBody]
+    static let maximum = 1_000
+}
+
+/// Whether a body is the batch form (has `events`, whatever is in it).
+struct EventBatchProbe: Decodable {
+    var events: JSONValue?
+}
+
+/// An event stored: its id, the notifications it sent, whether it was a repeat of an idempotency key.
+struct EventAccepted: Encodable {
+    var id: String
+    var notifications: [String]
+    var duplicate: Bool
+}

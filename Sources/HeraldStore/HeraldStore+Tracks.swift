@@ -1,0 +1,215 @@
+package import Foundation
+
+/// Lifecycle tracks (issue #12 §2): enrolments, and their steps as timers, rows with a due time
+/// that a timer loop claims (fenced like deliveries) and fires into notifications.
+extension HeraldStore {
+    /// A step of a user's track: when it is due and what became of it.
+    package struct StepRecord: Sendable, Hashable {
+        package var timerID: Int64
+        package var track: String
+        package var step: String
+        package var dueAt: Date
+        /// `pending`, `firing`, `fired`, `skipped`, `cancelled` or `failed`.
+        package var status: String
+        package var reason: String?
+        package var notificationID: String?
+        package var trace: String?
+    }
+
+    /// A user's enrolment in a track, with its steps.
+    package struct EnrolmentRecord: Sendable, Hashable {
+        package var track: String
+        package var anchorAt: Date
+        package var data: String
+        package var testSeconds: Int?
+        package var enrolledAt: Date
+        package var steps: [StepRecord]
+    }
+
+    /// A step to schedule: its id, due time and the trace to start with.
+    package struct StepPlan: Sendable, Hashable {
+        package var id: String
+        package var dueAt: Date
+        package init(id: String, dueAt: Date) {
+            self.id = id
+            self.dueAt = dueAt
+        }
+    }
+
+    /// How far in the past a step may be due at enrolment and still be sent (later ones are
+    /// skipped: an anchor a week ago does not send a week of reminders at once).
+    package static let pastStepGrace: TimeInterval = 60
+
+    /// Enrols a user in a track, in one durable transaction. Already enrolled: nothing changes
+    /// (`enrolled == false`, the enrolment as it is) unless `restart`, which cancels what has not
+    /// been sent of the last enrolment (its steps, and their deliveries not yet sent: the track's
+    /// cancel key, for this user) and schedules the steps anew. Steps due before now (less
+    /// `pastStepGrace`) are `skipped`.
+    package func enrol(
+        appID: String, userID: String, track: String, cancelKey: String, anchorAt: Date, data: String, testSeconds: Int?,
+        steps: [StepPlan], restart: Bool
+    ) async throws -> (enrolled: Bool, enrolment: EnrolmentRecord) {
+        try await transaction(durable: true) { [self] session in
+            var now = nowMilliseconds
+            let existing = try await session.query(
+                "SELECT enrolled_at FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3",
+                [.text(appID), .text(userID), .text(track)])
+            if let previous = existing.first?.first?.integer {
+                guard restart else {
+                    return (false, try await enrolment(appID: appID, userID: userID, track: track, session)!)
+                }
+                _ = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
+                // Steps of the last enrolment under another key (the catalog changed) go too.
+                _ = try await session.query(
+                    """
+                    UPDATE timers SET status = 'cancelled', reason = 'Restarted', claimed_by = NULL, updated_at = $1
+                    WHERE app_id = $2 AND user_id = $3 AND kind = 'step' AND name = $4 AND status IN ('pending', 'firing')
+                    """, [.integer(now), .text(appID), .text(userID), .text(track)])
+                _ = try await session.query(
+                    "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3", [.text(appID), .text(userID), .text(track)])
+                // The new enrolment's steps are those created from its start on: after the last one's.
+                now = max(now, previous + 1)
+            }
+            _ = try await session.query(
+                """
+                INSERT INTO enrolments (app_id, user_id, track, anchor_at, data, test_seconds, enrolled_at, updated_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                """,
+                [
+                    .text(appID), .text(userID), .text(track), .integer(Self.milliseconds(anchorAt)), .text(data),
+                    testSeconds.map { .integer(Int64($0)) } ?? .null, .integer(now),
+                ])
+            let earliest = now - Int64(Self.pastStepGrace * 1000)
+            for step in steps {
+                let due = Self.milliseconds(step.dueAt)
+                let past = due < earliest
+                _ = try await session.query(
+                    """
+                    INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
+                    VALUES ($1, $2, 'step', $3, $4, $5, $6, $7, $8, $9, $9)
+                    """,
+                    [
+                        .text(appID), .text(userID), .text(track), .text(step.id), .integer(due), .text(past ? "skipped" : "pending"),
+                        .text(cancelKey), past ? .text("PastAtEnrolment") : .null, .integer(now),
+                    ])
+            }
+            try await notifyOutbox(session)
+            return (true, try await enrolment(appID: appID, userID: userID, track: track, session)!)
+        }
+    }
+
+    /// Takes a user out of a track: its steps not fired and their deliveries not yet sent are
+    /// cancelled (one transaction), and the enrolment goes (enrolling again starts afresh).
+    /// Returns what was cancelled; nil when the user was not enrolled.
+    package func unenrol(appID: String, userID: String, track: String, cancelKey: String) async throws -> Cancellation? {
+        try await transaction(durable: true) { [self] session in
+            let removed = try await session.query(
+                "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3 RETURNING track",
+                [.text(appID), .text(userID), .text(track)])
+            guard !removed.isEmpty else { return nil }
+            let now = nowMilliseconds
+            var result = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
+            result.steps += try await session.query(
+                """
+                UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
+                WHERE app_id = $2 AND user_id = $3 AND kind = 'step' AND name = $4 AND status IN ('pending', 'firing')
+                RETURNING id
+                """, [.integer(now), .text(appID), .text(userID), .text(track)]
+            ).count
+            return result
+        }
+    }
+
+    /// A user's enrolments, each with its steps in due order.
+    package func enrolments(appID: String, userID: String) async throws -> [EnrolmentRecord] {
+        try await exclusive { [self] session in
+            var records: [EnrolmentRecord] = []
+            for row in try await session.query(
+                "SELECT track FROM enrolments WHERE app_id = $1 AND user_id = $2 ORDER BY track", [.text(appID), .text(userID)])
+            {
+                guard let track = row.first?.text, let record = try await enrolment(appID: appID, userID: userID, track: track, session)
+                else { continue }
+                records.append(record)
+            }
+            return records
+        }
+    }
+
+    private func enrolment(appID: String, userID: String, track: String, _ session: Session) async throws -> EnrolmentRecord? {
+        guard let row = try await session.query(
+            "SELECT anchor_at, data, test_seconds, enrolled_at FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3",
+            [.text(appID), .text(userID), .text(track)]
+        ).first, row.count == 4, let anchor = row[0].integer, let enrolled = row[3].integer else { return nil }
+        // The steps of this enrolment: those created since it began.
+        let steps = try await session.query(
+            """
+            SELECT id, step, due_at, status, reason, notification_id, trace FROM timers
+            WHERE app_id = $1 AND user_id = $2 AND kind = 'step' AND name = $3 AND created_at >= $4
+            ORDER BY due_at, id
+            """, [.text(appID), .text(userID), .text(track), .integer(enrolled)]
+        ).compactMap { columns -> StepRecord? in
+            guard columns.count == 7, let id = columns[0].integer, let step = columns[1].text, let due = columns[2].integer,
+                let status = columns[3].text
+            else { return nil }
+            return StepRecord(
+                timerID: id, track: track, step: step, dueAt: Self.date(due), status: status, reason: columns[4].text,
+                notificationID: columns[5].text, trace: columns[6].text)
+        }
+        return EnrolmentRecord(
+            track: track, anchorAt: Self.date(anchor), data: row[1].text ?? "{}", testSeconds: row[2].integer.map(Int.init),
+            enrolledAt: Self.date(enrolled), steps: steps)
+    }
+
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    // MARK: Re-planning
+
+    /// The user's pending wall-clock-able steps with what planning them needs.
+    package struct PendingStep: Sendable, Hashable {
+        package var timerID: Int64
+        package var track: String
+        package var step: String
+        package var dueAt: Date
+        package var anchorAt: Date
+        package var testSeconds: Int?
+        package var trace: String?
+    }
+
+    /// A user's steps not yet claimed, to re-plan (a time-zone change).
+    package func pendingSteps(appID: String, userID: String) async throws -> [PendingStep] {
+        try await exclusive { session in
+            try await session.query(
+                """
+                SELECT t.id, t.name, t.step, t.due_at, e.anchor_at, e.test_seconds, t.trace FROM timers t
+                JOIN enrolments e ON e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
+                WHERE t.app_id = $1 AND t.user_id = $2 AND t.kind = 'step' AND t.status = 'pending'
+                ORDER BY t.due_at, t.id
+                """, [.text(appID), .text(userID)]
+            ).compactMap { columns in
+                guard columns.count == 7, let id = columns[0].integer, let track = columns[1].text, let step = columns[2].text,
+                    let due = columns[3].integer, let anchor = columns[4].integer
+                else { return nil }
+                return PendingStep(
+                    timerID: id, track: track, step: step, dueAt: Self.date(due), anchorAt: Self.date(anchor),
+                    testSeconds: columns[5].integer.map(Int.init), trace: columns[6].text)
+            }
+        }
+    }
+
+    /// Moves steps still pending to new due times, with their new traces. Returns how many moved
+    /// (a step claimed meanwhile is not moved: it fires as planned).
+    package func moveSteps(_ moves: [(timerID: Int64, dueAt: Date, trace: String?)]) async throws -> Int {
+        guard !moves.isEmpty else { return 0 }
+        return try await transaction { [self] session in
+            var moved = 0
+            for move in moves {
+                moved += try await session.query(
+                    "UPDATE timers SET due_at = $1, trace = $2, updated_at = $3 WHERE id = $4 AND status = 'pending' RETURNING id",
+                    [.integer(Self.milliseconds(move.dueAt)), move.trace.map { .text($0) } ?? .null, .integer(nowMilliseconds), .integer(move.timerID)]
+                ).count
+            }
+            try await notifyOutbox(session)
+            return moved
+        }
+    }
+}
