@@ -27,7 +27,7 @@ struct CatalogCheckCommand: AsyncParsableCommand {
                     printError("\(file):\(problem.line.map(String.init) ?? "-"): \(problem.key): \(problem.message)")
                 }
                 if problems.isEmpty {
-                    printOutput("\(file): ok (\(catalog.types.count) types)")
+                    printOutput("\(file): ok (\(catalog.types.count) types" + (catalog.tracks.isEmpty ? ")" : ", \(catalog.tracks.count) tracks)"))
                 } else {
                     failed = true
                 }

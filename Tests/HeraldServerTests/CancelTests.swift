@@ -153,6 +153,11 @@ struct CancelTests {
             }
             let client = try await server.request(.post, "/v1/apps/demo/cancel", key: ServerHarness.client, json: #"{"cancel_key":"k"}"#)
             #expect(client.status == .forbidden)
+            // A body past 8 MB is a JSON 413 naming the body (it was an empty 413 at 1 MB, below
+            // what a send to 10,000 named users may need).
+            let huge = try await server.request(
+                .post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"k","user_ids":["\#(String(repeating: "u", count: 9 << 20))"]}"#)
+            #expect(huge.status == .contentTooLarge && (huge.body["error"] as? [String: Any])?["field"] as? String == "body", "\(huge.body)")
         }
     }
 

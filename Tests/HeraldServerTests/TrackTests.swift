@@ -117,6 +117,10 @@ struct TrackTests {
             try await Self.advance(server, to: start.addingTimeInterval(8 * 86_400))
             try await Task.sleep(for: .milliseconds(400))
             #expect(Self.titles(server, token) == ["Your AI is still waiting"])
+            // The track's cancel key does the same for anyone: POST …/cancel names the track.
+            #expect(try await server.request(.put, "/v1/apps/demo/users/zoe/tracks/trial", json: "{}").body["enrolled"] as? Bool == true)
+            let byKey = try await server.request(.post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"track:trial","user_ids":["zoe"]}"#)
+            #expect(byKey.body["cancelled"] as? Int == 3 && byKey.body["steps"] as? Int == 3)
             // A new trial later: a new enrolment, its own three steps.
             let again = try await server.request(.put, "/v1/apps/demo/users/leo/tracks/trial", json: "{}")
             #expect(again.body["enrolled"] as? Bool == true)

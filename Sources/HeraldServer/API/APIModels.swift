@@ -392,12 +392,15 @@ struct CancelBody: Decodable {
 
 /// What a cancel did.
 struct CancelView: Encodable {
+    /// Deliveries and track steps that will never be sent.
     var cancelled: Int
     var inFlight: Int
     var broadcastsSkipped: Int
+    /// Of `cancelled`, track steps not yet fired.
+    var steps: Int
 
     enum CodingKeys: String, CodingKey {
-        case cancelled, inFlight = "in_flight", broadcastsSkipped = "broadcasts_skipped"
+        case cancelled, steps, inFlight = "in_flight", broadcastsSkipped = "broadcasts_skipped"
     }
 }
 

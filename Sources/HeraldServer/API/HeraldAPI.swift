@@ -191,7 +191,8 @@ package enum HeraldAPI {
             let done = try await runtime.store.cancel(appID: app.id, cancelKey: key, userIDs: users)
             runtime.metrics.cancelled(app: app.id, done.cancelled)
             return try JSONResponse.make(
-                CancelView(cancelled: done.cancelled, inFlight: done.inFlight, broadcastsSkipped: done.broadcastsSkipped))
+                CancelView(
+                    cancelled: done.cancelled + done.steps, inFlight: done.inFlight, broadcastsSkipped: done.broadcastsSkipped, steps: done.steps))
         }
         apps.put("users/:user/tracks/:track") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -233,8 +234,7 @@ package enum HeraldAPI {
         }
         apps.post("events") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let buffer = try await request.body.collect(upTo: 4 << 20)
-            let data = Data(buffer.readableBytesView)
+            let data = try await body(request)
             let batch = (try? JSONDecoder().decode(EventBatchProbe.self, from: data))?.events != nil
             let events: [EventBody] = batch ? try decodeJSON(EventBatch.self, data, prefix: "").events : [try decodeJSON(EventBody.self, data, prefix: "")]
             guard !events.isEmpty, events.count <= EventBatch.maximum else {
@@ -394,8 +394,20 @@ package enum HeraldAPI {
     }
 
     static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request) async throws -> Body {
-        let buffer = try await request.body.collect(upTo: 1 << 20)
-        return try decodeJSON(type, Data(buffer.readableBytesView), prefix: "")
+        try decodeJSON(type, try await body(request), prefix: "")
+    }
+
+    /// The largest request body: a send may name 10,000 users and exclude 10,000 devices of up to
+    /// 256 bytes each.
+    static let maximumBody = 8 << 20
+
+    /// The request's body, at most `maximumBody` bytes (more: a JSON 413 naming `body`).
+    static func body(_ request: Request) async throws -> Data {
+        do {
+            return Data(try await request.body.collect(upTo: maximumBody).readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than \(maximumBody >> 20) MB", field: "body")
+        }
     }
 
     static func decodeJSON<Body: Decodable>(_ type: Body.Type, _ data: Data, prefix: String) throws -> Body {

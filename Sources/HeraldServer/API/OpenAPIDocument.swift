@@ -156,9 +156,48 @@ enum OpenAPIDocument {
                           type: object
                           required: [rule, message, at]
                           properties:
-                            rule: { type: string, enum: [preference, vacation, quiet_hours, pacing, grouping, dnd, pii, size] }
+                            rule: { type: string, enum: [preference, vacation, quiet_hours, pacing, grouping, dnd, pii, size, schedule] }
                             message: { type: string }
                             at: { type: string, format: date-time }
+            Enrolment:
+              type: object
+              required: [track, anchor_at, enrolled_at, steps]
+              properties:
+                enrolled: { type: boolean, description: "PUT only: false when the user was enrolled already (nothing changed)." }
+                track: { type: string }
+                anchor_at: { type: string, format: date-time }
+                enrolled_at: { type: string, format: date-time }
+                test_seconds: { type: integer }
+                steps:
+                  type: array
+                  items:
+                    type: object
+                    required: [id, due_at, status]
+                    properties:
+                      id: { type: string }
+                      type: { type: string }
+                      due_at: { type: string, format: date-time }
+                      local_time: { type: string, description: "The due time in the user's zone, e.g. 2026-11-27T10:00:00 Europe/Paris." }
+                      status: { type: string, enum: [pending, firing, fired, skipped, cancelled, failed] }
+                      reason: { type: string }
+                      notification_id: { type: string, format: uuid }
+                      trace: { type: array, items: { type: object } }
+            EventInput:
+              type: object
+              required: [name, user_id]
+              properties:
+                name: { type: string, minLength: 1, maxLength: 128 }
+                user_id: { type: string, minLength: 1, maxLength: 256 }
+                data: { type: object }
+                occurred_at: { type: string, format: date-time, description: "In the last year, at most 5 minutes ahead; default now." }
+                idempotency_key: { type: string, minLength: 1, maxLength: 256 }
+            EventAccepted:
+              type: object
+              required: [id, notifications, duplicate]
+              properties:
+                id: { type: string }
+                notifications: { type: array, items: { type: string, format: uuid } }
+                duplicate: { type: boolean }
             UserInput:
               type: object
               properties:
@@ -390,6 +429,110 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/tracks/{track}:
+            put:
+              summary: Enrol a user in a lifecycle track of the app's catalog (idempotent).
+              description: >-
+                The steps are planned from anchor_at (default now): a step with at fires on the calendar day after
+                reaches, at that time in the user's time zone (re-planned when it changes); the others at anchor_at
+                plus after. Enrolled already: nothing changes (enrolled false) unless on_conflict is restart, which
+                cancels what has not been sent and plans anew. test_seconds fires every step that many seconds
+                apart from now. Steps fan out to the user's devices when they fire; a step due more than a minute
+                before now is skipped.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { $ref: '#/components/parameters/user_id' }
+                - { name: track, in: path, required: true, schema: { type: string, minLength: 1 } }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      properties:
+                        anchor_at: { type: string, format: date-time, description: "Within a year of now." }
+                        data: { type: object, description: "Fills the steps' placeholders over the catalog's data defaults." }
+                        on_conflict: { type: string, enum: [ignore, restart], default: ignore }
+                        test_seconds: { type: integer, minimum: 1, maximum: 86400 }
+              responses:
+                '200': { description: The enrolment., content: { application/json: { schema: { $ref: '#/components/schemas/Enrolment' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+            delete:
+              summary: Take a user out of a track; its steps not fired and their deliveries not sent are cancelled.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { $ref: '#/components/parameters/user_id' }
+                - { name: track, in: path, required: true, schema: { type: string, minLength: 1 } }
+              responses:
+                '200':
+                  description: What was cancelled (steps plus deliveries).
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [cancelled, steps, deliveries, in_flight]
+                        properties:
+                          cancelled: { type: integer }
+                          steps: { type: integer }
+                          deliveries: { type: integer }
+                          in_flight: { type: integer }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/tracks:
+            get:
+              summary: A user's track enrolments, every step with its due time (UTC and local) and status.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              responses:
+                '200':
+                  description: The enrolments.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [tracks]
+                        properties:
+                          tracks: { type: array, items: { $ref: '#/components/schemas/Enrolment' } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/events:
+            post:
+              summary: Record what users did (one event, or {"events":[…]} up to 1,000).
+              description: app.opened is built in, what a track step's unless reads.
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      oneOf:
+                        - { $ref: '#/components/schemas/EventInput' }
+                        - type: object
+                          required: [events]
+                          properties:
+                            events: { type: array, minItems: 1, maxItems: 1000, items: { $ref: '#/components/schemas/EventInput' } }
+              responses:
+                '202':
+                  description: Stored.
+                  content:
+                    application/json:
+                      schema:
+                        oneOf:
+                          - { $ref: '#/components/schemas/EventAccepted' }
+                          - type: object
+                            required: [events]
+                            properties:
+                              events: { type: array, items: { $ref: '#/components/schemas/EventAccepted' } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+                '413': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/notifications:
             post:
               summary: Send a notification to users, devices or everyone (server or admin key).
@@ -444,9 +587,10 @@ enum OpenAPIDocument {
                     application/json:
                       schema:
                         type: object
-                        required: [cancelled, in_flight, broadcasts_skipped]
+                        required: [cancelled, in_flight, broadcasts_skipped, steps]
                         properties:
-                          cancelled: { type: integer }
+                          cancelled: { type: integer, description: "Deliveries and track steps that will never be sent." }
+                          steps: { type: integer, description: "Of them, track steps (their cancel key) not yet fired." }
                           in_flight: { type: integer }
                           broadcasts_skipped: { type: integer }
                 '400': { $ref: '#/components/responses/Error' }
