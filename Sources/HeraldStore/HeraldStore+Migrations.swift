@@ -287,10 +287,10 @@ extension HeraldStore {
         ),
         (
             13,
-            // Time (issue #12): enrolments in lifecycle tracks; timers, what fires later (a track's
-            // step) as a row with a due time, claimed and fenced like a delivery (pending →
-            // firing → fired, skipped, cancelled or failed); events users did (what a step's
-            // `unless` reads).
+            // Time and events (issue #12): enrolments in lifecycle tracks; timers, what fires later
+            // (a track's step, a silent sync) as a row with a due time, claimed and fenced like a
+            // delivery (pending → firing → fired, skipped, cancelled or failed); events users did
+            // (what a step's `unless` and triggers read); badge counters; job occurrences.
             [
                 """
                 CREATE TABLE enrolments (
@@ -316,6 +316,7 @@ extension HeraldStore {
                     due_at BIGINT NOT NULL,
                     status TEXT NOT NULL,
                     cancel_key TEXT,
+                    data TEXT,
                     trace TEXT,
                     reason TEXT,
                     notification_id TEXT,
@@ -337,16 +338,60 @@ extension HeraldStore {
                     data TEXT NOT NULL DEFAULT '{}',
                     occurred_at BIGINT NOT NULL,
                     received_at BIGINT NOT NULL,
-                    idempotency_key TEXT
+                    idempotency_key TEXT,
+                    notifications TEXT
                 )
                 """,
                 "CREATE INDEX events_user ON events (app_id, user_id, name, occurred_at)",
                 "CREATE UNIQUE INDEX events_idempotency ON events (app_id, idempotency_key)",
                 "CREATE INDEX events_received ON events (received_at)",
+                // Badges (§5): each user's counters; the badge is their sum.
+                """
+                CREATE TABLE badges (
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    counter TEXT NOT NULL,
+                    value BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, counter)
+                )
+                """,
+                // Jobs (§4): each user gets each occurrence of a job at most once (the key), and
+                // each (job, zone, local day) is run once.
+                """
+                CREATE TABLE job_occurrences (
+                    app_id TEXT NOT NULL,
+                    job TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    occurrence TEXT NOT NULL,
+                    notification_id TEXT,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, job, user_id, occurrence)
+                )
+                """,
+                """
+                CREATE TABLE job_runs (
+                    app_id TEXT NOT NULL,
+                    job TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    occurrence TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    claimed_by TEXT,
+                    users INTEGER NOT NULL DEFAULT 0,
+                    sent INTEGER NOT NULL DEFAULT 0,
+                    started_at BIGINT NOT NULL,
+                    finished_at BIGINT,
+                    PRIMARY KEY (app_id, job, zone, occurrence)
+                )
+                """,
+                "CREATE INDEX users_zone ON users (app_id, time_zone)",
             ] + [
                 ("enrolments", ["app_id", "user_id", "track"]),
                 ("timers", ["app_id", "user_id", "kind", "name", "step", "status", "cancel_key"]),
                 ("events", ["id", "app_id", "user_id", "name", "idempotency_key"]),
+                ("badges", ["app_id", "user_id", "counter"]),
+                ("job_occurrences", ["app_id", "job", "user_id", "occurrence"]),
+                ("job_runs", ["app_id", "job", "zone", "occurrence"]),
             ].map { table, columns in
                 postgresOnly(
                     "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))

@@ -153,32 +153,6 @@ extension HeraldStore {
 
     // MARK: Events
 
-    /// Stores an event a user did; with an idempotency key seen before, the first event's id and
-    /// `duplicate == true`.
-    package func recordEvent(
-        appID: String, id: UUID, userID: String, name: String, data: String, occurredAt: Date, idempotencyKey: String?
-    ) async throws -> (id: String, duplicate: Bool) {
-        try await transaction(durable: true) { [self] session in
-            if let idempotencyKey,
-                let existing = try await session.query(
-                    "SELECT id FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(idempotencyKey)]
-                ).first?.first?.text
-            {
-                return (existing, true)
-            }
-            _ = try await session.query(
-                """
-                INSERT INTO events (id, app_id, user_id, name, data, occurred_at, received_at, idempotency_key)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                """,
-                [
-                    .text(id.uuidString.lowercased()), .text(appID), .text(userID), .text(name), .text(data),
-                    .integer(Self.milliseconds(occurredAt)), .integer(nowMilliseconds), idempotencyKey.map { .text($0) } ?? .null,
-                ])
-            return (id.uuidString.lowercased(), false)
-        }
-    }
-
     /// When each of these users last did `name` (users who never did are absent).
     package func lastEvents(appID: String, name: String, userIDs: [String]) async throws -> [String: Date] {
         guard !userIDs.isEmpty else { return [:] }

@@ -27,7 +27,8 @@ struct CatalogCheckCommand: AsyncParsableCommand {
                     printError("\(file):\(problem.line.map(String.init) ?? "-"): \(problem.key): \(problem.message)")
                 }
                 if problems.isEmpty {
-                    printOutput("\(file): ok (\(catalog.types.count) types" + (catalog.tracks.isEmpty ? ")" : ", \(catalog.tracks.count) tracks)"))
+                    let parts = [(catalog.types.count, "types"), (catalog.tracks.count, "tracks"), (catalog.triggers.count, "triggers"), (catalog.jobs.count, "jobs")]
+                    printOutput("\(file): ok (" + parts.filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + ")")
                 } else {
                     failed = true
                 }

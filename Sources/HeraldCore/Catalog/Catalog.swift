@@ -6,11 +6,19 @@ public struct Catalog: Sendable {
     public var types: [CatalogType]
     /// Lifecycle tracks (issue #12 §2).
     public var tracks: [CatalogTrack]
+    /// What events do (§3), in the catalog's order.
+    public var triggers: [CatalogTrigger]
+    /// Time-based jobs over user attributes (§4).
+    public var jobs: [CatalogJob]
 
-    public init(app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = []) {
+    public init(
+        app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = [], triggers: [CatalogTrigger] = [], jobs: [CatalogJob] = []
+    ) {
         self.app = app
         self.types = types
         self.tracks = tracks
+        self.triggers = triggers
+        self.jobs = jobs
     }
 
     /// A track by name.

@@ -16,7 +16,7 @@ public enum CatalogChecker {
         var problems: [CatalogProblem] = []
         let rules = catalog.app.copyRules
         var seen = Set<String>()
-        problems += checkTracks(catalog)
+        problems += checkTimeAndEvents(catalog)
         for type in catalog.types {
             let key = "types.\(type.name)"
             if !seen.insert(type.name).inserted {
@@ -89,9 +89,10 @@ public enum CatalogChecker {
         money.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
     }
 
-    /// Tracks: steps name known types, step ids are unique within their track, and a step's
-    /// data names placeholders its type has.
-    static func checkTracks(_ catalog: Catalog) -> [CatalogProblem] {
+    /// Tracks (steps name known types, step ids are unique within their track, a step's data
+    /// names placeholders its type has), jobs (known types, unique names) and triggers (known
+    /// types, each does something).
+    static func checkTimeAndEvents(_ catalog: Catalog) -> [CatalogProblem] {
         var problems: [CatalogProblem] = []
         for track in catalog.tracks {
             var ids = Set<String>()
@@ -109,6 +110,24 @@ public enum CatalogChecker {
                     problems.append(
                         CatalogProblem(line: step.line, key: "\(key).data.\(name)", message: "type \(type.name) has no placeholder {\(name)}"))
                 }
+            }
+        }
+        var jobNames = Set<String>()
+        for (index, job) in catalog.jobs.enumerated() {
+            if !jobNames.insert(job.name).inserted {
+                problems.append(CatalogProblem(line: job.line, key: "jobs[\(index)].name", message: "job \"\(job.name)\" appears twice"))
+            }
+            if catalog.type(job.type) == nil {
+                problems.append(CatalogProblem(line: job.line, key: "jobs[\(index)].type", message: "unknown type \"\(job.type)\""))
+            }
+        }
+        for (index, trigger) in catalog.triggers.enumerated() {
+            if let type = trigger.type, catalog.type(type) == nil {
+                problems.append(CatalogProblem(line: trigger.line, key: "triggers[\(index)].type", message: "unknown type \"\(type)\""))
+            }
+            if trigger.type == nil && trigger.cancel.isEmpty && trigger.badge == nil && trigger.attributes.isEmpty {
+                problems.append(
+                    CatalogProblem(line: trigger.line, key: "triggers[\(index)]", message: "the trigger does nothing (no type, cancel, badge or attributes)"))
             }
         }
         return problems

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldPayload
 import HeraldStore
 package import Hummingbird
 import NIOCore
@@ -245,14 +246,37 @@ package enum HeraldAPI {
                 try event.validated(now: now, prefix: batch ? "events[\(index)]." : "")
             }
             var views: [EventAccepted] = []
+            let badgeContent = Triggers.badgeContent(app: app)
             for event in checked {
-                let (id, duplicate) = try await runtime.store.recordEvent(
+                // Each event in its own transaction, in order: a batch's second event sees the first's effects.
+                let stored = try await runtime.store.user(appID: app.id, userID: event.userID)?.attributes
+                let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
+                let effects = try Triggers.effects(app: app, event: event, attributes: attributes, now: now)
+                let (id, duplicate, notifications) = try await runtime.store.applyEvent(
                     appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data, occurredAt: event.occurredAt,
-                    idempotencyKey: event.idempotencyKey)
-                views.append(EventAccepted(id: id, notifications: [], duplicate: duplicate))
+                    idempotencyKey: event.idempotencyKey, effects: effects, badgeContent: badgeContent)
+                if !notifications.isEmpty, !duplicate {
+                    runtime.wake.signal(outbox: true)
+                    for _ in notifications { runtime.metrics.notificationCreated(app: app.id) }
+                }
+                views.append(EventAccepted(id: id, notifications: notifications, duplicate: duplicate))
             }
+            runtime.metrics.events(app: app.id, checked.count)
             if batch { return try JSONResponse.make(["events": views], status: .accepted) }
             return try JSONResponse.make(views[0], status: .accepted)
+        }
+        apps.post("users/:user/badges") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let change = try await decode(BadgeBody.self, request).validated()
+            let (counters, notification) = try await runtime.store.changeBadges(
+                appID: app.id, userID: userID, [change], content: Triggers.badgeContent(app: app))
+            if notification != nil { runtime.wake.signal(outbox: true) }
+            return try JSONResponse.make(BadgeView(counters, notification: notification))
+        }
+        apps.get("users/:user/badges") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            return try JSONResponse.make(BadgeView(try await runtime.store.badges(appID: app.id, userID: try validUserID(context))))
         }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)

@@ -84,6 +84,16 @@ package final class HeraldMetrics: Sendable {
         counter("herald_deliveries_cancelled_total", [("app", app)]).increment(by: count)
     }
 
+    /// Users a job's occurrence was sent to.
+    func jobSends(app: String, job: String, _ count: Int) {
+        counter("herald_job_sends_total", [("app", app), ("job", job)]).increment(by: count)
+    }
+
+    /// Events received.
+    func events(app: String, _ count: Int) {
+        counter("herald_events_total", [("app", app)]).increment(by: count)
+    }
+
     /// Timers (track steps) by what they became: fired, skipped (`unless`), failed.
     func timers(app: String, outcome: String, _ count: Int) {
         counter("herald_timers_total", [("app", app), ("outcome", outcome)]).increment(by: count)

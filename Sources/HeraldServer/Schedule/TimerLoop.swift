@@ -17,8 +17,10 @@ struct TimerLoop {
     /// clock moved) or `interval`.
     func run(stopping: Flag, interval: Duration) async {
         var failures = 0
+        let jobs = JobRunner(runtime: runtime)
         while !stopping.isSet && !Task.isCancelled {
             do {
+                try await jobs.runIfDue()
                 let fired = try await fireOnce()
                 failures = 0
                 if fired == Self.batchSize { continue }
@@ -26,7 +28,7 @@ struct TimerLoop {
                 failures += 1
                 if failures == 1 || failures % 10 == 0 {
                     runtime.logger.error(
-                        "Timers cannot be fired; trying again",
+                        "Timers or jobs cannot run; trying again",
                         metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
                 }
             }

@@ -1,0 +1,92 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+
+/// Events and their triggers (issue #12 §3) and badges (§5) on the server: what an event does,
+/// prepared (rendered, checked) before the transaction that stores it and applies it.
+enum Triggers {
+    /// The effects of the triggers `event` drives, in the catalog's order within each kind.
+    static func effects(app: AppRuntime, event: EventBody.Checked, attributes: [String: JSONValue], now: Date) throws(APIError)
+        -> HeraldStore.EventEffects
+    {
+        var effects = HeraldStore.EventEffects()
+        guard let catalog = app.catalog else { return effects }
+        let data = (try? JSONDecoder().decode(JSONValue.self, from: Data(event.data.utf8)).objectValue) ?? [:]
+        var values: [String: String] = [:]
+        for (key, value) in data { values[key] = TriggerCondition.text(value) }
+        for trigger in catalog.triggers where trigger.event == event.name && trigger.matches(data: data, user: attributes) {
+            for (name, template) in trigger.attributes.sorted(by: { $0.key < $1.key }) {
+                if let value = Template.render(template, data: values) { effects.attributes[name] = value }
+            }
+            effects.cancels += trigger.cancel.compactMap { Template.render($0, data: values) }
+            if let badge = trigger.badge {
+                effects.badges.append(HeraldStore.BadgeChange(counter: badge.counter, delta: badge.delta.map(Int64.init), value: badge.value.map(Int64.init)))
+            }
+            guard let type = trigger.type else { continue }
+            // The event's data, unless the trigger maps it (a missing value leaves its field out).
+            let sent: [String: JSONValue] = trigger.data.map { mapping in
+                mapping.compactMapValues { Template.render($0, data: values).map(JSONValue.string) }
+            } ?? data
+            let cancelKey = trigger.cancelKey.flatMap { Template.render($0, data: values) }
+            if let cancelKey, cancelKey.isEmpty || cancelKey.utf8.count > NotificationBody.maximumCancelKey {
+                throw APIError.invalid("data", "the trigger's cancel key \"\(cancelKey.prefix(40))\" is not 1 to 128 bytes")
+            }
+            let body = NotificationBody(to: .init(userIDs: [event.userID]), data: .object(sent), cancelKey: cancelKey, type: type)
+            let prepared = try body.prepared(payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: now)
+            let content: Data
+            do { content = try JSONEncoder().encode(prepared.content) } catch { throw APIError.invalid("data", "the send cannot be stored") }
+            effects.sends.append((UUID.random(), content, body.lane(catalog: catalog), cancelKey))
+        }
+        return effects
+    }
+
+    /// The badge-only push for a new total: `aps.badge` with the absolute total (and `badge` in
+    /// the data, for FCM devices), no alert, priority 5, one collapse id so only the latest counts.
+    static func badgeContent(app: AppRuntime) -> HeraldStore.BadgeContent {
+        let payloadKey = app.configuration.payloadKey
+        let fcm = app.configuration.fcm != nil
+        return { total in
+            let body = NotificationBody(
+                to: .init(userIDs: ["badge"]), data: .object(["badge": .int(Int(total))]), priority: 5, collapseID: "herald-badge",
+                badge: Int(total))
+            return try JSONEncoder().encode(try body.prepared(payloadKey: payloadKey, catalog: nil, fcm: fcm, now: Date()).content)
+        }
+    }
+}
+
+/// `POST /v1/apps/{app}/users/{user_id}/badges`: `{"counter", "delta"}` or `{"counter", "value"}`.
+struct BadgeBody: Decodable {
+    var counter: String?
+    var delta: Int?
+    var value: Int?
+
+    func validated() throws(APIError) -> HeraldStore.BadgeChange {
+        guard let counter else { throw APIError.missing("counter") }
+        guard !counter.isEmpty, counter.utf8.count <= 64 else { throw APIError.invalid("counter", "counter is 1 to 64 bytes") }
+        switch (delta, value) {
+        case (let delta?, nil):
+            guard abs(delta) <= 1_000_000 else { throw APIError.invalid("delta", "delta is -1000000 to 1000000") }
+            return HeraldStore.BadgeChange(counter: counter, delta: Int64(delta))
+        case (nil, let value?):
+            guard (0...1_000_000).contains(value) else { throw APIError.invalid("value", "value is 0 to 1000000") }
+            return HeraldStore.BadgeChange(counter: counter, value: Int64(value))
+        default: throw APIError.invalid("delta", "send one of delta (a change) or value (the counter's new value)")
+        }
+    }
+}
+
+/// A user's badge: the total the devices show, and its counters.
+struct BadgeView: Encodable {
+    var badge: Int64
+    var counters: [String: Int64]
+    var notificationID: String?
+
+    enum CodingKeys: String, CodingKey { case badge, counters, notificationID = "notification_id" }
+
+    init(_ counters: [String: Int64], notification: UUID? = nil) {
+        badge = counters.values.reduce(0, +)
+        self.counters = counters
+        notificationID = notification?.uuidString.lowercased()
+    }
+}
