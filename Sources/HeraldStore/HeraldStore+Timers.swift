@@ -19,6 +19,7 @@ extension HeraldStore {
         package var cancelKey: String?
         package var trace: String?
         package var anchorAt: Date?
+        /// A step's enrolment data; a sync's cursor.
         package var data: String?
     }
 
@@ -63,8 +64,8 @@ extension HeraldStore {
             for chunk in ids.chunked(Self.batchSize) {
                 for columns in try await session.query(
                     """
-                    SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, e.data
-                    FROM timers t LEFT JOIN enrolments e ON e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
+                    SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
+                    FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
                     WHERE t.id IN (\(Self.placeholders(chunk.count, from: 1)))
                     """, chunk.map { .integer($0) })
                 {
@@ -95,22 +96,28 @@ extension HeraldStore {
             for outcome in outcomes {
                 switch outcome {
                 case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let timers):
+                    // A step goes to its user's devices; a sync to its device (`name`).
                     var users: [String] = []
+                    var devices: [String] = []
                     for chunk in timers.chunked(Self.batchSize) {
-                        users += try await session.query(
+                        for row in try await session.query(
                             """
                             UPDATE timers SET status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2
                             WHERE id IN (\(Self.placeholders(chunk.count, from: 4))) AND claim = $3 AND status = 'firing'
-                            RETURNING user_id
-                            """, [.text(notification.uuidString), .integer(now), .integer(batch)] + chunk.map { .integer($0) }
-                        ).compactMap { $0.first?.text }
+                            RETURNING user_id, kind, name
+                            """, [.text(notification.uuidString), .integer(now), .integer(batch)] + chunk.map { .integer($0) })
+                        {
+                            guard row.count == 3, let user = row[0].text, let name = row[2].text else { continue }
+                            if row[1].text == "sync" { devices.append(name) } else { users.append(user) }
+                        }
                     }
-                    guard !users.isEmpty else { continue }
-                    fired += users.count
+                    guard !users.isEmpty || !devices.isEmpty else { continue }
+                    fired += users.count + devices.count
                     notifications += 1
                     _ = try await writeNotification(
                         appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
-                        recipients: .users(Array(Set(users)).sorted()), excludeDeviceIDs: [], due: now, lane: lane, now: now, trace: trace, session)
+                        recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()), excludeDeviceIDs: [],
+                        due: now, lane: lane, now: now, trace: trace, session)
                 case .skipped(let timers, let reason), .failed(let timers, let reason):
                     let status: String
                     if case .skipped = outcome { status = "skipped" } else { status = "failed" }

@@ -265,6 +265,20 @@ package enum HeraldAPI {
             if batch { return try JSONResponse.make(["events": views], status: .accepted) }
             return try JSONResponse.make(views[0], status: .accepted)
         }
+        apps.post("users/:user/sync") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let userID = try validUserID(context)
+            let (origin, cursor) = try await decode(SyncBody.self, request).validated()
+            let at = runtime.store.now
+            let plans = try await runtime.store.scheduleSync(
+                appID: app.id, userID: userID, origin: origin, cursor: cursor, debounce: app.configuration.syncDebounce,
+                hourlyBudget: app.configuration.syncHourlyBudget
+            ) { message, previous in
+                DecisionTrace.appending([PolicyStep(rule: "sync", message: message)], at: at, to: previous)
+            }
+            if plans.contains(where: { !$0.coalesced }) { runtime.timerWake.signal() }
+            return try JSONResponse.make(SyncView(plans), status: .accepted)
+        }
         apps.post("users/:user/badges") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)

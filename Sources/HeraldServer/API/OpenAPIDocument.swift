@@ -156,7 +156,7 @@ enum OpenAPIDocument {
                           type: object
                           required: [rule, message, at]
                           properties:
-                            rule: { type: string, enum: [preference, vacation, quiet_hours, pacing, grouping, dnd, pii, size, schedule] }
+                            rule: { type: string, enum: [preference, vacation, quiet_hours, pacing, grouping, dnd, pii, size, schedule, sync] }
                             message: { type: string }
                             at: { type: string, format: date-time }
             Enrolment:
@@ -182,6 +182,13 @@ enum OpenAPIDocument {
                       reason: { type: string }
                       notification_id: { type: string, format: uuid }
                       trace: { type: array, items: { type: object } }
+            Badge:
+              type: object
+              required: [badge, counters]
+              properties:
+                badge: { type: integer }
+                counters: { type: object, additionalProperties: { type: integer } }
+                notification_id: { type: string, format: uuid, description: "The badge push, when the total changed." }
             EventInput:
               type: object
               required: [name, user_id]
@@ -496,6 +503,73 @@ enum OpenAPIDocument {
                         required: [tracks]
                         properties:
                           tracks: { type: array, items: { $ref: '#/components/schemas/Enrolment' } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/badges:
+            post:
+              summary: Change one of a user's badge counters; a changed total is pushed (absolute) to every device.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [counter]
+                      properties:
+                        counter: { type: string, minLength: 1, maxLength: 64 }
+                        delta: { type: integer, minimum: -1000000, maximum: 1000000 }
+                        value: { type: integer, minimum: 0, maximum: 1000000 }
+              responses:
+                '200': { description: The badge after., content: { application/json: { schema: { $ref: '#/components/schemas/Badge' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+            get:
+              summary: A user's badge (the sum of their counters) and counters.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              responses:
+                '200': { description: The badge., content: { application/json: { schema: { $ref: '#/components/schemas/Badge' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/users/{user_id}/sync:
+            post:
+              summary: A background push with a cursor to the user's other devices, coalesced and within each device's hourly budget.
+              parameters: [{ $ref: '#/components/parameters/app' }, { $ref: '#/components/parameters/user_id' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [cursor]
+                      properties:
+                        origin_device_id: { type: string, minLength: 1, maxLength: 256 }
+                        cursor: { type: string, minLength: 1, maxLength: 1024 }
+              responses:
+                '202':
+                  description: Scheduled, per other device.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [devices]
+                        properties:
+                          devices:
+                            type: array
+                            items:
+                              type: object
+                              required: [device_id, due_at, coalesced, held]
+                              properties:
+                                device_id: { type: string }
+                                due_at: { type: string, format: date-time }
+                                coalesced: { type: boolean }
+                                held: { type: boolean }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

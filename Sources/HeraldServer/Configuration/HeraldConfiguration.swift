@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import Yams
 
 /// `herald serve`'s configuration (YAML). The key names are a contract: scripts depend on them.
@@ -71,6 +71,11 @@ package struct HeraldConfiguration: Sendable {
         package var catalogFile: String?
         /// FCM HTTP v1 credentials (issue #5).
         package var fcm: FCMConfiguration?
+        /// Silent sync to a user's other devices (issue #12 §6, `sync`): pushes to one device
+        /// at least `debounce` seconds apart (the ones between coalesce into the next), at most
+        /// `hourly_budget` an hour (Apple delivers 2–3 background pushes an hour reliably).
+        package var syncDebounce: TimeInterval = 5
+        package var syncHourlyBudget = 3
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
@@ -366,7 +371,7 @@ struct YAMLReader {
             node, key,
             allowed: [
                 "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
-                "max_devices_per_user",
+                "max_devices_per_user", "sync",
             ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else { throw fail(node, key + ".id", "is required") }
         let id = try string(idNode, key + ".id")
@@ -407,6 +412,18 @@ struct YAMLReader {
                 let limit = try int(value, key + ".max_devices_per_user")
                 guard limit >= 1 else { throw fail(value, key + ".max_devices_per_user", "must be 1 or more") }
                 app.maxDevicesPerUser = limit
+            case "sync":
+                for (field, fieldNode) in try mapping(value, key + ".sync", allowed: ["debounce", "hourly_budget"]) {
+                    let path = key + ".sync." + field
+                    let number = try int(fieldNode, path)
+                    if field == "debounce" {
+                        guard (0...3600).contains(number) else { throw fail(fieldNode, path, "seconds, 0 to 3600") }
+                        app.syncDebounce = TimeInterval(number)
+                    } else {
+                        guard (1...100).contains(number) else { throw fail(fieldNode, path, "1 to 100 pushes an hour per device") }
+                        app.syncHourlyBudget = number
+                    }
+                }
             case "apns": app.apns = try apns(value, key + ".apns")
             case "catalog": app.catalogFile = try path(value, key + ".catalog")
             case "fcm": app.fcm = try fcm(value, key + ".fcm")

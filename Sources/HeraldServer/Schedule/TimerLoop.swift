@@ -63,11 +63,14 @@ struct TimerLoop {
     }
 
     /// What each of an app's claimed timers becomes.
-    private func outcomes(appID: String, _ timers: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+        let syncs = all.filter { $0.kind == "sync" }
+        let timers = all.filter { $0.kind != "sync" }
+        var outcomes = syncOutcomes(appID: appID, syncs)
+        guard !timers.isEmpty else { return outcomes }
         guard let app = runtime.apps[appID], let catalog = app.catalog else {
-            return [.failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")]
+            return outcomes + [.failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")]
         }
-        var outcomes: [HeraldStore.TimerOutcome] = []
         var live: [(HeraldStore.DueTimer, CatalogTrack, CatalogStep)] = []
         var missing: [Int64] = []
         for timer in timers {
@@ -124,5 +127,31 @@ struct TimerLoop {
             }
         }
         return outcomes
+    }
+
+    /// Silent syncs (issue #12 §6): `content-available`, push type background, priority 5, the
+    /// cursor under the payload key; one notification per cursor (and trace) for its devices.
+    private func syncOutcomes(appID: String, _ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
+        guard !timers.isEmpty else { return [] }
+        guard let app = runtime.apps[appID] else { return [.failed(timers: timers.map(\.id), reason: "the app is no longer configured")] }
+        struct Key: Hashable {
+            var cursor: String
+            var trace: String?
+        }
+        var groups: [Key: [HeraldStore.DueTimer]] = [:]
+        for timer in timers { groups[Key(cursor: timer.data ?? "", trace: timer.trace), default: []].append(timer) }
+        return groups.sorted { $0.key.cursor < $1.key.cursor }.map { key, members in
+            let body = NotificationBody(
+                to: .init(deviceIDs: members.map(\.name)), data: .object(["cursor": .string(key.cursor)]), pushType: "background", priority: 5,
+                contentAvailable: true)
+            do {
+                let prepared = try body.prepared(payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                return .send(
+                    appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(prepared.content), lane: .normal, cancelKey: nil,
+                    trace: key.trace, timers: members.map(\.id))
+            } catch {
+                return .failed(timers: members.map(\.id), reason: "\(error)")
+            }
+        }
     }
 }

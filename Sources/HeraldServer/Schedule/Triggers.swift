@@ -90,3 +90,43 @@ struct BadgeView: Encodable {
         notificationID = notification?.uuidString.lowercased()
     }
 }
+
+/// `POST /v1/apps/{app}/users/{user_id}/sync`: `{"origin_device_id", "cursor"}`.
+struct SyncBody: Decodable {
+    var originDeviceID: String?
+    var cursor: String?
+
+    enum CodingKeys: String, CodingKey { case cursor, originDeviceID = "origin_device_id" }
+
+    /// The longest cursor, in bytes (it rides in a 4 KB payload).
+    static let maximumCursor = 1_024
+
+    func validated() throws(APIError) -> (origin: String?, cursor: String) {
+        guard let cursor else { throw APIError.missing("cursor") }
+        guard !cursor.isEmpty, cursor.utf8.count <= Self.maximumCursor else {
+            throw APIError.invalid("cursor", "cursor is 1 to \(Self.maximumCursor) bytes")
+        }
+        if let originDeviceID, originDeviceID.isEmpty || originDeviceID.utf8.count > 256 {
+            throw APIError.invalid("origin_device_id", "origin_device_id is 1 to 256 bytes")
+        }
+        return (originDeviceID, cursor)
+    }
+}
+
+/// What a sync scheduled: per other device, when its push is due, and whether it joined one
+/// already waiting (coalesced) or waits for the device's hourly budget (held).
+struct SyncView: Encodable {
+    struct Device: Encodable {
+        var deviceID: String
+        var dueAt: String
+        var coalesced: Bool
+        var held: Bool
+        enum CodingKeys: String, CodingKey { case coalesced, held, deviceID = "device_id", dueAt = "due_at" }
+    }
+
+    var devices: [Device]
+
+    init(_ plans: [HeraldStore.SyncPlan]) {
+        devices = plans.map { Device(deviceID: $0.deviceID, dueAt: HeraldTime.format($0.dueAt), coalesced: $0.coalesced, held: $0.held) }
+    }
+}
