@@ -9,6 +9,11 @@
 #                                                  # that many tokens to the same simulator: ratio
 #   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
 #                                                  # seconds, server CPU and peak RSS
+#   scripts/server-load.sh tracks [USERS]          # default 1,000,000 users with a device each:
+#                                                  # import, bulk-enrol every user in a 4-step track
+#                                                  # (enrol/s), then move the clock a day so a step of
+#                                                  # every user falls due at once: time until every
+#                                                  # delivery is recorded; server CPU, peak RSS
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -27,12 +32,12 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, fanout, import or latency}
+MODE=${1:?reliability, fanout, import, tracks or latency}
 case "$MODE" in
     reliability) COUNT=${2:-100000} ;;
-    fanout|import) COUNT=${2:-1000000} ;;
+    fanout|import|tracks) COUNT=${2:-1000000} ;;
     latency) RATE=${2:-500}; COUNT=100 ;;
-    *) echo "mode is reliability, fanout, import or latency" >&2; exit 64 ;;
+    *) echo "mode is reliability, fanout, import, tracks or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -63,6 +68,26 @@ apps:
     apns: { team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.load,
             environment: sandbox, endpoint: "https://127.0.0.1:$SIM_PORT", ca_file: "sim/sim-ca.pem" }
 YAML
+ADMIN="admin-key-0123456789abcdef-0123456789"
+if [ "$MODE" = tracks ]; then
+    # A catalog with one type and a 4-step track, days 1 to 4 after enrolment; the clock moves
+    # only when told (POST /v1/dev/clock with the admin key).
+    cat > "$WORK/catalog.yaml" <<'YAML'
+app: { name: Load, pacing_limit: 0 }
+types:
+  nudge: { copy: { en: { title: "Day {day}", body: "Your trial, day {day}." } }, placeholders: [day] }
+tracks:
+  trial:
+    anchor: trial_started
+    steps:
+      - { id: d1, type: nudge, after: 1d, data: { day: "1" } }
+      - { id: d2, type: nudge, after: 2d, data: { day: "2" } }
+      - { id: d3, type: nudge, after: 3d, data: { day: "3" } }
+      - { id: d4, type: nudge, after: 4d, data: { day: "4" } }
+YAML
+    echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
+    printf 'clock: manual\nadmin_key: "%s"\n' "$ADMIN" >> "$WORK/herald.yaml"
+fi
 [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
 SERVE_PID=""
 start_server() {
@@ -74,12 +99,13 @@ start_server() {
 start_server
 
 echo "== import $COUNT devices"
-python3 - "$COUNT" > "$WORK/devices.jsonl" <<'PY'
+python3 - "$COUNT" "$MODE" > "$WORK/devices.jsonl" <<'PY'
 import secrets, sys
 count = int(sys.argv[1])
 out = sys.stdout
+per_user = 1 if sys.argv[2] == "tracks" else 3
 for i in range(count):
-    out.write('{"device_id":"d%d","user_id":"u%d","token":"%s","environment":"sandbox"}\n' % (i, i // 3, secrets.token_hex(32)))
+    out.write('{"device_id":"d%d","user_id":"u%d","token":"%s","environment":"sandbox"}\n' % (i, i // per_user, secrets.token_hex(32)))
 PY
 start=$(date +%s.%N)
 imported=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/devices/import" -H "Authorization: Bearer $SERVER" \
@@ -90,6 +116,48 @@ if [ "$MODE" = import ]; then
     echo "server CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
     [ "$imported" = "$COUNT" ] || { echo "imported $imported of $COUNT" >&2; exit 1; }
     exit 0
+fi
+
+if [ "$MODE" = tracks ]; then
+    python3 -c "import sys; sys.stdout.write(''.join('{\"user_id\":\"u%d\"}\n' % i for i in range($COUNT)))" > "$WORK/enrolments.jsonl"
+    echo "== enrol $COUNT users in a 4-step track"
+    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    start=$(date +%s.%N)
+    enrolled=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/tracks/trial/enrolments" -H "Authorization: Bearer $SERVER" \
+        -H "Content-Type: application/x-ndjson" --data-binary @"$WORK/enrolments.jsonl" | json 'd["enrolled"]')
+    enrol_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    python3 -c "print('enrolled $enrolled in ${enrol_seconds}s: %.0f enrolments/s (%d steps written), server CPU %.1f s, peak RSS so far $(peak_rss_mb $SERVE_PID) MB' % ($enrolled / $enrol_seconds, 4 * $enrolled, $cpu_after - $cpu_before))"
+    [ "$enrolled" = "$COUNT" ] || { echo "enrolled $enrolled of $COUNT" >&2; exit 1; }
+    echo "== move the clock a day: $COUNT steps fall due at once"
+    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    start=$(date +%s.%N)
+    curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
+        -d '{"advance":"1d"}' > /dev/null
+    while true; do
+        total=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')
+        [ "$total" -ge "$COUNT" ] && break
+        sleep 0.25
+    done
+    while true; do
+        depth=$(curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | awk '/^herald_queue_depth / {print $2}')
+        [ "${depth%.*}" = 0 ] && break
+        sleep 0.25
+    done
+    wave_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
+    echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    echo "inbox: $inbox"
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E '^herald_timers_total' || true
+    python3 - "$inbox" "$COUNT" <<'PY'
+import json, sys
+inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])
+ok = inbox["tokens"] == count and inbox["duplicates"] == 0
+print("every user's step 1 reached once:", "yes" if ok else "NO", "| duplicates:", inbox["duplicates"])
+sys.exit(0 if ok else 1)
+PY
+    exit $?
 fi
 
 # Time in outbox transactions (claims and result writes, waiting for the writer included), the

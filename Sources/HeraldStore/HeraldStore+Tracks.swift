@@ -213,3 +213,94 @@ extension HeraldStore {
         }
     }
 }
+
+extension HeraldStore {
+    /// One user's enrolment in a bulk enrolment.
+    package struct BulkEnrolment: Sendable {
+        package var userID: String
+        package var anchorAt: Date
+        package var data: String
+        package var steps: [StepPlan]
+        package init(userID: String, anchorAt: Date, data: String, steps: [StepPlan]) {
+            self.userID = userID
+            self.anchorAt = anchorAt
+            self.data = data
+            self.steps = steps
+        }
+    }
+
+    /// Enrols many users in a track in one transaction (`on_conflict: ignore`: a user enrolled
+    /// already is left as is). Returns how many were enrolled now.
+    package func enrolMany(appID: String, track: String, cancelKey: String, _ entries: [BulkEnrolment]) async throws -> Int {
+        guard !entries.isEmpty else { return 0 }
+        return try await transaction { [self] session in
+            let now = nowMilliseconds
+            let earliest = now - Int64(Self.pastStepGrace * 1000)
+            let byUser = Dictionary(entries.map { ($0.userID, $0) }, uniquingKeysWith: { first, _ in first })
+            var enrolled = 0
+            for chunk in Array(byUser.values).sorted(by: { $0.userID < $1.userID }).chunked(500) {
+                var values: [String] = []
+                var binds: [Session.Value] = [.text(appID), .text(track), .integer(now)]
+                for entry in chunk {
+                    binds += [.text(entry.userID), .integer(Self.milliseconds(entry.anchorAt)), .text(entry.data)]
+                    values.append("($1, $\(binds.count - 2), $2, $\(binds.count - 1), $\(binds.count), $3, $3)")
+                }
+                let fresh = try await session.query(
+                    """
+                    INSERT INTO enrolments (app_id, user_id, track, anchor_at, data, enrolled_at, updated_at) VALUES \(values.joined(separator: ", "))
+                    ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
+                    """, binds
+                ).compactMap { $0.first?.text }
+                enrolled += fresh.count
+                var rows: [String] = []
+                var timerBinds: [Session.Value] = [.text(appID), .text(track), .text(cancelKey), .integer(now), .text("PastAtEnrolment")]
+                func flush() async throws {
+                    guard !rows.isEmpty else { return }
+                    _ = try await session.query(
+                        """
+                        INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
+                        VALUES \(rows.joined(separator: ", "))
+                        """, timerBinds)
+                    rows.removeAll(keepingCapacity: true)
+                    timerBinds.removeLast(timerBinds.count - 5)
+                }
+                for user in fresh {
+                    guard let entry = byUser[user] else { continue }
+                    for step in entry.steps {
+                        let due = Self.milliseconds(step.dueAt)
+                        let past = due < earliest
+                        timerBinds += [.text(user), .text(step.id), .integer(due)]
+                        let n = timerBinds.count
+                        rows.append("($1, $\(n - 2), 'step', $2, $\(n - 1), $\(n), '\(past ? "skipped" : "pending")', $3, \(past ? "$5" : "NULL"), $4, $4)")
+                        if rows.count == 2_000 { try await flush() }
+                    }
+                }
+                try await flush()
+            }
+            return enrolled
+        }
+    }
+
+    /// The time zones of these users: theirs, else one of their devices'; absent: neither has one.
+    package func zones(appID: String, userIDs: [String]) async throws -> [String: String] {
+        guard !userIDs.isEmpty else { return [:] }
+        return try await exclusive { session in
+            var zones: [String: String] = [:]
+            for chunk in userIDs.chunked(Self.batchSize) {
+                let list = Self.placeholders(chunk.count, from: 2)
+                let binds: [Session.Value] = [.text(appID)] + chunk.map { .text($0) }
+                for row in try await session.query(
+                    "SELECT user_id, time_zone FROM devices WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL", binds)
+                {
+                    if let user = row[0].text, let zone = row[1].text { zones[user] = zone }
+                }
+                for row in try await session.query(
+                    "SELECT user_id, time_zone FROM users WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL", binds)
+                {
+                    if let user = row[0].text, let zone = row[1].text { zones[user] = zone }
+                }
+            }
+            return zones
+        }
+    }
+}

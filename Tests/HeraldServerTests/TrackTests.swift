@@ -210,6 +210,28 @@ struct TrackTests {
         }
     }
 
+    @Test("bulk enrolment from JSON lines: new users enrolled, enrolled ones and repeats left alone, their steps fire; a bad line names its number")
+    func bulk() async throws {
+        let tokens = makeDeviceTokens(3)
+        try await Self.withLucidPal { server in
+            for (index, user) in ["u1", "u2", "u3"].enumerated() {
+                #expect(try await server.register("\(user)-phone", user: user, token: tokens[index]) == .created)
+            }
+            _ = try await server.request(.put, "/v1/apps/demo/users/u1/tracks/trial", json: "{}")
+            let start = try #require(server.runtime.devClock?.now)
+            let lines = ["{\"user_id\":\"u1\"}", "{\"user_id\":\"u2\"}", "", "{\"user_id\":\"u3\",\"anchor_at\":\"\(HeraldTime.format(start))\"}", "{\"user_id\":\"u2\"}"]
+            let bulk = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: lines.joined(separator: "\n"))
+            #expect(bulk.status == .ok && bulk.body["enrolled"] as? Int == 2 && bulk.body["already"] as? Int == 2, "\(bulk.body)")
+            let listed = try await server.request(.get, "/v1/apps/demo/users/u3/tracks")
+            #expect(((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.count == 3)
+            try await Self.advance(server, to: start.addingTimeInterval(7 * 86_400))
+            try await eventually { tokens.allSatisfy { Self.titles(server, $0).count == 3 } }
+            let bad = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: "{\"user_id\":\"u4\"}\n{\"anchor_at\":\"x\"}")
+            #expect(bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == "line 2: user_id")
+            #expect(try await server.request(.post, "/v1/apps/demo/tracks/nope/enrolments", json: "").status == .notFound)
+        }
+    }
+
     @Test("wall-clock steps on DST days: a day is a calendar day (10:00 stays 10:00), a time skipped in spring moves an hour later")
     func daylightSaving() {
         let paris = TimeZone(identifier: "Europe/Paris")!

@@ -215,6 +215,18 @@ package enum HeraldAPI {
             }
             return try JSONResponse.make(EnrolmentView(record, enrolled: enrolled, catalog: catalog, zone: zone))
         }
+        apps.post("tracks/:track/enrolments") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let (_, track) = try trackParameter(app, context)
+            let importer = EnrolmentLineImporter(runtime: runtime, app: app, track: track)
+            for try await chunk in request.body { try await importer.feed(chunk.readableBytesView) }
+            try await importer.finish()
+            if importer.enrolled > 0 { runtime.timerWake.signal() }
+            runtime.logger.info(
+                "Enrolled in a track in bulk",
+                metadata: ["herald.app": "\(app.id)", "herald.track": "\(track.name)", "herald.enrolled": "\(importer.enrolled)", "herald.lines": "\(importer.lines)"])
+            return try JSONResponse.make(["enrolled": importer.enrolled, "already": importer.lines - importer.enrolled])
+        }
         apps.delete("users/:user/tracks/:track") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)

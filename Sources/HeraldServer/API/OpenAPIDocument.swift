@@ -489,6 +489,23 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/tracks/{track}/enrolments:
+            post:
+              summary: Bulk enrolment from JSON lines ({"user_id", "anchor_at", "data"} per line, as PUT with on_conflict ignore), streamed.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: track, in: path, required: true, schema: { type: string, minLength: 1 } }
+              requestBody: { required: true, content: { application/x-ndjson: { schema: { type: string } }, text/plain: { schema: { type: string } } } }
+              responses:
+                '200':
+                  description: Enrolled now, and lines whose user was enrolled already.
+                  content:
+                    application/json:
+                      schema: { type: object, required: [enrolled, already], properties: { enrolled: { type: integer }, already: { type: integer } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}/tracks:
             get:
               summary: A user's track enrolments, every step with its due time (UTC and local) and status.

@@ -11,7 +11,7 @@ import HeraldStore
 struct TimerLoop {
     let runtime: HeraldRuntime
     /// Timers claimed per batch (a notification per distinct step and data among them).
-    static let batchSize = 500
+    static let batchSize = 5_000
 
     /// Runs until `stopping`: fires what is due, then waits for a signal (an enrolment, the
     /// clock moved) or `interval`.
