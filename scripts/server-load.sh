@@ -27,7 +27,7 @@
 #
 # SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
 # OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to the server's configuration.
-# PERF=1 (fanout) records the server from the send to the last result with `perf record -g`
+# PERF=1 (fanout, tracks) records the server from the send (the clock's move) to the last result with `perf record -g`
 # into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`).
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
@@ -130,6 +130,12 @@ if [ "$MODE" = tracks ]; then
     python3 -c "print('enrolled $enrolled in ${enrol_seconds}s: %.0f enrolments/s (%d steps written), server CPU %.1f s, peak RSS so far $(peak_rss_mb $SERVE_PID) MB' % ($enrolled / $enrol_seconds, 4 * $enrolled, $cpu_after - $cpu_before))"
     [ "$enrolled" = "$COUNT" ] || { echo "enrolled $enrolled of $COUNT" >&2; exit 1; }
     echo "== move the clock a day: $COUNT steps fall due at once"
+    PERF_PID=""
+    if [ -n "${PERF:-}" ]; then
+        perf record -F 499 -g -p "$SERVE_PID" -o "$WORK/serve.perf.data" 2> "$WORK/perf.err" &
+        PERF_PID=$!
+        sleep 0.5
+    fi
     cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
@@ -146,10 +152,11 @@ if [ "$MODE" = tracks ]; then
     done
     wave_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
     cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; echo "profile: $WORK/serve.perf.data"; fi
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
     echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
     echo "inbox: $inbox"
-    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E '^herald_timers_total' || true
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E '^herald_timers_total|^herald_outbox_store_seconds_(sum|count)' || true
     python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys
 inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])

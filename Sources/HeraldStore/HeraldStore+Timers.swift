@@ -86,13 +86,21 @@ extension HeraldStore {
     /// Writes what claimed timers became, in one transaction; only timers still `firing` under
     /// `batch` count (one cancelled meanwhile is not sent to). Returns the notifications written
     /// and the timers fired.
+    /// With `directUpTo > 0`, the deliveries of notifications to at most that many users or
+    /// devices are claimed for this node as they are written (as a send's accept does, `acceptNotification`),
+    /// up to that many in all, and returned for its dispatcher: a due wave skips a claim.
     @discardableResult
-    package func fireTimers(batch: Int64, _ outcomes: [TimerOutcome]) async throws -> (notifications: Int, fired: Int) {
-        guard !outcomes.isEmpty else { return (0, 0) }
+    package func fireTimers(
+        batch: Int64, _ outcomes: [TimerOutcome], directUpTo: Int = 0
+    ) async throws -> (notifications: Int, fired: Int, claimed: [ClaimedDelivery]) {
+        guard !outcomes.isEmpty else { return (0, 0, []) }
         return try await transaction { [self] session in
             let now = nowMilliseconds
             var notifications = 0
             var fired = 0
+            var claimed: [ClaimedDelivery] = []
+            var room = directUpTo
+            var queued = false
             for outcome in outcomes {
                 switch outcome {
                 case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let timers):
@@ -114,10 +122,18 @@ extension HeraldStore {
                     guard !users.isEmpty || !devices.isEmpty else { continue }
                     fired += users.count + devices.count
                     notifications += 1
-                    _ = try await writeNotification(
+                    let (count, direct) = try await writeNotification(
                         appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
                         recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()), excludeDeviceIDs: [],
-                        due: now, lane: lane, now: now, trace: trace, session)
+                        due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
+                    if !direct { queued = true }
+                    if direct, count > 0 {
+                        let rows = try await session.query(Self.directClaimSQL, [.text(notification.uuidString)]).compactMap {
+                            try Self.claimedDelivery($0, claimOffset: 0)
+                        }
+                        claimed += rows
+                        room = max(0, room - rows.count)
+                    }
                 case .skipped(let timers, let reason), .failed(let timers, let reason):
                     let status: String
                     if case .skipped = outcome { status = "skipped" } else { status = "failed" }
@@ -130,7 +146,8 @@ extension HeraldStore {
                     }
                 }
             }
-            return (notifications, fired)
+            if queued { try await notifyOutbox(session) }
+            return (notifications, fired, claimed)
         }
     }
 

@@ -165,7 +165,7 @@ extension OutboxLoop {
             case .client(let client):
                 let payloadKey = app.configuration.payloadKey
                 let rendered = plan != nil
-                    ? try? APNSRenderer.encoded(content, payloadKey: payloadKey)
+                    ? plan?.apnsPayload ?? (try? APNSRenderer.encoded(content, payloadKey: payloadKey))
                     : payloads[delivery.notificationID] ?? {
                         let data = try? APNSRenderer.encoded(content, payloadKey: payloadKey)
                         payloads[delivery.notificationID] = data

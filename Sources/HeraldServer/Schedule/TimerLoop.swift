@@ -45,7 +45,10 @@ struct TimerLoop {
         for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
             outcomes += try await self.outcomes(appID: appID, appTimers)
         }
-        let (notifications, fired) = try await runtime.store.fireTimers(batch: batch, outcomes)
+        // The steps' deliveries go straight to this node's dispatcher while it has room.
+        let (notifications, fired, claimed) = try await runtime.store.fireTimers(batch: batch, outcomes, directUpTo: runtime.direct.room)
+        let stopped = runtime.direct.add(claimed)
+        if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
         for outcome in outcomes {
             switch outcome {
             case .send(let appID, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
@@ -56,7 +59,7 @@ struct TimerLoop {
             }
         }
         if notifications > 0 {
-            runtime.wake.signal(outbox: true)
+            runtime.wake.signal(outbox: claimed.isEmpty)
             runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(fired)", "herald.notifications": "\(notifications)"])
         }
         return timers.count
