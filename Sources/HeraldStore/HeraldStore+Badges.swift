@@ -1,21 +1,10 @@
 package import Foundation
+package import HeraldCore
 
 /// Badges (issue #12 §5) and events with their triggers' effects (§3), server-authoritative: a
 /// user's badge is the sum of their counters, and every change of the sum sends the new total
 /// (never a delta) to each of their active devices, in the transaction that changed it.
 extension HeraldStore {
-    /// A change to one counter: add `delta`, or set `value`.
-    package struct BadgeChange: Sendable, Hashable {
-        package var counter: String
-        package var delta: Int64?
-        package var value: Int64?
-        package init(counter: String, delta: Int64? = nil, value: Int64? = nil) {
-            self.counter = counter
-            self.delta = delta
-            self.value = value
-        }
-    }
-
     /// Renders the badge-only push for a new total (the stored content of its notification).
     package typealias BadgeContent = @Sendable (Int64) throws -> Data
 

@@ -48,91 +48,91 @@ extension HeraldStore {
     /// The cancel, in `session`'s transaction (a track's restart and removal cancel with it):
     /// the timers with the key that have not fired, then the deliveries.
     func cancel(appID: String, cancelKey: String, userIDs: [String]?, now: Int64, _ session: Session) async throws -> Cancellation {
-            var result = Cancellation()
-            var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
-            var timerUsers = ""
+        var result = Cancellation()
+        var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
+        var timerUsers = ""
+        if let userIDs {
+            timerUsers = " AND user_id IN (" + userIDs.indices.map { "$\($0 + 4)" }.joined(separator: ", ") + ")"
+            timerBinds += userIDs.map { .text($0) }
+        }
+        result.steps = try await session.query(
+            """
+            UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
+            WHERE app_id = $2 AND cancel_key = $3 AND status IN ('pending', 'firing')\(timerUsers)
+            RETURNING id
+            """, timerBinds
+        ).count
+        let ids = try await session.query(
+            "SELECT id FROM notifications WHERE app_id = $1 AND cancel_key = $2 AND cancel_key IS NOT NULL",
+            [.text(appID), .text(cancelKey)]
+        ).compactMap { $0.first?.text }
+        var cancelledBy: [String: Int64] = [:]
+        var undeferredBy: [String: Int64] = [:]
+        for chunk in ids.chunked(Self.batchSize) {
+            let notifications = chunk.enumerated().map { "$\($0.offset + 4)" }.joined(separator: ", ")
+            var users = ""
+            var binds: [Session.Value] = [.integer(now), .text(""), .text("")] + chunk.map { .text($0) }
             if let userIDs {
-                timerUsers = " AND user_id IN (" + userIDs.indices.map { "$\($0 + 4)" }.joined(separator: ", ") + ")"
-                timerBinds += userIDs.map { .text($0) }
+                users = " AND user_id IN (" + userIDs.indices.map { "$\(binds.count + $0 + 1)" }.joined(separator: ", ") + ")"
+                binds += userIDs.map { .text($0) }
             }
-            result.steps = try await session.query(
-                """
-                UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
-                WHERE app_id = $2 AND cancel_key = $3 AND status IN ('pending', 'firing')\(timerUsers)
-                RETURNING id
-                """, timerBinds
-            ).count
-            let ids = try await session.query(
-                "SELECT id FROM notifications WHERE app_id = $1 AND cancel_key = $2 AND cancel_key IS NOT NULL",
-                [.text(appID), .text(cancelKey)]
-            ).compactMap { $0.first?.text }
-            var cancelledBy: [String: Int64] = [:]
-            var undeferredBy: [String: Int64] = [:]
-            for chunk in ids.chunked(Self.batchSize) {
-                let notifications = chunk.enumerated().map { "$\($0.offset + 4)" }.joined(separator: ", ")
-                var users = ""
-                var binds: [Session.Value] = [.integer(now), .text(""), .text("")] + chunk.map { .text($0) }
-                if let userIDs {
-                    users = " AND user_id IN (" + userIDs.indices.map { "$\(binds.count + $0 + 1)" }.joined(separator: ", ") + ")"
-                    binds += userIDs.map { .text($0) }
+            // Rows not yet claimed, then rows being sent: each status its own statement, so
+            // the counters know what each row was.
+            for status in [DeliveryStatus.queued, .deferred, .sending] {
+                binds[1] = .text(status == .sending ? Self.cancelledInFlightReason : Self.cancelledReason)
+                binds[2] = .text(status.rawValue)
+                let rows = try await session.query(
+                    """
+                    UPDATE deliveries SET status = 'cancelled', reason = $2, updated_at = $1
+                    WHERE notification_id IN (\(notifications)) AND status = $3 AND \(Self.outboxIndexTerm)\(users)
+                    RETURNING notification_id
+                    """, binds)
+                for row in rows {
+                    guard let id = row.first?.text else { continue }
+                    cancelledBy[id, default: 0] += 1
+                    if status == .deferred { undeferredBy[id, default: 0] += 1 }
                 }
-                // Rows not yet claimed, then rows being sent: each status its own statement, so
-                // the counters know what each row was.
-                for status in [DeliveryStatus.queued, .deferred, .sending] {
-                    binds[1] = .text(status == .sending ? Self.cancelledInFlightReason : Self.cancelledReason)
-                    binds[2] = .text(status.rawValue)
-                    let rows = try await session.query(
-                        """
-                        UPDATE deliveries SET status = 'cancelled', reason = $2, updated_at = $1
-                        WHERE notification_id IN (\(notifications)) AND status = $3 AND \(Self.outboxIndexTerm)\(users)
-                        RETURNING notification_id
-                        """, binds)
-                    for row in rows {
-                        guard let id = row.first?.text else { continue }
-                        cancelledBy[id, default: 0] += 1
-                        if status == .deferred { undeferredBy[id, default: 0] += 1 }
-                    }
-                    if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
-                }
-                let broadcasts = try await session.query(
-                    "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")))",
-                    chunk.map { .text($0) })
-                guard !broadcasts.isEmpty else { continue }
-                if userIDs != nil {
-                    result.broadcastsSkipped += broadcasts.count
-                    continue
-                }
-                for broadcast in broadcasts {
-                    guard let id = broadcast[0].text else { continue }
-                    let unsent = broadcast[1].integer ?? 0
-                    // The devices after the cursor, and those of pages handed back and not yet
-                    // handed out again, are never handed out; a page a node holds is marked: its
-                    // devices' attempts end as they end, and none is tried again.
-                    _ = try await session.query("DELETE FROM broadcasts WHERE notification_id = $1", [.text(id)])
-                    let returned = try await session.query(
-                        "DELETE FROM broadcast_pages WHERE notification_id = $1 AND claimed_by IS NULL RETURNING remaining", [.text(id)])
-                    let held = try await session.query(
-                        "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id = $1 AND claimed_by IS NOT NULL RETURNING remaining", [.text(id)])
-                    let cancelled = unsent + returned.reduce(0) { $0 + ($1.first?.integer ?? 0) }
-                    cancelledBy[id, default: 0] += cancelled
-                    result.cancelled += Int(cancelled)
-                    result.inFlight += Int(held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
-                }
+                if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
             }
-            for (id, count) in cancelledBy where count > 0 {
-                _ = try await session.query(
-                    "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
-                    [.integer(count), .integer(undeferredBy[id] ?? 0), .text(id)])
+            let broadcasts = try await session.query(
+                "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")))",
+                chunk.map { .text($0) })
+            guard !broadcasts.isEmpty else { continue }
+            if userIDs != nil {
+                result.broadcastsSkipped += broadcasts.count
+                continue
             }
-            if result.cancelled + result.inFlight + result.steps > 0 {
-                logger.info(
-                    "Cancelled by key",
-                    metadata: [
-                        "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)", "herald.in_flight": "\(result.inFlight)",
-                        "herald.steps": "\(result.steps)", "herald.notifications": "\(ids.count)",
-                    ])
+            for broadcast in broadcasts {
+                guard let id = broadcast[0].text else { continue }
+                let unsent = broadcast[1].integer ?? 0
+                // The devices after the cursor, and those of pages handed back and not yet
+                // handed out again, are never handed out; a page a node holds is marked: its
+                // devices' attempts end as they end, and none is tried again.
+                _ = try await session.query("DELETE FROM broadcasts WHERE notification_id = $1", [.text(id)])
+                let returned = try await session.query(
+                    "DELETE FROM broadcast_pages WHERE notification_id = $1 AND claimed_by IS NULL RETURNING remaining", [.text(id)])
+                let held = try await session.query(
+                    "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id = $1 AND claimed_by IS NOT NULL RETURNING remaining", [.text(id)])
+                let cancelled = unsent + returned.reduce(0) { $0 + ($1.first?.integer ?? 0) }
+                cancelledBy[id, default: 0] += cancelled
+                result.cancelled += Int(cancelled)
+                result.inFlight += Int(held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
             }
-            return result
+        }
+        for (id, count) in cancelledBy where count > 0 {
+            _ = try await session.query(
+                "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
+                [.integer(count), .integer(undeferredBy[id] ?? 0), .text(id)])
+        }
+        if result.cancelled + result.inFlight + result.steps > 0 {
+            logger.info(
+                "Cancelled by key",
+                metadata: [
+                    "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)", "herald.in_flight": "\(result.inFlight)",
+                    "herald.steps": "\(result.steps)", "herald.notifications": "\(ids.count)",
+                ])
+        }
+        return result
     }
 
     /// Results that found their row cancelled while it was being sent (`cancelledInFlightReason`,

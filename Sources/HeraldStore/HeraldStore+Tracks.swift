@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 
 /// Lifecycle tracks (issue #12 §2): enrolments, and their steps as timers, rows with a due time
 /// that a timer loop claims (fenced like deliveries) and fires into notifications.
@@ -26,16 +27,6 @@ extension HeraldStore {
         package var steps: [StepRecord]
     }
 
-    /// A step to schedule: its id, due time and the trace to start with.
-    package struct StepPlan: Sendable, Hashable {
-        package var id: String
-        package var dueAt: Date
-        package init(id: String, dueAt: Date) {
-            self.id = id
-            self.dueAt = dueAt
-        }
-    }
-
     /// How far in the past a step may be due at enrolment and still be sent (later ones are
     /// skipped: an anchor a week ago does not send a week of reminders at once).
     package static let pastStepGrace: TimeInterval = 60
@@ -47,7 +38,7 @@ extension HeraldStore {
     /// `pastStepGrace`) are `skipped`.
     package func enrol(
         appID: String, userID: String, track: String, cancelKey: String, anchorAt: Date, data: String, testSeconds: Int?,
-        steps: [StepPlan], restart: Bool
+        steps: [PlannedStep], restart: Bool
     ) async throws -> (enrolled: Bool, enrolment: EnrolmentRecord) {
         try await transaction(durable: true) { [self] session in
             var now = nowMilliseconds
@@ -60,11 +51,7 @@ extension HeraldStore {
                 }
                 _ = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
                 // Steps of the last enrolment under another key (the catalog changed) go too.
-                _ = try await session.query(
-                    """
-                    UPDATE timers SET status = 'cancelled', reason = 'Restarted', claimed_by = NULL, updated_at = $1
-                    WHERE app_id = $2 AND user_id = $3 AND kind = 'step' AND name = $4 AND status IN ('pending', 'firing')
-                    """, [.integer(now), .text(appID), .text(userID), .text(track)])
+                _ = try await cancelSteps(appID: appID, userID: userID, track: track, reason: "Restarted", now: now, session)
                 _ = try await session.query(
                     "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3", [.text(appID), .text(userID), .text(track)])
                 // The new enrolment's steps are those created from its start on: after the last one's.
@@ -109,15 +96,20 @@ extension HeraldStore {
             guard !removed.isEmpty else { return nil }
             let now = nowMilliseconds
             var result = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
-            result.steps += try await session.query(
-                """
-                UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
-                WHERE app_id = $2 AND user_id = $3 AND kind = 'step' AND name = $4 AND status IN ('pending', 'firing')
-                RETURNING id
-                """, [.integer(now), .text(appID), .text(userID), .text(track)]
-            ).count
+            result.steps += try await cancelSteps(appID: appID, userID: userID, track: track, reason: Self.cancelledReason, now: now, session)
             return result
         }
+    }
+
+    /// Cancels a user's steps of a track that have not fired; returns how many.
+    private func cancelSteps(appID: String, userID: String, track: String, reason: String, now: Int64, _ session: Session) async throws -> Int {
+        try await session.query(
+            """
+            UPDATE timers SET status = 'cancelled', reason = $5, claimed_by = NULL, updated_at = $1
+            WHERE app_id = $2 AND user_id = $3 AND kind = 'step' AND name = $4 AND status IN ('pending', 'firing')
+            RETURNING id
+            """, [.integer(now), .text(appID), .text(userID), .text(track), .text(reason)]
+        ).count
     }
 
     /// A user's enrolments, each with its steps in due order.
@@ -220,8 +212,8 @@ extension HeraldStore {
         package var userID: String
         package var anchorAt: Date
         package var data: String
-        package var steps: [StepPlan]
-        package init(userID: String, anchorAt: Date, data: String, steps: [StepPlan]) {
+        package var steps: [PlannedStep]
+        package init(userID: String, anchorAt: Date, data: String, steps: [PlannedStep]) {
             self.userID = userID
             self.anchorAt = anchorAt
             self.data = data

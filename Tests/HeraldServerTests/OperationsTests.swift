@@ -197,14 +197,15 @@ struct ListenerLimitTests {
         let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
         defer { if process.isRunning { process.terminate() } }
         // Two idle connections take both places: a third request is not served while they last.
+        // Each is served one request first, so the server has surely accepted both (a fixed
+        // wait for that was not enough on a loaded box: the third got a place first).
         let first = try #require(openLoopbackConnection(port: port))
         let second = try #require(openLoopbackConnection(port: port))
         defer {
             close(first)
             close(second)
         }
-        // Time for a loaded box to accept both (a third one accepted first would be served).
-        try await Task.sleep(for: .seconds(1))
+        #expect(healthzOnConnection(first) && healthzOnConnection(second))
         let waiting = try await curl(["--max-time", "0.8", "http://127.0.0.1:\(port)/healthz"])
         #expect(waiting.status == 0, "a third connection was served: \(waiting)")
         // The idle ones are closed by the server after 3 s; then the next request is served.
@@ -240,4 +241,28 @@ func waitForClose(_ descriptor: Int32, seconds: Int) -> Bool {
     setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var byte: UInt8 = 0
     return recv(descriptor, &byte, 1, 0) == 0
+}
+
+/// Sends `GET /healthz` (keep-alive) on a connection and reads the whole answer (within 10 s):
+/// whether it was a 200 with its body.
+func healthzOnConnection(_ descriptor: Int32) -> Bool {
+    let request = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    guard send(descriptor, request, request.count, 0) == request.count else { return false }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        guard count > 0 else { return false }
+        received += buffer[0..<count]
+        let text = String(decoding: received, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { continue }
+        let head = text[..<end.lowerBound].lowercased()
+        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+        if received.count >= text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound) + length {
+            return head.hasPrefix("http/1.1 200")
+        }
+    }
 }

@@ -16,28 +16,29 @@ public struct CatalogTrigger: Sendable {
     public var cancel: [String] = []
     /// Template of the cancel key the send carries (so a later event can cancel it).
     public var cancelKey: String?
-    public var badge: BadgeEffect?
+    public var badge: BadgeChange?
     /// User attributes set from templates (`{trial_ends_at}`): what jobs read.
     public var attributes: [String: String] = [:]
     public var line: Int?
 
     public init(event: String) { self.event = event }
 
-    /// `{counter, delta}` or `{counter, value}`.
-    public struct BadgeEffect: Sendable, Hashable {
-        public var counter: String
-        public var delta: Int?
-        public var value: Int?
-        public init(counter: String, delta: Int? = nil, value: Int? = nil) {
-            self.counter = counter
-            self.delta = delta
-            self.value = value
-        }
-    }
-
     /// Whether every condition holds for the event's data and the user's attributes.
     public func matches(data: [String: JSONValue], user: [String: JSONValue]) -> Bool {
         when.allSatisfy { $0.holds(data: data, user: user) }
+    }
+}
+
+/// A change to one of a user's badge counters (issue #12 §5): add `delta`, or set `value`. A
+/// trigger's `badge: {counter, delta | value}` and `POST …/badges` are one.
+public struct BadgeChange: Sendable, Hashable {
+    public var counter: String
+    public var delta: Int64?
+    public var value: Int64?
+    public init(counter: String, delta: Int64? = nil, value: Int64? = nil) {
+        self.counter = counter
+        self.delta = delta
+        self.value = value
     }
 }
 

@@ -206,7 +206,7 @@ package enum HeraldAPI {
             let plan = track.plan(anchor: anchor, zone: zone, testSeconds: testSeconds, now: now)
             let (enrolled, record) = try await runtime.store.enrol(
                 appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey, anchorAt: anchor, data: data,
-                testSeconds: testSeconds, steps: plan.map { HeraldStore.StepPlan(id: $0.id, dueAt: $0.dueAt) }, restart: restart)
+                testSeconds: testSeconds, steps: plan, restart: restart)
             if enrolled {
                 runtime.timerWake.signal()
                 runtime.logger.info(

@@ -98,7 +98,7 @@ package enum CatalogLoader {
                 guard let counter, (delta == nil) != (setTo == nil) else {
                     throw reader.fail(value, fieldKey, "needs counter and one of delta or value")
                 }
-                trigger.badge = CatalogTrigger.BadgeEffect(counter: counter, delta: delta, value: setTo)
+                trigger.badge = BadgeChange(counter: counter, delta: delta.map(Int64.init), value: setTo.map(Int64.init))
             default:
                 guard case .mapping(let conditions) = value else {
                     throw reader.fail(value, fieldKey, "a mapping of data.NAME or user.NAME → value or {eq|ne|in|exists|gt|gte|lt|lte: value}")

@@ -279,7 +279,7 @@ final class EnrolmentLineImporter {
             let zone = zones[entry.userID].flatMap(TimeZone.init(identifier:)) ?? utc
             return HeraldStore.BulkEnrolment(
                 userID: entry.userID, anchorAt: entry.anchor, data: entry.data,
-                steps: track.plan(anchor: entry.anchor, zone: zone, now: now).map { HeraldStore.StepPlan(id: $0.id, dueAt: $0.dueAt) })
+                steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
         }
         batch.removeAll(keepingCapacity: true)
         enrolled += try await runtime.store.enrolMany(appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)

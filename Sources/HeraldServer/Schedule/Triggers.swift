@@ -20,9 +20,7 @@ enum Triggers {
                 if let value = Template.render(template, data: values) { effects.attributes[name] = value }
             }
             effects.cancels += trigger.cancel.compactMap { Template.render($0, data: values) }
-            if let badge = trigger.badge {
-                effects.badges.append(HeraldStore.BadgeChange(counter: badge.counter, delta: badge.delta.map(Int64.init), value: badge.value.map(Int64.init)))
-            }
+            if let badge = trigger.badge { effects.badges.append(badge) }
             guard let type = trigger.type else { continue }
             // The event's data, unless the trigger maps it (a missing value leaves its field out).
             let sent: [String: JSONValue] = trigger.data.map { mapping in
@@ -61,16 +59,16 @@ struct BadgeBody: Decodable {
     var delta: Int?
     var value: Int?
 
-    func validated() throws(APIError) -> HeraldStore.BadgeChange {
+    func validated() throws(APIError) -> BadgeChange {
         guard let counter else { throw APIError.missing("counter") }
         guard !counter.isEmpty, counter.utf8.count <= 64 else { throw APIError.invalid("counter", "counter is 1 to 64 bytes") }
         switch (delta, value) {
         case (let delta?, nil):
             guard abs(delta) <= 1_000_000 else { throw APIError.invalid("delta", "delta is -1000000 to 1000000") }
-            return HeraldStore.BadgeChange(counter: counter, delta: Int64(delta))
+            return BadgeChange(counter: counter, delta: Int64(delta))
         case (nil, let value?):
             guard (0...1_000_000).contains(value) else { throw APIError.invalid("value", "value is 0 to 1000000") }
-            return HeraldStore.BadgeChange(counter: counter, value: Int64(value))
+            return BadgeChange(counter: counter, value: Int64(value))
         default: throw APIError.invalid("delta", "send one of delta (a change) or value (the counter's new value)")
         }
     }
