@@ -10,21 +10,30 @@ extension HeraldStore {
         package var deliveries = 0
         package var notifications = 0
         package var userSends = 0
+        /// Events, finished track steps and job occurrences past `historyRetention`.
+        package var history = 0
         /// Rows deleted in all.
-        package var total: Int { deliveries + notifications + userSends }
+        package var total: Int { deliveries + notifications + userSends + history }
         /// Whether some kind deleted `limit` rows: more of it may be left for another step.
-        package func reached(_ limit: Int) -> Bool { max(deliveries, notifications, userSends) >= limit }
-        package init(deliveries: Int = 0, notifications: Int = 0, userSends: Int = 0) {
+        package func reached(_ limit: Int) -> Bool { max(deliveries, notifications, userSends, history) >= limit }
+        package init(deliveries: Int = 0, notifications: Int = 0, userSends: Int = 0, history: Int = 0) {
             self.deliveries = deliveries
             self.notifications = notifications
             self.userSends = userSends
+            self.history = history
         }
         package static func += (lhs: inout Pruned, rhs: Pruned) {
             lhs.deliveries += rhs.deliveries
             lhs.notifications += rhs.notifications
             lhs.userSends += rhs.userSends
+            lhs.history += rhs.history
         }
     }
+
+    /// How long events (what a step's `unless` reads since its anchor, up to a year back), track
+    /// steps that are over (fired, skipped, cancelled, failed) and job occurrences are kept:
+    /// 400 days, past the longest `after` a track may have (366 days).
+    package static let historyRetention: TimeInterval = 400 * 86_400
 
     /// Deletes up to `limit` rows of each kind older than `cutoff`, in one transaction: answered
     /// deliveries (`sent`, `failed`, `suppressed`, `cancelled`; last written before the cutoff), notifications
@@ -61,6 +70,22 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
+            let history = Self.milliseconds(clock.now().addingTimeInterval(-Self.historyRetention), rounding: .down)
+            for statement in [
+                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE received_at < $1 LIMIT $2) RETURNING 1",
+                """
+                DELETE FROM timers WHERE id IN (
+                    SELECT id FROM timers WHERE status IN ('fired', 'skipped', 'cancelled', 'failed') AND updated_at < $1 ORDER BY id LIMIT $2)
+                RETURNING 1
+                """,
+                """
+                DELETE FROM job_occurrences WHERE (app_id, job, user_id, occurrence) IN (
+                    SELECT app_id, job, user_id, occurrence FROM job_occurrences WHERE created_at < $1 LIMIT $2)
+                RETURNING 1
+                """,
+            ] {
+                pruned.history += try await session.query(statement, [.integer(history), .integer(Int64(limit))]).count
+            }
             pruned.userSends = try await session.query(
                 """
                 DELETE FROM user_sends WHERE (app_id, user_id, notification_id) IN (

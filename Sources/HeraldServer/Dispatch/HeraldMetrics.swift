@@ -106,7 +106,9 @@ package final class HeraldMetrics: Sendable {
 
     /// Rows the retention clean-up deleted, by kind.
     func retentionDeleted(_ pruned: HeraldStore.Pruned) {
-        for (kind, count) in [("deliveries", pruned.deliveries), ("notifications", pruned.notifications), ("user_sends", pruned.userSends)] {
+        for (kind, count) in [
+            ("deliveries", pruned.deliveries), ("notifications", pruned.notifications), ("user_sends", pruned.userSends), ("history", pruned.history),
+        ] {
             counter("herald_retention_deleted_total", [("kind", kind)]).increment(by: count)
         }
     }

@@ -166,7 +166,8 @@ package struct OutboxLoop: Service {
                     "Retention deleted history older than outbox.retention",
                     metadata: [
                         "herald.deliveries": "\(pruned.deliveries)", "herald.notifications": "\(pruned.notifications)",
-                        "herald.user_sends": "\(pruned.userSends)", "herald.retention_seconds": "\(Int(configuration.retention))",
+                        "herald.user_sends": "\(pruned.userSends)", "herald.history": "\(pruned.history)",
+                        "herald.retention_seconds": "\(Int(configuration.retention))",
                     ])
             }
             let next = ContinuousClock.now + configuration.retentionInterval
