@@ -153,6 +153,10 @@ enum DevSetup {
               curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
                 -H 'Content-Type: application/json' \\
                 -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
+            Or let an event do it (the catalog's triggers: PN-02 and the badge):
+              curl -s -X POST \(base)/v1/apps/demo/events -H 'Authorization: Bearer \(secrets["server"]!)' \\
+                -H 'Content-Type: application/json' \\
+                -d '{"name":"sync.failed","user_id":"alice","data":{"source_name":"Strava","source_id":"strava"}}'
             """
         let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
         let fcmToken = "demo-android-registration-token"
@@ -176,6 +180,10 @@ enum DevSetup {
               curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
                 -H 'Content-Type: application/json' \\
                 -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
+
+            Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
+              curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(secrets["admin"]!)' \\
+                -H 'Content-Type: application/json' -d '{"advance":"48h"}'
 
             See what reached the devices (the simulator's inbox):
               curl -s \(simulator.controlURL!)/inbox/\(token)
