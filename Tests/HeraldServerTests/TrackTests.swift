@@ -228,6 +228,9 @@ struct TrackTests {
             try await eventually { tokens.allSatisfy { Self.titles(server, $0).count == 3 } }
             let bad = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: "{\"user_id\":\"u4\"}\n{\"anchor_at\":\"x\"}")
             #expect(bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == "line 2: user_id")
+            // The line before the bad one is enrolled, before the 400 is answered.
+            let before = try await server.request(.get, "/v1/apps/demo/users/u4/tracks")
+            #expect((before.body["tracks"] as? [[String: Any]])?.count == 1)
             #expect(try await server.request(.post, "/v1/apps/demo/tracks/nope/enrolments", json: "").status == .notFound)
         }
     }

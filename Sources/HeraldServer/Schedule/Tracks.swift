@@ -209,7 +209,8 @@ struct EventAccepted: Encodable {
 /// `POST /v1/apps/{app}/tracks/{track}/enrolments`: JSON lines `{"user_id", "anchor_at", "data"}`,
 /// each an enrolment as `PUT …/tracks/{track}` with `on_conflict: ignore`, written 5,000 per
 /// transaction (a million users in flat memory). A bad line stops with a 400 naming `line N:
-/// field`; the lines before it stay enrolled.
+/// field`; the lines before it stay enrolled. One batch is written while the next is parsed (as
+/// the device import does): on two cores, JSON and SQLite at once.
 final class EnrolmentLineImporter {
     let runtime: HeraldRuntime
     let app: AppRuntime
@@ -219,6 +220,8 @@ final class EnrolmentLineImporter {
     private var lineNumber = 0
     private(set) var enrolled = 0
     private(set) var lines = 0
+    /// The batch being written, if any.
+    private var writing: Task<Int, any Error>?
     static let batchSize = 5_000
 
     init(runtime: HeraldRuntime, app: AppRuntime, track: CatalogTrack) {
@@ -238,7 +241,14 @@ final class EnrolmentLineImporter {
         pending.append(contentsOf: bytes)
         var start = pending.startIndex
         while let newline = pending[start...].firstIndex(of: 0x0a) {
-            try await handle(pending[start..<newline])
+            do {
+                try await handle(pending[start..<newline])
+            } catch {
+                // The lines before a bad one stay enrolled: written before the 400.
+                try await flush()
+                try await awaitWrite()
+                throw error
+            }
             start = pending.index(after: newline)
         }
         pending.removeSubrange(pending.startIndex..<start)
@@ -246,9 +256,25 @@ final class EnrolmentLineImporter {
     }
 
     func finish() async throws {
-        if !pending.isEmpty { try await handle(pending) }
+        if !pending.isEmpty {
+            do {
+                try await handle(pending)
+            } catch {
+                try await flush()
+                try await awaitWrite()
+                throw error
+            }
+        }
         pending.removeAll()
         try await flush()
+        try await awaitWrite()
+    }
+
+    /// Waits for the batch being written (its error, if any, is the import's).
+    private func awaitWrite() async throws {
+        guard let writing else { return }
+        self.writing = nil
+        enrolled += try await writing.value
     }
 
     private func handle(_ line: Data) async throws {
@@ -271,17 +297,22 @@ final class EnrolmentLineImporter {
 
     private func flush() async throws {
         guard !batch.isEmpty else { return }
-        let wallClock = track.steps.contains { $0.at != nil }
-        let zones = wallClock ? try await runtime.store.zones(appID: app.id, userIDs: batch.map(\.userID)) : [:]
-        let utc = TimeZone(identifier: "UTC")!
-        let now = runtime.store.now
-        let entries = batch.map { entry in
-            let zone = zones[entry.userID].flatMap(TimeZone.init(identifier:)) ?? utc
-            return HeraldStore.BulkEnrolment(
-                userID: entry.userID, anchorAt: entry.anchor, data: entry.data,
-                steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
-        }
+        let taken = batch
         batch.removeAll(keepingCapacity: true)
-        enrolled += try await runtime.store.enrolMany(appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)
+        // At most two batches held: this one waits for the one before to be written.
+        try await awaitWrite()
+        let (runtime, app, track) = (runtime, app, track)
+        writing = Task {
+            let wallClock = track.steps.contains { $0.at != nil }
+            let zones = wallClock ? try await runtime.store.zones(appID: app.id, userIDs: taken.map(\.userID)) : [:]
+            let utc = TimeZone(identifier: "UTC")!
+            let now = runtime.store.now
+            let entries = taken.map { entry in
+                let zone = zones[entry.userID].flatMap(TimeZone.init(identifier:)) ?? utc
+                return HeraldStore.BulkEnrolment(
+                    userID: entry.userID, anchorAt: entry.anchor, data: entry.data, steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
+            }
+            return try await runtime.store.enrolMany(appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)
+        }
     }
 }
