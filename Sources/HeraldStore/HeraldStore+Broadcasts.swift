@@ -499,7 +499,7 @@ extension HeraldStore {
                     let cancelled = try await session.query(
                         """
                         UPDATE deliveries SET status = 'cancelled', reason = '\(Self.cancelledInFlightReason)'
-                        WHERE notification_id = $1 AND id IN (\(chunk.indices.map { "$\($0 + 2)" }.joined(separator: ", "))) AND \(Self.outboxIndexTerm)
+                        WHERE notification_id = $1 AND id IN (\(Self.placeholders(chunk.count, from: 2))) AND \(Self.outboxIndexTerm)
                         RETURNING status
                         """, [.text(write.notificationID.uuidString)] + chunk.map { .integer($0) })
                     counts[.cancelled, default: 0] += Int64(cancelled.count)
@@ -508,9 +508,7 @@ extension HeraldStore {
             }
             finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
             for dead in write.dead {
-                _ = try await session.query(
-                    "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",
-                    [.text(dead.reason), .integer(Self.milliseconds(dead.since ?? clock.now())), .integer(now), .text(dead.appID), .text(dead.deviceID)])
+                try await deactivateDevice(appID: dead.appID, deviceID: dead.deviceID, reason: dead.reason, since: dead.since, now: now, session)
             }
             written += write.count
         }
@@ -523,6 +521,13 @@ extension HeraldStore {
                 "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1", [.text(notification.uuidString)])
         }
         return written
+    }
+
+    /// A dead token's device becomes inactive, with the provider's timestamp (else now).
+    func deactivateDevice(appID: String, deviceID: String, reason: String, since: Date?, now: Int64, _ session: Session) async throws {
+        _ = try await session.query(
+            "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",
+            [.text(reason), .integer(Self.milliseconds(since ?? clock.now())), .integer(now), .text(appID), .text(deviceID)])
     }
 
     /// Gives pages back unsent (their deliveries' results will never come from this node).

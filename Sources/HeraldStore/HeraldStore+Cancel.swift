@@ -52,7 +52,7 @@ extension HeraldStore {
         var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
         var timerUsers = ""
         if let userIDs {
-            timerUsers = " AND user_id IN (" + userIDs.indices.map { "$\($0 + 4)" }.joined(separator: ", ") + ")"
+            timerUsers = " AND user_id IN (" + Self.placeholders(userIDs.count, from: 4) + ")"
             timerBinds += userIDs.map { .text($0) }
         }
         result.steps = try await session.query(
@@ -69,11 +69,11 @@ extension HeraldStore {
         var cancelledBy: [String: Int64] = [:]
         var undeferredBy: [String: Int64] = [:]
         for chunk in ids.chunked(Self.batchSize) {
-            let notifications = chunk.enumerated().map { "$\($0.offset + 4)" }.joined(separator: ", ")
+            let notifications = Self.placeholders(chunk.count, from: 4)
             var users = ""
             var binds: [Session.Value] = [.integer(now), .text(""), .text("")] + chunk.map { .text($0) }
             if let userIDs {
-                users = " AND user_id IN (" + userIDs.indices.map { "$\(binds.count + $0 + 1)" }.joined(separator: ", ") + ")"
+                users = " AND user_id IN (" + Self.placeholders(userIDs.count, from: binds.count + 1) + ")"
                 binds += userIDs.map { .text($0) }
             }
             // Rows not yet claimed, then rows being sent: each status its own statement, so
@@ -95,7 +95,7 @@ extension HeraldStore {
                 if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
             }
             let broadcasts = try await session.query(
-                "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(chunk.indices.map { "$\($0 + 1)" }.joined(separator: ", ")))",
+                "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(Self.placeholders(chunk.count, from: 1)))",
                 chunk.map { .text($0) })
             guard !broadcasts.isEmpty else { continue }
             if userIDs != nil {
@@ -163,12 +163,7 @@ extension HeraldStore {
                 "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
                 [.text(result.notificationID.uuidString)])
             if case .tokenDead(let reason, let since) = result.outcome {
-                _ = try await session.query(
-                    "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",
-                    [
-                        .text(reason), .integer(Self.milliseconds(since ?? clock.now())), .integer(now), .text(result.appID),
-                        .text(result.deviceID),
-                    ])
+                try await deactivateDevice(appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
             }
         }
         return written

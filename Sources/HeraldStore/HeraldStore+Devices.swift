@@ -139,7 +139,7 @@ extension HeraldStore {
     private func tokenHolders(appID: String, platform: String, _ tokens: [String], _ session: Session) async throws -> [(String, String)] {
         var holders: [(String, String)] = []
         for chunk in tokens.chunked(Self.batchSize) {
-            let list = chunk.indices.map { "$\($0 + 3)" }.joined(separator: ", ")
+            let list = Self.placeholders(chunk.count, from: 3)
             let rows = try await session.query(
                 "SELECT device_id, token FROM devices WHERE app_id = $1 AND platform = $2 AND token IN (\(list))",
                 [.text(appID), .text(platform)] + chunk.map(Session.Value.text))

@@ -6,9 +6,10 @@ package import Foundation
 /// in the transaction that writes the notification: a user gets each occurrence at most once,
 /// across restarts and nodes.
 extension HeraldStore {
-    /// The time zones the app's users have (nil: users without one, run in UTC).
+    /// The time zones the app's users have (nil: users without one, run in UTC). Read off the
+    /// writer's connection, as the pages of users are: a job's scan holds no write up.
     package func userZones(appID: String) async throws -> [String?] {
-        try await exclusive { session in
+        try await reading { session in
             try await session.query("SELECT DISTINCT time_zone FROM users WHERE app_id = $1", [.text(appID)]).map { $0.first?.text }
         }
     }
@@ -38,7 +39,7 @@ extension HeraldStore {
 
     /// A page of a zone's users with their attributes (JSON), after `cursor` in id order.
     package func zoneUsers(appID: String, zone: String?, after cursor: String, limit: Int) async throws -> [(userID: String, attributes: String)] {
-        try await exclusive { session in
+        try await reading { session in
             let zoneTerm = zone == nil ? "time_zone IS NULL" : "time_zone = $4"
             var binds: [Session.Value] = [.text(appID), .text(cursor), .integer(Int64(limit))]
             if let zone { binds.append(.text(zone)) }

@@ -268,14 +268,19 @@ extension HeraldStore {
         """
     }
 
-    /// Claims of nodes not heard from since $2 (or of no node: written before owners existed) go
-    /// back to the queue; never those of $3, the node asking.
-    static let requeueSQL = """
-        UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = $1
-        WHERE status = 'sending' AND \(outboxIndexTerm)
+    /// Deliveries a dead node was sending go back to the queue (`requeueStatement`).
+    static let requeueSQL = requeueStatement(table: "deliveries", claimed: "sending", back: "queued", indexTerm: outboxIndexTerm)
+
+    /// Rows of `table` claimed (`claimed`) by nodes not heard from since $2 (or by no node: written
+    /// before owners existed) go back to `back`; never those of $3, the node asking. $1 is now.
+    static func requeueStatement(table: String, claimed: String, back: String, indexTerm: String) -> String {
+        """
+        UPDATE \(table) SET status = '\(back)', claimed_by = NULL, updated_at = $1
+        WHERE status = '\(claimed)' AND \(indexTerm)
           AND (claimed_by IS NULL OR (claimed_by <> $3 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= $2)))
         RETURNING id
         """
+    }
     static let queueDepthSQL = "SELECT COUNT(*) AS n FROM deliveries WHERE \(outboxIndexTerm) AND due_at <= $1"
 
     /// SQLite's plan for each outbox query by status (tests check that they use the index).

@@ -151,21 +151,8 @@ extension HeraldStore {
         }
     }
 
-    /// The due time of the next pending timer (the timer loop sleeps until then at most).
-    package func nextTimerDue() async throws -> Date? {
-        try await exclusive { session in
-            try await session.query("SELECT MIN(due_at) FROM timers WHERE status = 'pending' AND \(Self.timerIndexTerm)").first?.first?.integer
-                .map(Self.date)
-        }
-    }
-
-    /// Claims of nodes not heard from since $2 go back to `pending` (never those of $3, the asking node).
-    static let requeueTimersSQL = """
-        UPDATE timers SET status = 'pending', claimed_by = NULL, updated_at = $1
-        WHERE status = 'firing' AND \(timerIndexTerm)
-          AND (claimed_by IS NULL OR (claimed_by <> $3 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= $2)))
-        RETURNING id
-        """
+    /// Timers a dead node was firing go back to `pending` (`requeueStatement`).
+    static let requeueTimersSQL = requeueStatement(table: "timers", claimed: "firing", back: "pending", indexTerm: timerIndexTerm)
 
     /// The partial timer index's condition (repeated verbatim for SQLite to use the index).
     static let timerIndexTerm = "status IN ('pending', 'firing')"

@@ -66,20 +66,7 @@ extension HeraldStore {
                     .text(appID), .text(userID), .text(track), .integer(Self.milliseconds(anchorAt)), .text(data),
                     testSeconds.map { .integer(Int64($0)) } ?? .null, .integer(now),
                 ])
-            let earliest = now - Int64(Self.pastStepGrace * 1000)
-            for step in steps {
-                let due = Self.milliseconds(step.dueAt)
-                let past = due < earliest
-                _ = try await session.query(
-                    """
-                    INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
-                    VALUES ($1, $2, 'step', $3, $4, $5, $6, $7, $8, $9, $9)
-                    """,
-                    [
-                        .text(appID), .text(userID), .text(track), .text(step.id), .integer(due), .text(past ? "skipped" : "pending"),
-                        .text(cancelKey), past ? .text("PastAtEnrolment") : .null, .integer(now),
-                    ])
-            }
+            try await insertSteps(appID: appID, track: track, cancelKey: cancelKey, [(userID, steps)], now: now, session)
             try await notifyOutbox(session)
             return (true, try await enrolment(appID: appID, userID: userID, track: track, session)!)
         }
@@ -227,7 +214,6 @@ extension HeraldStore {
         guard !entries.isEmpty else { return 0 }
         return try await transaction { [self] session in
             let now = nowMilliseconds
-            let earliest = now - Int64(Self.pastStepGrace * 1000)
             let byUser = Dictionary(entries.map { ($0.userID, $0) }, uniquingKeysWith: { first, _ in first })
             var enrolled = 0
             for chunk in Array(byUser.values).sorted(by: { $0.userID < $1.userID }).chunked(500) {
@@ -244,33 +230,43 @@ extension HeraldStore {
                     """, binds
                 ).compactMap { $0.first?.text }
                 enrolled += fresh.count
-                var rows: [String] = []
-                var timerBinds: [Session.Value] = [.text(appID), .text(track), .text(cancelKey), .integer(now), .text("PastAtEnrolment")]
-                func flush() async throws {
-                    guard !rows.isEmpty else { return }
-                    _ = try await session.query(
-                        """
-                        INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
-                        VALUES \(rows.joined(separator: ", "))
-                        """, timerBinds)
-                    rows.removeAll(keepingCapacity: true)
-                    timerBinds.removeLast(timerBinds.count - 5)
-                }
-                for user in fresh {
-                    guard let entry = byUser[user] else { continue }
-                    for step in entry.steps {
-                        let due = Self.milliseconds(step.dueAt)
-                        let past = due < earliest
-                        timerBinds += [.text(user), .text(step.id), .integer(due)]
-                        let n = timerBinds.count
-                        rows.append("($1, $\(n - 2), 'step', $2, $\(n - 1), $\(n), '\(past ? "skipped" : "pending")', $3, \(past ? "$5" : "NULL"), $4, $4)")
-                        if rows.count == 2_000 { try await flush() }
-                    }
-                }
-                try await flush()
+                try await insertSteps(
+                    appID: appID, track: track, cancelKey: cancelKey, fresh.compactMap { user in byUser[user].map { (user, $0.steps) } },
+                    now: now, session)
             }
             return enrolled
         }
+    }
+
+    /// The steps of new enrolments as timers, 2,000 rows per statement: `pending`, or `skipped`
+    /// (`PastAtEnrolment`) when due more than `pastStepGrace` before `now`.
+    private func insertSteps(
+        appID: String, track: String, cancelKey: String, _ enrolments: [(userID: String, steps: [PlannedStep])], now: Int64, _ session: Session
+    ) async throws {
+        let earliest = now - Int64(Self.pastStepGrace * 1000)
+        var rows: [String] = []
+        var binds: [Session.Value] = [.text(appID), .text(track), .text(cancelKey), .integer(now), .text("PastAtEnrolment")]
+        func flush() async throws {
+            guard !rows.isEmpty else { return }
+            _ = try await session.query(
+                """
+                INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
+                VALUES \(rows.joined(separator: ", "))
+                """, binds)
+            rows.removeAll(keepingCapacity: true)
+            binds.removeLast(binds.count - 5)
+        }
+        for (user, steps) in enrolments {
+            for step in steps {
+                let due = Self.milliseconds(step.dueAt)
+                let past = due < earliest
+                binds += [.text(user), .text(step.id), .integer(due)]
+                let n = binds.count
+                rows.append("($1, $\(n - 2), 'step', $2, $\(n - 1), $\(n), '\(past ? "skipped" : "pending")', $3, \(past ? "$5" : "NULL"), $4, $4)")
+                if rows.count == 2_000 { try await flush() }
+            }
+        }
+        try await flush()
     }
 
     /// The time zones of these users: theirs, else one of their devices'; absent: neither has one.

@@ -247,11 +247,12 @@ package enum HeraldAPI {
         }
         apps.post("events") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let data = try await body(request)
-            let batch = (try? JSONDecoder().decode(EventBatchProbe.self, from: data))?.events != nil
-            let events: [EventBody] = batch ? try decodeJSON(EventBatch.self, data, prefix: "").events : [try decodeJSON(EventBody.self, data, prefix: "")]
-            guard !events.isEmpty, events.count <= EventBatch.maximum else {
-                throw APIError.invalid("events", "events holds 1 to \(EventBatch.maximum) events")
+            // One event, or the batch form {"events": [...]}: one parse either way.
+            let decoded = try await decode(EventBody.self, request)
+            let batch = decoded.events != nil
+            let events = decoded.events ?? [decoded]
+            guard !events.isEmpty, events.count <= EventBody.maximumBatch else {
+                throw APIError.invalid("events", "events holds 1 to \(EventBody.maximumBatch) events")
             }
             let now = runtime.store.now
             let checked = try events.enumerated().map { index, event throws(APIError) in

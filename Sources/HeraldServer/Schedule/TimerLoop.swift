@@ -43,21 +43,23 @@ struct TimerLoop {
         guard !timers.isEmpty else { return 0 }
         var outcomes: [HeraldStore.TimerOutcome] = []
         for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
-            outcomes += try await self.outcomes(appID: appID, appTimers)
+            let appOutcomes = try await self.outcomes(appID: appID, appTimers)
+            for outcome in appOutcomes {
+                switch outcome {
+                case .send(_, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
+                case .skipped(let ids, _): runtime.metrics.timers(app: appID, outcome: "skipped", ids.count)
+                case .failed(let ids, let reason):
+                    runtime.metrics.timers(app: appID, outcome: "failed", ids.count)
+                    runtime.logger.error(
+                        "Track steps could not be sent", metadata: ["herald.app": "\(appID)", "herald.steps": "\(ids.count)", "herald.reason": "\(reason)"])
+                }
+            }
+            outcomes += appOutcomes
         }
         // The steps' deliveries go straight to this node's dispatcher while it has room.
         let (notifications, fired, claimed) = try await runtime.store.fireTimers(batch: batch, outcomes, directUpTo: runtime.direct.room)
         let stopped = runtime.direct.add(claimed)
         if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
-        for outcome in outcomes {
-            switch outcome {
-            case .send(let appID, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
-            case .skipped(let ids, _): runtime.metrics.timers(app: timers[0].appID, outcome: "skipped", ids.count)
-            case .failed(let ids, let reason):
-                runtime.metrics.timers(app: timers[0].appID, outcome: "failed", ids.count)
-                runtime.logger.error("Track steps could not be sent", metadata: ["herald.steps": "\(ids.count)", "herald.reason": "\(reason)"])
-            }
-        }
         if notifications > 0 {
             runtime.wake.signal(outbox: claimed.isEmpty)
             runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(fired)", "herald.notifications": "\(notifications)"])

@@ -136,18 +136,22 @@ struct EnrolmentView: Encodable {
 }
 
 /// `POST /v1/apps/{app}/events`: one event a user did (`app.opened` is built in: what a step's
-/// `unless` reads).
+/// `unless` reads), or the batch form `{"events": [...]}` (then the other fields are not read).
 struct EventBody: Decodable {
     var name: String?
     var userID: String?
     var data: JSONValue?
     var occurredAt: String?
     var idempotencyKey: String?
+    var events: [EventBody]?
 
     enum CodingKeys: String, CodingKey {
-        case name, data
+        case name, data, events
         case userID = "user_id", occurredAt = "occurred_at", idempotencyKey = "idempotency_key"
     }
+
+    /// The most events in one batch.
+    static let maximumBatch = 1_000
 
     struct Checked {
         var name: String
@@ -186,17 +190,6 @@ struct EventBody: Decodable {
         guard text.utf8.count <= 16_384 else { throw APIError.invalid(prefix + "data", "data is at most 16 KB") }
         return Checked(name: name, userID: userID, data: text, occurredAt: occurred, idempotencyKey: idempotencyKey)
     }
-}
-
-/// The batch form: `{"events": [...]}`.
-struct EventBatch: Decodable {
-    var events: [EventBody]
-    static let maximum = 1_000
-}
-
-/// Whether a body is the batch form (has `events`, whatever is in it).
-struct EventBatchProbe: Decodable {
-    var events: JSONValue?
 }
 
 /// An event stored: its id, the notifications it sent, whether it was a repeat of an idempotency key.
