@@ -48,7 +48,8 @@ peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$1/status; }
 
 "${SIM_BIN:-$HERALD}" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
     > "$WORK/sim.out" 2> "$WORK/sim.err" &
-PIDS+=($!)
+SIM_PID=$!
+PIDS+=($SIM_PID)
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
@@ -137,6 +138,7 @@ if [ "$MODE" = tracks ]; then
         sleep 0.5
     fi
     cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    sim_cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SIM_PID/stat)
     start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"1d"}' > /dev/null
@@ -154,9 +156,10 @@ if [ "$MODE" = tracks ]; then
     cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; echo "profile: $WORK/serve.perf.data"; fi
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
-    echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    sim_cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SIM_PID/stat)
+    echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s (simulator $(python3 -c "print('%.1f' % ($sim_cpu_after - $sim_cpu_before))") s); peak RSS $(peak_rss_mb $SERVE_PID) MB"
     echo "inbox: $inbox"
-    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E '^herald_timers_total|^herald_outbox_store_seconds_(sum|count)' || true
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E "^herald_timers_total|^herald_outbox_store_seconds_(sum|count)" || true
     python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys
 inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])

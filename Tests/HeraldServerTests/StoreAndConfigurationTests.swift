@@ -276,6 +276,63 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("due steps fire in one transaction: taken in due order, their deliveries claimed for the node as they are written; a cancel that waits for it finds them in flight; a dead node's fire leaves them pending")
+    func fireDueTimers() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("timers")
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let devices = makeDeviceTokens(6).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 6)
+        for (index, user) in ["u0", "u1", "u2"].enumerated() {
+            _ = try await store.enrol(
+                appID: "a", userID: user, track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}", testSeconds: nil,
+                steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(Double(60 + index)))], restart: false)
+        }
+        func send(_ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
+            [.send(appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: "track:t", trace: nil, timers: timers.map(\.id))]
+        }
+        #expect(try await store.fireDueTimers(limit: 10) { _, timers in send(timers) }.taken == 0)  // none due yet
+        clock.advance(by: 120)
+        // A node that fails while deciding commits nothing: the steps are still there to fire.
+        await #expect(throws: CancellationError.self) {
+            try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, _ in throw CancellationError() }
+        }
+        // Two at a time, the earliest first; the deliveries come back claimed, `sending`.
+        var users: [String] = []
+        let first = try await store.fireDueTimers(limit: 2, directUpTo: 100) { _, timers in
+            users = timers.map(\.userID)
+            return send(timers)
+        }
+        #expect(users == ["u0", "u1"])
+        #expect(first.taken == 2 && first.fired == 2 && first.notifications == 1)
+        #expect(first.claimed.map(\.deviceID).sorted() == ["d0", "d1", "d2", "d3"])
+        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        // A cancel asked while the last step fires waits for it, and finds its deliveries being sent.
+        let started = AsyncStream<Void>.makeStream()
+        let cancel = Task {
+            for await _ in started.stream { break }
+            return try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
+        }
+        let last = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
+            started.continuation.yield()
+            try await Task.sleep(for: .milliseconds(100))
+            return send(timers)
+        }
+        #expect(last.taken == 1 && last.claimed.map(\.deviceID).sorted() == ["d4", "d5"])
+        let cancelled = try await cancel.value
+        #expect(cancelled.steps == 0 && cancelled.inFlight == 2 && cancelled.cancelled == 0)
+        // Without room: written queued, for the outbox's claim.
+        _ = try await store.enrol(
+            appID: "a", userID: "u0", track: "t2", cancelKey: "track:t2", anchorAt: clock.now, data: "{}", testSeconds: nil,
+            steps: [PlannedStep(id: "s1", dueAt: clock.now)], restart: false)
+        let queued = try await store.fireDueTimers(limit: 10, directUpTo: 0) { _, timers in send(timers) }
+        #expect(queued.fired == 1 && queued.claimed.isEmpty)
+        #expect(try await store.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == ["d0", "d1"])
+        await store.close()
+    }
+
     @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone")
     func acceptIsSynced() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")

@@ -170,8 +170,14 @@ struct TrackTests {
         try await Self.withLucidPal { server in
             #expect(try await server.register("ines-phone", user: "ines", token: tokens[0]) == .created)
             #expect(try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
-            let start = try #require(server.runtime.devClock?.now)
-            _ = try await server.request(.put, "/v1/apps/demo/users/ines/tracks/trial", json: "{}")
+            // Anchored at noon UTC: the same calendar day in Paris and New York whatever the hour
+            // the test runs (from a late evening UTC anchor, New York's day-2 10:00 came first).
+            var utc = Calendar(identifier: .gregorian)
+            utc.timeZone = TimeZone(identifier: "UTC")!
+            let clock = try #require(server.runtime.devClock?.now)
+            let start = try #require(utc.date(bySettingHour: 12, minute: 0, second: 0, of: clock))
+            let enrolled = try await server.request(.put, "/v1/apps/demo/users/ines/tracks/trial", json: #"{"anchor_at":"\#(HeraldTime.format(start))"}"#)
+            #expect(enrolled.status == .ok)
             #expect(try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"America/New_York"}"#).status == .ok)
             let listed = try await server.request(.get, "/v1/apps/demo/users/ines/tracks")
             let steps = try #require((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])

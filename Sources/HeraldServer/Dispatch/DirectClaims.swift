@@ -9,6 +9,7 @@ package final class DirectClaims: Sendable {
     private struct State {
         var open = false
         var room = 0
+        var capacity = 0
         var waiting: [ClaimedDelivery] = []
     }
 
@@ -26,6 +27,15 @@ package final class DirectClaims: Sendable {
         }
     }
 
+    /// How many deliveries the timer loop may claim for a batch of due steps (no
+    /// per-notification cap: a step's notification goes to thousands of users), and the
+    /// dispatcher's capacity (`outbox.max_in_flight`); nil while the dispatcher takes no work.
+    package var bulkRoom: (room: Int, capacity: Int)? {
+        state.withLock { state in
+            state.open ? (max(0, state.room - state.waiting.count), state.capacity) : nil
+        }
+    }
+
     /// Handed over by the API after its commit; returns them if the dispatcher has stopped
     /// meanwhile (the caller gives them back to the queue).
     package func add(_ claimed: [ClaimedDelivery]) -> [ClaimedDelivery] {
@@ -38,10 +48,11 @@ package final class DirectClaims: Sendable {
     }
 
     /// The dispatcher's room for new work (it opens the door on its first call).
-    func setRoom(_ room: Int) {
+    func setRoom(_ room: Int, capacity: Int) {
         state.withLock { state in
             state.open = true
             state.room = room
+            state.capacity = capacity
         }
     }
 

@@ -118,7 +118,7 @@ package final class HeraldMetrics: Sendable {
         apnsBatch.recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    /// One outbox transaction (`operation`: `claim` or `record`), from asking the store until
+    /// One outbox transaction (`operation`: `accept`, `claim`, `record`, `timer_fire`), from asking the store until
     /// it committed: waiting for the writer included, which is what an operator watches.
     func outboxStore(_ operation: String, seconds: Double) {
         handle("herald_outbox_store_seconds", [("operation", operation)]) {

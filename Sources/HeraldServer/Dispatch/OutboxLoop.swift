@@ -54,7 +54,7 @@ package struct OutboxLoop: Service {
                     // database writes results slower than the providers answer, claiming waits
                     // instead of piling answers up in memory.
                     let room = configuration.maximumInFlight - window.count - max(0, recorder.count - configuration.maximumInFlight)
-                    runtime.direct.setRoom(room)
+                    runtime.direct.setRoom(room, capacity: configuration.maximumInFlight)
                     guard room > 0 else {
                         try? await Task.sleep(for: .milliseconds(5))
                         continue

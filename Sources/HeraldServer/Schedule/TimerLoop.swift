@@ -17,13 +17,14 @@ struct TimerLoop {
     /// clock moved) or `interval`.
     func run(stopping: Flag, interval: Duration) async {
         var failures = 0
+        var backlog = false
         let jobs = JobRunner(runtime: runtime)
         while !stopping.isSet && !Task.isCancelled {
             do {
                 try await jobs.runIfDue()
-                let fired = try await fireOnce()
+                backlog = try await fireOnce(backlog: backlog)
                 failures = 0
-                if fired == Self.batchSize { continue }
+                if backlog { continue }
             } catch {
                 failures += 1
                 if failures == 1 || failures % 10 == 0 {
@@ -36,15 +37,47 @@ struct TimerLoop {
         }
     }
 
-    /// Claims one batch of due timers and fires it; returns how many were claimed.
+    /// Fires one batch of due timers (`fireDueTimers`: taken, decided and written in one
+    /// transaction); returns whether it was full (more may be due).
+    ///
+    /// The steps' deliveries are claimed for this node's dispatcher as they are written, as
+    /// many as it has room for: a wave of due steps costs no claim transaction. During a wave
+    /// (`backlog`: the last batch was full), steps fire only as fast as the dispatcher takes
+    /// their deliveries: the loop waits up to a second for a tenth of its room, then takes only
+    /// as many as fit, so the deliveries are claimed, not queued to be claimed again.
     @discardableResult
-    func fireOnce() async throws -> Int {
-        let (batch, timers) = try await runtime.store.claimDueTimers(limit: Self.batchSize)
-        guard !timers.isEmpty else { return 0 }
-        var outcomes: [HeraldStore.TimerOutcome] = []
-        for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
-            let appOutcomes = try await self.outcomes(appID: appID, appTimers)
-            for outcome in appOutcomes {
+    func fireOnce(backlog: Bool = false) async throws -> Bool {
+        var limit = Self.batchSize
+        var directUpTo = 0
+        if var (room, capacity) = runtime.direct.bulkRoom {
+            let enough = max(1, capacity / 10)
+            if backlog {
+                let waitUntil = ContinuousClock.now + .seconds(1)
+                while room < enough, ContinuousClock.now < waitUntil, !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(5))
+                    guard let now = runtime.direct.bulkRoom else { break }
+                    (room, capacity) = now
+                }
+                limit = min(Self.batchSize, max(room, enough))
+            }
+            directUpTo = room
+        }
+        let started = ContinuousClock.now
+        var decided: [(String, [HeraldStore.TimerOutcome])] = []
+        let result = try await runtime.store.fireDueTimers(limit: limit, directUpTo: directUpTo) { reads, timers in
+            decided = []
+            var outcomes: [HeraldStore.TimerOutcome] = []
+            for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
+                let appOutcomes = try await self.outcomes(appID: appID, appTimers, reads: reads)
+                decided.append((appID, appOutcomes))
+                outcomes += appOutcomes
+            }
+            return outcomes
+        }
+        guard result.taken > 0 else { return false }
+        runtime.metrics.outboxStore("timer_fire", seconds: (ContinuousClock.now - started).seconds)
+        for (appID, outcomes) in decided {
+            for outcome in outcomes {
                 switch outcome {
                 case .send(_, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
                 case .skipped(let ids, _): runtime.metrics.timers(app: appID, outcome: "skipped", ids.count)
@@ -54,21 +87,19 @@ struct TimerLoop {
                         "Track steps could not be sent", metadata: ["herald.app": "\(appID)", "herald.steps": "\(ids.count)", "herald.reason": "\(reason)"])
                 }
             }
-            outcomes += appOutcomes
         }
         // The steps' deliveries go straight to this node's dispatcher while it has room.
-        let (notifications, fired, claimed) = try await runtime.store.fireTimers(batch: batch, outcomes, directUpTo: runtime.direct.room)
-        let stopped = runtime.direct.add(claimed)
+        let stopped = runtime.direct.add(result.claimed)
         if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
-        if notifications > 0 {
-            runtime.wake.signal(outbox: claimed.isEmpty)
-            runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(fired)", "herald.notifications": "\(notifications)"])
+        if result.notifications > 0 {
+            runtime.wake.signal(outbox: result.claimed.isEmpty)
+            runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(result.fired)", "herald.notifications": "\(result.notifications)"])
         }
-        return timers.count
+        return result.taken == limit
     }
 
-    /// What each of an app's claimed timers becomes.
-    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+    /// What each of an app's due timers becomes.
+    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer], reads: HeraldStore.TimerReads) async throws -> [HeraldStore.TimerOutcome] {
         let syncs = all.filter { $0.kind == "sync" }
         let timers = all.filter { $0.kind != "sync" }
         var outcomes = syncOutcomes(appID: appID, syncs)
@@ -90,7 +121,7 @@ struct TimerLoop {
         var skipped: [String: [Int64]] = [:]
         for event in Set(live.compactMap { $0.2.unless }).sorted() {
             let users = live.filter { $0.2.unless == event }.map(\.0.userID)
-            let last = try await runtime.store.lastEvents(appID: appID, name: event, userIDs: Array(Set(users)))
+            let last = try await reads.lastEvents(appID: appID, name: event, userIDs: Array(Set(users)))
             for (timer, _, step) in live where step.unless == event {
                 if let at = last[timer.userID], at >= (timer.anchorAt ?? .distantPast) { skipped[event, default: []].append(timer.id) }
             }
