@@ -159,6 +159,13 @@ if [ "$MODE" = tracks ]; then
     sim_cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SIM_PID/stat)
     echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s (simulator $(python3 -c "print('%.1f' % ($sim_cpu_after - $sim_cpu_before))") s); peak RSS $(peak_rss_mb $SERVE_PID) MB"
     echo "inbox: $inbox"
+    # One user's Pro upgrade among them all (a cancel by the track's key for one user, with a
+    # million fired and pending steps and their deliveries under that key), then its listing.
+    unenrol_ms=$(curl -sf -o /dev/null -w '%{time_total}' -X DELETE "http://127.0.0.1:$PORT/v1/apps/load/users/u7/tracks/trial" \
+        -H "Authorization: Bearer $SERVER" | python3 -c "import sys; print('%.1f' % (float(sys.stdin.read()) * 1000))")
+    list_ms=$(curl -sf -o /dev/null -w '%{time_total}' "http://127.0.0.1:$PORT/v1/apps/load/users/u7/tracks" \
+        -H "Authorization: Bearer $SERVER" | python3 -c "import sys; print('%.1f' % (float(sys.stdin.read()) * 1000))")
+    echo "one user's unenrolment after the wave: ${unenrol_ms} ms; its tracks listed: ${list_ms} ms"
     curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep -E "^herald_timers_total|^herald_outbox_store_seconds_(sum|count)" || true
     python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys

@@ -64,9 +64,7 @@ extension HeraldStore {
             guard direct, count > 0 else { return Accepted(record: record, created: true, claimed: []) }
             // What sending needs, as a claim reads it (the devices were active a moment ago, in
             // this transaction: nothing to fail here).
-            let claimed = try await session.query(Self.directClaimSQL, [.text(id.uuidString)]).compactMap {
-                try Self.claimedDelivery($0, claimOffset: 0)
-            }
+            let claimed = try await directClaims(notification: id, appID: appID, trace: nil, now: now, session)
             return Accepted(record: record, created: true, claimed: claimed)
         }
     }
@@ -90,10 +88,12 @@ extension HeraldStore {
         switch recipients {
         case .all: break
         case .users(let ids):
-            filter += " AND user_id IN (\(binds: ids))"
+            filter += " AND user_id IN "
+            filter += list(ids)
             named = ids.count
         case .devices(let ids):
-            filter += " AND device_id IN (\(binds: ids))"
+            filter += " AND device_id IN "
+            filter += list(ids)
             named = ids.count
         }
         if !excludeDeviceIDs.isEmpty { filter += " AND device_id NOT IN (\(binds: excludeDeviceIDs))" }
@@ -150,17 +150,44 @@ extension HeraldStore {
         return (count, direct)
     }
 
+    /// `(…)` of `ids` for `IN`: on SQLite a long list is one bound JSON array (`json_each`; a due
+    /// wave names 5,000 users), not thousands of values to encode, parse and bind.
+    private func list(_ ids: [String]) -> SQLQueryString {
+        guard dialect == .sqlite, ids.count > Self.boundListLimit, let json = try? JSONEncoder().encode(ids) else { return "(\(binds: ids))" }
+        return "(SELECT value FROM json_each(\(bind: String(decoding: json, as: UTF8.self))))"
+    }
+
+    /// Longer lists are bound as JSON on SQLite (`list`).
+    static let boundListLimit = 64
+
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the
     /// accepts that arrive meanwhile (`SQLiteCommitGroup`).
     private func acceptTransaction(_ body: @escaping SQLiteCommitGroup.Body) async throws -> Accepted {
         dialect == .sqlite ? try await commitGroup.run(self, body) : try await transaction(durable: true, body)
     }
 
-    static let directClaimSQL = """
-        SELECT \(claimColumns(status: "d.status"))
-        FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-        WHERE d.notification_id = $1
-        """
+    /// The deliveries of notification `id` just written claimed for this node (`writeNotification`
+    /// with `direct`), with what sending needs from their devices. What the transaction wrote
+    /// is known (the app, no attempts yet, claim 1, the trace it started with, created now); the
+    /// statement reads only what the devices add (a due wave reads 5,000 at a time).
+    func directClaims(notification id: UUID, appID: String, trace: String?, now: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
+        let createdAt = Date(timeIntervalSince1970: Double(now) / 1000)
+        return try await session.query(
+            """
+            SELECT d.id, d.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone
+            FROM deliveries d JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+            WHERE d.notification_id = $1
+            """, [.text(id.uuidString)]
+        ).map { columns in
+            guard columns.count == 8, let delivery = columns[0].integer, let deviceID = columns[1].text, let platform = columns[2].text,
+                let token = columns[3].text, let environment = columns[4].text
+            else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
+            return ClaimedDelivery(
+                id: delivery, notificationID: id, appID: appID, deviceID: deviceID, platform: platform, token: token, environment: environment,
+                attempts: 0, userID: columns[5].text ?? "", locale: columns[6].text, timeZone: columns[7].text, trace: trace, claim: 1,
+                createdAt: createdAt)
+        }
+    }
 
     /// A notification of an app.
     package func notification(appID: String, id: UUID) async throws -> NotificationRecord? {

@@ -401,7 +401,34 @@ extension HeraldStore {
             default: break
             }
         }
-        for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        for (status, all) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            // The common case first: a result with nothing of its own to write (no reason, due
+            // time or trace, not a dead token), for one notification under one claim, is a list
+            // of ids in one bound JSON array (`json_each`): no statement with thousands of
+            // values to parse, bind and join, as a due wave's rows are.
+            var rows: [ResultRow] = []
+            var plain: [PlainResults: [Int64]] = [:]
+            for row in all {
+                if row.reason == nil, row.due == nil, row.result.trace == nil, dead[row.result.deliveryID] == nil {
+                    plain[PlainResults(notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts), default: []]
+                        .append(row.result.deliveryID)
+                } else {
+                    rows.append(row)
+                }
+            }
+            for (key, ids) in plain {
+                for chunk in ids.chunked(Self.plainResultsPerStatement) {
+                    _ = try await connection.query(
+                        """
+                        UPDATE deliveries SET status = '\(status.rawValue)', reason = NULL, attempts = attempts + ?, claimed_by = NULL, updated_at = ?
+                        WHERE id IN (SELECT value FROM json_each(?)) AND claim = ? AND status = 'sending'
+                        """,
+                        [.integer(key.attempts), .integer(Int(now)), .text(Self.jsonArray(chunk)), .integer(Int(key.claim))])
+                    let applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
+                    written += applied
+                    count(status, key.notificationID, applied)
+                }
+            }
             let grouped = Dictionary(grouping: rows, by: \.result.notificationID).values.flatMap { $0 }
             for chunk in grouped.chunked(Self.resultRowsPerStatement) {
                 var sql = "WITH v(id, claim, attempts, reason, due, trace) AS (VALUES "
@@ -539,6 +566,26 @@ extension HeraldStore {
 
     /// Result rows per statement: 6 bound values each, far below SQLite's 32,766.
     static let resultRowsPerStatement = 1_000
+    /// Ids per statement of plain results (one bound JSON array).
+    static let plainResultsPerStatement = 10_000
+
+    /// Plain results written together: one notification's, under one claim, after as many attempts.
+    struct PlainResults: Hashable {
+        var notificationID: UUID
+        var claim: Int64
+        var attempts: Int
+    }
+
+    /// `[1,2,3]`: ids bound as one JSON array, for SQLite's `json_each`.
+    static func jsonArray(_ ids: some Collection<Int64>) -> String {
+        var text = "["
+        text.reserveCapacity(ids.count * 8 + 2)
+        for (index, id) in ids.enumerated() {
+            if index > 0 { text += "," }
+            text += String(id)
+        }
+        return text + "]"
+    }
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was
     /// sent, when. Rows older than a day are never read and are deleted here.

@@ -89,28 +89,26 @@ extension HeraldStore {
             }
             var result = FiredTimers(taken: timers.count)
             guard !timers.isEmpty else { return result }
+            let taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             let outcomes = try await decide(TimerReads(store: self, session: session), timers)
             var room = directUpTo
             var queued = false
             for outcome in outcomes {
                 switch outcome {
-                case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let timers):
-                    // A step goes to its user's devices; a sync to its device (`name`).
+                case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let ids):
+                    // A step goes to its user's devices; a sync to its device (`name`). The rows
+                    // are this transaction's (SQLite's one writer; locked on PostgreSQL): all of
+                    // them fire, and what they were is known from the read.
                     var users: [String] = []
                     var devices: [String] = []
-                    for chunk in timers.chunked(Self.batchSize) {
-                        for row in try await session.query(
-                            """
-                            UPDATE timers SET status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2
-                            WHERE id IN (\(Self.placeholders(chunk.count, from: 3))) AND status = 'pending'
-                            RETURNING user_id, kind, name
-                            """, [.text(notification.uuidString), .integer(now)] + chunk.map { .integer($0) })
-                        {
-                            guard row.count == 3, let user = row[0].text, let name = row[2].text else { continue }
-                            if row[1].text == "sync" { devices.append(name) } else { users.append(user) }
-                        }
+                    for id in ids {
+                        guard let timer = taken[id] else { continue }
+                        if timer.kind == "sync" { devices.append(timer.name) } else { users.append(timer.userID) }
                     }
                     guard !users.isEmpty || !devices.isEmpty else { continue }
+                    try await setStatus(
+                        of: ids, "status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2",
+                        [.text(notification.uuidString), .integer(now)], session)
                     result.fired += users.count + devices.count
                     result.notifications += 1
                     let (count, direct) = try await writeNotification(
@@ -119,26 +117,37 @@ extension HeraldStore {
                         due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
                     if !direct { queued = true }
                     if direct, count > 0 {
-                        let rows = try await session.query(Self.directClaimSQL, [.text(notification.uuidString)]).compactMap {
-                            try Self.claimedDelivery($0, claimOffset: 0)
-                        }
+                        let rows = try await directClaims(notification: notification, appID: appID, trace: trace, now: now, session)
                         result.claimed += rows
                         room = max(0, room - rows.count)
                     }
                 case .skipped(let timers, let reason), .failed(let timers, let reason):
                     let status: String
                     if case .skipped = outcome { status = "skipped" } else { status = "failed" }
-                    for chunk in timers.chunked(Self.batchSize) {
-                        _ = try await session.query(
-                            """
-                            UPDATE timers SET status = $1, reason = $2, claimed_by = NULL, updated_at = $3
-                            WHERE id IN (\(Self.placeholders(chunk.count, from: 4))) AND status = 'pending'
-                            """, [.text(status), .text(reason), .integer(now)] + chunk.map { .integer($0) })
-                    }
+                    try await setStatus(
+                        of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3", [.text(status), .text(reason), .integer(now)],
+                        session)
                 }
             }
             if queued { try await notifyOutbox(session) }
             return result
+        }
+    }
+
+    /// Sets `assignments` (with `binds` as $1…) on the timers `ids` still pending: on SQLite the
+    /// ids are one bound JSON array (`json_each`), not thousands of values to parse and bind.
+    private func setStatus(of ids: [Int64], _ assignments: String, _ binds: [Session.Value], _ session: Session) async throws {
+        switch dialect {
+        case .sqlite:
+            _ = try await session.query(
+                "UPDATE timers SET \(assignments) WHERE id IN (SELECT value FROM json_each($\(binds.count + 1))) AND status = 'pending'",
+                binds + [.text(Self.jsonArray(ids))])
+        case .postgres:
+            for chunk in ids.chunked(Self.batchSize) {
+                _ = try await session.query(
+                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND status = 'pending'",
+                    binds + chunk.map { .integer($0) })
+            }
         }
     }
 
