@@ -51,13 +51,18 @@ extension HeraldStore {
         var result = Cancellation()
         var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
         var timerUsers = ""
+        // Some users' steps are found by user (a few rows each), never by the key, which every
+        // step of a track shares: SQLite is told so (with a million users enrolled, the key's
+        // index walked a million entries for one user's Pro upgrade).
+        var table = "timers"
         if let userIDs {
             timerUsers = " AND user_id IN (" + Self.placeholders(userIDs.count, from: 4) + ")"
             timerBinds += userIDs.map { .text($0) }
+            if dialect == .sqlite { table = "timers INDEXED BY timers_user" }
         }
         result.steps = try await session.query(
             """
-            UPDATE timers SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
+            UPDATE \(table) SET status = 'cancelled', reason = '\(Self.cancelledReason)', claimed_by = NULL, updated_at = $1
             WHERE app_id = $2 AND cancel_key = $3 AND status IN ('pending', 'firing')\(timerUsers)
             RETURNING id
             """, timerBinds

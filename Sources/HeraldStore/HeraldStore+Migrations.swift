@@ -397,15 +397,14 @@ extension HeraldStore {
                     "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
             }
         ),
-        // A cancel by a track's key for one user (a Pro upgrade) walked every pending step under
-        // the key (a million users enrolled: a million entries, 0.4-1.2 s holding the writer);
-        // the user is in the index now. The index no longer names the status, so a step that
-        // fires does not touch it (the cancel tests the status on the few rows it finds).
+        // The key's index no longer names the status, so a step that fires does not touch it
+        // (a cancel by key tests the status on the rows it finds; one for some users finds them
+        // by user, `timers_user`). New steps still append to it, in id order.
         (
             version: 14,
             statements: [
                 "DROP INDEX timers_cancel_key",
-                "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key, user_id) WHERE cancel_key IS NOT NULL",
+                "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key) WHERE cancel_key IS NOT NULL",
             ]
         ),
     ]

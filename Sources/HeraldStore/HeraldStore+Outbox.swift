@@ -402,21 +402,28 @@ extension HeraldStore {
             }
         }
         for (status, all) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            // The common case first: a result with nothing of its own to write (no reason, due
-            // time or trace, not a dead token), for one notification under one claim, is a list
-            // of ids in one bound JSON array (`json_each`): no statement with thousands of
-            // values to parse, bind and join, as a due wave's rows are.
+            // A fan-out's common case first: results with nothing of their own to write (no
+            // reason, due time or trace, not a dead token), many for one notification under one
+            // claim, are a list of ids in one bound JSON array (`json_each`): no statement with
+            // thousands of values to parse, bind and join, as a due wave's rows are. A few (single
+            // sends, each its own notification) share the multi-row statement below: one
+            // statement each would hold the writer for hundreds of trips.
             var rows: [ResultRow] = []
-            var plain: [PlainResults: [Int64]] = [:]
+            var plain: [PlainResults: [ResultRow]] = [:]
             for row in all {
                 if row.reason == nil, row.due == nil, row.result.trace == nil, dead[row.result.deliveryID] == nil {
                     plain[PlainResults(notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts), default: []]
-                        .append(row.result.deliveryID)
+                        .append(row)
                 } else {
                     rows.append(row)
                 }
             }
-            for (key, ids) in plain {
+            for (key, group) in plain where group.count < Self.plainResultsAtLeast {
+                rows += group
+                plain[key] = nil
+            }
+            for (key, group) in plain {
+                let ids = group.map(\.result.deliveryID)
                 for chunk in ids.chunked(Self.plainResultsPerStatement) {
                     _ = try await connection.query(
                         """
@@ -566,8 +573,9 @@ extension HeraldStore {
 
     /// Result rows per statement: 6 bound values each, far below SQLite's 32,766.
     static let resultRowsPerStatement = 1_000
-    /// Ids per statement of plain results (one bound JSON array).
+    /// Ids per statement of plain results (one bound JSON array), and the fewest written so.
     static let plainResultsPerStatement = 10_000
+    static let plainResultsAtLeast = 64
 
     /// Plain results written together: one notification's, under one claim, after as many attempts.
     struct PlainResults: Hashable {

@@ -333,6 +333,47 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
+    @Test("a fan-out's results: plain ones written as one list of ids, the rest row by row; each counted once, fenced by its claim")
+    func fanOutResults() async throws {
+        let url = try await TestDatabase.url("results")
+        let store = try await HeraldStore.open(url: url)
+        let devices = makeDeviceTokens(100).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 100)
+        let (record, _) = try await store.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(devices.map(\.deviceID)),
+            excludeDeviceIDs: [], dueAt: Date())
+        let claimed = try await store.claimDueDeliveries(limit: 200)
+        #expect(claimed.count == 100)
+        // 97 plain (one list), two failed with a reason and one with a trace (row by row).
+        let results = claimed.enumerated().map { index, delivery in
+            switch index {
+            case 0, 1: DeliveryResult(delivery, .failed(reason: "BadDeviceToken"), attempts: 1)
+            case 2: DeliveryResult(delivery, .sent, attempts: 1, trace: "[]")
+            default: DeliveryResult(delivery, .sent, attempts: 1)
+            }
+        }
+        // A stale copy of the plain ones under another claim changes nothing.
+        let stale = claimed.dropFirst(3).map {
+            DeliveryResult(
+                ClaimedDelivery(
+                    id: $0.id, notificationID: $0.notificationID, appID: $0.appID, deviceID: $0.deviceID, platform: $0.platform, token: $0.token,
+                    environment: $0.environment, attempts: 0, claim: $0.claim + 1),
+                .failed(reason: "Stale"), attempts: 1)
+        }
+        #expect(try await store.recordResults(stale) == 0)
+        #expect(try await store.recordResults(results) == 100)
+        #expect(try await store.recordResults(results) == 0)  // written once
+        // The counters and the rows agree.
+        let counted = try await store.deliveryCounts(notificationID: record.id)
+        #expect(counted[.sent] == 98 && counted[.failed] == 2 && counted[.queued] == 0, "\(counted)")
+        let rows = try await store.deliveries(notificationID: record.id, limit: 200, offset: 0)
+        #expect(rows.filter { $0.status == .sent && $0.attempts == 1 }.count == 98)
+        #expect(rows.filter { $0.status == .failed && $0.reason == "BadDeviceToken" }.count == 2)
+        await store.close()
+    }
+
     @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone")
     func acceptIsSynced() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")
