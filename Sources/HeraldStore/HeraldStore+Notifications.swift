@@ -150,15 +150,11 @@ extension HeraldStore {
         return (count, direct)
     }
 
-    /// `(…)` of `ids` for `IN`: on SQLite a long list is one bound JSON array (`json_each`; a due
-    /// wave names 5,000 users), not thousands of values to encode, parse and bind.
+    /// `(…)` of `ids` for `IN`: on SQLite a long list is one bound JSON array (`boundListLimit`).
     private func list(_ ids: [String]) -> SQLQueryString {
         guard dialect == .sqlite, ids.count > Self.boundListLimit, let json = try? JSONEncoder().encode(ids) else { return "(\(binds: ids))" }
         return "(SELECT value FROM json_each(\(bind: String(decoding: json, as: UTF8.self))))"
     }
-
-    /// Longer lists are bound as JSON on SQLite (`list`).
-    static let boundListLimit = 64
 
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the
     /// accepts that arrive meanwhile (`SQLiteCommitGroup`).

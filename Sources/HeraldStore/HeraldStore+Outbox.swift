@@ -418,7 +418,7 @@ extension HeraldStore {
                     rows.append(row)
                 }
             }
-            for (key, group) in plain where group.count < Self.plainResultsAtLeast {
+            for (key, group) in plain where group.count <= Self.boundListLimit {
                 rows += group
                 plain[key] = nil
             }
@@ -428,7 +428,7 @@ extension HeraldStore {
                     _ = try await connection.query(
                         """
                         UPDATE deliveries SET status = '\(status.rawValue)', reason = NULL, attempts = attempts + ?, claimed_by = NULL, updated_at = ?
-                        WHERE id IN (SELECT value FROM json_each(?)) AND claim = ? AND status = 'sending'
+                        WHERE id IN \(Self.jsonEach("?")) AND claim = ? AND status = 'sending'
                         """,
                         [.integer(key.attempts), .integer(Int(now)), .text(Self.jsonArray(chunk)), .integer(Int(key.claim))])
                     let applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
@@ -573,9 +573,8 @@ extension HeraldStore {
 
     /// Result rows per statement: 6 bound values each, far below SQLite's 32,766.
     static let resultRowsPerStatement = 1_000
-    /// Ids per statement of plain results (one bound JSON array), and the fewest written so.
+    /// Ids per statement of plain results (one bound JSON array).
     static let plainResultsPerStatement = 10_000
-    static let plainResultsAtLeast = 64
 
     /// Plain results written together: one notification's, under one claim, after as many attempts.
     struct PlainResults: Hashable {
@@ -583,6 +582,13 @@ extension HeraldStore {
         var claim: Int64
         var attempts: Int
     }
+
+    /// On SQLite, a list longer than this is bound as one JSON array (`jsonEach`): no statement
+    /// with thousands of values to encode, parse and bind (a due wave names 5,000 at a time).
+    static let boundListLimit = 64
+
+    /// `(…)` for `IN`: the values of the JSON array bound at `placeholder` (SQLite).
+    static func jsonEach(_ placeholder: String) -> String { "(SELECT value FROM json_each(\(placeholder)))" }
 
     /// `[1,2,3]`: ids bound as one JSON array, for SQLite's `json_each`.
     static func jsonArray(_ ids: some Collection<Int64>) -> String {

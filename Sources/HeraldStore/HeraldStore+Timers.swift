@@ -140,7 +140,7 @@ extension HeraldStore {
         switch dialect {
         case .sqlite:
             _ = try await session.query(
-                "UPDATE timers SET \(assignments) WHERE id IN (SELECT value FROM json_each($\(binds.count + 1))) AND status = 'pending'",
+                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND status = 'pending'",
                 binds + [.text(Self.jsonArray(ids))])
         case .postgres:
             for chunk in ids.chunked(Self.batchSize) {

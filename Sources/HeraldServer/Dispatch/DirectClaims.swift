@@ -22,9 +22,7 @@ package final class DirectClaims: Sendable {
 
     /// How many deliveries the API may claim for the next notification (0: accept it queued).
     package var room: Int {
-        state.withLock { state in
-            state.open ? max(0, min(Self.perNotification, state.room - state.waiting.count)) : 0
-        }
+        min(Self.perNotification, bulkRoom?.room ?? 0)
     }
 
     /// How many deliveries the timer loop may claim for a batch of due steps (no

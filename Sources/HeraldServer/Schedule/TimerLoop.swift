@@ -49,14 +49,15 @@ struct TimerLoop {
     func fireOnce(backlog: Bool = false) async throws -> Bool {
         var limit = Self.batchSize
         var directUpTo = 0
-        if var (room, capacity) = runtime.direct.bulkRoom {
+        if let (free, capacity) = runtime.direct.bulkRoom {
+            var room = free
             let enough = max(1, capacity / 10)
             if backlog {
                 let waitUntil = ContinuousClock.now + .seconds(1)
                 while room < enough, ContinuousClock.now < waitUntil, !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(5))
-                    guard let now = runtime.direct.bulkRoom else { break }
-                    (room, capacity) = now
+                    guard let now = runtime.direct.bulkRoom?.room else { break }
+                    room = now
                 }
                 limit = min(Self.batchSize, max(room, enough))
             }
