@@ -95,12 +95,21 @@ extension HeraldStore {
         else { return nil }
         // (Asked apart: a page handed back is rare, and the claim's query stays the one every
         // schema since broadcasts reads.)
-        if try await session.query("SELECT cancelled FROM broadcast_pages WHERE id = $1", [.integer(pageID)]).first?.first?.integer == 1 {
+        let more = try await session.query(
+            "SELECT cancelled, devices, cancelled_users, trace FROM broadcast_pages WHERE id = $1", [.integer(pageID)]
+        ).first ?? []
+        if more.first?.integer == 1 {
             // Cancelled while a node held it (which died, or gave it back): never handed out again.
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
             _ = try await session.query(
                 "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(remaining), .text(notification)])
             return []
+        }
+        if more.count == 4, let listed = more[1].text {
+            let page = StepPage(
+                id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID, size: size,
+                remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text)
+            return try await rehandStepPage(page, due: due, session)
         }
         // The devices still without their row get the block's ids no row has taken, in device
         // order: the ids they were first sent with (unless a device of the page was deleted
@@ -171,18 +180,7 @@ extension HeraldStore {
         }
         guard let last = devices.last?[0] else { return [] }
         let count = Int64(devices.count)
-        let firstID: Int64
-        switch dialect {
-        case .sqlite:
-            guard let reserved = try await session.query(
-                "UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'deliveries' RETURNING seq", [.integer(count)]
-            ).first?.first?.integer else { throw StoreError(.corrupt, "sqlite_sequence: no counter for deliveries") }
-            firstID = reserved - count + 1
-        case .postgres:
-            guard let block = try await session.query("SELECT nextval('broadcast_blocks')").first?.first?.integer
-            else { throw StoreError(.corrupt, "broadcast_blocks: no block") }
-            firstID = Self.postgresBlockBase + block * Int64(Self.broadcastPageLimit)
-        }
+        let firstID = try await reserveDeliveryIDs(count, session)
         guard let pageID = try await session.query(
             """
             INSERT INTO broadcast_pages
@@ -195,6 +193,22 @@ extension HeraldStore {
         let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
         return try handOut(
             devices, ids: Array(firstID..<(firstID + count)), notification: notification, app: app, claim: 1, slot: slot)
+    }
+
+    /// Reserves `count` (at most `broadcastPageLimit`) consecutive delivery row ids for a page;
+    /// returns the first. SQLite: from the AUTOINCREMENT counter; PostgreSQL: a block of 4,096.
+    func reserveDeliveryIDs(_ count: Int64, _ session: Session) async throws -> Int64 {
+        switch dialect {
+        case .sqlite:
+            guard let reserved = try await session.query(
+                "UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'deliveries' RETURNING seq", [.integer(count)]
+            ).first?.first?.integer else { throw StoreError(.corrupt, "sqlite_sequence: no counter for deliveries") }
+            return reserved - count + 1
+        case .postgres:
+            guard let block = try await session.query("SELECT nextval('broadcast_blocks')").first?.first?.integer
+            else { throw StoreError(.corrupt, "broadcast_blocks: no block") }
+            return Self.postgresBlockBase + block * Int64(Self.broadcastPageLimit)
+        }
     }
 
     /// Devices per page at most (a PostgreSQL id block's size).
@@ -267,8 +281,8 @@ extension HeraldStore {
     }
 
     /// The page's devices as claimed deliveries, each with its reserved row id.
-    private func handOut(
-        _ devices: [[Session.Value]], ids: [Int64], notification: String, app: String, claim: Int64, slot: BroadcastSlot
+    func handOut(
+        _ devices: [[Session.Value]], ids: [Int64], notification: String, app: String, claim: Int64, slot: BroadcastSlot, trace: String? = nil
     ) throws -> [ClaimedDelivery] {
         guard let notificationID = UUID(uuidString: notification) else { throw StoreError(.corrupt, "broadcasts: a notification id that is not a UUID") }
         guard ids.count >= devices.count else { throw StoreError(.corrupt, "deliveries: fewer row ids than devices") }
@@ -284,7 +298,7 @@ extension HeraldStore {
             claimed.append(
                 ClaimedDelivery(
                     id: ids[index], notificationID: notificationID, appID: app, deviceID: deviceID, platform: platform, token: token,
-                    environment: environment, attempts: 0, userID: userID, locale: columns[5].text, timeZone: columns[6].text, trace: nil,
+                    environment: environment, attempts: 0, userID: userID, locale: columns[5].text, timeZone: columns[6].text, trace: trace,
                     claim: claim, createdAt: createdAt, broadcast: deviceSlot))
         }
         return claimed
@@ -303,8 +317,8 @@ extension HeraldStore {
         var counts: [DeliveryStatus: Int64]
         var dead: [(appID: String, deviceID: String, reason: String, since: Date?)]
         /// The rows that go back to the queue (a retry) or are deferred: those of a page
-        /// cancelled while this node held it end cancelled instead.
-        var unanswered: [Int64] = []
+        /// cancelled while this node held it (or of its users cancelled) end cancelled instead.
+        var unanswered: [(id: Int64, userID: String, deferred: Bool)] = []
     }
 
     /// Groups broadcast results by page and builds each page's insert, with the page's
@@ -331,7 +345,9 @@ extension HeraldStore {
             for result in group {
                 let (status, reason, due, attempts) = row(for: result)
                 if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
-                if status == .queued || status == .deferred { write.unanswered.append(result.deliveryID) }
+                if status == .queued || status == .deferred {
+                    write.unanswered.append((result.deliveryID, result.broadcast?.userID ?? "", status == .deferred))
+                }
                 if case .tokenDead(let reason, let since) = result.outcome {
                     write.dead.append((result.appID, result.deviceID, reason, since))
                 }
@@ -484,7 +500,7 @@ extension HeraldStore {
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
         for write in writes {
             let left = try await session.query(
-                "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled",
+                "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled, cancelled_users",
                 [.integer(Int64(write.count)), .integer(write.page), .integer(write.claim), .text(nodeID)])
             guard let remaining = left.first?.first?.integer else { continue }
             if remaining <= 0 { _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)]) }
@@ -493,18 +509,24 @@ extension HeraldStore {
                 _ = try await Session.query(connection, Self.postgresBroadcastInsertSQL, rows.bindings)
             }
             var counts = write.counts
-            if left.first?.last?.integer == 1, !write.unanswered.isEmpty {
-                // The page was cancelled while this node held it: what would be tried again ends.
-                for chunk in write.unanswered.chunked(Self.batchSize) {
+            // The page was cancelled while this node held it (or some of its users were): what
+            // would be tried again ends.
+            var ending = write.unanswered
+            if left.first?[1].integer != 1 {
+                let users = Set(Self.jsonStrings(left.first?[2].text))
+                ending = users.isEmpty ? [] : ending.filter { users.contains($0.userID) }
+            }
+            if !ending.isEmpty {
+                for chunk in ending.chunked(Self.batchSize) {
                     let cancelled = try await session.query(
                         """
                         UPDATE deliveries SET status = 'cancelled', reason = '\(Self.cancelledInFlightReason)'
                         WHERE notification_id = $1 AND id IN (\(Self.placeholders(chunk.count, from: 2))) AND \(Self.outboxIndexTerm)
                         RETURNING status
-                        """, [.text(write.notificationID.uuidString)] + chunk.map { .integer($0) })
+                        """, [.text(write.notificationID.uuidString)] + chunk.map { .integer($0.id) })
                     counts[.cancelled, default: 0] += Int64(cancelled.count)
                 }
-                counts[.deferred] = 0
+                counts[.deferred, default: 0] -= Int64(ending.filter(\.deferred).count)
             }
             finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
             for dead in write.dead {

@@ -99,6 +99,9 @@ extension HeraldStore {
                 }
                 if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
             }
+            let pages = try await cancelStepPages(notifications: chunk, userIDs: userIDs, session)
+            result.cancelled += Int(pages.cancelled)
+            result.inFlight += Int(pages.inFlight)
             let broadcasts = try await session.query(
                 "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(Self.placeholders(chunk.count, from: 1)))",
                 chunk.map { .text($0) })

@@ -407,6 +407,18 @@ extension HeraldStore {
                 "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key) WHERE cancel_key IS NOT NULL",
             ]
         ),
+        // A fired step's page (`HeraldStore+StepPages`): its devices listed in the page (a JSON
+        // array of [device, user] in row-id order) instead of a range of the app's devices, and
+        // the users cancelled while it was handed out (a JSON array), whose devices are never
+        // tried again, and the decision trace its deliveries start with.
+        (
+            version: 15,
+            statements: [
+                "ALTER TABLE broadcast_pages ADD COLUMN devices TEXT",
+                "ALTER TABLE broadcast_pages ADD COLUMN cancelled_users TEXT",
+                "ALTER TABLE broadcast_pages ADD COLUMN trace TEXT",
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

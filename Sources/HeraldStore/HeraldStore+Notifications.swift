@@ -202,7 +202,9 @@ extension HeraldStore {
     /// The stored content of notifications, by id (the dispatcher caches these).
     package func notificationContents(_ ids: [UUID]) async throws -> [UUID: Data] {
         guard !ids.isEmpty else { return [:] }
-        return try await exclusive { session in
+        // On the reading connection (the dispatcher's batches do not wait for the writer): a
+        // notification is committed before its deliveries are handed out.
+        return try await reading { session in
             var result: [UUID: Data] = [:]
             for row in try await session.sql.raw(
                 "SELECT id, content FROM notifications WHERE id IN (\(binds: ids.map(\.uuidString)))"

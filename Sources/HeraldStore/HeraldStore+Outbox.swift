@@ -5,6 +5,22 @@ import SQLiteNIO
 
 /// The outbox: claims, results, node heartbeats and rescue, pacing records, gauges.
 extension HeraldStore {
+    /// Whether rows are due in the outbox (or, with `broadcasts`, a broadcast or a page handed
+    /// back): read on SQLite's reading connection, beside the writer.
+    private func hasDueWork(now: Int64, broadcasts: Bool) async throws -> Bool {
+        try await reading { session in
+            let apps = try await session.query(AppsWithWork.self, [.integer(now)])
+            if apps.contains(where: { $0.count == 4 && ($0[2].integer == 1 || $0[3].integer == 1) }) { return true }
+            guard broadcasts else { return false }
+            return try await !session.query(
+                """
+                SELECT 1 FROM broadcasts WHERE due_at <= $1
+                UNION ALL SELECT 1 FROM broadcast_pages WHERE claimed_by IS NULL AND due_at <= $1 LIMIT 1
+                """, [.integer(now)]
+            ).isEmpty
+        }
+    }
+
     /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) for this node,
     /// with the device data needed to send them; deferred ones whose time has come and new ones
     /// share the claim half and half (either takes what the other leaves).
@@ -20,6 +36,14 @@ extension HeraldStore {
         let quiet = noBroadcastsSince.load(ordering: .relaxed)
         let lookForBroadcasts = dialect == .postgres || quiet == 0 || now - quiet >= 1_000 || now < quiet
         let prefetched = lookForBroadcasts ? try await prefetchBroadcastPages(limit: limit, now: now) : [:]
+        // SQLite: asked first on the reading connection whether anything is due, so a claim
+        // that would find nothing does not wait for the writer (during a due wave, the timer
+        // loop's transactions): the dispatcher goes on taking what was claimed for it. (Its
+        // heartbeat is written apart, every few seconds.)
+        if dialect == .sqlite, prefetched.isEmpty, try await !hasDueWork(now: now, broadcasts: lookForBroadcasts) {
+            if lookForBroadcasts { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: now, ordering: .relaxed) }
+            return []
+        }
         let claimed = try await transaction { session in
             if dialect == .postgres {
                 // A claim's commit does not wait for its WAL to reach the disk (~1 ms here): a
@@ -307,7 +331,8 @@ extension HeraldStore {
     /// user: (notification, time) pairs, oldest first. Pacing and grouping count them.
     package func recentSends(appID: String, userIDs: [String], since: Date) async throws -> [String: [(UUID, Date)]] {
         guard !userIDs.isEmpty else { return [:] }
-        return try await exclusive { session in
+        // On the reading connection: the dispatcher's batches do not wait for the writer.
+        return try await reading { session in
             var result: [String: [(UUID, Date)]] = [:]
             let sinceMilliseconds = Self.milliseconds(since, rounding: .down)
             for chunk in userIDs.chunked(Self.batchSize) {

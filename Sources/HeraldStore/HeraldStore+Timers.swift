@@ -53,102 +53,210 @@ extension HeraldStore {
         package var claimed: [ClaimedDelivery] = []
     }
 
-    /// Fires up to `limit` due timers in one transaction: takes them in due order (on
-    /// PostgreSQL locked, skipping those another node is firing), asks `decide` what each
-    /// becomes, and writes that: the notifications and their deliveries, or why a timer was
-    /// skipped. A cancel or an unenrolment is ordered with it by the database (SQLite's one
-    /// writer; PostgreSQL's row locks, the cancel's timers first): one that commits first leaves
-    /// nothing to take, one that comes after finds the notification the step became. A node
-    /// that dies mid-way leaves its timers pending (nothing is committed).
+    /// Fires up to `limit` due timers: takes them in due order, asks `decide` what each
+    /// becomes, and writes that in one transaction: the notifications and their deliveries, or
+    /// why a timer was skipped. A cancel or an unenrolment is ordered with the write by the
+    /// database: one that commits first leaves nothing to fire (the write fires only the timers
+    /// still pending), one that comes after finds the notification the step became. A node that
+    /// dies before its commit leaves its timers pending.
     ///
-    /// With `directUpTo > 0`, the deliveries of notifications to at most that many users or
-    /// devices are claimed for this node as they are written (as a send's accept does,
-    /// `acceptNotification`), up to that many in all, and returned for its dispatcher.
+    /// On SQLite, the due timers, `decide`'s reads and the devices the steps go to are read on
+    /// a reading connection of their own, beside the writer (in WAL mode it neither waits for
+    /// the writer nor holds it up): the writer is held only to write. On PostgreSQL it is all
+    /// one transaction, the timers locked (`FOR UPDATE SKIP LOCKED`: other nodes skip them).
+    ///
+    /// With `directUpTo > 0`, the deliveries of as many steps as fit in that many devices are
+    /// handed to this node as they are written, in pages (`handOutStep`), and returned for its
+    /// dispatcher.
     package func fireDueTimers(
         limit: Int, directUpTo: Int = 0, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
     ) async throws -> FiredTimers {
-        try await transaction { [self] session in
-            let now = nowMilliseconds
-            let lock = dialect == .postgres ? " FOR UPDATE OF t SKIP LOCKED" : ""
-            var timers: [DueTimer] = []
-            for columns in try await session.query(
-                """
-                SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
-                FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
-                WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1
-                ORDER BY t.due_at, t.id LIMIT $2\(lock)
-                """, [.integer(now), .integer(Int64(limit))])
-            {
-                guard columns.count == 11, let id = columns[0].integer, let app = columns[1].text, let user = columns[2].text,
-                    let kind = columns[3].text, let name = columns[4].text, let step = columns[5].text, let due = columns[6].integer
-                else { throw StoreError(.corrupt, "timers: a row the timer loop cannot read") }
-                timers.append(
-                    DueTimer(
-                        id: id, appID: app, userID: user, kind: kind, name: name, step: step, dueAt: Self.date(due),
-                        cancelKey: columns[7].text, trace: columns[8].text, anchorAt: columns[9].integer.map(Self.date), data: columns[10].text))
+        guard dialect == .sqlite else {
+            return try await transaction { [self] session in
+                guard let plan = try await planFire(limit: limit, directUpTo: directUpTo, decide: decide, session) else { return FiredTimers() }
+                return try await writeFire(plan, directUpTo: directUpTo, session)
             }
-            var result = FiredTimers(taken: timers.count)
-            guard !timers.isEmpty else { return result }
-            let taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            let outcomes = try await decide(TimerReads(store: self, session: session), timers)
-            var room = directUpTo
-            var queued = false
-            for outcome in outcomes {
-                switch outcome {
-                case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let ids):
-                    // A step goes to its user's devices; a sync to its device (`name`). The rows
-                    // are this transaction's (SQLite's one writer; locked on PostgreSQL): all of
-                    // them fire, and what they were is known from the read.
-                    var users: [String] = []
-                    var devices: [String] = []
-                    for id in ids {
-                        guard let timer = taken[id] else { continue }
-                        if timer.kind == "sync" { devices.append(timer.name) } else { users.append(timer.userID) }
-                    }
-                    guard !users.isEmpty || !devices.isEmpty else { continue }
-                    try await setStatus(
-                        of: ids, "status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2",
-                        [.text(notification.uuidString), .integer(now)], session)
-                    result.fired += users.count + devices.count
-                    result.notifications += 1
-                    let (count, direct) = try await writeNotification(
-                        appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
-                        recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()), excludeDeviceIDs: [],
-                        due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
-                    if !direct { queued = true }
-                    if direct, count > 0 {
-                        let rows = try await directClaims(notification: notification, appID: appID, trace: trace, now: now, session)
-                        result.claimed += rows
-                        room = max(0, room - rows.count)
-                    }
-                case .skipped(let timers, let reason), .failed(let timers, let reason):
-                    let status: String
-                    if case .skipped = outcome { status = "skipped" } else { status = "failed" }
-                    try await setStatus(
-                        of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3", [.text(status), .text(reason), .integer(now)],
-                        session)
-                }
-            }
-            if queued { try await notifyOutbox(session) }
-            return result
+        }
+        guard let plan = try await planDueTimers(limit: limit, directUpTo: directUpTo, decide: decide) else { return FiredTimers() }
+        return try await writeDueTimers(plan, directUpTo: directUpTo)
+    }
+
+    /// What a batch of due timers becomes, read and decided before it is written
+    /// (`planDueTimers`, SQLite).
+    package struct FirePlan: Sendable {
+        /// The timers taken, by id.
+        package var timers: [Int64: DueTimer]
+        package var outcomes: [TimerOutcome]
+        /// The devices each step's notification goes to, read for as many steps as fit in
+        /// `directUpTo` devices.
+        var devices: [UUID: [[Session.Value]]]
+        /// Where the next batch starts: after this timer (its due time and id) in due order.
+        package var last: TimerCursor
+        /// The devices read for the steps.
+        package var devicesRead: Int { devices.values.reduce(0) { $0 + $1.count } }
+    }
+
+    /// A place in the due order of timers.
+    package struct TimerCursor: Sendable, Hashable {
+        var dueAt: Int64
+        var id: Int64
+    }
+
+    /// SQLite: the first half of `fireDueTimers`, on a reading connection of its own (beside
+    /// the writer): up to `limit` due timers after `after` in due order, what `decide` makes of
+    /// them, and the devices of as many steps as fit in `directUpTo` devices. The timer loop
+    /// reads the next batch while it writes this one (`writeDueTimers`); nil when none is due.
+    package func planDueTimers(
+        limit: Int, directUpTo: Int, after: TimerCursor? = nil, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
+    ) async throws -> FirePlan? {
+        precondition(dialect == .sqlite, "PostgreSQL fires due timers in one transaction (fireDueTimers)")
+        return try await reading(.timers) { [self] session in
+            try await planFire(limit: limit, directUpTo: directUpTo, after: after, decide: decide, session)
         }
     }
 
-    /// Sets `assignments` (with `binds` as $1…) on the timers `ids` still pending: on SQLite the
-    /// ids are one bound JSON array (`json_each`), not thousands of values to parse and bind.
-    private func setStatus(of ids: [Int64], _ assignments: String, _ binds: [Session.Value], _ session: Session) async throws {
-        switch dialect {
-        case .sqlite:
-            _ = try await session.query(
-                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND status = 'pending'",
-                binds + [.text(Self.jsonArray(ids))])
-        case .postgres:
-            for chunk in ids.chunked(Self.batchSize) {
-                _ = try await session.query(
-                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND status = 'pending'",
-                    binds + chunk.map { .integer($0) })
+    /// SQLite: the second half of `fireDueTimers`, in one transaction: what `plan` decided, for
+    /// the timers still pending (a cancel that committed since it was read wins), with the
+    /// deliveries of as many steps as fit in `directUpTo` devices handed to this node.
+    package func writeDueTimers(_ plan: FirePlan, directUpTo: Int) async throws -> FiredTimers {
+        try await transaction { [self] session in try await writeFire(plan, directUpTo: directUpTo, session) }
+    }
+
+    /// Takes the due timers (on PostgreSQL locked), asks `decide`, and reads the devices of the
+    /// steps the dispatcher has room for; nil when none is due.
+    private func planFire(
+        limit: Int, directUpTo: Int, after: TimerCursor? = nil, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome], _ session: Session
+    ) async throws -> FirePlan? {
+        let now = nowMilliseconds
+        let lock = dialect == .postgres ? " FOR UPDATE OF t SKIP LOCKED" : ""
+        var binds: [Session.Value] = [.integer(now), .integer(Int64(limit))]
+        var range = ""
+        if let after {
+            range = " AND t.due_at >= $3 AND (t.due_at > $3 OR t.id > $4)"
+            binds += [.integer(after.dueAt), .integer(after.id)]
+        }
+        var timers: [DueTimer] = []
+        var last = TimerCursor(dueAt: 0, id: 0)
+        for columns in try await session.query(
+            """
+            SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
+            FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
+            WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1\(range)
+            ORDER BY t.due_at, t.id LIMIT $2\(lock)
+            """, binds)
+        {
+            guard columns.count == 11, let id = columns[0].integer, let app = columns[1].text, let user = columns[2].text,
+                let kind = columns[3].text, let name = columns[4].text, let step = columns[5].text, let due = columns[6].integer
+            else { throw StoreError(.corrupt, "timers: a row the timer loop cannot read") }
+            timers.append(
+                DueTimer(
+                    id: id, appID: app, userID: user, kind: kind, name: name, step: step, dueAt: Self.date(due),
+                    cancelKey: columns[7].text, trace: columns[8].text, anchorAt: columns[9].integer.map(Self.date), data: columns[10].text))
+            last = TimerCursor(dueAt: due, id: id)
+        }
+        guard !timers.isEmpty else { return nil }
+        let taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let outcomes = try await decide(TimerReads(store: self, session: session), timers)
+        var devices: [UUID: [[Session.Value]]] = [:]
+        var room = directUpTo
+        for case .send(let appID, let notification, _, _, _, _, let ids) in outcomes where room > 0 {
+            let members = ids.compactMap { taken[$0] }
+            guard !members.isEmpty, members.allSatisfy({ $0.kind != "sync" }) else { continue }
+            let rows = try await stepDevices(appID: appID, users: Set(members.map(\.userID)).sorted(), session)
+            guard rows.count <= room else { continue }
+            devices[notification] = rows
+            room -= rows.count
+        }
+        return FirePlan(timers: taken, outcomes: outcomes, devices: devices, last: last)
+    }
+
+    /// Writes what a batch of due timers became: only the timers still pending fire (a cancel
+    /// that committed since the plan was read wins).
+    private func writeFire(_ plan: FirePlan, directUpTo: Int, _ session: Session) async throws -> FiredTimers {
+        let now = nowMilliseconds
+        var result = FiredTimers(taken: plan.timers.count)
+        var room = directUpTo
+        var queued = false
+        for outcome in plan.outcomes {
+            switch outcome {
+            case .send(let appID, let notification, let content, let lane, let cancelKey, let trace, let ids):
+                // A step goes to its user's devices; a sync to its device (`name`).
+                let fired = try await setStatus(
+                    of: ids, "status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2",
+                    [.text(notification.uuidString), .integer(now)], dueBy: now, returning: true, session)
+                var users: [String] = []
+                var devices: [String] = []
+                for id in ids where fired.contains(id) {
+                    guard let timer = plan.timers[id] else { continue }
+                    if timer.kind == "sync" { devices.append(timer.name) } else { users.append(timer.userID) }
+                }
+                guard !users.isEmpty || !devices.isEmpty else { continue }
+                result.fired += users.count + devices.count
+                result.notifications += 1
+                // A step's deliveries the dispatcher has room for are handed out in pages, each
+                // row written once, by its result.
+                if devices.isEmpty, var rows = plan.devices[notification], rows.count <= room {
+                    if fired.count < ids.count {
+                        let live = Set(users)
+                        rows = rows.filter { $0.count == 7 && $0[4].text.map(live.contains) == true }
+                    }
+                    let handed = try await handOutStep(
+                        appID: appID, notification: notification, content: content, cancelKey: cancelKey, lane: lane, trace: trace, devices: rows,
+                        now: now, session)
+                    result.claimed += handed
+                    room -= handed.count
+                    continue
+                }
+                let (count, direct) = try await writeNotification(
+                    appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
+                    recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()), excludeDeviceIDs: [],
+                    due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
+                if !direct { queued = true }
+                if direct, count > 0 {
+                    let rows = try await directClaims(notification: notification, appID: appID, trace: trace, now: now, session)
+                    result.claimed += rows
+                    room = max(0, room - rows.count)
+                }
+            case .skipped(let timers, let reason), .failed(let timers, let reason):
+                let status: String
+                if case .skipped = outcome { status = "skipped" } else { status = "failed" }
+                _ = try await setStatus(
+                    of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3", [.text(status), .text(reason), .integer(now)],
+                    dueBy: now, returning: false, session)
             }
         }
+        if queued { try await notifyOutbox(session) }
+        return result
+    }
+
+    /// Sets `assignments` (with `binds` as $1…) on the timers `ids` still pending and due by
+    /// `dueBy` (one re-planned later since it was read is not); returns those it set (with
+    /// `returning`). On SQLite the ids are one bound JSON array (`json_each`), not thousands of
+    /// values to parse and bind.
+    private func setStatus(
+        of ids: [Int64], _ assignments: String, _ binds: [Session.Value], dueBy: Int64, returning: Bool, _ session: Session
+    ) async throws -> Set<Int64> {
+        let returned = " AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
+        var set = Set<Int64>()
+        switch dialect {
+        case .sqlite:
+            for row in try await session.query(
+                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND status = 'pending'\(returned)",
+                binds + [.text(Self.jsonArray(ids))])
+            {
+                if let id = row.first?.integer { set.insert(id) }
+            }
+        case .postgres:
+            for chunk in ids.chunked(Self.batchSize) {
+                for row in try await session.query(
+                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND status = 'pending'\(returned)",
+                    binds + chunk.map { .integer($0) })
+                {
+                    if let id = row.first?.integer { set.insert(id) }
+                }
+            }
+        }
+        return set
     }
 
     /// Timers a dead node was firing go back to `pending` (`requeueStatement`).

@@ -57,7 +57,8 @@ extension HeraldStore {
     /// Several users at once (the dispatcher's policy step), by user id; unknown ones are absent.
     package func users(appID: String, ids: [String]) async throws -> [String: UserRecord] {
         guard !ids.isEmpty else { return [:] }
-        return try await exclusive { session in
+        // On the reading connection: the dispatcher's batches do not wait for the writer.
+        return try await reading { session in
             var result: [String: UserRecord] = [:]
             for chunk in ids.chunked(Self.batchSize) {
                 for row in try await session.sql.raw(

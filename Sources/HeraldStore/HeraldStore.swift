@@ -134,7 +134,7 @@ package final class HeraldStore: Sendable {
                     try await SQLiteCheckpointer.start(path: path, restartPages: walRestartPages, logger: logger) { body in
                         try await lock.withLock { try await body() }
                     })
-                await store.checkpointer.setReader(try await SQLiteReader.open(path: path, logger: logger))
+                for use in ReadingUse.allCases { await store.checkpointer.setReader(try await SQLiteReader.open(path: path, logger: logger), for: use) }
             }
         } catch {
             await store.close()
@@ -147,7 +147,7 @@ package final class HeraldStore: Sendable {
         switch backend {
         case .sqlite(let connection):
             await checkpointer.take()?.stop()
-            await checkpointer.takeReader()?.close()
+            for reader in await checkpointer.takeReaders() { await reader.close() }
             try? await connection.close()
             await walSync?.shutdown()
         case .postgres(_, let run):
@@ -174,8 +174,8 @@ package final class HeraldStore: Sendable {
     /// Runs read-only `body` where it holds nobody up: on SQLite files the reading connection
     /// (WAL: it sees the last commit and neither waits for the writer nor blocks it), elsewhere
     /// like `exclusive`.
-    func reading<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
-        if case .sqlite = backend, let reader = await checkpointer.reader {
+    func reading<Result: Sendable>(_ use: ReadingUse = .general, _ body: (Session) async throws -> Result) async throws -> Result {
+        if case .sqlite = backend, let reader = await checkpointer.reader(use) {
             return try await body(Session(sql: reader.connection.sql(queryLogLevel: nil), raw: .sqlite(reader.connection)))
         }
         return try await exclusive(body)
@@ -276,17 +276,25 @@ package final class HeraldStore: Sendable {
 /// takes them.
 private actor Checkpointer {
     private var running: SQLiteCheckpointer?
-    private(set) var reader: SQLiteReader?
+    private var readers: [ReadingUse: SQLiteReader] = [:]
     func set(_ checkpointer: SQLiteCheckpointer) { running = checkpointer }
-    func setReader(_ reader: SQLiteReader) { self.reader = reader }
+    func setReader(_ reader: SQLiteReader, for use: ReadingUse) { readers[use] = reader }
+    func reader(_ use: ReadingUse) -> SQLiteReader? { readers[use] }
     func take() -> SQLiteCheckpointer? {
         defer { running = nil }
         return running
     }
-    func takeReader() -> SQLiteReader? {
-        defer { reader = nil }
-        return reader
+    func takeReaders() -> [SQLiteReader] {
+        defer { readers = [:] }
+        return Array(readers.values)
     }
+}
+
+/// What a SQLite reading connection serves: each use has its own, so a due wave's reads
+/// (`timers`) never hold up the gauges' or the dispatcher's.
+enum ReadingUse: CaseIterable, Sendable {
+    case general
+    case timers
 }
 
 private extension String {

@@ -69,15 +69,16 @@ struct FCMClientTests {
 
     @Test("an expired access token is renewed once; a revoked one after a 401")
     func tokenRenewal() async throws {
-        // 3 s: long enough that the second token outlives the sends after it on a loaded box
-        // (at 1 s a full suite made it expire mid-test and renew once more than asked).
-        try await withSimulator({ $0.fcmAccessTokenLifetime = 3 }) { harness in
+        // 6 s: long enough that the second token outlives the sends after it on a loaded box
+        // (at 1 s, and once at 3 s, a full suite made it expire mid-test and renew once more
+        // than asked).
+        try await withSimulator({ $0.fcmAccessTokenLifetime = 6 }) { harness in
             let account = try harness.fcmAccount()
             var configuration = harness.fcmConfiguration
             configuration.tokenRefreshMargin = 0
             let client = try FCMClient(account: account, configuration: configuration)
             #expect(await client.send(FCMMessage(token: "t1", body: "one")).isDelivered)
-            try await Task.sleep(for: .milliseconds(3100))
+            try await Task.sleep(for: .milliseconds(6100))
             #expect(await client.send(FCMMessage(token: "t2", body: "two")).isDelivered)
             #expect(client.tokenExchanges == 2)
             harness.simulator.state.revokeFCMAccessTokens()

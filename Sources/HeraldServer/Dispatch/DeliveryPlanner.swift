@@ -36,16 +36,12 @@ struct DeliveryPlanner {
             var paced: [(String, UUID)] = []
             let payloadKey = app.configuration.payloadKey
             // A fan-out's devices mostly share a locale and a decision: their copy and payload are
-            // rendered once (JSON encoding per device was a quarter of a typed fan-out's CPU).
+            // rendered once (JSON encoding per device was a quarter of a typed fan-out's CPU),
+            // found by what makes them differ (the notification, the locale, what the engine
+            // decided), not by hashing the whole content and its data for every device.
             var copies: [CopyKey: CatalogCopy] = [:]
-            var payloads: [NotificationContent: Data?] = [:]
-            var scrubs: [[String: JSONValue]: (JSONValue, Set<String>)] = [:]
-            func encoded(_ content: NotificationContent) -> Data? {
-                if let known = payloads[content] { return known }
-                let data = try? APNSRenderer.encoded(content, payloadKey: payloadKey)
-                payloads[content] = data
-                return data
-            }
+            var sizes: [DeviceKey: Int] = [:]
+            var sendable: [DeviceKey: (content: NotificationContent, found: Set<String>, payload: Data?)] = [:]
             for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
                 guard let typed = contents[delivery.notificationID]?.typed, let content = contents[delivery.notificationID],
                     let type = catalog.type(typed.type)
@@ -79,27 +75,37 @@ struct DeliveryPlanner {
                 let decision = engine.decide(
                     type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
                     content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
-                    payloadSize: { encoded(content.deviceContent(copy: copy, decided: $0))?.count ?? .max })
+                    payloadSize: { decided in
+                        let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
+                        if let size = sizes[key] { return size }
+                        let size = (try? APNSRenderer.encoded(content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey))?.count ?? .max
+                        sizes[key] = size
+                        return size
+                    })
                 let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
-                    var device = content.deviceContent(copy: copy, decided: decision.content)
-                    var trace = trace
-                    // Every data value, at any depth (the deep link included), is scanned too.
-                    if let data = device.data {
-                        let (scrubbed, found) = scrubs[data] ?? {
+                    let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)
+                    let (device, found, payload) = sendable[key] ?? {
+                        var device = content.deviceContent(copy: copy, decided: decision.content)
+                        var found = Set<String>()
+                        // Every data value, at any depth (the deep link included), is scanned too.
+                        if let data = device.data {
                             let scrub = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
-                            scrubs[data] = scrub
-                            return scrub
-                        }()
-                        if !found.isEmpty {
-                            device.data = scrubbed.objectValue
-                            trace = DecisionTrace.appending(
-                                [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
-                                at: now, to: trace)
+                            found = scrub.1
+                            if !found.isEmpty { device.data = scrub.0.objectValue }
                         }
+                        let entry = (device, found, try? APNSRenderer.encoded(device, payloadKey: payloadKey))
+                        sendable[key] = entry
+                        return entry
+                    }()
+                    var trace = trace
+                    if !found.isEmpty {
+                        trace = DecisionTrace.appending(
+                            [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
+                            at: now, to: trace)
                     }
-                    guard let payload = encoded(device) else {
+                    guard let payload else {
                         held.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
@@ -136,4 +142,12 @@ struct PlannedDelivery: Sendable {
 private struct CopyKey: Hashable {
     var notification: UUID
     var locale: String?
+}
+
+/// What a device's content is made of: its notification, its locale's copy and what the engine
+/// decided (`StoredNotificationContent.deviceContent`).
+private struct DeviceKey: Hashable {
+    var notification: UUID
+    var locale: String?
+    var decided: PolicyContent
 }

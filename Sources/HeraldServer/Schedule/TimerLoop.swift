@@ -18,14 +18,17 @@ struct TimerLoop {
     func run(stopping: Flag, interval: Duration) async {
         var failures = 0
         var backlog = false
+        var next: NextPlan?
         let jobs = JobRunner(runtime: runtime)
         while !stopping.isSet && !Task.isCancelled {
             do {
                 try await jobs.runIfDue()
-                backlog = try await fireOnce(backlog: backlog)
+                backlog = try await fireOnce(backlog: backlog, next: &next)
                 failures = 0
                 if backlog { continue }
             } catch {
+                next?.cancel()
+                next = nil
                 failures += 1
                 if failures == 1 || failures % 10 == 0 {
                     runtime.logger.error(
@@ -35,18 +38,64 @@ struct TimerLoop {
             }
             await runtime.timerWake.wait(timeout: failures > 0 ? .seconds(1) : interval)
         }
+        next?.cancel()
     }
 
-    /// Fires one batch of due timers (`fireDueTimers`: taken, decided and written in one
-    /// transaction); returns whether it was full (more may be due).
+    /// The next batch, being read while this one is written (SQLite).
+    typealias NextPlan = Task<HeraldStore.FirePlan?, any Error>
+
+    /// Fires one batch of due timers; returns whether it was full (more may be due).
     ///
-    /// The steps' deliveries are claimed for this node's dispatcher as they are written, as
-    /// many as it has room for: a wave of due steps costs no claim transaction. During a wave
-    /// (`backlog`: the last batch was full), steps fire only as fast as the dispatcher takes
-    /// their deliveries: the loop waits up to a second for a tenth of its room, then takes only
-    /// as many as fit, so the deliveries are claimed, not queued to be claimed again.
-    @discardableResult
-    func fireOnce(backlog: Bool = false) async throws -> Bool {
+    /// The steps' deliveries are handed to this node's dispatcher as they are written, as many
+    /// as it has room for: a wave of due steps costs no claim transaction. During a wave
+    /// (`backlog`: the last batch was full), steps are written only as fast as the dispatcher
+    /// takes their deliveries: the loop waits up to a second for room for them, so they are
+    /// handed out, not queued to be claimed again.
+    ///
+    /// On SQLite a batch is read and decided beside the writer (`planDueTimers`), then written
+    /// (`writeDueTimers`); during a wave the next batch is read (`next`) while this one is
+    /// written and sent. On PostgreSQL a batch is one transaction (`fireDueTimers`), its
+    /// timers locked.
+    func fireOnce(backlog: Bool, next: inout NextPlan?) async throws -> Bool {
+        let store = runtime.store
+        guard store.dialect == .sqlite else { return try await fireInOneTransaction(backlog: backlog) }
+        let limit = Self.batchSize
+        let planned: HeraldStore.FirePlan?
+        if let task = next {
+            next = nil
+            planned = try await task.value
+        } else {
+            planned = try await store.planDueTimers(limit: limit, directUpTo: .max, decide: decide)
+        }
+        guard let plan = planned else { return false }
+        let full = plan.timers.count == limit
+        if full {
+            let decide = self.decide
+            next = Task { try await store.planDueTimers(limit: limit, directUpTo: .max, after: plan.last, decide: decide) }
+        }
+        var directUpTo = 0
+        if let (free, capacity) = runtime.direct.bulkRoom {
+            var room = free
+            let needed = min(plan.devicesRead, capacity)
+            if backlog || full {
+                let waitUntil = ContinuousClock.now + .seconds(1)
+                while room < needed, ContinuousClock.now < waitUntil, !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(5))
+                    guard let now = runtime.direct.bulkRoom?.room else { break }
+                    room = now
+                }
+            }
+            directUpTo = room
+        }
+        let started = ContinuousClock.now
+        let result = try await store.writeDueTimers(plan, directUpTo: directUpTo)
+        await finish(result, outcomes: plan.outcomes, timers: plan.timers, started: started)
+        return full
+    }
+
+    /// PostgreSQL: one batch in one transaction (`fireDueTimers`), as many steps as the
+    /// dispatcher has room for during a wave.
+    private func fireInOneTransaction(backlog: Bool) async throws -> Bool {
         var limit = Self.batchSize
         var directUpTo = 0
         if let (free, capacity) = runtime.direct.bulkRoom {
@@ -64,30 +113,50 @@ struct TimerLoop {
             directUpTo = room
         }
         let started = ContinuousClock.now
-        var decided: [(String, [HeraldStore.TimerOutcome])] = []
+        var decided: [HeraldStore.TimerOutcome] = []
+        var taken: [Int64: HeraldStore.DueTimer] = [:]
         let result = try await runtime.store.fireDueTimers(limit: limit, directUpTo: directUpTo) { reads, timers in
-            decided = []
-            var outcomes: [HeraldStore.TimerOutcome] = []
-            for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
-                let appOutcomes = try await self.outcomes(appID: appID, appTimers, reads: reads)
-                decided.append((appID, appOutcomes))
-                outcomes += appOutcomes
-            }
-            return outcomes
+            taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            decided = try await self.decide(reads, timers)
+            return decided
         }
         guard result.taken > 0 else { return false }
+        await finish(result, outcomes: decided, timers: taken, started: started)
+        return result.taken == limit
+    }
+
+    /// What due timers become, app by app.
+    @Sendable private func decide(_ reads: HeraldStore.TimerReads, _ timers: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+        var outcomes: [HeraldStore.TimerOutcome] = []
+        for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
+            outcomes += try await self.outcomes(appID: appID, appTimers, reads: reads)
+        }
+        return outcomes
+    }
+
+    /// A written batch's metrics and logs, and its deliveries to the dispatcher.
+    private func finish(
+        _ result: HeraldStore.FiredTimers, outcomes: [HeraldStore.TimerOutcome], timers: [Int64: HeraldStore.DueTimer], started: ContinuousClock.Instant
+    ) async {
         runtime.metrics.outboxStore("timer_fire", seconds: (ContinuousClock.now - started).seconds)
-        for (appID, outcomes) in decided {
-            for outcome in outcomes {
-                switch outcome {
-                case .send(_, _, _, _, _, _, let ids): runtime.metrics.timers(app: appID, outcome: "fired", ids.count)
-                case .skipped(let ids, _): runtime.metrics.timers(app: appID, outcome: "skipped", ids.count)
-                case .failed(let ids, let reason):
-                    runtime.metrics.timers(app: appID, outcome: "failed", ids.count)
+        var counts: [String: [String: Int]] = [:]
+        for outcome in outcomes {
+            switch outcome {
+            case .send(let appID, _, _, _, _, _, let ids): counts[appID, default: [:]]["fired", default: 0] += ids.count
+            case .skipped(let ids, _):
+                for id in ids { counts[timers[id]?.appID ?? "", default: [:]]["skipped", default: 0] += 1 }
+            case .failed(let ids, let reason):
+                var byApp: [String: Int] = [:]
+                for id in ids { byApp[timers[id]?.appID ?? "", default: 0] += 1 }
+                for (appID, count) in byApp.sorted(by: { $0.key < $1.key }) {
+                    counts[appID, default: [:]]["failed", default: 0] += count
                     runtime.logger.error(
-                        "Track steps could not be sent", metadata: ["herald.app": "\(appID)", "herald.steps": "\(ids.count)", "herald.reason": "\(reason)"])
+                        "Track steps could not be sent", metadata: ["herald.app": "\(appID)", "herald.steps": "\(count)", "herald.reason": "\(reason)"])
                 }
             }
+        }
+        for (appID, byOutcome) in counts {
+            for (outcome, count) in byOutcome { runtime.metrics.timers(app: appID, outcome: outcome, count) }
         }
         // The steps' deliveries go straight to this node's dispatcher while it has room.
         let stopped = runtime.direct.add(result.claimed)
@@ -96,7 +165,6 @@ struct TimerLoop {
             runtime.wake.signal(outbox: result.claimed.isEmpty)
             runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(result.fired)", "herald.notifications": "\(result.notifications)"])
         }
-        return result.taken == limit
     }
 
     /// What each of an app's due timers becomes.

@@ -1,0 +1,260 @@
+import Foundation
+
+/// A fired step's deliveries handed out as pages, as a broadcast's are (`HeraldStore+Broadcasts`):
+/// no row per device until its result, which inserts it already answered. A due wave wrote each
+/// step's delivery twice (a `sending` row as the step fired, then its result) and read it back
+/// to hand it out; a page writes it once.
+///
+/// The page lists its devices (a JSON array of [device, user], in the order of the row ids
+/// reserved for them), where a broadcast's page is a range of the app's devices. A page whose
+/// node died (or that was handed back) is handed out again without the devices that have
+/// their row. A cancel for some users finds their devices in the pages of the key's
+/// notifications: in a page no node holds, they get their row at once, cancelled; in a page a
+/// node holds, the users are marked (`cancelled_users`), and their devices' attempts end as they
+/// end, none tried again (a retry or a deferral ends cancelled).
+extension HeraldStore {
+    /// A step's page read back to be handed out again.
+    struct StepPage {
+        var id: Int64
+        var notification: String
+        var app: String
+        var lane: Int64
+        var acceptedAt: Int64
+        var firstID: Int64
+        var size: Int64
+        var remaining: Int64
+        /// The JSON array of [device, user].
+        var listed: String
+        var cancelledUsers: String?
+        var trace: String?
+    }
+
+    /// The active devices of `users` (an app's), as a step's page hands them out.
+    func stepDevices(appID: String, users: [String], _ session: Session) async throws -> [[Session.Value]] {
+        try await session.query(
+            """
+            SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
+            WHERE app_id = $1 AND active = 1 AND user_id IN \(jsonList("$2"))
+            """, [.text(appID), .text(Self.jsonArray(strings: users))])
+    }
+
+    /// `(…)` of the strings of the JSON array bound at `placeholder`, for `IN`.
+    func jsonList(_ placeholder: String) -> String {
+        dialect == .sqlite ? Self.jsonEach(placeholder) : "(SELECT json_array_elements_text(\(placeholder)::json))"
+    }
+
+    /// Writes a fired step's notification to `devices` (`stepDevices`, read for it) and hands
+    /// its deliveries to this node in pages (one per 4,096 devices), in the firing transaction.
+    func handOutStep(
+        appID: String, notification: UUID, content: Data, cancelKey: String?, lane: DeliveryLane, trace: String?, devices: [[Session.Value]],
+        now: Int64, _ session: Session
+    ) async throws -> [ClaimedDelivery] {
+        _ = try await session.query(
+            "INSERT INTO notifications (id, app_id, content, created_at, cancel_key, recipients) VALUES ($1, $2, $3, $4, $5, $6)",
+            [
+                .text(notification.uuidString), .text(appID), .text(String(decoding: content, as: UTF8.self)), .integer(now),
+                cancelKey.map { .text($0) } ?? .null, .integer(Int64(devices.count)),
+            ])
+        var claimed: [ClaimedDelivery] = []
+        claimed.reserveCapacity(devices.count)
+        for page in devices.chunked(Self.broadcastPageLimit) {
+            let count = Int64(page.count)
+            let firstID = try await reserveDeliveryIDs(count, session)
+            var listed = "["
+            listed.reserveCapacity(page.count * 32)
+            for (index, columns) in page.enumerated() {
+                guard columns.count == 7, let device = columns[0].text, let user = columns[4].text
+                else { throw StoreError(.corrupt, "devices: a row a step cannot read") }
+                listed += index == 0 ? "[" : ",["
+                Self.appendJSON(device, to: &listed)
+                listed += ","
+                Self.appendJSON(user, to: &listed)
+                listed += "]"
+            }
+            listed += "]"
+            guard let pageID = try await session.query(
+                """
+                INSERT INTO broadcast_pages
+                    (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
+                     devices, trace)
+                VALUES ($1, $2, $3, $4, $4, '', '', $5, $6, $6, $7, 1, $8, $9) RETURNING id
+                """,
+                [
+                    .text(notification.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(now), .integer(firstID), .integer(count),
+                    .text(nodeID), .text(listed), trace.map { .text($0) } ?? .null,
+                ]
+            ).first?.first?.integer else { throw StoreError(.corrupt, "broadcast_pages: no id for a step's page") }
+            let slot = BroadcastSlot(page: pageID, lane: lane.rawValue, dueAt: now, acceptedAt: now, userID: "")
+            claimed += try handOut(
+                Array(page), ids: Array(firstID..<(firstID + count)), notification: notification.uuidString, app: appID, claim: 1, slot: slot,
+                trace: trace)
+        }
+        return claimed
+    }
+
+    /// A step's page handed out again (its node died, or gave it back): the devices without
+    /// their row, less those of users cancelled meanwhile (they get their row, cancelled) and
+    /// those gone or deactivated since (no longer recipients).
+    func rehandStepPage(_ page: StepPage, due: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
+        let waiting = try await unansweredEntries(of: page, session)
+        let cancelledUsers = Set(Self.jsonStrings(page.cancelledUsers))
+        let cancelled = waiting.filter { cancelledUsers.contains($0.user) }
+        if !cancelled.isEmpty { _ = try await writeCancelledEntries(cancelled, of: page, reason: Self.cancelledReason, session) }
+        let live = waiting.filter { !cancelledUsers.contains($0.user) }
+        var found: [String: [Session.Value]] = [:]
+        if !live.isEmpty {
+            for row in try await session.query(
+                """
+                SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
+                WHERE app_id = $1 AND active = 1 AND device_id IN \(jsonList("$2"))
+                """, [.text(page.app), .text(Self.jsonArray(strings: live.map(\.device)))])
+            {
+                if let device = row.first?.text { found[device] = row }
+            }
+        }
+        let handed = live.filter { found[$0.device] != nil }
+        // Devices gone or deactivated since the page was first handed out are not recipients.
+        let lost = Int64(live.count - handed.count)
+        if lost != 0 {
+            _ = try await session.query(
+                "UPDATE notifications SET recipients = recipients - $1 WHERE id = $2", [.integer(lost), .text(page.notification)])
+        }
+        guard !handed.isEmpty else {
+            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page.id)])
+            return []
+        }
+        let claim = try await session.query(
+            "UPDATE broadcast_pages SET claimed_by = $1, claim = claim + 1, remaining = $2 WHERE id = $3 RETURNING claim",
+            [.text(nodeID), .integer(Int64(handed.count)), .integer(page.id)]
+        ).first?.first?.integer ?? 0
+        let slot = BroadcastSlot(page: page.id, lane: Int(page.lane), dueAt: due, acceptedAt: page.acceptedAt, userID: "")
+        return try handOut(
+            handed.compactMap { found[$0.device] }, ids: handed.map(\.id), notification: page.notification, app: page.app, claim: claim, slot: slot,
+            trace: page.trace)
+    }
+
+    /// A page's devices that have no row yet, with their reserved ids.
+    private func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(id: Int64, device: String, user: String)] {
+        let entries = (try? JSONDecoder().decode([[String]].self, from: Data(page.listed.utf8))) ?? []
+        let used = Set(
+            try await session.query(
+                "SELECT id FROM deliveries WHERE id >= $1 AND id < $2", [.integer(page.firstID), .integer(page.firstID + page.size)]
+            ).compactMap { $0.first?.integer })
+        return entries.enumerated().compactMap { index, entry in
+            let id = page.firstID + Int64(index)
+            guard entry.count == 2, !used.contains(id) else { return nil }
+            return (id, entry[0], entry[1])
+        }
+    }
+
+    /// Writes the rows of a page's devices cancelled before they were handed out again, and
+    /// counts them on the notification; the page has that many fewer devices left (and goes
+    /// when none is). Returns how many were written.
+    private func writeCancelledEntries(
+        _ entries: [(id: Int64, device: String, user: String)], of page: StepPage, reason: String, _ session: Session
+    ) async throws -> Int64 {
+        let now = nowMilliseconds
+        var written: Int64 = 0
+        for entry in entries {
+            written += Int64(
+                try await session.query(
+                    """
+                    INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'cancelled', $9, 0, $3)
+                    ON CONFLICT DO NOTHING RETURNING id
+                    """,
+                    [
+                        .text(page.notification), .text(page.app), .integer(page.acceptedAt), .integer(page.lane), .integer(now), .integer(entry.id),
+                        .text(entry.device), .text(entry.user), .text(reason),
+                    ]
+                ).count)
+        }
+        guard written > 0 else { return 0 }
+        _ = try await session.query(
+            "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(written), .text(page.notification)])
+        let left = try await session.query(
+            "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 RETURNING remaining", [.integer(written), .integer(page.id)])
+        if let remaining = left.first?.first?.integer, remaining <= 0 {
+            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page.id)])
+        }
+        return written
+    }
+
+    /// A cancel's part in the step pages of `notifications`: for all users, a page no node holds
+    /// goes (its devices cancelled) and a held one is marked cancelled; for `userIDs`, their
+    /// devices in a page no node holds get their row, cancelled, and in a held page the users
+    /// are marked (on PostgreSQL the pages locked: a result or another cancel waits). Returns
+    /// (cancelled, in flight) devices.
+    func cancelStepPages(notifications: [String], userIDs: [String]?, _ session: Session) async throws -> (cancelled: Int64, inFlight: Int64) {
+        let binds = notifications.map { Session.Value.text($0) }
+        let list = Self.placeholders(notifications.count, from: 1)
+        guard let userIDs else {
+            var cancelled: Int64 = 0
+            for row in try await session.query(
+                "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND claimed_by IS NULL RETURNING notification_id, remaining",
+                binds)
+            {
+                guard let id = row[0].text, let remaining = row[1].integer else { continue }
+                _ = try await session.query(
+                    "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(remaining), .text(id)])
+                cancelled += remaining
+            }
+            let held = try await session.query(
+                "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND claimed_by IS NOT NULL RETURNING remaining",
+                binds)
+            return (cancelled, held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+        }
+        let named = Set(userIDs)
+        let quoted = named.map { user in
+            var json = ""
+            Self.appendJSON(user, to: &json)
+            return json
+        }
+        var cancelled: Int64 = 0
+        var inFlight: Int64 = 0
+        for row in try await session.query(
+            """
+            SELECT id, notification_id, app_id, lane, accepted_at, first_id, size, remaining, devices, cancelled_users, claimed_by
+            FROM broadcast_pages WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND cancelled = 0\(dialect == .postgres ? " FOR UPDATE" : "")
+            """, binds)
+        {
+            guard row.count == 11, let id = row[0].integer, let notification = row[1].text, let app = row[2].text, let lane = row[3].integer,
+                let accepted = row[4].integer, let firstID = row[5].integer, let size = row[6].integer, let remaining = row[7].integer,
+                let listed = row[8].text
+            else { continue }
+            // Only a page that names one of the users is read further.
+            guard quoted.contains(where: { listed.contains($0) }) else { continue }
+            let page = StepPage(
+                id: id, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID, size: size, remaining: remaining,
+                listed: listed, cancelledUsers: row[9].text, trace: nil)
+            let hits = try await unansweredEntries(of: page, session).filter { named.contains($0.user) }
+            guard !hits.isEmpty else { continue }
+            if row[10].text == nil {
+                cancelled += try await writeCancelledEntries(hits, of: page, reason: Self.cancelledReason, session)
+            } else {
+                var users = Self.jsonStrings(page.cancelledUsers)
+                for user in Set(hits.map(\.user)).sorted() where !users.contains(user) { users.append(user) }
+                _ = try await session.query(
+                    "UPDATE broadcast_pages SET cancelled_users = $1 WHERE id = $2", [.text(Self.jsonArray(strings: users)), .integer(id)])
+                inFlight += Int64(hits.count)
+            }
+        }
+        return (cancelled, inFlight)
+    }
+
+    /// A JSON array of strings.
+    static func jsonArray(strings: some Collection<String>) -> String {
+        var json = "["
+        for (index, string) in strings.enumerated() {
+            if index > 0 { json += "," }
+            appendJSON(string, to: &json)
+        }
+        return json + "]"
+    }
+
+    /// The strings of a JSON array (none when `json` is nil or not one).
+    static func jsonStrings(_ json: String?) -> [String] {
+        guard let json else { return [] }
+        return (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
+    }
+}
