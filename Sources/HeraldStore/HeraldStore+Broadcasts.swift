@@ -114,30 +114,42 @@ extension HeraldStore {
         // The devices still without their row get the block's ids no row has taken, in device
         // order: the ids they were first sent with (unless a device of the page was deleted
         // meanwhile: then those after it shift; none is ever given an id twice).
-        let used = Set(
-            try await session.query(
-                "SELECT id FROM deliveries WHERE id >= $1 AND id < $2", [.integer(firstID), .integer(firstID + size)]
-            ).compactMap { $0.first?.integer })
+        let used = try await answeredIDs(firstID: firstID, size: size, session)
         let free = (firstID..<(firstID + size)).filter { !used.contains($0) }
         let devices = Array(
             try await session.query(
                 Self.pageDevicesSQL(rehanding: true), [.text(app), .text(after), .integer(accepted), .text(through), .text(notification)]
             ).prefix(free.count))
-        // Devices gone or deactivated since the page was first handed out are not recipients.
-        let lost = remaining - Int64(devices.count)
+        guard let claim = try await reclaim(
+            page: pageID, notification: notification, handing: devices.count, lost: remaining - Int64(devices.count), session)
+        else { return [] }
+        let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
+        return try handOut(devices, ids: free, notification: notification, app: app, claim: claim, slot: slot)
+    }
+
+    /// The ids of a page's block that have their row (its devices answered, or cancelled).
+    func answeredIDs(firstID: Int64, size: Int64, _ session: Session) async throws -> Set<Int64> {
+        Set(
+            try await session.query(
+                "SELECT id FROM deliveries WHERE id >= $1 AND id < $2", [.integer(firstID), .integer(firstID + size)]
+            ).compactMap { $0.first?.integer })
+    }
+
+    /// A page handed out again to `handing` devices, `lost` others gone or deactivated since
+    /// it was first handed out (no longer recipients): this node's, under a new claim (returned);
+    /// nil, the page deleted, when there is none to hand out.
+    func reclaim(page: Int64, notification: String, handing: Int, lost: Int64, _ session: Session) async throws -> Int64? {
         if lost != 0 {
             _ = try await session.query("UPDATE notifications SET recipients = recipients - $1 WHERE id = $2", [.integer(lost), .text(notification)])
         }
-        guard !devices.isEmpty else {
-            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
-            return []
+        guard handing > 0 else {
+            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page)])
+            return nil
         }
-        let claim = try await session.query(
+        return try await session.query(
             "UPDATE broadcast_pages SET claimed_by = $1, claim = claim + 1, remaining = $2 WHERE id = $3 RETURNING claim",
-            [.text(nodeID), .integer(Int64(devices.count)), .integer(pageID)]
+            [.text(nodeID), .integer(Int64(handing)), .integer(page)]
         ).first?.first?.integer ?? 0
-        let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
-        return try handOut(devices, ids: free, notification: notification, app: app, claim: claim, slot: slot)
     }
 
     /// The next page of up to `limit` devices after a broadcast's cursor; a page short of

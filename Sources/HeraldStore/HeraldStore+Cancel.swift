@@ -103,9 +103,20 @@ extension HeraldStore {
                 }
                 if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
             }
-            let pages = try await cancelStepPages(notifications: chunk, userIDs: userIDs, session)
-            result.cancelled += Int(pages.cancelled)
-            result.inFlight += Int(pages.inFlight)
+            if let userIDs {
+                let pages = try await cancelStepPages(of: chunk, userIDs: userIDs, session)
+                result.cancelled += Int(pages.cancelled)
+                result.inFlight += Int(pages.inFlight)
+            } else {
+                // Pages handed back and not yet handed out again are never handed out; a page a
+                // node holds is marked: its devices' attempts end as they end, none tried again.
+                let pages = try await cancelPages(of: chunk, session)
+                for (id, count) in pages.cancelled {
+                    cancelledBy[id, default: 0] += count
+                    result.cancelled += Int(count)
+                }
+                result.inFlight += Int(pages.inFlight)
+            }
             let broadcasts = try await session.query(
                 "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(Self.placeholders(chunk.count, from: 1)))",
                 chunk.map { .text($0) })
@@ -116,19 +127,11 @@ extension HeraldStore {
             }
             for broadcast in broadcasts {
                 guard let id = broadcast[0].text else { continue }
+                // The devices after the cursor are never handed out.
                 let unsent = broadcast[1].integer ?? 0
-                // The devices after the cursor, and those of pages handed back and not yet
-                // handed out again, are never handed out; a page a node holds is marked: its
-                // devices' attempts end as they end, and none is tried again.
                 _ = try await session.query("DELETE FROM broadcasts WHERE notification_id = $1", [.text(id)])
-                let returned = try await session.query(
-                    "DELETE FROM broadcast_pages WHERE notification_id = $1 AND claimed_by IS NULL RETURNING remaining", [.text(id)])
-                let held = try await session.query(
-                    "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id = $1 AND claimed_by IS NOT NULL RETURNING remaining", [.text(id)])
-                let cancelled = unsent + returned.reduce(0) { $0 + ($1.first?.integer ?? 0) }
-                cancelledBy[id, default: 0] += cancelled
-                result.cancelled += Int(cancelled)
-                result.inFlight += Int(held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+                cancelledBy[id, default: 0] += unsent
+                result.cancelled += Int(unsent)
             }
         }
         for (id, count) in cancelledBy where count > 0 {

@@ -152,8 +152,8 @@ extension HeraldStore {
 
     /// `(…)` of `ids` for `IN`: on SQLite a long list is one bound JSON array (`boundListLimit`).
     private func list(_ ids: [String]) -> SQLQueryString {
-        guard dialect == .sqlite, ids.count > Self.boundListLimit, let json = try? JSONEncoder().encode(ids) else { return "(\(binds: ids))" }
-        return "(SELECT value FROM json_each(\(bind: String(decoding: json, as: UTF8.self))))"
+        guard dialect == .sqlite, ids.count > Self.boundListLimit else { return "(\(binds: ids))" }
+        return "(SELECT value FROM json_each(\(bind: Self.jsonArray(strings: ids))))"
     }
 
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the

@@ -626,6 +626,27 @@ extension HeraldStore {
         return text + "]"
     }
 
+    /// `(…)` of the strings of the JSON array bound at `placeholder`, for `IN`.
+    func jsonList(_ placeholder: String) -> String {
+        dialect == .sqlite ? Self.jsonEach(placeholder) : "(SELECT json_array_elements_text(\(placeholder)::json))"
+    }
+
+    /// A JSON array of strings.
+    static func jsonArray(strings: some Collection<String>) -> String {
+        var json = "["
+        for (index, string) in strings.enumerated() {
+            if index > 0 { json += "," }
+            appendJSON(string, to: &json)
+        }
+        return json + "]"
+    }
+
+    /// The strings of a JSON array (none when `json` is nil or not one).
+    static func jsonStrings(_ json: String?) -> [String] {
+        guard let json else { return [] }
+        return (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
+    }
+
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was
     /// sent, when. Rows older than a day are never read and are deleted here.
     package func recordUserSends(appID: String, sends: [(userID: String, notificationID: UUID)], at date: Date) async throws {

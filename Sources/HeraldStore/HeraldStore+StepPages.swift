@@ -38,11 +38,6 @@ extension HeraldStore {
             """, [.text(appID), .text(Self.jsonArray(strings: users))])
     }
 
-    /// `(…)` of the strings of the JSON array bound at `placeholder`, for `IN`.
-    func jsonList(_ placeholder: String) -> String {
-        dialect == .sqlite ? Self.jsonEach(placeholder) : "(SELECT json_array_elements_text(\(placeholder)::json))"
-    }
-
     /// Writes a fired step's notification to `devices` (`stepDevices`, read for it) and hands
     /// its deliveries to this node in pages (one per 4,096 devices), in the firing transaction.
     func handOutStep(
@@ -113,20 +108,9 @@ extension HeraldStore {
             }
         }
         let handed = live.filter { found[$0.device] != nil }
-        // Devices gone or deactivated since the page was first handed out are not recipients.
-        let lost = Int64(live.count - handed.count)
-        if lost != 0 {
-            _ = try await session.query(
-                "UPDATE notifications SET recipients = recipients - $1 WHERE id = $2", [.integer(lost), .text(page.notification)])
-        }
-        guard !handed.isEmpty else {
-            _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page.id)])
-            return []
-        }
-        let claim = try await session.query(
-            "UPDATE broadcast_pages SET claimed_by = $1, claim = claim + 1, remaining = $2 WHERE id = $3 RETURNING claim",
-            [.text(nodeID), .integer(Int64(handed.count)), .integer(page.id)]
-        ).first?.first?.integer ?? 0
+        guard let claim = try await reclaim(
+            page: page.id, notification: page.notification, handing: handed.count, lost: Int64(live.count - handed.count), session)
+        else { return [] }
         let slot = BroadcastSlot(page: page.id, lane: Int(page.lane), dueAt: due, acceptedAt: page.acceptedAt, userID: "")
         return try handOut(
             handed.compactMap { found[$0.device] }, ids: handed.map(\.id), notification: page.notification, app: page.app, claim: claim, slot: slot,
@@ -136,10 +120,7 @@ extension HeraldStore {
     /// A page's devices that have no row yet, with their reserved ids.
     private func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(id: Int64, device: String, user: String)] {
         let entries = (try? JSONDecoder().decode([[String]].self, from: Data(page.listed.utf8))) ?? []
-        let used = Set(
-            try await session.query(
-                "SELECT id FROM deliveries WHERE id >= $1 AND id < $2", [.integer(page.firstID), .integer(page.firstID + page.size)]
-            ).compactMap { $0.first?.integer })
+        let used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
         return entries.enumerated().compactMap { index, entry in
             let id = page.firstID + Int64(index)
             guard entry.count == 2, !used.contains(id) else { return nil }
@@ -180,30 +161,32 @@ extension HeraldStore {
         return written
     }
 
-    /// A cancel's part in the step pages of `notifications`: for all users, a page no node holds
-    /// goes (its devices cancelled) and a held one is marked cancelled; for `userIDs`, their
-    /// devices in a page no node holds get their row, cancelled, and in a held page the users
-    /// are marked (on PostgreSQL the pages locked: a result or another cancel waits). Returns
+    /// A cancel's part, for all users, in the pages of `notifications` (a broadcast's or a
+    /// step's): a page no node holds goes, its devices cancelled; a held one is marked
+    /// cancelled (its devices' attempts end as they end, none is tried again). Returns the
+    /// devices cancelled by notification (for its counters) and those in flight.
+    func cancelPages(of notifications: [String], _ session: Session) async throws -> (cancelled: [String: Int64], inFlight: Int64) {
+        let list = Self.placeholders(notifications.count, from: 1)
+        var cancelled: [String: Int64] = [:]
+        for row in try await session.query(
+            "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND claimed_by IS NULL RETURNING notification_id, remaining",
+            notifications.map { .text($0) })
+        {
+            if let id = row[0].text, let remaining = row[1].integer { cancelled[id, default: 0] += remaining }
+        }
+        let held = try await session.query(
+            "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id IN (\(list)) AND claimed_by IS NOT NULL RETURNING remaining",
+            notifications.map { .text($0) })
+        return (cancelled, held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+    }
+
+    /// A cancel's part, for `userIDs`, in the step pages of `notifications`: their devices in a
+    /// page no node holds get their row, cancelled (counted); in a held page the users are
+    /// marked (on PostgreSQL the pages locked: a result or another cancel waits). Returns
     /// (cancelled, in flight) devices.
-    func cancelStepPages(notifications: [String], userIDs: [String]?, _ session: Session) async throws -> (cancelled: Int64, inFlight: Int64) {
+    func cancelStepPages(of notifications: [String], userIDs: [String], _ session: Session) async throws -> (cancelled: Int64, inFlight: Int64) {
         let binds = notifications.map { Session.Value.text($0) }
         let list = Self.placeholders(notifications.count, from: 1)
-        guard let userIDs else {
-            var cancelled: Int64 = 0
-            for row in try await session.query(
-                "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND claimed_by IS NULL RETURNING notification_id, remaining",
-                binds)
-            {
-                guard let id = row[0].text, let remaining = row[1].integer else { continue }
-                _ = try await session.query(
-                    "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(remaining), .text(id)])
-                cancelled += remaining
-            }
-            let held = try await session.query(
-                "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND claimed_by IS NOT NULL RETURNING remaining",
-                binds)
-            return (cancelled, held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
-        }
         let named = Set(userIDs)
         let quoted = named.map { user in
             var json = ""
@@ -240,21 +223,5 @@ extension HeraldStore {
             }
         }
         return (cancelled, inFlight)
-    }
-
-    /// A JSON array of strings.
-    static func jsonArray(strings: some Collection<String>) -> String {
-        var json = "["
-        for (index, string) in strings.enumerated() {
-            if index > 0 { json += "," }
-            appendJSON(string, to: &json)
-        }
-        return json + "]"
-    }
-
-    /// The strings of a JSON array (none when `json` is nil or not one).
-    static func jsonStrings(_ json: String?) -> [String] {
-        guard let json else { return [] }
-        return (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
     }
 }

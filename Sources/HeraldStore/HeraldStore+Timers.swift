@@ -31,7 +31,8 @@ extension HeraldStore {
         case failed(timers: [Int64], reason: String)
     }
 
-    /// What the timer loop reads while it decides, inside the firing transaction.
+    /// What the timer loop reads while it decides: in the firing transaction on PostgreSQL, on
+    /// the timer loop's reading connection on SQLite (`planDueTimers`).
     package struct TimerReads {
         let store: HeraldStore
         let session: Session
@@ -44,8 +45,12 @@ extension HeraldStore {
 
     /// What one firing transaction did.
     package struct FiredTimers: Sendable {
-        /// Due timers taken (fired, skipped or failed).
-        package var taken = 0
+        /// The due timers taken (fired, skipped or failed), by id.
+        package var timers: [Int64: DueTimer] = [:]
+        /// What `decide` made of them.
+        package var outcomes: [TimerOutcome] = []
+        /// Due timers taken.
+        package var taken: Int { timers.count }
         package var notifications = 0
         /// Timers that became a notification.
         package var fired = 0
@@ -174,7 +179,7 @@ extension HeraldStore {
     /// that committed since the plan was read wins).
     private func writeFire(_ plan: FirePlan, directUpTo: Int, _ session: Session) async throws -> FiredTimers {
         let now = nowMilliseconds
-        var result = FiredTimers(taken: plan.timers.count)
+        var result = FiredTimers(timers: plan.timers, outcomes: plan.outcomes)
         var room = directUpTo
         var queued = false
         for outcome in plan.outcomes {
@@ -236,12 +241,12 @@ extension HeraldStore {
     private func setStatus(
         of ids: [Int64], _ assignments: String, _ binds: [Session.Value], dueBy: Int64, returning: Bool, _ session: Session
     ) async throws -> Set<Int64> {
-        let returned = " AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
+        let condition = "status = 'pending' AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
         var set = Set<Int64>()
         switch dialect {
         case .sqlite:
             for row in try await session.query(
-                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND status = 'pending'\(returned)",
+                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND \(condition)",
                 binds + [.text(Self.jsonArray(ids))])
             {
                 if let id = row.first?.integer { set.insert(id) }
@@ -249,7 +254,7 @@ extension HeraldStore {
         case .postgres:
             for chunk in ids.chunked(Self.batchSize) {
                 for row in try await session.query(
-                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND status = 'pending'\(returned)",
+                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND \(condition)",
                     binds + chunk.map { .integer($0) })
                 {
                     if let id = row.first?.integer { set.insert(id) }

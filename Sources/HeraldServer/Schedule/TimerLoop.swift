@@ -75,22 +75,24 @@ struct TimerLoop {
         }
         var directUpTo = 0
         if let (free, capacity) = runtime.direct.bulkRoom {
-            var room = free
-            let needed = min(plan.devicesRead, capacity)
-            if backlog || full {
-                let waitUntil = ContinuousClock.now + .seconds(1)
-                while room < needed, ContinuousClock.now < waitUntil, !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(5))
-                    guard let now = runtime.direct.bulkRoom?.room else { break }
-                    room = now
-                }
-            }
-            directUpTo = room
+            directUpTo = backlog || full ? await room(atLeast: min(plan.devicesRead, capacity), from: free) : free
         }
         let started = ContinuousClock.now
         let result = try await store.writeDueTimers(plan, directUpTo: directUpTo)
-        await finish(result, outcomes: plan.outcomes, timers: plan.timers, started: started)
+        await finish(result, started: started)
         return full
+    }
+
+    /// The dispatcher's room, once it is `needed` (from `free`), or after a second.
+    private func room(atLeast needed: Int, from free: Int) async -> Int {
+        var room = free
+        let waitUntil = ContinuousClock.now + .seconds(1)
+        while room < needed, ContinuousClock.now < waitUntil, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(5))
+            guard let now = runtime.direct.bulkRoom?.room else { break }
+            room = now
+        }
+        return room
     }
 
     /// PostgreSQL: one batch in one transaction (`fireDueTimers`), as many steps as the
@@ -99,29 +101,17 @@ struct TimerLoop {
         var limit = Self.batchSize
         var directUpTo = 0
         if let (free, capacity) = runtime.direct.bulkRoom {
-            var room = free
-            let enough = max(1, capacity / 10)
+            directUpTo = free
             if backlog {
-                let waitUntil = ContinuousClock.now + .seconds(1)
-                while room < enough, ContinuousClock.now < waitUntil, !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(5))
-                    guard let now = runtime.direct.bulkRoom?.room else { break }
-                    room = now
-                }
-                limit = min(Self.batchSize, max(room, enough))
+                let enough = max(1, capacity / 10)
+                directUpTo = await room(atLeast: enough, from: free)
+                limit = min(Self.batchSize, max(directUpTo, enough))
             }
-            directUpTo = room
         }
         let started = ContinuousClock.now
-        var decided: [HeraldStore.TimerOutcome] = []
-        var taken: [Int64: HeraldStore.DueTimer] = [:]
-        let result = try await runtime.store.fireDueTimers(limit: limit, directUpTo: directUpTo) { reads, timers in
-            taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            decided = try await self.decide(reads, timers)
-            return decided
-        }
+        let result = try await runtime.store.fireDueTimers(limit: limit, directUpTo: directUpTo, decide: decide)
         guard result.taken > 0 else { return false }
-        await finish(result, outcomes: decided, timers: taken, started: started)
+        await finish(result, started: started)
         return result.taken == limit
     }
 
@@ -135,12 +125,11 @@ struct TimerLoop {
     }
 
     /// A written batch's metrics and logs, and its deliveries to the dispatcher.
-    private func finish(
-        _ result: HeraldStore.FiredTimers, outcomes: [HeraldStore.TimerOutcome], timers: [Int64: HeraldStore.DueTimer], started: ContinuousClock.Instant
-    ) async {
+    private func finish(_ result: HeraldStore.FiredTimers, started: ContinuousClock.Instant) async {
         runtime.metrics.outboxStore("timer_fire", seconds: (ContinuousClock.now - started).seconds)
+        let timers = result.timers
         var counts: [String: [String: Int]] = [:]
-        for outcome in outcomes {
+        for outcome in result.outcomes {
             switch outcome {
             case .send(let appID, _, _, _, _, _, let ids): counts[appID, default: [:]]["fired", default: 0] += ids.count
             case .skipped(let ids, _):
