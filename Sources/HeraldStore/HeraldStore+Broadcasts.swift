@@ -68,14 +68,19 @@ extension HeraldStore {
             // With more apps than room, each claim starts at another app (by the clock).
             let start = firsts.count > room ? Int(now % Int64(firsts.count)) : 0
             let before = claimed.count
+            var ended = false
             for notification in firsts[start...] + firsts[..<start] where claimed.count < limit {
-                claimed += try await nextPage(
+                let next = try await nextPage(
                     of: notification, limit: min(share, limit - claimed.count, Self.broadcastPageLimit), now: now,
                     prefetched: prefetched[notification], session)
+                claimed += next.claimed
+                ended = ended || next.ended
             }
             // Another round for the room left (a broadcast ended short of its share, or the
-            // share was more than a page), as long as devices are still being handed out.
-            guard claimed.count > before else { break }
+            // share was more than a page), as long as devices are still being handed out or a
+            // broadcast ended: one that ended with no device left (its last page was exactly
+            // full) makes way for the app's next one, which must not wait for another claim.
+            guard claimed.count > before || ended else { break }
         }
         return claimed
     }
@@ -158,7 +163,7 @@ extension HeraldStore {
     /// waits (briefly) and continues after the cursor it moved.
     private func nextPage(
         of notification: String, limit: Int, now: Int64, prefetched: PrefetchedPage?, _ session: Session
-    ) async throws -> [ClaimedDelivery] {
+    ) async throws -> (claimed: [ClaimedDelivery], ended: Bool) {
         guard let broadcast = try await session.query(
             """
             SELECT app_id, lane, due_at, accepted_at, cursor, handed, expected FROM broadcasts
@@ -167,7 +172,7 @@ extension HeraldStore {
         ).first, broadcast.count == 7, let app = broadcast[0].text, let lane = broadcast[1].integer, let due = broadcast[2].integer,
             let accepted = broadcast[3].integer, let cursor = broadcast[4].text, let handed = broadcast[5].integer,
             let expected = broadcast[6].integer
-        else { return [] }
+        else { return ([], false) }
         let devices: [[Session.Value]]
         if let ready = prefetched?.devices(after: cursor, limit: limit) {
             devices = ready
@@ -190,7 +195,7 @@ extension HeraldStore {
                 "UPDATE broadcasts SET cursor = $1, handed = handed + $2 WHERE notification_id = $3",
                 [devices[devices.count - 1][0], .integer(Int64(devices.count)), .text(notification)])
         }
-        guard let last = devices.last?[0] else { return [] }
+        guard let last = devices.last?[0] else { return ([], ended) }
         let count = Int64(devices.count)
         let firstID = try await reserveDeliveryIDs(count, session)
         guard let pageID = try await session.query(
@@ -203,8 +208,9 @@ extension HeraldStore {
              .integer(firstID), .integer(count), .text(nodeID)]
         ).first?.first?.integer else { throw StoreError(.corrupt, "broadcast_pages: no id for a new page") }
         let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
-        return try handOut(
-            devices, ids: Array(firstID..<(firstID + count)), notification: notification, app: app, claim: 1, slot: slot)
+        return (
+            try handOut(devices, ids: Array(firstID..<(firstID + count)), notification: notification, app: app, claim: 1, slot: slot), ended
+        )
     }
 
     /// Reserves `count` (at most `broadcastPageLimit`) consecutive delivery row ids for a page;

@@ -33,15 +33,18 @@ extension HeraldStore {
         // second is nothing next to the 20 s after which a node counts as dead), so claims at
         // hundreds per second do not each write the nodes table.
         let touch = now - lastHeartbeat.load(ordering: .relaxed) >= 1_000
+        // The quiet second is measured on the monotonic clock: under a manual clock (tests,
+        // `clock: manual`) `now` stands still, and a second measured with it never ends.
+        let uptime = Self.uptimeMilliseconds
         let quiet = noBroadcastsSince.load(ordering: .relaxed)
-        let lookForBroadcasts = dialect == .postgres || quiet == 0 || now - quiet >= 1_000 || now < quiet
+        let lookForBroadcasts = dialect == .postgres || quiet == 0 || uptime - quiet >= 1_000 || uptime < quiet
         let prefetched = lookForBroadcasts ? try await prefetchBroadcastPages(limit: limit, now: now) : [:]
         // SQLite: asked first on the reading connection whether anything is due, so a claim
         // that would find nothing does not wait for the writer (during a due wave, the timer
         // loop's transactions): the dispatcher goes on taking what was claimed for it. (Its
         // heartbeat is written apart, every few seconds.)
         if dialect == .sqlite, prefetched.isEmpty, try await !hasDueWork(now: now, broadcasts: lookForBroadcasts) {
-            if lookForBroadcasts { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: now, ordering: .relaxed) }
+            if lookForBroadcasts { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed) }
             return []
         }
         let claimed = try await transaction { session in
@@ -75,7 +78,7 @@ extension HeraldStore {
                     let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
                     let room = limit - rows.count
                     page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
-                    if page.isEmpty, dialect == .sqlite { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: now, ordering: .relaxed) }
+                    if page.isEmpty, dialect == .sqlite { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed) }
                 }
                 let room = limit - rows.count - page.count
                 guard room > 0 else { break }

@@ -39,6 +39,8 @@ package final class HeraldStore: Sendable {
     /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
     /// trip for broadcasts that are not there.
     let noBroadcastsSince = Atomic<Int64>(0)
+    /// Milliseconds on the monotonic clock (what `noBroadcastsSince` holds; never 0).
+    static var uptimeMilliseconds: Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) + 1 }
     /// PostgreSQL: days the partition upkeep could not make a partition for, already reported
     /// (each is reported once per process, not at every upkeep).
     let skippedPartitions = Mutex<Set<String>>([])

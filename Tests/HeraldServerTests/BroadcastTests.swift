@@ -8,6 +8,32 @@ import Testing
 /// devices handed out under fenced claims, one row per device written with its result.
 @Suite("Broadcasts")
 struct BroadcastTests {
+    @Test("two broadcasts of one app under a clock that stands still: when the first ends on an exactly full page, the claim goes on to the second (it stalled for good under a manual clock)")
+    func backToBack() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("broadcast-back-to-back"), clock: .manual(clock))
+        defer { Task { await store.close() } }
+        let devices = makeDeviceTokens(6).enumerated().map {
+            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.importDevices(appID: "a", devices) == 6)
+        var notifications: [UUID] = []
+        for _ in 0..<2 {
+            notifications.append(
+                try await store.createNotification(
+                    appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now
+                ).0.id)
+        }
+        // The first's six devices in two full pages; the third claim finds it ended and must
+        // hand out the second's devices itself.
+        let claims = [try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3)]
+        #expect(claims.map(\.count) == [3, 3, 3])
+        // (Due at the same moment: taken in notification id order.)
+        let order = notifications.sorted { $0.uuidString < $1.uuidString }
+        #expect(claims[0].allSatisfy { $0.notificationID == order[0] } && claims[2].allSatisfy { $0.notificationID == order[1] })
+        #expect(try await store.claimDueDeliveries(limit: 10).map(\.deviceID) == ["d3", "d4", "d5"])
+    }
+
     @Test("a broadcast writes each device's row once, with its result; ids, odd device ids and counts hold")
     func rowsWrittenWithResults() async throws {
         let store = try await HeraldStore.open(url: try await TestDatabase.url("broadcast"))
