@@ -192,6 +192,8 @@ package final class HeraldRuntime: Sendable {
     let recentContents = RecentContents()
     /// Deliveries claimed at acceptance, for the dispatcher (`DirectClaims`).
     package let direct = DirectClaims()
+    /// Types below their click-through goal, reported once a day.
+    package let goalWatch = GoalWatch()
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
     let started = Date()

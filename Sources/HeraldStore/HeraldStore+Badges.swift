@@ -78,54 +78,64 @@ extension HeraldStore {
         effects: EventEffects, badgeContent: @escaping BadgeContent
     ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
         try await transaction(durable: true) { [self] session in
-            if let idempotencyKey,
-                let existing = try await session.query(
-                    "SELECT id, notifications FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(idempotencyKey)]
-                ).first, let existingID = existing[0].text
-            {
-                let sent = existing[1].text.map { $0.split(separator: ",").map(String.init) } ?? []
-                return (existingID, true, sent)
-            }
-            let now = nowMilliseconds
-            var notifications: [String] = []
-            if !effects.attributes.isEmpty {
-                let stored = try await session.query(
-                    "SELECT attributes FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
-                ).first?.first?.text
-                var attributes = (stored.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]) ?? [:]
-                for (key, value) in effects.attributes { attributes[key] = value }
-                let text = String(decoding: try JSONSerialization.data(withJSONObject: attributes, options: [.sortedKeys]), as: UTF8.self)
-                _ = try await session.query(
-                    """
-                    INSERT INTO users (app_id, user_id, attributes, preferences, created_at, updated_at) VALUES ($1, $2, $3, '{}', $4, $4)
-                    ON CONFLICT (app_id, user_id) DO UPDATE SET attributes = excluded.attributes, updated_at = excluded.updated_at
-                    """, [.text(appID), .text(userID), .text(text), .integer(now)])
-            }
-            for key in effects.cancels {
-                _ = try await cancel(appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
-            }
-            if let badge = try await changeBadges(appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session).notification {
-                notifications.append(badge.uuidString.lowercased())
-            }
-            for send in effects.sends {
-                _ = try await writeNotification(
-                    appID: appID, id: send.id, idempotencyKey: nil, cancelKey: send.cancelKey, content: send.content,
-                    recipients: .users([userID]), excludeDeviceIDs: [], due: now, lane: send.lane, now: now, session)
-                notifications.append(send.id.uuidString.lowercased())
-            }
-            let eventID = id.uuidString.lowercased()
+            try await applyEvent(
+                appID: appID, id: id, userID: userID, name: name, data: data, occurredAt: occurredAt, idempotencyKey: idempotencyKey,
+                effects: effects, badgeContent: badgeContent, session)
+        }
+    }
+
+    /// `applyEvent` inside a transaction already open.
+    func applyEvent(
+        appID: String, id: UUID, userID: String, name: String, data: String, occurredAt: Date, idempotencyKey: String?,
+        effects: EventEffects, badgeContent: @escaping BadgeContent, _ session: Session
+    ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
+        if let idempotencyKey,
+            let existing = try await session.query(
+                "SELECT id, notifications FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(idempotencyKey)]
+            ).first, let existingID = existing[0].text
+        {
+            let sent = existing[1].text.map { $0.split(separator: ",").map(String.init) } ?? []
+            return (existingID, true, sent)
+        }
+        let now = nowMilliseconds
+        var notifications: [String] = []
+        if !effects.attributes.isEmpty {
+            let stored = try await session.query(
+                "SELECT attributes FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
+            ).first?.first?.text
+            var attributes = (stored.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]) ?? [:]
+            for (key, value) in effects.attributes { attributes[key] = value }
+            let text = String(decoding: try JSONSerialization.data(withJSONObject: attributes, options: [.sortedKeys]), as: UTF8.self)
             _ = try await session.query(
                 """
-                INSERT INTO events (id, app_id, user_id, name, data, occurred_at, received_at, idempotency_key, notifications)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                """,
-                [
-                    .text(eventID), .text(appID), .text(userID), .text(name), .text(data), .integer(Self.milliseconds(occurredAt)),
-                    .integer(now), idempotencyKey.map { .text($0) } ?? .null,
-                    notifications.isEmpty ? .null : .text(notifications.joined(separator: ",")),
-                ])
-            if !notifications.isEmpty { try await notifyOutbox(session) }
-            return (eventID, false, notifications)
+                INSERT INTO users (app_id, user_id, attributes, preferences, created_at, updated_at) VALUES ($1, $2, $3, '{}', $4, $4)
+                ON CONFLICT (app_id, user_id) DO UPDATE SET attributes = excluded.attributes, updated_at = excluded.updated_at
+                """, [.text(appID), .text(userID), .text(text), .integer(now)])
         }
+        for key in effects.cancels {
+            _ = try await cancel(appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
+        }
+        if let badge = try await changeBadges(appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session).notification {
+            notifications.append(badge.uuidString.lowercased())
+        }
+        for send in effects.sends {
+            _ = try await writeNotification(
+                appID: appID, id: send.id, idempotencyKey: nil, cancelKey: send.cancelKey, content: send.content,
+                recipients: .users([userID]), excludeDeviceIDs: [], due: now, lane: send.lane, now: now, session)
+            notifications.append(send.id.uuidString.lowercased())
+        }
+        let eventID = id.uuidString.lowercased()
+        _ = try await session.query(
+            """
+            INSERT INTO events (id, app_id, user_id, name, data, occurred_at, received_at, idempotency_key, notifications)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            """,
+            [
+                .text(eventID), .text(appID), .text(userID), .text(name), .text(data), .integer(Self.milliseconds(occurredAt)),
+                .integer(now), idempotencyKey.map { .text($0) } ?? .null,
+                notifications.isEmpty ? .null : .text(notifications.joined(separator: ",")),
+            ])
+        if !notifications.isEmpty { try await notifyOutbox(session) }
+        return (eventID, false, notifications)
     }
 }

@@ -21,16 +21,17 @@ extension HeraldStore {
         appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, dueAt: Int64, lane: DeliveryLane, now: Int64,
         _ session: Session
     ) async throws -> Int {
+        let cohort = Self.cohort(content, now: now)
         let counted = try await session.query(
             """
-            INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, cancel_key, recipients)
-            VALUES ($1, $2, $3, $4, $5, $6,
+            INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, cancel_key, type, day, recipients)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
                 (SELECT count(*) FROM devices WHERE app_id = $2) - (SELECT count(*) FROM devices WHERE app_id = $2 AND active = 0))
             RETURNING recipients
             """,
             [
                 .text(id.uuidString), .text(appID), idempotencyKey.map { .text($0) } ?? .null, .text(String(decoding: content, as: UTF8.self)),
-                .integer(now), cancelKey.map { .text($0) } ?? .null,
+                .integer(now), cancelKey.map { .text($0) } ?? .null, cohort.map { .text($0.type) } ?? .null, cohort.map { .integer($0.day) } ?? .null,
             ])
         let recipients = counted.first?.first?.integer ?? 0
         _ = try await session.query(

@@ -419,6 +419,96 @@ extension HeraldStore {
                 "ALTER TABLE broadcast_pages ADD COLUMN trace TEXT",
             ]
         ),
+        // The engagement loop (issue #13 §1): each notification's catalog type and the day
+        // (UTC, days since 1970) it was sent, or scheduled for, which is its analytics cohort;
+        // its deliveries' opens (one per delivery, however often reported); per (type, day) the
+        // counters the analytics read, kept by a trigger from the notifications' counters, so
+        // every path that counts a delivery counts it there too, in the same transaction.
+        (
+            version: 16,
+            statements: [
+                sqliteOnly("ALTER TABLE notifications ADD COLUMN type TEXT"),
+                postgresOnly("ALTER TABLE notifications ADD COLUMN type TEXT COLLATE \"C\""),
+                "ALTER TABLE notifications ADD COLUMN day INTEGER",
+                "ALTER TABLE notifications ADD COLUMN opened_count INTEGER NOT NULL DEFAULT 0",
+                """
+                CREATE TABLE type_stats (
+                    app_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    day INTEGER NOT NULL,
+                    sent INTEGER NOT NULL DEFAULT 0,
+                    failed INTEGER NOT NULL DEFAULT 0,
+                    deferred INTEGER NOT NULL DEFAULT 0,
+                    suppressed INTEGER NOT NULL DEFAULT 0,
+                    cancelled INTEGER NOT NULL DEFAULT 0,
+                    opened INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (app_id, type, day)
+                )
+                """,
+                postgresOnly("ALTER TABLE type_stats ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN type TYPE TEXT COLLATE \"C\""),
+                """
+                CREATE TABLE opens (
+                    app_id TEXT NOT NULL,
+                    delivery_id INTEGER NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    user_id TEXT,
+                    action TEXT NOT NULL,
+                    opened_at BIGINT NOT NULL,
+                    received_at BIGINT NOT NULL,
+                    reports INTEGER NOT NULL DEFAULT 1,
+                    PRIMARY KEY (app_id, delivery_id)
+                )
+                """,
+                postgresOnly("ALTER TABLE opens ALTER COLUMN app_id TYPE TEXT COLLATE \"C\""),
+                "CREATE INDEX opens_received ON opens (received_at)",
+                // SQLite: a row trigger on the counters.
+                sqliteOnly(
+                    """
+                    CREATE TRIGGER notifications_type_stats
+                    AFTER UPDATE OF sent_count, failed_count, deferred_count, suppressed_count, cancelled_count, opened_count ON notifications
+                    WHEN NEW.type IS NOT NULL AND NEW.day IS NOT NULL
+                    BEGIN
+                        INSERT INTO type_stats (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened)
+                        VALUES (NEW.app_id, NEW.type, NEW.day, NEW.sent_count - OLD.sent_count, NEW.failed_count - OLD.failed_count,
+                            NEW.deferred_count - OLD.deferred_count, NEW.suppressed_count - OLD.suppressed_count,
+                            NEW.cancelled_count - OLD.cancelled_count, NEW.opened_count - OLD.opened_count)
+                        ON CONFLICT (app_id, type, day) DO UPDATE SET sent = sent + excluded.sent, failed = failed + excluded.failed,
+                            deferred = deferred + excluded.deferred, suppressed = suppressed + excluded.suppressed,
+                            cancelled = cancelled + excluded.cancelled, opened = opened + excluded.opened;
+                    END
+                    """),
+                // PostgreSQL: once per statement, the changes summed per (type, day) and written in
+                // key order, so two nodes' result transactions take the rows in the same order.
+                postgresOnly(
+                    """
+                    CREATE FUNCTION herald_type_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        INSERT INTO type_stats AS s (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened)
+                        SELECT n.app_id, n.type, n.day, sum(n.sent_count - o.sent_count), sum(n.failed_count - o.failed_count),
+                            sum(n.deferred_count - o.deferred_count), sum(n.suppressed_count - o.suppressed_count),
+                            sum(n.cancelled_count - o.cancelled_count), sum(n.opened_count - o.opened_count)
+                        FROM changed_new n JOIN changed_old o ON o.id = n.id
+                        WHERE n.type IS NOT NULL AND n.day IS NOT NULL
+                            AND (n.sent_count, n.failed_count, n.deferred_count, n.suppressed_count, n.cancelled_count, n.opened_count)
+                                IS DISTINCT FROM (o.sent_count, o.failed_count, o.deferred_count, o.suppressed_count, o.cancelled_count, o.opened_count)
+                        GROUP BY n.app_id, n.type, n.day
+                        ORDER BY n.app_id, n.type, n.day
+                        ON CONFLICT (app_id, type, day) DO UPDATE SET sent = s.sent + excluded.sent, failed = s.failed + excluded.failed,
+                            deferred = s.deferred + excluded.deferred, suppressed = s.suppressed + excluded.suppressed,
+                            cancelled = s.cancelled + excluded.cancelled, opened = s.opened + excluded.opened;
+                        RETURN NULL;
+                    END
+                    $$
+                    """),
+                postgresOnly(
+                    """
+                    CREATE TRIGGER notifications_type_stats AFTER UPDATE ON notifications
+                    REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new
+                    FOR EACH STATEMENT EXECUTE FUNCTION herald_type_stats()
+                    """),
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

@@ -120,6 +120,11 @@ extension HeraldStore {
         var notificationValues: SQLQueryString = """
             (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), \(bind: now)
             """
+        // A typed notification's analytics cohort (likewise named only when there is one).
+        if let cohort = Self.cohort(content, now: now) {
+            notificationColumns += ", type, day"
+            notificationValues += ", \(bind: cohort.type), \(bind: cohort.day)"
+        }
         if let cancelKey {
             notificationColumns += ", cancel_key"
             notificationValues += ", \(bind: cancelKey)"

@@ -86,6 +86,13 @@ extension HeraldStore {
             ] {
                 pruned.history += try await session.query(statement, [.integer(history), .integer(Int64(limit))]).count
             }
+            // Opens go with their deliveries' history (what they counted stays in type_stats).
+            pruned.history += try await session.query(
+                """
+                DELETE FROM opens WHERE (app_id, delivery_id) IN (SELECT app_id, delivery_id FROM opens WHERE received_at < $1 LIMIT $2)
+                RETURNING 1
+                """, [.integer(before), .integer(Int64(limit))]
+            ).count
             pruned.userSends = try await session.query(
                 """
                 DELETE FROM user_sends WHERE (app_id, user_id, notification_id) IN (

@@ -44,11 +44,13 @@ extension HeraldStore {
         appID: String, notification: UUID, content: Data, cancelKey: String?, lane: DeliveryLane, trace: String?, devices: [[Session.Value]],
         now: Int64, _ session: Session
     ) async throws -> [ClaimedDelivery] {
+        let cohort = Self.cohort(content, now: now)
         _ = try await session.query(
-            "INSERT INTO notifications (id, app_id, content, created_at, cancel_key, recipients) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO notifications (id, app_id, content, created_at, cancel_key, recipients, type, day) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             [
                 .text(notification.uuidString), .text(appID), .text(String(decoding: content, as: UTF8.self)), .integer(now),
-                cancelKey.map { .text($0) } ?? .null, .integer(Int64(devices.count)),
+                cancelKey.map { .text($0) } ?? .null, .integer(Int64(devices.count)), cohort.map { .text($0.type) } ?? .null,
+                cohort.map { .integer($0.day) } ?? .null,
             ])
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(devices.count)

@@ -198,20 +198,24 @@ struct PipelineTests {
     }
 
     @Test("the dispatcher's copy of freshly accepted contents keeps the last ones and forgets the oldest")
-    func recentContents() {
+    func recentContents() throws {
         let recent = RecentContents(capacity: 3)
         let ids = (0..<5).map { _ in UUID() }
         for (index, id) in ids.enumerated() {
             var content = NotificationContent()
             content.data = ["n": .int(index)]
-            recent.insert(id, StoredNotificationContent(content: content), apnsPayload: Data("payload \(index)".utf8))
+            recent.insert(
+                id, StoredNotificationContent(content: content),
+                apnsPayload: try APNSRenderer.template(content, payloadKey: "demo", notificationID: id))
         }
         let (held, payloads) = recent.held(ids)
         #expect(Set(held.keys) == Set(ids.suffix(3)))
         #expect(held[ids[4]]?.content.data?["n"] == .int(4))
         // The rendered payloads go with their contents.
         #expect(Set(payloads.keys) == Set(ids.suffix(3)))
-        #expect(payloads[ids[2]] == Data("payload 2".utf8))
+        #expect(payloads[ids[2]]?.notificationID == ids[2].uuidString.lowercased())
+        let payload = try #require(payloads[ids[2]]?.payload(deliveryID: 7))
+        #expect(String(decoding: payload, as: UTF8.self) == #"{"aps":{},"demo":{"herald":{"d":7,"n":"\#(ids[2].uuidString.lowercased())"},"n":2}}"#)
     }
 
     @Test("batches hand their requests over in claim order: each waits for the ones before it to be submitted, not answered")

@@ -230,7 +230,7 @@ struct ServerEndToEndTests {
                     "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/dev/clock",
                     "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}", "/v1/apps/{app}/users/{user_id}/tracks",
                     "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges", "/v1/apps/{app}/users/{user_id}/sync",
-                    "/v1/apps/{app}/tracks/{track}/enrolments",
+                    "/v1/apps/{app}/tracks/{track}/enrolments", "/v1/apps/{app}/opened", "/v1/apps/{app}/analytics",
                 ])
         }
     }

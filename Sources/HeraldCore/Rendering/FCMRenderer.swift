@@ -1,5 +1,5 @@
 package import Foundation
-import HeraldPayload
+package import HeraldPayload
 
 /// Renders `NotificationContent` as an FCM HTTP v1 message (protocols.md §11): alert text →
 /// `notification`, the app's data → `data` (with `thread_id` and `category`), collapse id →
@@ -20,9 +20,15 @@ package enum FCMRenderer {
             clickAction: data["deep_link"]?.stringValue, analyticsLabel: content.analyticsLabel)
     }
 
-    /// Refuses a message over FCM's 4096 bytes (data keys and values, title and body counted).
-    package static func check(_ message: FCMMessage, field: String) throws(RenderingError) {
-        let size = payloadSize(message)
+    /// Puts a delivery's stamp into its message: the data value `herald`, as JSON.
+    package static func stamp(_ message: inout FCMMessage, _ stamp: HeraldStamp) {
+        message.data[HeraldStamp.key] = .string(String(decoding: stamp.json(), as: UTF8.self))
+    }
+
+    /// Refuses a message over FCM's 4096 bytes (data keys and values, title and body counted),
+    /// with `stampLength` bytes of a delivery's `herald` stamp still to come.
+    package static func check(_ message: FCMMessage, field: String, stampLength: Int = 0) throws(RenderingError) {
+        let size = payloadSize(message) + (stampLength > 0 ? HeraldStamp.key.utf8.count + stampLength : 0)
         guard size <= FCMMessage.sizeLimit else {
             throw RenderingError(
                 .payloadTooLarge, field: field, message: "the FCM message is \(size) bytes; FCM allows \(FCMMessage.sizeLimit)")

@@ -171,10 +171,11 @@ struct NotificationBody: Decodable, Sendable {
     }
 
     /// Validates and renders the request into what the outbox stores: its recipients, content
-    /// and due time, and for a plain notification its APNs payload (rendered to check its size;
-    /// sent as it is).
-    func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date) throws(APIError) -> (
-        selector: RecipientSelector, content: StoredNotificationContent, dueAt: Date, apnsPayload: Data?
+    /// and due time, and for a plain notification its APNs payload (rendered to check its size,
+    /// with room for each delivery's stamp; sent as it is) as notification `id` (only the API
+    /// keeps the payload: the other callers let the id default).
+    func prepared(payloadKey: String, catalog: Catalog?, fcm: Bool = false, now: Date, id: UUID = UUID.random()) throws(APIError) -> (
+        selector: RecipientSelector, content: StoredNotificationContent, dueAt: Date, apnsPayload: APNSPayloadTemplate?
     ) {
         guard let to else { throw APIError.missing("to") }
         let targets = [to.userIDs != nil, to.deviceIDs != nil, to.all == true].filter { $0 }.count
@@ -251,6 +252,9 @@ struct NotificationBody: Decodable, Sendable {
         if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
             throw APIError.invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
         }
+        if data?.objectValue?[HeraldStamp.key] != nil {
+            throw APIError.invalid("data.\(HeraldStamp.key)", "data.\(HeraldStamp.key) is where Herald puts each delivery's ids")
+        }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw APIError.invalid("idempotency_key", "idempotency_key is 1 to 256 bytes")
         }
@@ -284,23 +288,30 @@ struct NotificationBody: Decodable, Sendable {
         // A scheduled send's age (outbox.max_age) counts from when it is due.
         let deliverAt = dueAt > now ? dueAt : nil
         if let catalogType, let catalog {
-            var stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm)
+            var stored = try typedContent(catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm, id: id)
             stored.deliverAt = deliverAt
             return (selector, stored, dueAt, nil)
         }
-        let payload = try Self.checkRendering(content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data")
+        let payload = try Self.checkRendering(
+            content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data", id: id)
         return (selector, StoredNotificationContent(content: content, deliverAt: deliverAt), dueAt, payload)
     }
 
     /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
-    /// would: the first problem names `field`. Returns the APNs payload.
+    /// would, counting each delivery's stamp: the first problem names `field`. Returns the APNs
+    /// payload of notification `id`.
     @discardableResult
-    static func checkRendering(_ content: NotificationContent, payloadKey: String, fcm: Bool, field: String) throws(APIError) -> Data {
+    static func checkRendering(
+        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID
+    ) throws(APIError) -> APNSPayloadTemplate {
         do {
-            let payload = try APNSRenderer.encoded(content, payloadKey: payloadKey)
-            try APNSRenderer.check(payload, pushType: content.pushType, field: field)
-            if fcm { try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field) }
-            return payload
+            let template = try APNSRenderer.template(content, payloadKey: payloadKey, notificationID: id)
+            try APNSRenderer.check(template, pushType: content.pushType, field: field)
+            if fcm {
+                let stampLength = HeraldStamp.maximumJSONLength(notificationID: template.notificationID)
+                try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field, stampLength: stampLength)
+            }
+            return template
         } catch {
             throw APIError(rendering: error)
         }
@@ -313,7 +324,7 @@ struct NotificationBody: Decodable, Sendable {
     /// the dispatcher needs to render per device, and checks that the default-locale rendering
     /// can fit once the policy engine shortens the body.
     private func typedContent(
-        _ type: CatalogType, catalog: Catalog, base: NotificationContent, payloadKey: String, fcm: Bool
+        _ type: CatalogType, catalog: Catalog, base: NotificationContent, payloadKey: String, fcm: Bool, id: UUID
     ) throws(APIError) -> StoredNotificationContent {
         let object = data?.objectValue ?? [:]
         for key in object.keys where Self.reservedDataKeys.contains(key) {
@@ -357,7 +368,7 @@ struct NotificationBody: Decodable, Sendable {
         stored.content = stored.deviceContent(copy: copy, decided: decided)
         // The policy engine may shorten the body to "…"; without it the rest must fit.
         decided.body = decided.body.map { _ in "…" }
-        try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data")
+        try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data", id: id)
         return stored
     }
 }

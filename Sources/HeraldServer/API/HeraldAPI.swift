@@ -160,11 +160,11 @@ package enum HeraldAPI {
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
+            let id = UUID.random()
             let (selector, content, dueAt, apnsPayload) = try body.prepared(
                 payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
-                now: runtime.store.now)
+                now: runtime.store.now, id: id)
             let contentData = try JSONEncoder().encode(content)
-            let id = UUID.random()
             // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
             runtime.recentContents.insert(id, content, apnsPayload: apnsPayload)
             let started = ContinuousClock.now
@@ -321,6 +321,7 @@ package enum HeraldAPI {
             let deliveries = try await runtime.store.deliveries(notificationID: id, limit: limit, offset: offset)
             return try JSONResponse.make(NotificationView(record: record, counts: counts, deliveries: deliveries))
         }
+        addEngagementRoutes(to: apps, runtime: runtime)
         return router
     }
 
@@ -542,7 +543,7 @@ struct NotificationView: Encodable {
 
     enum CodingKeys: String, CodingKey { case id, createdAt = "created_at", recipients, counts, deliveries }
     enum DeliveryKeys: String, CodingKey {
-        case deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
+        case id, deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
         case updatedAt = "updated_at", trace
     }
     enum ExtraKeys: String, CodingKey { case cancelKey = "cancel_key" }
@@ -564,6 +565,8 @@ struct NotificationView: Encodable {
         var list = container.nestedUnkeyedContainer(forKey: .deliveries)
         for delivery in deliveries {
             var item = list.nestedContainer(keyedBy: DeliveryKeys.self)
+            // The delivery's id: its payload's herald.d, what an open is reported with.
+            try item.encode(delivery.id, forKey: .id)
             try item.encode(delivery.deviceID, forKey: .deviceID)
             try item.encode(delivery.status == .sending ? "queued" : delivery.status.rawValue, forKey: .status)
             try item.encodeIfPresent(delivery.reason, forKey: .reason)

@@ -139,8 +139,9 @@ enum OpenAPIDocument {
                   type: array
                   items:
                     type: object
-                    required: [device_id, status, apns_id, attempts, created_at, updated_at]
+                    required: [id, device_id, status, apns_id, attempts, created_at, updated_at]
                     properties:
+                      id: { type: integer, description: "The delivery's id: its payload's herald.d." }
                       device_id: { type: string }
                       status: { type: string, enum: [queued, sent, failed, deferred, suppressed, cancelled] }
                       reason: { type: string }
@@ -684,6 +685,104 @@ enum OpenAPIDocument {
                           steps: { type: integer, description: "Of them, track steps (their cancel key) not yet fired." }
                           in_flight: { type: integer }
                           broadcasts_skipped: { type: integer }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/opened:
+            post:
+              summary: A device reports that a delivery was opened (tapped, or one of its actions chosen); one open per delivery counts.
+              description: >-
+                Server key, or a client key with the X-Herald-User-Token of the delivery's user. delivery_id is the
+                payload's herald.d. The first report counts (analytics, by the day the notification was sent) and
+                is the built-in app.opened event; later ones only add to reports. A delivery being sent has its row
+                once its provider answered: until then the answer is 404, and the report may be sent again.
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [delivery_id, device_id]
+                      properties:
+                        delivery_id: { type: integer, minimum: 1 }
+                        device_id: { type: string, minLength: 1, maxLength: 256 }
+                        action: { type: string, minLength: 1, maxLength: 64, default: default }
+                        at: { type: string, format: date-time }
+              responses:
+                '200':
+                  description: Recorded.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [delivery_id, counted, reports, action]
+                        properties:
+                          delivery_id: { type: integer }
+                          counted: { type: boolean, description: "True for the first report of the delivery." }
+                          reports: { type: integer }
+                          action: { type: string, description: "The action the first report gave." }
+                          event_id: { type: string }
+                          notifications: { type: array, items: { type: string } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/analytics:
+            get:
+              summary: Sent, accepted, opened and click-through rate per type against its goal, by day of sending; the opt-in rate.
+              description: >-
+                Counted by the day (UTC) each notification was sent or scheduled for. sent = accepted + failed;
+                ctr = opened ÷ accepted (opened once per delivery). A type with a goal_ctr and at least 200 sends
+                below its goal shows below_goal. Opt-in: authorized + provisional ÷ the active devices that reported
+                a permission, overall, per platform and per app version.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: from, in: query, schema: { type: string, format: date }, description: "First day (default: 29 days before to)." }
+                - { name: to, in: query, schema: { type: string, format: date }, description: "Last day (default: today, UTC); at most 366 days." }
+                - { name: type, in: query, schema: { type: string }, description: "One type, by name or id." }
+              responses:
+                '200':
+                  description: The analytics.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [from, to, types, opt_in]
+                        properties:
+                          from: { type: string, format: date }
+                          to: { type: string, format: date }
+                          types:
+                            type: array
+                            items:
+                              type: object
+                              required: [type, sent, accepted, failed, suppressed, deferred, cancelled, opened, ctr, goal_met, below_goal, days]
+                              properties:
+                                type: { type: string }
+                                id: { type: [string, "null"] }
+                                sent: { type: integer }
+                                accepted: { type: integer }
+                                failed: { type: integer }
+                                suppressed: { type: integer }
+                                deferred: { type: integer }
+                                cancelled: { type: integer }
+                                opened: { type: integer }
+                                ctr: { type: [number, "null"] }
+                                goal_ctr: { type: [number, "null"] }
+                                goal_met: { type: [boolean, "null"] }
+                                below_goal: { type: boolean }
+                                days: { type: array, items: { type: object } }
+                          opt_in:
+                            type: object
+                            required: [opted_in, reported, rate, statuses, platforms, app_versions]
+                            properties:
+                              rate: { type: [number, "null"] }
+                              opted_in: { type: integer }
+                              reported: { type: integer }
+                              statuses: { type: object, additionalProperties: { type: integer } }
+                              platforms: { type: array, items: { type: object } }
+                              app_versions: { type: array, items: { type: object } }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

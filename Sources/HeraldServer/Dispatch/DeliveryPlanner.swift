@@ -41,7 +41,7 @@ struct DeliveryPlanner {
             // decided), not by hashing the whole content and its data for every device.
             var copies: [CopyKey: CatalogCopy] = [:]
             var sizes: [DeviceKey: Int] = [:]
-            var sendable: [DeviceKey: (content: NotificationContent, found: Set<String>, payload: Data?)] = [:]
+            var sendable: [DeviceKey: (content: NotificationContent, found: Set<String>, payload: APNSPayloadTemplate?)] = [:]
             for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
                 guard let typed = contents[delivery.notificationID]?.typed, let content = contents[delivery.notificationID],
                     let type = catalog.type(typed.type)
@@ -78,7 +78,9 @@ struct DeliveryPlanner {
                     payloadSize: { decided in
                         let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
                         if let size = sizes[key] { return size }
-                        let size = (try? APNSRenderer.encoded(content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey))?.count ?? .max
+                        let size = (try? APNSRenderer.template(
+                            content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID))?
+                            .maximumSize ?? .max
                         sizes[key] = size
                         return size
                     })
@@ -95,7 +97,7 @@ struct DeliveryPlanner {
                             found = scrub.1
                             if !found.isEmpty { device.data = scrub.0.objectValue }
                         }
-                        let entry = (device, found, try? APNSRenderer.encoded(device, payloadKey: payloadKey))
+                        let entry = (device, found, try? APNSRenderer.template(device, payloadKey: payloadKey, notificationID: delivery.notificationID))
                         sendable[key] = entry
                         return entry
                     }()
@@ -134,8 +136,9 @@ struct PlannedDelivery: Sendable {
     /// In the device's locale, after the policy engine and the PII guard.
     var content: NotificationContent
     var trace: String?
-    /// `content` as its APNs payload (shared by the deliveries whose content is the same).
-    var apnsPayload: Data?
+    /// `content` as its APNs payload (shared by the deliveries whose content is the same), but
+    /// for each one's stamp.
+    var apnsPayload: APNSPayloadTemplate?
 }
 
 /// A notification's copy in one locale.

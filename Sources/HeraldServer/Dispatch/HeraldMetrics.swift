@@ -94,6 +94,11 @@ package final class HeraldMetrics: Sendable {
         counter("herald_events_total", [("app", app)]).increment(by: count)
     }
 
+    /// Opens counted (the first report of each delivery), by catalog type (`none`: not sent by type).
+    func opened(app: String, type: String?) {
+        counter("herald_opened_total", [("app", app), ("type", type ?? "none")]).increment()
+    }
+
     /// Timers (track steps) by what they became: fired, skipped (`unless`), failed.
     func timers(app: String, outcome: String, _ count: Int) {
         counter("herald_timers_total", [("app", app), ("outcome", outcome)]).increment(by: count)

@@ -2,6 +2,7 @@ import Foundation
 import HeraldAPNs
 import HeraldCore
 import HeraldFCM
+import HeraldPayload
 import HeraldStore
 import Synchronization
 
@@ -13,7 +14,7 @@ struct PreparedBatch: Sendable {
     var contents: [UUID: StoredNotificationContent]
     var planned: [Int64: PlannedDelivery]
     /// APNs payloads the API rendered already (fresh plain notifications of this process).
-    var apnsPayloads: [UUID: Data] = [:]
+    var apnsPayloads: [UUID: APNSPayloadTemplate] = [:]
 }
 
 extension OutboxLoop {
@@ -152,6 +153,7 @@ extension OutboxLoop {
                     }()
                     message.token = delivery.token
                 }
+                FCMRenderer.stamp(&message, HeraldStamp(notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id))
                 fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
                 continue
@@ -164,14 +166,14 @@ extension OutboxLoop {
                 unsendable.append(DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
             case .client(let client):
                 let payloadKey = app.configuration.payloadKey
-                let rendered = plan != nil
-                    ? plan?.apnsPayload ?? (try? APNSRenderer.encoded(content, payloadKey: payloadKey))
+                let template = plan != nil
+                    ? plan?.apnsPayload ?? (try? APNSRenderer.template(content, payloadKey: payloadKey, notificationID: delivery.notificationID))
                     : payloads[delivery.notificationID] ?? {
-                        let data = try? APNSRenderer.encoded(content, payloadKey: payloadKey)
-                        payloads[delivery.notificationID] = data
-                        return data
+                        let template = try? APNSRenderer.template(content, payloadKey: payloadKey, notificationID: delivery.notificationID)
+                        payloads[delivery.notificationID] = template
+                        return template
                     }()
-                guard let payload = rendered else {
+                guard let payload = template?.payload(deliveryID: delivery.id) else {
                     unsendable.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
                     continue
                 }

@@ -170,6 +170,7 @@ package struct OutboxLoop: Service {
                         "herald.retention_seconds": "\(Int(configuration.retention))",
                     ])
             }
+            await runtime.goalWatch.check(runtime)
             let next = ContinuousClock.now + configuration.retentionInterval
             while !stopping.isSet && !Task.isCancelled && ContinuousClock.now < next {
                 try? await Task.sleep(for: .milliseconds(100))

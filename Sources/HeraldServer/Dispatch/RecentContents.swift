@@ -12,7 +12,7 @@ package final class RecentContents: Sendable {
     /// What is held of one notification.
     private struct Entry {
         var content: StoredNotificationContent
-        var apnsPayload: Data?
+        var apnsPayload: APNSPayloadTemplate?
     }
 
     private struct State {
@@ -30,7 +30,7 @@ package final class RecentContents: Sendable {
 
     /// Keeps `content` (and its APNs payload, when rendered already) for `id`, forgetting the
     /// oldest beyond `capacity`.
-    package func insert(_ id: UUID, _ content: StoredNotificationContent, apnsPayload: Data? = nil) {
+    package func insert(_ id: UUID, _ content: StoredNotificationContent, apnsPayload: APNSPayloadTemplate? = nil) {
         state.withLock { state in
             if state.order.count < capacity {
                 state.order.append(id)
@@ -44,11 +44,11 @@ package final class RecentContents: Sendable {
     }
 
     /// The contents held of `ids`, and the APNs payloads held of them (plain notifications: the
-    /// same bytes for every device).
-    package func held(_ ids: some Sequence<UUID>) -> (contents: [UUID: StoredNotificationContent], apnsPayloads: [UUID: Data]) {
+    /// same bytes for every device but its stamp).
+    package func held(_ ids: some Sequence<UUID>) -> (contents: [UUID: StoredNotificationContent], apnsPayloads: [UUID: APNSPayloadTemplate]) {
         state.withLock { state in
             var contents: [UUID: StoredNotificationContent] = [:]
-            var payloads: [UUID: Data] = [:]
+            var payloads: [UUID: APNSPayloadTemplate] = [:]
             for id in ids {
                 guard let entry = state.entries[id] else { continue }
                 contents[id] = entry.content

@@ -1,0 +1,184 @@
+package import Foundation
+
+/// The engagement loop (issue #13 §1): opens reported by devices, one per delivery however
+/// often reported, and the counters per (catalog type, day of sending) that analytics read.
+/// The counters are kept by a trigger on the notifications' counters (migration 16): every
+/// path that counts a delivery — results, cancels, pages, opens — counts it per type too, in
+/// the same transaction, and the analytics read a row per type and day, never the deliveries.
+extension HeraldStore {
+    /// A typed notification's analytics cohort, from its stored content: its catalog type and
+    /// the day (UTC, days since 1970) it goes — when it was scheduled for, else `now`.
+    static func cohort(_ content: Data, now: Int64) -> (type: String, day: Int64)? {
+        struct Header: Decodable {
+            struct Typed: Decodable { var type: String }
+            var typed: Typed?
+            var deliverAt: Int64?
+            enum CodingKeys: String, CodingKey { case typed, deliverAt = "deliver_at_ms" }
+        }
+        guard let header = try? JSONDecoder().decode(Header.self, from: content), let type = header.typed?.type else { return nil }
+        return (type, max(header.deliverAt ?? now, 0) / Self.dayMilliseconds)
+    }
+
+    /// What an open is checked against: one delivery of an app, with its notification's type.
+    package struct DeliveryReference: Sendable, Equatable {
+        package var id: Int64
+        package var notificationID: UUID
+        package var deviceID: String
+        package var userID: String?
+        package var status: DeliveryStatus
+        /// The notification's catalog type (nil for a notification not sent by type).
+        package var type: String?
+    }
+
+    /// The delivery `deliveryID` of `appID`, nil when there is none (or not yet: the deliveries
+    /// of a broadcast's or a step's page have their row once their provider answered).
+    package func deliveryReference(appID: String, deliveryID: Int64) async throws -> DeliveryReference? {
+        try await reading { session in
+            guard
+                let row = try await session.query(
+                    """
+                    SELECT d.notification_id, d.device_id, d.user_id, d.status, n.type FROM deliveries d
+                    JOIN notifications n ON n.id = d.notification_id WHERE d.id = $1 AND d.app_id = $2
+                    """, [.integer(deliveryID), .text(appID)]
+                ).first,
+                let notification = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[1].text,
+                let status = row[3].text.flatMap(DeliveryStatus.init(rawValue:))
+            else { return nil }
+            return DeliveryReference(
+                id: deliveryID, notificationID: notification, deviceID: device, userID: row[2].text, status: status, type: row[4].text)
+        }
+    }
+
+    /// The `app.opened` event an open emits, prepared before its transaction.
+    package struct OpenEvent: Sendable {
+        package var id: UUID
+        package var userID: String
+        package var data: String
+        package var effects: EventEffects
+        package var badgeContent: BadgeContent
+        package init(id: UUID, userID: String, data: String, effects: EventEffects, badgeContent: @escaping BadgeContent) {
+            self.id = id
+            self.userID = userID
+            self.data = data
+            self.effects = effects
+            self.badgeContent = badgeContent
+        }
+    }
+
+    /// What recording an open did.
+    package struct OpenRecorded: Sendable, Equatable {
+        /// True the first time this delivery's open is reported: it counted.
+        package var counted: Bool
+        /// How often it has been reported, this time included.
+        package var reports: Int64
+        /// The action of the first report (what counted).
+        package var action: String
+        /// The `app.opened` event's id (the first report's), and the notifications its triggers sent.
+        package var eventID: String?
+        package var notifications: [String]
+    }
+
+    /// Records an open of `delivery` in one durable transaction: the first report of a delivery
+    /// counts (its notification's `opened_count`, and so its type's day), later ones only add
+    /// to `reports`. The first also stores `event` (`app.opened`) and applies its triggers; the
+    /// event's idempotency key is the delivery's, so it is stored once however often reported.
+    package func recordOpen(
+        appID: String, _ delivery: DeliveryReference, action: String, openedAt: Date, event: OpenEvent?
+    ) async throws -> OpenRecorded {
+        try await transaction(durable: true) { [self] session in
+            let now = nowMilliseconds
+            let row = try await session.query(
+                """
+                INSERT INTO opens (app_id, delivery_id, notification_id, device_id, user_id, action, opened_at, received_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                ON CONFLICT (app_id, delivery_id) DO UPDATE SET reports = opens.reports + 1
+                RETURNING reports, action
+                """,
+                [
+                    .text(appID), .integer(delivery.id), .text(delivery.notificationID.uuidString), .text(delivery.deviceID),
+                    delivery.userID.map { .text($0) } ?? .null, .text(action), .integer(Self.milliseconds(openedAt)), .integer(now),
+                ]
+            ).first
+            let reports = row?[0].integer ?? 1
+            var recorded = OpenRecorded(counted: reports == 1, reports: reports, action: row?[1].text ?? action, eventID: nil, notifications: [])
+            let eventKey = "opened:\(delivery.id)"
+            guard recorded.counted else {
+                recorded.eventID = try await session.query(
+                    "SELECT id FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(eventKey)]
+                ).first?.first?.text
+                return recorded
+            }
+            _ = try await session.query(
+                "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1", [.text(delivery.notificationID.uuidString)])
+            if let event {
+                let applied = try await applyEvent(
+                    appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data, occurredAt: openedAt,
+                    idempotencyKey: eventKey, effects: event.effects, badgeContent: event.badgeContent, session)
+                recorded.eventID = applied.id
+                recorded.notifications = applied.notifications
+            }
+            return recorded
+        }
+    }
+
+    /// The built-in event an open emits.
+    package static let openedEvent = "app.opened"
+
+    /// One type's counters on one day of sending.
+    package struct TypeDayCounts: Sendable, Equatable {
+        package var type: String
+        /// Days since 1970 (UTC).
+        package var day: Int64
+        package var sent: Int64
+        package var failed: Int64
+        package var deferred: Int64
+        package var suppressed: Int64
+        package var cancelled: Int64
+        package var opened: Int64
+    }
+
+    /// The counters of an app's types on the days `days` (days since 1970, UTC), of one type
+    /// when `type` is given; in type and day order, days without sends left out.
+    package func typeCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws -> [TypeDayCounts] {
+        try await reading { session in
+            var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
+            if let type { binds.append(.text(type)) }
+            return try await session.query(
+                """
+                SELECT type, day, sent, failed, deferred, suppressed, cancelled, opened FROM type_stats
+                WHERE app_id = $1 AND day >= $2 AND day <= $3\(type == nil ? "" : " AND type = $4") ORDER BY type, day
+                """, binds
+            ).compactMap { row in
+                guard let type = row[0].text, let day = row[1].integer else { return nil }
+                return TypeDayCounts(
+                    type: type, day: day, sent: row[2].integer ?? 0, failed: row[3].integer ?? 0, deferred: row[4].integer ?? 0,
+                    suppressed: row[5].integer ?? 0, cancelled: row[6].integer ?? 0, opened: row[7].integer ?? 0)
+            }
+        }
+    }
+
+    /// Active devices that reported a notification permission, by platform, app version and status.
+    package struct PermissionCount: Sendable, Equatable {
+        package var platform: String
+        package var appVersion: String?
+        package var status: String
+        package var devices: Int64
+    }
+
+    /// The app's active devices by platform, app version and reported permission (devices that
+    /// reported none are left out).
+    package func permissionCounts(appID: String) async throws -> [PermissionCount] {
+        try await reading { session in
+            try await session.query(
+                """
+                SELECT platform, app_version, authorization_status, count(*) FROM devices
+                WHERE app_id = $1 AND active = 1 AND authorization_status IS NOT NULL
+                GROUP BY platform, app_version, authorization_status
+                """, [.text(appID)]
+            ).compactMap { row in
+                guard let platform = row[0].text, let status = row[2].text else { return nil }
+                return PermissionCount(platform: platform, appVersion: row[1].text, status: status, devices: row[3].integer ?? 0)
+            }
+        }
+    }
+}

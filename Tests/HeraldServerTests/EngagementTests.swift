@@ -1,0 +1,230 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldServer
+import HeraldStore
+import HeraldTesting
+import Testing
+
+/// The engagement loop (issue #13): the ids every delivered payload carries, opens reported by
+/// devices and the analytics they feed, replayed over HTTP with the simulator's inbox as the
+/// witness of what each device got.
+@Suite("Engagement")
+struct EngagementTests {
+    /// The stamp of each payload a token received (APNs: under the payload key; FCM: the data value).
+    static func stamps(_ server: ServerHarness, _ token: String, payloadKey: String = "demo") -> [HeraldStamp] {
+        server.simulator.state.inbox(for: token).compactMap { entry in
+            guard let object = entry.payloadObject else { return nil }
+            if entry.pushType == "fcm" {
+                let data = ((object["message"] as? [String: Any])?["data"] as? [String: String]) ?? [:]
+                return HeraldStamp(appData: data.mapValues(JSONValue.string))
+            }
+            guard let appData = object[payloadKey] as? [String: Any],
+                let decoded = try? JSONDecoder().decode(JSONValue.self, from: JSONSerialization.data(withJSONObject: appData)).objectValue
+            else { return nil }
+            return HeraldStamp(appData: decoded)
+        }
+    }
+
+    /// Moves the manual clock to the next 12:00 UTC (outside every quiet hours of the examples).
+    static func noon(_ server: ServerHarness) async throws {
+        let now = try #require(server.runtime.devClock?.now)
+        let day = 86_400.0
+        var target = (now.timeIntervalSince1970 / day).rounded(.down) * day + day / 2
+        if target <= now.timeIntervalSince1970 { target += day }
+        try await TrackTests.advance(server, to: Date(timeIntervalSince1970: target))
+    }
+
+    static func opened(_ server: ServerHarness, _ json: String, key: String? = ServerHarness.server, userToken: String? = nil) async throws
+        -> (status: Int, body: [String: Any])
+    {
+        let answer = try await server.request(.post, "/v1/apps/demo/opened", key: key, userToken: userToken, json: json)
+        return (Int(answer.status.code), answer.body)
+    }
+
+    @Test("every delivered payload carries herald {n, d}: the notification's id and the delivery's, as the notification view lists it; on APNs under the payload key (typed and plain), on FCM as the data value")
+    func stamps() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await withServer(configure: { $0.clock = .manual }) { server in
+            try await Self.noon(server)
+            #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
+            #expect(try await server.register("ana-tablet", user: "ana", token: tokens[1]) == .created)
+            let pixel = try await server.request(
+                .post, "/v1/apps/demo/devices", json: #"{"device_id":"ana-pixel","user_id":"ana","platform":"fcm","token":"fcm-ana-pixel"}"#)
+            #expect(pixel.status == .created)
+            let typed = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let plain = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"title":"Hi","body":"Plain"},"data":{"k":"v"}}"#)
+            // The key is Herald's: an app's data cannot take it.
+            let refused = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"data":{"herald":1}}"#)
+            #expect(refused.status == .badRequest && (refused.body["error"] as? [String: Any])?["field"] as? String == "data.herald")
+            for answer in [typed, plain] {
+                let id = try #require(answer.body["id"] as? String)
+                let view = try await server.settled(id)
+                let deliveries = try #require(view["deliveries"] as? [[String: Any]])
+                #expect(deliveries.count == 3)
+                var byDevice: [String: Int64] = [:]
+                for delivery in deliveries {
+                    byDevice[try #require(delivery["device_id"] as? String)] = try #require((delivery["id"] as? NSNumber)?.int64Value)
+                }
+                for (device, token) in [("ana-phone", tokens[0]), ("ana-tablet", tokens[1]), ("ana-pixel", "fcm-ana-pixel")] {
+                    let stamp = Self.stamps(server, token).first { $0.notificationID == id }
+                    #expect(stamp?.deliveryID == byDevice[device], "\(device): \(String(describing: stamp))")
+                }
+            }
+            // The app's own data is still beside the stamp.
+            let plainPayload = try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject?["demo"] as? [String: Any])
+            #expect(plainPayload["k"] as? String == "v" && plainPayload["herald"] is [String: Any])
+        }
+    }
+
+    @Test("SyncWell's CTR per type: 1,000 PN-02 and 1,000 PN-03 sent, 170 and 30 opened (some reported twice) → 17% (goal 15% met) and 3% (below the 5% goal over 200 sends); opt-in from the devices' permissions")
+    func syncWellCTR() async throws {
+        let users = 1_000
+        let tokens = makeDeviceTokens(users)
+        try await withServer(configure: { $0.clock = .manual }) { server in
+            try await Self.noon(server)
+            let statuses = ["authorized", "authorized", "provisional", "denied"]
+            var lines = ""
+            for index in 0..<users {
+                // Every fifth device reports no permission at all; the others cycle through the statuses.
+                let status = index % 5 == 4 ? "" : #","authorization_status":"\#(statuses[index % 4])""#
+                let version = index % 2 == 0 ? "2.0" : "2.1"
+                lines += #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"\#(version)"\#(status)}"# + "\n"
+            }
+            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines)
+            #expect(imported.status == .ok && imported.body["imported"] as? Int == users, "\(imported.body)")
+            let errors = try await server.send(#"{"to":{"all":true},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let providers = try await server.send(#"{"to":{"all":true},"type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+            let errorsID = try #require(errors.body["id"] as? String)
+            let providersID = try #require(providers.body["id"] as? String)
+            for id in [errorsID, providersID] {
+                let counts = try await server.settled(id)["counts"] as? [String: Int]
+                #expect(counts?["sent"] == users, "\(String(describing: counts))")
+            }
+            // Each device opens what the test decides, from the ids its payload carries.
+            var reports = 0
+            for index in 0..<users {
+                let stamps = Self.stamps(server, tokens[index])
+                for (notification, opens, twice, action) in [(errorsID, 170, 20, "FIX"), (providersID, 30, 5, "default")] where index < opens {
+                    let stamp = try #require(stamps.first { $0.notificationID == notification })
+                    let json = #"{"delivery_id":\#(stamp.deliveryID),"device_id":"d\#(index)","action":"\#(action)"}"#
+                    for report in 0..<(index < twice ? 2 : 1) {
+                        let answer = try await Self.opened(server, json)
+                        #expect(answer.status == 200 && answer.body["counted"] as? Bool == (report == 0), "\(answer.body)")
+                        reports += 1
+                    }
+                }
+            }
+            #expect(reports == 225)
+            let analytics = try await server.request(.get, "/v1/apps/demo/analytics")
+            #expect(analytics.status == .ok, "\(analytics.body)")
+            let types = try #require(analytics.body["types"] as? [[String: Any]])
+            let error = try #require(types.first { $0["id"] as? String == "PN-02" })
+            let provider = try #require(types.first { $0["id"] as? String == "PN-03" })
+            #expect(error["type"] as? String == "sync_error" && error["sent"] as? Int == users && error["accepted"] as? Int == users)
+            #expect(error["opened"] as? Int == 170 && error["ctr"] as? Double == 0.17)
+            #expect(error["goal_ctr"] as? Double == 0.15 && error["goal_met"] as? Bool == true && error["below_goal"] as? Bool == false)
+            #expect(provider["opened"] as? Int == 30 && provider["ctr"] as? Double == 0.03)
+            #expect(provider["goal_met"] as? Bool == false && provider["below_goal"] as? Bool == true)
+            // The type below its goal is logged once a day, not at every check.
+            #expect(await server.runtime.goalWatch.check(server.runtime) == ["demo/new_provider"])
+            #expect(await server.runtime.goalWatch.check(server.runtime).isEmpty)
+            // Counted on the day the notifications went.
+            let days = try #require(error["days"] as? [[String: Any]])
+            #expect(days.count == 1 && days[0]["opened"] as? Int == 170 && days[0]["sent"] as? Int == users)
+            // A type with nothing sent is listed with zeros and no rate.
+            let quiet = try #require(types.first { $0["id"] as? String == "PN-06" })
+            #expect(quiet["sent"] as? Int == 0 && quiet["ctr"] is NSNull && quiet["below_goal"] as? Bool == false)
+            // One type, and a range without those days.
+            let one = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-03")
+            #expect((one.body["types"] as? [[String: Any]])?.map { $0["id"] as? String } == ["PN-03"])
+            let before = try await server.request(.get, "/v1/apps/demo/analytics?from=2020-01-01&to=2020-01-31&type=sync_error")
+            #expect((before.body["types"] as? [[String: Any]])?.first?["sent"] as? Int == 0)
+            // Opt-in: authorized + provisional ÷ every device that reported (800 of 1,000: 600 of 800).
+            let optIn = try #require(analytics.body["opt_in"] as? [String: Any])
+            #expect(optIn["reported"] as? Int == 800 && optIn["opted_in"] as? Int == 600 && optIn["rate"] as? Double == 0.75, "\(optIn)")
+            let versions = try #require(optIn["app_versions"] as? [[String: Any]])
+            // Even indexes (2.0) report authorized or provisional; odd ones (2.1) authorized or denied.
+            let even = versions.first { $0["app_version"] as? String == "2.0" }
+            let odd = versions.first { $0["app_version"] as? String == "2.1" }
+            #expect(even?["reported"] as? Int == 400 && even?["opted_in"] as? Int == 400 && odd?["opted_in"] as? Int == 200)
+            #expect((odd?["statuses"] as? [String: Int]) == ["authorized": 200, "denied": 200])
+            #expect((optIn["platforms"] as? [[String: Any]])?.first?["platform"] as? String == "apns")
+            for (query, field) in [("from=2026-13-01", "from"), ("to=yesterday", "to"), ("from=2026-02-01&to=2026-01-01", "from"), ("type=PN-99", "type")] {
+                let bad = try await server.request(.get, "/v1/apps/demo/analytics?\(query)")
+                #expect(bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == field, "\(query)")
+            }
+        }
+    }
+
+    @Test("an open is checked: the delivery must exist, have gone to device_id and (client key) to the user token's user; actions are the type's; bad fields name themselves")
+    func openChecks() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await withServer(configure: { $0.clock = .manual }) { server in
+            try await Self.noon(server)
+            #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
+            #expect(try await server.register("bo-phone", user: "bo", token: tokens[1]) == .created)
+            let sent = try await server.send(#"{"to":{"user_ids":["ana","bo"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            _ = try await server.settled(try #require(sent.body["id"] as? String))
+            let ana = try #require(Self.stamps(server, tokens[0]).first)
+            let bo = try #require(Self.stamps(server, tokens[1]).first)
+            let anaToken = ServerHarness.userToken("ana", now: server.runtime.store.now)
+            // Bo's delivery reported with Ana's token, or from Ana's device: refused, and nothing counted.
+            let otherUser = try await Self.opened(
+                server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"bo-phone"}"#, key: ServerHarness.client, userToken: anaToken)
+            #expect(otherUser.status == 403 && (otherUser.body["error"] as? [String: Any])?["field"] as? String == "X-Herald-User-Token")
+            let otherDevice = try await Self.opened(server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"ana-phone"}"#)
+            #expect(otherDevice.status == 403 && (otherDevice.body["error"] as? [String: Any])?["field"] as? String == "device_id")
+            let noToken = try await Self.opened(server, #"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone"}"#, key: ServerHarness.client)
+            #expect(noToken.status == 401)
+            for (json, field) in [
+                (#"{"device_id":"ana-phone"}"#, "delivery_id"), (#"{"delivery_id":"x1","device_id":"ana-phone"}"#, "delivery_id"),
+                (#"{"delivery_id":\#(ana.deliveryID)}"#, "device_id"),
+                (#"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone","action":"APPROVE"}"#, "action"),
+                (#"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone","at":"noon"}"#, "at"),
+                (#"{"delivery_id":999999999,"device_id":"ana-phone"}"#, "delivery_id"),
+            ] {
+                let answer = try await Self.opened(server, json)
+                #expect([400, 404].contains(answer.status) && (answer.body["error"] as? [String: Any])?["field"] as? String == field, "\(json): \(answer.body)")
+            }
+            // Ana's own, with her token: counted once, however often; the first action is what counted.
+            let first = try await Self.opened(
+                server, #"{"delivery_id":"\#(ana.deliveryID)","device_id":"ana-phone","action":"FIX"}"#, key: ServerHarness.client, userToken: anaToken)
+            #expect(first.status == 200 && first.body["counted"] as? Bool == true && first.body["reports"] as? Int == 1, "\(first.body)")
+            let again = try await Self.opened(server, #"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone"}"#)
+            #expect(again.body["counted"] as? Bool == false && again.body["reports"] as? Int == 2 && again.body["action"] as? String == "FIX")
+            #expect(again.body["event_id"] as? String == first.body["event_id"] as? String)
+            let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02")
+            #expect((analytics.body["types"] as? [[String: Any]])?.first?["opened"] as? Int == 1)
+        }
+    }
+
+    @Test("an open is the app.opened event: LucidPal's dormant step is skipped for a user who opened a notification since enrolling")
+    func openedEvent() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await TrackTests.withLucidPal { server in
+            for (index, user) in ["ana", "cy"].enumerated() {
+                #expect(try await server.register("\(user)-phone", user: user, token: tokens[index]) == .created)
+            }
+            let start = try #require(server.runtime.devClock?.now)
+            for user in ["ana", "cy"] {
+                #expect(try await server.request(.put, "/v1/apps/demo/users/\(user)/tracks/onboarding", json: "{}").status == .ok)
+            }
+            // Something reaches both; only Cy opens it.
+            let sent = try await server.send(#"{"to":{"user_ids":["ana","cy"]},"alert":{"title":"Hello","body":"A plain hello"}}"#)
+            _ = try await server.settled(try #require(sent.body["id"] as? String))
+            let stamp = try #require(Self.stamps(server, tokens[1], payloadKey: "lucidpal").first)
+            let answer = try await server.request(
+                .post, "/v1/apps/demo/opened", json: #"{"delivery_id":\#(stamp.deliveryID),"device_id":"cy-phone"}"#)
+            #expect(answer.status == .ok && answer.body["event_id"] is String, "\(answer.body)")
+            try await TrackTests.advance(server, to: start.addingTimeInterval(32 * 86_400))
+            try await eventually { TrackTests.bodies(server, tokens[0]).count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(TrackTests.bodies(server, tokens[1]) == ["A plain hello"])
+            let cy = try await server.request(.get, "/v1/apps/demo/users/cy/tracks")
+            let step = try #require(((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)
+            #expect(step["status"] as? String == "skipped" && step["reason"] as? String == "unless app.opened")
+        }
+    }
+}
