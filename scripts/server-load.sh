@@ -14,6 +14,12 @@
 #                                                  # (enrol/s), then move the clock a day so a step of
 #                                                  # every user falls due at once: time until every
 #                                                  # delivery is recorded; server CPU, peak RSS
+#   scripts/server-load.sh opens [DEVICES]         # default 100,000: import, send a typed notification
+#                                                  # to all, then report OPENS (default: min(DEVICES,
+#                                                  # 100,000)) opens as fast as the API takes them
+#                                                  # (32 connections) and a tenth of them again:
+#                                                  # opens/s, server CPU, peak RSS; then GET
+#                                                  # …/analytics over the DEVICES deliveries: p50/max
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -32,12 +38,13 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, fanout, import, tracks or latency}
+MODE=${1:?reliability, fanout, import, tracks, opens or latency}
 case "$MODE" in
     reliability) COUNT=${2:-100000} ;;
     fanout|import|tracks) COUNT=${2:-1000000} ;;
+    opens) COUNT=${2:-100000} ;;
     latency) RATE=${2:-500}; COUNT=100 ;;
-    *) echo "mode is reliability, fanout, import, tracks or latency" >&2; exit 64 ;;
+    *) echo "mode is reliability, fanout, import, tracks, opens or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -89,6 +96,15 @@ YAML
     echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
     printf 'clock: manual\nadmin_key: "%s"\n' "$ADMIN" >> "$WORK/herald.yaml"
 fi
+if [ "$MODE" = opens ]; then
+    # One type with a click-through goal: what the analytics report on.
+    cat > "$WORK/catalog.yaml" <<'YAML'
+app: { name: Load, pacing_limit: 0 }
+types:
+  promo: { id: PN-01, copy: { en: { title: "New", body: "Something new for you." } }, goal_ctr: 0.15, actions: [{ id: OPEN, title: Open }] }
+YAML
+    echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
+fi
 [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
 SERVE_PID=""
 start_server() {
@@ -105,8 +121,11 @@ import secrets, sys
 count = int(sys.argv[1])
 out = sys.stdout
 per_user = 1 if sys.argv[2] == "tracks" else 3
+# opens: every device reports a permission and an app version (what the opt-in rate reads).
+extra = (lambda i: ',"authorization_status":"%s","app_version":"2.%d"' % ("denied" if i % 4 == 3 else "authorized", i % 3)) \
+    if sys.argv[2] == "opens" else (lambda i: "")
 for i in range(count):
-    out.write('{"device_id":"d%d","user_id":"u%d","token":"%s","environment":"sandbox"}\n' % (i, i // per_user, secrets.token_hex(32)))
+    out.write('{"device_id":"d%d","user_id":"u%d","token":"%s","environment":"sandbox"%s}\n' % (i, i // per_user, secrets.token_hex(32), extra(i)))
 PY
 start=$(date +%s.%N)
 imported=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/devices/import" -H "Authorization: Bearer $SERVER" \
@@ -307,8 +326,10 @@ if [ "$MODE" = fanout ] && [ -n "${PERF:-}" ]; then
 fi
 echo "== send one notification to all"
 start=$(date +%s.%N)
+BODY='{"to":{"all":true},"alert":{"title":"Hello","body":"Everyone"}}'
+[ "$MODE" != opens ] || BODY='{"to":{"all":true},"type":"promo"}'
 id=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
-    -H "Content-Type: application/json" -d '{"to":{"all":true},"alert":{"title":"Hello","body":"Everyone"}}' | json 'd["id"]')
+    -H "Content-Type: application/json" -d "$BODY" | json 'd["id"]')
 accepted_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
 echo "202 after ${accepted_seconds}s: notification $id"
 
@@ -341,6 +362,89 @@ if [ -n "${RAW_RATE:-}" ]; then
     python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
 fi
 echo "inbox: $inbox"
+if [ "$MODE" = opens ]; then
+    OPENS=${OPENS:-$(( COUNT < 100000 ? COUNT : 100000 ))}
+    echo "== report $OPENS opens (and a tenth of them again) as fast as the API takes them"
+    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    status=0
+    python3 - "$PORT" "$SERVER" "$id" "$OPENS" <<'PY' || status=$?
+import asyncio, json, sys, time, urllib.request
+port, key, notification, opens = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+deliveries = []
+offset = 0
+while len(deliveries) < opens:
+    request = urllib.request.Request("http://127.0.0.1:%d/v1/apps/load/notifications/%s?limit=10000&offset=%d" % (port, notification, offset),
+                                     headers={"Authorization": "Bearer " + key})
+    page = json.load(urllib.request.urlopen(request))["deliveries"]
+    if not page:
+        break
+    deliveries += [(d["id"], d["device_id"]) for d in page]
+    offset += len(page)
+deliveries = deliveries[:opens]
+reports = deliveries + deliveries[: len(deliveries) // 10]
+statuses = {}
+counted = 0
+
+async def worker(queue):
+    global counted
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    while True:
+        item = await queue.get()
+        if item is None:
+            writer.close()
+            return
+        body = json.dumps({"delivery_id": item[0], "device_id": item[1], "action": "default"}).encode()
+        writer.write(b"POST /v1/apps/load/opened HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        answer = await reader.readexactly(length)
+        code = int(head.split(b" ")[1])
+        statuses[code] = statuses.get(code, 0) + 1
+        if code == 200 and b'"counted":true' in answer:
+            counted += 1
+
+async def main():
+    queue = asyncio.Queue()
+    for item in reports:
+        queue.put_nowait(item)
+    workers = [asyncio.create_task(worker(queue)) for _ in range(32)]
+    for _ in workers:
+        queue.put_nowait(None)
+    begin = time.monotonic()
+    await asyncio.gather(*workers)
+    return time.monotonic() - begin
+
+client_before = time.process_time()
+elapsed = asyncio.run(main())
+print("%d reports (%d opens, %d repeats) in %.2fs: %.0f/s; statuses %s; counted %d; client CPU %.1f s"
+      % (len(reports), len(deliveries), len(reports) - len(deliveries), elapsed, len(reports) / elapsed, statuses, counted,
+         time.process_time() - client_before))
+sys.exit(0 if counted == len(deliveries) and statuses.get(200) == len(reports) else 1)
+PY
+    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    echo "server CPU for the reports: $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    python3 - "$PORT" "$SERVER" "$OPENS" "$COUNT" <<'PY' || status=$?
+import json, sys, time, urllib.request
+port, key, opens, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+times = []
+for _ in range(7):
+    request = urllib.request.Request("http://127.0.0.1:%d/v1/apps/load/analytics" % port, headers={"Authorization": "Bearer " + key})
+    start = time.monotonic()
+    answer = json.load(urllib.request.urlopen(request))
+    times.append((time.monotonic() - start) * 1000)
+promo = answer["types"][0]
+times.sort()
+print("GET analytics over %d deliveries: p50 %.1f ms, max %.1f ms; promo sent %d opened %d ctr %s below_goal %s; opt-in reported %d"
+      % (count, times[len(times) // 2], times[-1], promo["sent"], promo["opened"], promo["ctr"], promo["below_goal"], answer["opt_in"]["reported"]))
+sys.exit(0 if promo["opened"] == opens and promo["accepted"] == count else 1)
+PY
+    [ "$status" = 0 ] || exit $status
+fi
 print_metrics
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true
 python3 - "$inbox" "$COUNT" <<'PY'

@@ -4,6 +4,7 @@ package import HeraldCore
 package import HeraldFCM
 package import HeraldStore
 package import Logging
+package import Crypto
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -194,6 +195,26 @@ package final class HeraldRuntime: Sendable {
     package let direct = DirectClaims()
     /// Types below their click-through goal, reported once a day.
     package let goalWatch = GoalWatch()
+    /// Calls the apps' webhooks (issue #13 §2).
+    package let webhooks = WebhookSender()
+    /// Wakes the webhook loop when a message is queued.
+    package let webhookWake = WakeSignal()
+    /// Each app's action-token key, once read.
+    private let actionKeys = Mutex<[String: SymmetricKey]>([:])
+
+    /// The key `app`'s action tokens are signed with: its `action_token_secret`, else the
+    /// random key the database keeps for it (made by the first node that needs it).
+    package func actionKey(_ app: AppRuntime) async throws -> SymmetricKey {
+        if let key = actionKeys.withLock({ $0[app.id] }) { return key }
+        let key: SymmetricKey
+        if let secret = app.configuration.actionTokenSecret {
+            key = SymmetricKey(data: Data(secret.utf8))
+        } else {
+            key = SymmetricKey(data: try await store.appSecret(appID: app.id, purpose: "action_tokens"))
+        }
+        actionKeys.withLock { $0[app.id] = key }
+        return key
+    }
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
     let started = Date()

@@ -25,7 +25,10 @@ package enum HeraldServices {
         var services = before
         services.append(OnShutdown("store") { await runtime.store.close() })
         services.append(OnShutdown("providers") { await runtime.shutdown() })
-        if dispatcher { services.append(OutboxLoop(runtime: runtime, configuration: outbox)) }
+        if dispatcher {
+            services.append(OutboxLoop(runtime: runtime, configuration: outbox))
+            services.append(WebhookLoop(runtime: runtime))
+        }
         return Application(
             router: HeraldAPI.router(runtime: runtime),
             server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout)))),

@@ -15,9 +15,14 @@ extension HeraldStore {
             var deliverAt: Int64?
             enum CodingKeys: String, CodingKey { case typed, deliverAt = "deliver_at_ms" }
         }
-        guard let header = try? JSONDecoder().decode(Header.self, from: content), let type = header.typed?.type else { return nil }
+        // A plain notification (most single sends) is not decoded at all.
+        guard content.range(of: Self.typedKey) != nil, let header = try? JSONDecoder().decode(Header.self, from: content),
+            let type = header.typed?.type
+        else { return nil }
         return (type, max(header.deliverAt ?? now, 0) / Self.dayMilliseconds)
     }
+
+    private static let typedKey = Data(#""typed""#.utf8)
 
     /// What an open is checked against: one delivery of an app, with its notification's type.
     package struct DeliveryReference: Sendable, Equatable {

@@ -509,6 +509,71 @@ extension HeraldStore {
                     """),
             ]
         ),
+        // Quick actions and webhooks (issue #13 §2): keys Herald makes for an app (the action
+        // tokens' key, shared by every node); each delivery's commit (one per delivery: a replay
+        // answers the first), its audit row; webhook messages not yet delivered, retried on a
+        // schedule, in order per user.
+        (
+            version: 17,
+            statements: [
+                """
+                CREATE TABLE app_secrets (
+                    app_id TEXT NOT NULL,
+                    purpose TEXT NOT NULL,
+                    secret TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, purpose)
+                )
+                """,
+                """
+                CREATE TABLE action_commits (
+                    app_id TEXT NOT NULL,
+                    delivery_id INTEGER NOT NULL,
+                    action TEXT NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    user_id TEXT,
+                    turn_id TEXT,
+                    text TEXT,
+                    status TEXT NOT NULL,
+                    result TEXT,
+                    latency_ms INTEGER,
+                    message_id TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, delivery_id)
+                )
+                """,
+                "CREATE INDEX action_commits_user ON action_commits (app_id, user_id, created_at)",
+                "CREATE INDEX action_commits_created ON action_commits (app_id, created_at)",
+                """
+                CREATE TABLE webhook_messages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    message_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    event TEXT NOT NULL,
+                    idempotency_key TEXT,
+                    body TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_at BIGINT NOT NULL,
+                    last_status INTEGER,
+                    last_error TEXT,
+                    claimed_by TEXT,
+                    claimed_until BIGINT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX webhook_messages_due ON webhook_messages (next_at) WHERE status = 'pending'",
+                "CREATE INDEX webhook_messages_user ON webhook_messages (app_id, user_id, id) WHERE status = 'pending'",
+                "CREATE INDEX webhook_messages_created ON webhook_messages (app_id, created_at)",
+            ] + [("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]), ("webhook_messages", ["app_id", "user_id"])]
+                .map { table, columns in
+                    postgresOnly("ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
+                }
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

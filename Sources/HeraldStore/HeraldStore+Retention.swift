@@ -93,6 +93,22 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
+            // Webhook messages no longer pending go with the outbox's history; commits (the
+            // audit) with the events'.
+            pruned.history += try await session.query(
+                """
+                DELETE FROM webhook_messages WHERE id IN (
+                    SELECT id FROM webhook_messages WHERE status <> 'pending' AND updated_at < $1 ORDER BY id LIMIT $2)
+                RETURNING 1
+                """, [.integer(before), .integer(Int64(limit))]
+            ).count
+            pruned.history += try await session.query(
+                """
+                DELETE FROM action_commits WHERE (app_id, delivery_id) IN (
+                    SELECT app_id, delivery_id FROM action_commits WHERE created_at < $1 LIMIT $2)
+                RETURNING 1
+                """, [.integer(history), .integer(Int64(limit))]
+            ).count
             pruned.userSends = try await session.query(
                 """
                 DELETE FROM user_sends WHERE (app_id, user_id, notification_id) IN (

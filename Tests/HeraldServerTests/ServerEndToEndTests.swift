@@ -231,6 +231,7 @@ struct ServerEndToEndTests {
                     "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}", "/v1/apps/{app}/users/{user_id}/tracks",
                     "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges", "/v1/apps/{app}/users/{user_id}/sync",
                     "/v1/apps/{app}/tracks/{track}/enrolments", "/v1/apps/{app}/opened", "/v1/apps/{app}/analytics",
+                    "/v1/apps/{app}/actions", "/v1/apps/{app}/audit", "/v1/apps/{app}/webhooks/replay",
                 ])
         }
     }

@@ -107,7 +107,11 @@ package final class APNSClient: Sendable {
     ) {
         var valid: [APNSPendingRequest] = []
         valid.reserveCapacity(notifications.count)
-        var payloads: [Data: ByteBuffer] = [:]
+        // The last payload's buffer, shared by the next request while the bytes are the same (a
+        // plain bulk send). No dictionary: Herald's deliveries each carry their own ids, and
+        // Data's hash reads only its first bytes, so distinct payloads of one notification all
+        // collided (5% of a due wave's CPU went to probing 64 of them per request).
+        var last: (payload: Data, buffer: ByteBuffer)?
         let counted: @Sendable (APNSResult) -> Void = { [self] result in
             completion(result)
             finishedOne()
@@ -128,13 +132,12 @@ package final class APNSClient: Sendable {
                 counted(Self.unsent(notification, reason: APNSReason(error.code.rawValue), disposition: .badRequest))
                 continue
             }
-            // Share one buffer per distinct payload: bulk sends usually carry the same bytes.
             let buffer: ByteBuffer
-            if let existing = payloads[notification.payload] {
-                buffer = existing
+            if let last, last.payload == notification.payload {
+                buffer = last.buffer
             } else {
                 buffer = ByteBuffer(bytes: notification.payload)
-                if payloads.count < 64 { payloads[notification.payload] = buffer }
+                last = (notification.payload, buffer)
             }
             valid.append(APNSPendingRequest(notification: notification, payload: buffer, completion: counted))
         }

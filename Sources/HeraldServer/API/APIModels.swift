@@ -302,13 +302,13 @@ struct NotificationBody: Decodable, Sendable {
     /// payload of notification `id`.
     @discardableResult
     static func checkRendering(
-        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID
+        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID, actionTokens: [(id: Int, token: Int)] = []
     ) throws(APIError) -> APNSPayloadTemplate {
         do {
-            let template = try APNSRenderer.template(content, payloadKey: payloadKey, notificationID: id)
+            let template = try APNSRenderer.template(content, payloadKey: payloadKey, notificationID: id, actionTokens: actionTokens)
             try APNSRenderer.check(template, pushType: content.pushType, field: field)
             if fcm {
-                let stampLength = HeraldStamp.maximumJSONLength(notificationID: template.notificationID)
+                let stampLength = HeraldStamp.maximumJSONLength(notificationID: template.notificationID, actionTokens: actionTokens)
                 try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field, stampLength: stampLength)
             }
             return template
@@ -368,7 +368,9 @@ struct NotificationBody: Decodable, Sendable {
         stored.content = stored.deviceContent(copy: copy, decided: decided)
         // The policy engine may shorten the body to "…"; without it the rest must fit.
         decided.body = decided.body.map { _ in "…" }
-        try Self.checkRendering(stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data", id: id)
+        try Self.checkRendering(
+            stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data", id: id,
+            actionTokens: type.actionTokenLengths)
         return stored
     }
 }

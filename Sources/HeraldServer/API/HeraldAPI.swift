@@ -322,6 +322,7 @@ package enum HeraldAPI {
             return try JSONResponse.make(NotificationView(record: record, counts: counts, deliveries: deliveries))
         }
         addEngagementRoutes(to: apps, runtime: runtime)
+        addActionRoutes(to: apps, runtime: runtime)
         return router
     }
 

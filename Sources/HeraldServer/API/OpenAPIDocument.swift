@@ -183,6 +183,15 @@ enum OpenAPIDocument {
                       reason: { type: string }
                       notification_id: { type: string, format: uuid }
                       trace: { type: array, items: { type: object } }
+            ActionCommit:
+              type: object
+              required: [status, delivery_id, action, result, replay]
+              properties:
+                status: { type: string, enum: [committed, queued, failed] }
+                delivery_id: { type: integer }
+                action: { type: string }
+                result: { description: "The backend's answer (JSON, or text), once it answered." }
+                replay: { type: boolean }
             Badge:
               type: object
               required: [badge, counters]
@@ -725,6 +734,86 @@ enum OpenAPIDocument {
                           action: { type: string, description: "The action the first report gave." }
                           event_id: { type: string }
                           notifications: { type: array, items: { type: string } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/actions:
+            post:
+              summary: Commit a quick action from the lock screen with the token its delivery's payload carried (herald.a); no key.
+              description: >-
+                The token is the capability: signed by Herald for one delivery and one action, valid 7 days (or until
+                the notification expires). The first commit of a delivery is kept; the same token again answers it
+                (replay: true); another action of the same delivery is 409. The commit goes to the app's webhook
+                (apps[].webhook, Standard Webhooks signatures, Idempotency-Key delivery:action): answered by the
+                backend within its timeout → 200 with its answer as result; otherwise 202 queued, retried after 5 s,
+                5 min, 30 min, 2 h, 5 h, 10 h and 10 h, in order per user, until a 2xx or a webhook-delivery: abort.
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [token, device_id]
+                      properties:
+                        token: { type: string, maxLength: 200 }
+                        device_id: { type: string, minLength: 1, maxLength: 256 }
+                        turn_id: { type: string, minLength: 1, maxLength: 128 }
+                        text: { type: string, maxLength: 1000 }
+              responses:
+                '200': { description: Committed (or failed for good)., content: { application/json: { schema: { $ref: '#/components/schemas/ActionCommit' } } } }
+                '202': { description: Queued for the webhook's retries., content: { application/json: { schema: { $ref: '#/components/schemas/ActionCommit' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+                '409': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/audit:
+            get:
+              summary: Quick-action commits, newest first; who, device, action, turn id, status, result, latency.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: user_id, in: query, schema: { type: string, minLength: 1, maxLength: 256 } }
+                - { name: since, in: query, schema: { type: string, format: date-time }, description: "Default: 30 days ago." }
+                - { name: limit, in: query, schema: { type: integer, minimum: 1, maximum: 1000, default: 100 } }
+              responses:
+                '200':
+                  description: The commits.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [commits]
+                        properties:
+                          commits: { type: array, items: { type: object } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/webhooks/replay:
+            post:
+              summary: Send again, from their first try, the app's webhook messages created since a time that are no longer pending.
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [since]
+                      properties:
+                        since: { type: string, format: date-time }
+              responses:
+                '200':
+                  description: How many were queued again.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [replayed]
+                        properties:
+                          replayed: { type: integer }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

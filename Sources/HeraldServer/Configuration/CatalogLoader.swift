@@ -415,6 +415,15 @@ package enum CatalogLoader {
                         }
                     }
                     guard let id, let title else { throw reader.fail(actionNode, fieldKey, "an action needs id and title") }
+                    // The id travels in each delivery's action token and as a key of its payload.
+                    guard !id.isEmpty, id.utf8.count <= ActionToken.maximumActionBytes,
+                        id.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }),
+                        id != OpenedBody.defaultAction
+                    else {
+                        throw reader.fail(
+                            actionNode, fieldKey + ".id",
+                            "1 to \(ActionToken.maximumActionBytes) letters, digits, _, - or . (and not \"default\", which is a tap)")
+                    }
                     action.id = id
                     action.title = title
                     type.actions.append(action)

@@ -76,6 +76,11 @@ package struct HeraldConfiguration: Sendable {
         /// `hourly_budget` an hour (Apple delivers 2–3 background pushes an hour reliably).
         package var syncDebounce: TimeInterval = 5
         package var syncHourlyBudget = 3
+        /// Where quick-action commits and delivery events go (issue #13 §2, `webhook`).
+        package var webhook: WebhookConfiguration?
+        /// The key quick-action tokens are signed with (`action_token_secret`, ≥ 32 bytes); without
+        /// it, a random key kept in the database for the app (shared by every node).
+        package var actionTokenSecret: String?
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
@@ -90,6 +95,29 @@ package struct HeraldConfiguration: Sendable {
             self.userTokenSecret = userTokenSecret
             self.apns = apns
             self.catalogFile = catalogFile
+        }
+    }
+
+    /// An app's webhook (`apps[].webhook`): Standard Webhooks, signed with `secret`.
+    package struct WebhookConfiguration: Sendable {
+        package var url: String
+        /// `whsec_` + base64 secrets, decoded: the first, and while rotating the previous ones
+        /// (each signs: the receiver accepts any signature it knows).
+        package var secrets: [Data]
+        /// How long the first, synchronous try of a quick action's commit waits (seconds).
+        package var timeout: TimeInterval = 5
+
+        package init(url: String, secrets: [Data], timeout: TimeInterval = 5) {
+            self.url = url
+            self.secrets = secrets
+            self.timeout = timeout
+        }
+
+        /// A Standard Webhooks secret (`whsec_` + base64 of 24 to 64 bytes), decoded.
+        package static func secret(_ text: String) -> Data? {
+            guard text.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(text.dropFirst(6))), (24...64).contains(bytes.count)
+            else { return nil }
+            return bytes
         }
     }
 
@@ -371,7 +399,7 @@ struct YAMLReader {
             node, key,
             allowed: [
                 "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
-                "max_devices_per_user", "sync",
+                "max_devices_per_user", "sync", "webhook", "action_token_secret",
             ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else { throw fail(node, key + ".id", "is required") }
         let id = try string(idNode, key + ".id")
@@ -424,6 +452,11 @@ struct YAMLReader {
                         app.syncHourlyBudget = number
                     }
                 }
+            case "webhook": app.webhook = try webhook(value, key + ".webhook")
+            case "action_token_secret":
+                let secret = try string(value, key + ".action_token_secret")
+                guard secret.utf8.count >= 32 else { throw fail(value, key + ".action_token_secret", "needs at least 32 bytes") }
+                app.actionTokenSecret = secret
             case "apns": app.apns = try apns(value, key + ".apns")
             case "catalog": app.catalogFile = try path(value, key + ".catalog")
             case "fcm": app.fcm = try fcm(value, key + ".fcm")
@@ -431,6 +464,44 @@ struct YAMLReader {
             }
         }
         return app
+    }
+
+    func webhook(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.WebhookConfiguration {
+        var url: String?
+        var secrets: [Data] = []
+        var timeout: TimeInterval = 5
+        for (name, value) in try mapping(node, key, allowed: ["url", "secret", "timeout"]) {
+            let path = key + "." + name
+            switch name {
+            case "url":
+                let text = try string(value, path)
+                guard let parsed = URL(string: text), parsed.scheme == "https" || parsed.scheme == "http", parsed.host?.isEmpty == false else {
+                    throw fail(value, path, "an http(s):// URL")
+                }
+                url = text
+            case "secret":
+                var texts: [String] = []
+                if case .sequence(let list) = value {
+                    guard (1...3).contains(list.count) else { throw fail(value, path, "one secret, or a list of up to three while rotating (the first is the new one)") }
+                    for item in list { texts.append(try string(item, path)) }
+                } else {
+                    texts = [try string(value, path)]
+                }
+                for text in texts {
+                    guard let secret = HeraldConfiguration.WebhookConfiguration.secret(text) else {
+                        throw fail(value, path, "whsec_ followed by the base64 of 24 to 64 random bytes (Standard Webhooks)")
+                    }
+                    secrets.append(secret)
+                }
+            default:
+                let seconds = try int(value, path)
+                guard (1...5).contains(seconds) else { throw fail(value, path, "seconds, 1 to 5") }
+                timeout = TimeInterval(seconds)
+            }
+        }
+        guard let url else { throw fail(node, key + ".url", "is required") }
+        guard !secrets.isEmpty else { throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it") }
+        return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout)
     }
 
     func fcm(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.FCMConfiguration {

@@ -79,7 +79,8 @@ struct DeliveryPlanner {
                         let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
                         if let size = sizes[key] { return size }
                         let size = (try? APNSRenderer.template(
-                            content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID))?
+                            content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID,
+                            actionTokens: type.actionTokenLengths))?
                             .maximumSize ?? .max
                         sizes[key] = size
                         return size
@@ -97,7 +98,11 @@ struct DeliveryPlanner {
                             found = scrub.1
                             if !found.isEmpty { device.data = scrub.0.objectValue }
                         }
-                        let entry = (device, found, try? APNSRenderer.template(device, payloadKey: payloadKey, notificationID: delivery.notificationID))
+                        let entry = (
+                            device, found,
+                            try? APNSRenderer.template(
+                                device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths)
+                        )
                         sendable[key] = entry
                         return entry
                     }()
@@ -111,7 +116,7 @@ struct DeliveryPlanner {
                         held.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
-                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, apnsPayload: payload)
+                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, apnsPayload: payload, actions: type.actions.map(\.id))
                     if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                         paced.append((delivery.userID, delivery.notificationID))
@@ -139,6 +144,15 @@ struct PlannedDelivery: Sendable {
     /// `content` as its APNs payload (shared by the deliveries whose content is the same), but
     /// for each one's stamp.
     var apnsPayload: APNSPayloadTemplate?
+    /// The type's quick actions: each gets a token in the delivery's stamp.
+    var actions: [String] = []
+}
+
+extension CatalogType {
+    /// The byte lengths of each action's id and token (what a stamp's `a` adds to a payload).
+    var actionTokenLengths: [(id: Int, token: Int)] {
+        actions.map { ($0.id.utf8.count, ActionToken.length(action: $0.id)) }
+    }
 }
 
 /// A notification's copy in one locale.

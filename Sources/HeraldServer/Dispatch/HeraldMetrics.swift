@@ -94,6 +94,22 @@ package final class HeraldMetrics: Sendable {
         counter("herald_events_total", [("app", app)]).increment(by: count)
     }
 
+    /// Webhook tries by outcome: delivered, retry, failed, aborted.
+    func webhook(app: String, outcome: HeraldStore.WebhookOutcome) {
+        let name: String
+        switch outcome {
+        case .delivered: name = "delivered"
+        case .retry: name = "retry"
+        case .failed(_, _, let aborted): name = aborted ? "aborted" : "failed"
+        }
+        counter("herald_webhook_attempts_total", [("app", app), ("outcome", name)]).increment()
+    }
+
+    /// Quick actions committed, by how they ended at once: committed, queued, failed, replay.
+    func action(app: String, outcome: String) {
+        counter("herald_actions_total", [("app", app), ("outcome", outcome)]).increment()
+    }
+
     /// Opens counted (the first report of each delivery), by catalog type (`none`: not sent by type).
     func opened(app: String, type: String?) {
         counter("herald_opened_total", [("app", app), ("type", type ?? "none")]).increment()

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HeraldAPNs
 import HeraldCore
@@ -130,8 +131,26 @@ extension OutboxLoop {
         var fcmTemplates: [UUID: FCMMessage] = [:]
         var unsendable: [DeliveryResult] = []
         let now = runtime.store.now
+        // The action-token keys of the apps whose deliveries carry actions (read once each).
+        var actionKeys: [String: SymmetricKey] = [:]
+        for appID in Set(deliveries.filter { !(batch.planned[$0.id]?.actions.isEmpty ?? true) }.map(\.appID)) {
+            if let app = runtime.apps[appID] { actionKeys[appID] = try? await runtime.actionKey(app) }
+        }
         for delivery in deliveries {
             let plan = batch.planned[delivery.id]
+            // One signed token per action of the type, in this delivery's stamp.
+            var tokens: [String: String]?
+            if let actions = plan?.actions, !actions.isEmpty {
+                guard let key = actionKeys[delivery.appID] else {
+                    unsendable.append(outcome(unanswered: delivery, reason: "ActionKeyUnavailable", attempts: 0, now: false))
+                    continue
+                }
+                let lifetime = now.addingTimeInterval(ActionToken.lifetime)
+                let expiresAt = plan?.content.expiration.flatMap { $0 > 0 ? min(Date(timeIntervalSince1970: Double($0)), lifetime) : nil } ?? lifetime
+                tokens = Dictionary(
+                    actions.map { ($0, ActionToken(deliveryID: delivery.id, action: $0, expiresAt: expiresAt).signed(appID: delivery.appID, key: key)) },
+                    uniquingKeysWith: { first, _ in first })
+            }
             guard let app = runtime.apps[delivery.appID], let stored = batch.contents[delivery.notificationID] else {
                 unsendable.append(DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
                 continue
@@ -153,7 +172,8 @@ extension OutboxLoop {
                     }()
                     message.token = delivery.token
                 }
-                FCMRenderer.stamp(&message, HeraldStamp(notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id))
+                FCMRenderer.stamp(
+                    &message, HeraldStamp(notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id, actionTokens: tokens))
                 fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
                 continue
@@ -173,7 +193,7 @@ extension OutboxLoop {
                         payloads[delivery.notificationID] = template
                         return template
                     }()
-                guard let payload = template?.payload(deliveryID: delivery.id) else {
+                guard let payload = template?.payload(deliveryID: delivery.id, actionTokens: tokens) else {
                     unsendable.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
                     continue
                 }

@@ -1,0 +1,240 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+import Hummingbird
+
+/// Quick actions (issue #13 §2): a device commits an action from the lock screen with the
+/// token its payload carried; the commit is forwarded to the app's webhook (first try at once,
+/// so the device gets the backend's answer) and kept as an audit row.
+extension HeraldAPI {
+    static func addActionRoutes(to apps: RouterGroup<BasicRequestContext>, runtime: HeraldRuntime) {
+        apps.post("actions") { request, context in
+            // No key: the token is the capability. An unknown app answers as a bad token does.
+            let appID = try context.parameters.require("app")
+            let body = try await decode(ActionBody.self, request).validated()
+            guard let app = runtime.apps[appID] else {
+                throw APIError(.unauthorized, code: "unauthorized", message: "the action token is not a token Herald issued", field: "token")
+            }
+            let now = runtime.store.now
+            let key = try await runtime.actionKey(app)
+            let token: ActionToken
+            do throws(ActionToken.Failure) {
+                token = try ActionToken.verify(body.token, appID: app.id, key: key, now: now)
+            } catch {
+                throw APIError(.unauthorized, code: "unauthorized", message: error.message, field: "token")
+            }
+            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: token.deliveryID) else {
+                throw APIError(
+                    .notFound, code: "not_found",
+                    message: "the token's delivery has no row yet (it is written once its provider answered): commit again shortly", field: "token")
+            }
+            guard delivery.deviceID == body.deviceID else {
+                throw APIError(.forbidden, code: "forbidden", message: "the token is another delivery's: it was sent to another device", field: "device_id")
+            }
+            let commit = HeraldStore.ActionCommit(
+                deliveryID: delivery.id, action: token.action, notificationID: delivery.notificationID, deviceID: delivery.deviceID,
+                userID: delivery.userID, turnID: body.turnID, text: body.text, status: .queued, createdAt: now, updatedAt: now)
+            let (stored, new, backlog) = try await runtime.store.beginCommit(appID: app.id, commit)
+            guard new else {
+                // Replayed (a retry from the device): the first answer. Another action of the
+                // same delivery: refused, with what was committed.
+                guard stored.action == token.action else {
+                    throw APIError(
+                        .conflict, code: "already_committed",
+                        message: "this delivery's \(stored.action) was committed first (\(stored.status.rawValue))", field: "token")
+                }
+                runtime.metrics.action(app: app.id, outcome: "replay")
+                return try ActionView(stored, replay: true).response()
+            }
+            guard let webhook = app.configuration.webhook else {
+                // No backend to tell: the commit is the audit row.
+                try await runtime.store.finishCommit(appID: app.id, deliveryID: delivery.id, status: .committed, result: nil, latencyMilliseconds: 0)
+                runtime.metrics.action(app: app.id, outcome: "committed")
+                var done = stored
+                done.status = .committed
+                return try ActionView(done, replay: false).response()
+            }
+            let type = delivery.type.flatMap { app.catalog?.type($0)?.name }
+            let messageID = "msg_" + UUID.random().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            let payload = WebhookEvent.actionCommitted(appID: app.id, commit: stored, type: type, at: now)
+            let idempotencyKey = "\(delivery.id):\(token.action)"
+            var answered = stored
+            if backlog {
+                // The user's earlier messages go first: this one queues behind them.
+                try await runtime.store.queueWebhook(
+                    appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType, idempotencyKey: idempotencyKey,
+                    body: payload, attempts: 0, dueAt: now, lastStatus: nil, lastError: nil, commitDelivery: delivery.id)
+                runtime.webhookWake.signal()
+            } else {
+                let attempt = await runtime.webhooks.send(
+                    webhook, messageID: messageID, body: Data(payload.utf8), idempotencyKey: idempotencyKey, timeout: webhook.timeout)
+                if attempt.delivered {
+                    answered.status = .committed
+                    answered.result = attempt.body
+                    answered.latencyMilliseconds = attempt.milliseconds
+                } else if attempt.abort {
+                    answered.status = .failed
+                    answered.latencyMilliseconds = attempt.milliseconds
+                } else {
+                    // Queued: tried again on the schedule, the first retry in 5 s.
+                    try await runtime.store.queueWebhook(
+                        appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType,
+                        idempotencyKey: idempotencyKey, body: payload, attempts: 1,
+                        dueAt: now.addingTimeInterval(WebhookSender.retryDelay(afterAttempts: 1) ?? 5), lastStatus: attempt.status,
+                        lastError: attempt.error, commitDelivery: delivery.id)
+                }
+                if answered.status != .queued {
+                    // Kept as sent (or aborted), for the audit and a replay.
+                    try await runtime.store.queueWebhook(
+                        appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType,
+                        idempotencyKey: idempotencyKey, body: payload, attempts: 1, dueAt: now, lastStatus: attempt.status, lastError: nil,
+                        commitDelivery: delivery.id, status: answered.status == .committed ? "delivered" : "aborted")
+                    try await runtime.store.finishCommit(
+                        appID: app.id, deliveryID: delivery.id, status: answered.status, result: answered.result,
+                        latencyMilliseconds: answered.latencyMilliseconds)
+                }
+            }
+            runtime.metrics.action(app: app.id, outcome: answered.status.rawValue)
+            runtime.logger.info(
+                "Quick action committed",
+                metadata: [
+                    "herald.app": "\(app.id)", "herald.delivery.id": "\(delivery.id)", "herald.action": "\(token.action)",
+                    "herald.status": "\(answered.status.rawValue)",
+                ])
+            return try ActionView(answered, replay: false).response()
+        }
+        apps.get("audit") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let parameters = request.uri.queryParameters
+            let userID = parameters.get("user_id")
+            if let userID, userID.isEmpty || userID.utf8.count > 256 { throw APIError.invalid("user_id", "user_id is 1 to 256 bytes") }
+            var since = runtime.store.now.addingTimeInterval(-30 * 86_400)
+            if let text = parameters.get("since") {
+                guard let date = HeraldTime.parse(text) else { throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+                since = date
+            }
+            let limit = parameters.get("limit", as: Int.self) ?? 100
+            guard (1...1000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 1000") }
+            let commits = try await runtime.store.commits(appID: app.id, userID: userID, since: since, limit: limit)
+            return try JSONResponse.make(["commits": commits.map { AuditEntry($0) }])
+        }
+        apps.post("webhooks/replay") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let body = try await decode(ReplayBody.self, request)
+            guard let text = body.since else { throw APIError.missing("since") }
+            guard let since = HeraldTime.parse(text) else { throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+            guard app.configuration.webhook != nil else {
+                throw APIError.invalid("app", "the app has no webhook (apps[].webhook.url): nothing to replay to")
+            }
+            let replayed = try await runtime.store.replayWebhooks(appID: app.id, since: since)
+            if replayed > 0 { runtime.webhookWake.signal() }
+            runtime.logger.notice("Webhook messages replayed", metadata: ["herald.app": "\(app.id)", "herald.messages": "\(replayed)"])
+            return try JSONResponse.make(["replayed": replayed])
+        }
+    }
+}
+
+/// `POST /v1/apps/{app}/actions`.
+struct ActionBody: Decodable {
+    var token: String?
+    var deviceID: String?
+    var turnID: String?
+    var text: String?
+
+    enum CodingKeys: String, CodingKey { case token, deviceID = "device_id", turnID = "turn_id", text }
+
+    func validated() throws(APIError) -> (token: String, deviceID: String, turnID: String?, text: String?) {
+        guard let token else { throw APIError.missing("token") }
+        guard let deviceID else { throw APIError.missing("device_id") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else { throw APIError.invalid("device_id", "device_id is 1 to 256 bytes") }
+        if let turnID, turnID.isEmpty || turnID.utf8.count > 128 { throw APIError.invalid("turn_id", "turn_id is 1 to 128 bytes") }
+        if let text, text.count > 1000 { throw APIError.invalid("text", "text is at most 1000 characters") }
+        return (token, deviceID, turnID, text)
+    }
+}
+
+/// `POST /v1/apps/{app}/webhooks/replay`.
+struct ReplayBody: Decodable {
+    var since: String?
+}
+
+/// What the webhook receives.
+enum WebhookEvent {
+    static let actionCommittedType = "action.committed"
+
+    /// `{"type", "timestamp", "data"}`, keys sorted.
+    static func actionCommitted(appID: String, commit: HeraldStore.ActionCommit, type: String?, at: Date) -> String {
+        var data: [String: JSONValue] = [
+            "app": .string(appID), "delivery_id": .int(Int(commit.deliveryID)), "notification_id": .string(commit.notificationID.uuidString.lowercased()),
+            "device_id": .string(commit.deviceID), "action": .string(commit.action), "committed_at": .string(HeraldTime.format(at)),
+        ]
+        if let user = commit.userID { data["user_id"] = .string(user) }
+        if let turn = commit.turnID { data["turn_id"] = .string(turn) }
+        if let text = commit.text { data["text"] = .string(text) }
+        if let type { data["type"] = .string(type) }
+        return JSONWriter.encode(.object(["type": .string(actionCommittedType), "timestamp": .string(HeraldTime.format(at)), "data": .object(data)]))
+    }
+}
+
+/// A commit as the device (and the audit) see it.
+struct ActionView: Encodable {
+    var commit: HeraldStore.ActionCommit
+    var replay: Bool
+
+    init(_ commit: HeraldStore.ActionCommit, replay: Bool) {
+        self.commit = commit
+        self.replay = replay
+    }
+
+    enum CodingKeys: String, CodingKey { case status, deliveryID = "delivery_id", action, result, replay }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(commit.status.rawValue, forKey: .status)
+        try container.encode(commit.deliveryID, forKey: .deliveryID)
+        try container.encode(commit.action, forKey: .action)
+        try container.encode(AuditEntry.result(commit.result), forKey: .result)
+        try container.encode(replay, forKey: .replay)
+    }
+
+    /// 200 once the backend answered (or failed for good), 202 while queued.
+    func response() throws -> Response {
+        try JSONResponse.make(self, status: commit.status == .queued ? .accepted : .ok)
+    }
+}
+
+/// One audit row: who committed what, from which device, in which turn, with what result and latency.
+struct AuditEntry: Encodable {
+    var commit: HeraldStore.ActionCommit
+    init(_ commit: HeraldStore.ActionCommit) { self.commit = commit }
+
+    enum CodingKeys: String, CodingKey {
+        case deliveryID = "delivery_id", notificationID = "notification_id", userID = "user_id", deviceID = "device_id", action
+        case turnID = "turn_id", text, status, result, latencyMilliseconds = "latency_ms", messageID = "message_id"
+        case createdAt = "created_at", updatedAt = "updated_at"
+    }
+
+    /// The backend's answer as JSON when it is JSON, else as text.
+    static func result(_ text: String?) -> JSONValue {
+        guard let text else { return .null }
+        return (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .string(text)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(commit.deliveryID, forKey: .deliveryID)
+        try container.encode(commit.notificationID.uuidString.lowercased(), forKey: .notificationID)
+        try container.encode(commit.userID, forKey: .userID)
+        try container.encode(commit.deviceID, forKey: .deviceID)
+        try container.encode(commit.action, forKey: .action)
+        try container.encode(commit.turnID, forKey: .turnID)
+        try container.encode(commit.text, forKey: .text)
+        try container.encode(commit.status.rawValue, forKey: .status)
+        try container.encode(Self.result(commit.result), forKey: .result)
+        try container.encode(commit.latencyMilliseconds, forKey: .latencyMilliseconds)
+        try container.encode(commit.messageID, forKey: .messageID)
+        try container.encode(HeraldTime.format(commit.createdAt), forKey: .createdAt)
+        try container.encode(HeraldTime.format(commit.updatedAt), forKey: .updatedAt)
+    }
+}

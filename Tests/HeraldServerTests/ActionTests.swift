@@ -1,0 +1,186 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldServer
+import HeraldStore
+import HeraldTesting
+import HTTPTypes
+import Testing
+
+/// Quick actions that commit without opening the app (issue #13 §2), replayed as Cocotte does
+/// them: tokens in each delivery's payload, commits forwarded to a live webhook receiver that
+/// checks their signatures, retried on the published schedule, ordered per user.
+@Suite("Quick actions and webhooks")
+struct ActionTests {
+    static func withCocotte(
+        receiverURL: String, _ body: @escaping @Sendable (ServerHarness) async throws -> Void
+    ) async throws {
+        try await withServer(
+            catalog: "cocotte.yaml", payloadKey: nil,
+            app: { $0.webhook = .init(url: receiverURL, secrets: [WebhookReceiver.secret]) },
+            configure: { $0.clock = .manual }, { _ in }, body)
+    }
+
+    /// The stamps a token's device got, newest last.
+    static func stamps(_ server: ServerHarness, _ token: String) -> [HeraldStamp] {
+        EngagementTests.stamps(server, token, payloadKey: "cocotte")
+    }
+
+    static func approval(_ server: ServerHarness, user: String, card: String) async throws -> String {
+        let sent = try await server.send(
+            #"{"to":{"user_ids":["\#(user)"]},"type":"approval","data":{"recommendation":"Refund order \#(card)","reason":"Damaged in transit.","confidence":"0.92","card_id":"\#(card)"}}"#)
+        let id = try #require(sent.body["id"] as? String, "\(sent.body)")
+        _ = try await server.settled(id)
+        return id
+    }
+
+    static func commit(_ server: ServerHarness, token: String, device: String, turn: String = "turn-1") async throws -> (status: Int, body: [String: Any]) {
+        let answer = try await server.request(
+            .post, "/v1/apps/demo/actions", key: nil, json: #"{"token":"\#(token)","device_id":"\#(device)","turn_id":"\#(turn)"}"#)
+        return (Int(answer.status.code), answer.body)
+    }
+
+    @Test("Cocotte: an approval goes to phone and Mac with a signed token per action; the phone commits APPROVE, the backend (signature checked) answers and the phone gets its result; a replay returns it without a second call; another device's, forged or expired tokens are refused; the audit has the row")
+    func commitFromTheLockScreen() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await WebhookReceiver.with { receiver, url in
+            receiver.answer { call in .init(body: #"{"ok":true,"decision":"\#(call.data["action"] as? String ?? "")"}"#) }
+            try await Self.withCocotte(receiverURL: url) { server in
+                try await EngagementTests.noon(server)
+                #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
+                #expect(try await server.register("ana-mac", user: "ana", token: tokens[1]) == .created)
+                let notification = try await Self.approval(server, user: "ana", card: "c1")
+                let phone = try #require(Self.stamps(server, tokens[0]).first { $0.notificationID == notification })
+                let mac = try #require(Self.stamps(server, tokens[1]).first { $0.notificationID == notification })
+                // One token per action of the type, different per delivery, each ≤ 200 bytes.
+                #expect(Set(phone.actionTokens?.keys ?? [:].keys) == ["APPROVE", "REJECT"])
+                #expect(phone.actionTokens?["APPROVE"] != mac.actionTokens?["APPROVE"])
+                #expect((phone.actionTokens ?? [:]).values.allSatisfy { $0.utf8.count <= 200 })
+                let approve = try #require(phone.actionTokens?["APPROVE"])
+
+                let first = try await Self.commit(server, token: approve, device: "ana-phone")
+                #expect(first.status == 200 && first.body["status"] as? String == "committed", "\(first.body)")
+                #expect((first.body["result"] as? [String: Any])?["decision"] as? String == "APPROVE")
+                #expect(receiver.calls.count == 1)
+                let call = try #require(receiver.calls.first)
+                #expect(call.verified, "the Standard Webhooks signature checks out")
+                #expect(call.idempotencyKey == "\(phone.deliveryID):APPROVE" && call.id.hasPrefix("msg_"))
+                #expect(call.body["type"] as? String == "action.committed")
+                #expect(call.data["user_id"] as? String == "ana" && call.data["device_id"] as? String == "ana-phone")
+                #expect(call.data["turn_id"] as? String == "turn-1" && call.data["type"] as? String == "approval")
+                #expect(call.data["notification_id"] as? String == notification)
+
+                // The same token again (the phone retried): the first answer, no second call.
+                let replay = try await Self.commit(server, token: approve, device: "ana-phone")
+                #expect(replay.status == 200 && replay.body["replay"] as? Bool == true)
+                #expect((replay.body["result"] as? [String: Any])?["decision"] as? String == "APPROVE")
+                // REJECT of the same delivery after APPROVE: refused, with what was committed.
+                let reject = try await Self.commit(server, token: try #require(phone.actionTokens?["REJECT"]), device: "ana-phone")
+                #expect(reject.status == 409)
+                #expect(receiver.calls.count == 1)
+
+                // The Mac's token from the phone: another delivery's.
+                let other = try await Self.commit(server, token: try #require(mac.actionTokens?["APPROVE"]), device: "ana-phone")
+                #expect(other.status == 403 && (other.body["error"] as? [String: Any])?["field"] as? String == "device_id")
+                // A forged token (one character changed), and garbage.
+                var forged = Array(approve)
+                forged[10] = forged[10] == "A" ? "B" : "A"
+                for bad in [String(forged), "not-a-token", ""] {
+                    let refused = try await Self.commit(server, token: bad, device: "ana-phone")
+                    #expect(refused.status == 401 && (refused.body["error"] as? [String: Any])?["field"] as? String == "token", "\(bad)")
+                }
+                // Without a device id: named.
+                let missing = try await server.request(.post, "/v1/apps/demo/actions", key: nil, json: #"{"token":"\#(approve)"}"#)
+                #expect(missing.status == .badRequest && (missing.body["error"] as? [String: Any])?["field"] as? String == "device_id")
+
+                // The audit: who, which device, action, turn, result, latency.
+                let audit = try await server.request(.get, "/v1/apps/demo/audit?user_id=ana")
+                let rows = try #require(audit.body["commits"] as? [[String: Any]])
+                #expect(rows.count == 1)
+                #expect(rows.first?["device_id"] as? String == "ana-phone" && rows.first?["action"] as? String == "APPROVE")
+                #expect(rows.first?["turn_id"] as? String == "turn-1" && rows.first?["status"] as? String == "committed")
+                #expect(rows.first?["latency_ms"] is Int && (rows.first?["result"] as? [String: Any])?["ok"] as? Bool == true)
+                #expect(try await server.request(.get, "/v1/apps/demo/audit", key: ServerHarness.client).status == .forbidden)
+
+                // Tokens last 7 days: the Mac's REJECT is refused as expired after 8.
+                try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(8 * 86_400))
+                let expired = try await Self.commit(server, token: try #require(mac.actionTokens?["REJECT"]), device: "ana-mac")
+                #expect(expired.status == 401 && ((expired.body["error"] as? [String: Any])?["message"] as? String ?? "").contains("expired"))
+            }
+        }
+    }
+
+    @Test("the webhook down: the commit is queued (202) and retried on the schedule (5 s, then 5 min) until it lands, nothing lost; one user's backlog holds only that user's later commits, in order; another user commits at once; an abort answer stops the retries; a replay sends them again")
+    func webhookDown() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await WebhookReceiver.with { receiver, url in
+            try await Self.withCocotte(receiverURL: url) { server in
+                try await EngagementTests.noon(server)
+                #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
+                #expect(try await server.register("bo-phone", user: "bo", token: tokens[1]) == .created)
+                // Ana's calls fail; Bo's go through.
+                receiver.answer { call in call.data["user_id"] as? String == "ana" ? .init(status: 503, body: "{}") : .init() }
+                let first = try await Self.approval(server, user: "ana", card: "a1")
+                let second = try await Self.approval(server, user: "ana", card: "a2")
+                let bos = try await Self.approval(server, user: "bo", card: "b1")
+                func token(_ device: Int, _ notification: String) throws -> String {
+                    try #require(Self.stamps(server, tokens[device]).first { $0.notificationID == notification }?.actionTokens?["APPROVE"])
+                }
+                let queued = try await Self.commit(server, token: try token(0, first), device: "ana-phone", turn: "t1")
+                #expect(queued.status == 202 && queued.body["status"] as? String == "queued", "\(queued.body)")
+                // Ana's second commit queues behind her first without a call of its own.
+                let behind = try await Self.commit(server, token: try token(0, second), device: "ana-phone", turn: "t2")
+                #expect(behind.status == 202)
+                #expect(receiver.calls.count == 1)
+                // Bo is not held up.
+                let bo = try await Self.commit(server, token: try token(1, bos), device: "bo-phone")
+                #expect(bo.status == 200 && bo.body["status"] as? String == "committed")
+                #expect(receiver.calls.count == 2)
+
+                // 5 s later the first retry (still failing), then nothing until 5 min.
+                try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(6))
+                server.runtime.webhookWake.signal()
+                try await eventually { receiver.calls.count == 3 }
+                try await Task.sleep(for: .milliseconds(700))
+                #expect(receiver.calls.count == 3)
+                // The backend is back; at 5 min the first lands, then the second, in order.
+                receiver.answer { call in .init(body: #"{"ok":true,"turn":"\#(call.data["turn_id"] as? String ?? "")"}"#) }
+                try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(301))
+                server.runtime.webhookWake.signal()
+                try await eventually { receiver.calls.count == 5 }
+                let turns = receiver.calls.suffix(2).map { $0.data["turn_id"] as? String }
+                #expect(turns == ["t1", "t2"])
+                #expect(receiver.calls.allSatisfy { $0.verified })
+                // Every try of a message carries the same webhook-id.
+                let ids = receiver.calls.filter { $0.data["turn_id"] as? String == "t1" }.map(\.id)
+                #expect(ids.count == 3 && Set(ids).count == 1)
+                // The device's retry now gets the backend's answer.
+                let later = try await Self.commit(server, token: try token(0, first), device: "ana-phone", turn: "t1")
+                #expect(later.status == 200 && (later.body["result"] as? [String: Any])?["turn"] as? String == "t1", "\(later.body)")
+                let audit = try await server.request(.get, "/v1/apps/demo/audit?user_id=ana").body["commits"] as? [[String: Any]]
+                #expect(audit?.map { $0["status"] as? String } == ["committed", "committed"])
+
+                // An abort answer: no more tries, the commit failed.
+                receiver.answer { _ in .init(status: 410, abort: true, body: "{}") }
+                let third = try await Self.approval(server, user: "ana", card: "a3")
+                let aborted = try await Self.commit(server, token: try token(0, third), device: "ana-phone", turn: "t3")
+                #expect(aborted.status == 200 && aborted.body["status"] as? String == "failed", "\(aborted.body)")
+                let calls = receiver.calls.count
+                try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(3600))
+                server.runtime.webhookWake.signal()
+                try await Task.sleep(for: .milliseconds(700))
+                #expect(receiver.calls.count == calls)
+
+                // A replay sends the messages since then again (idempotency keys unchanged).
+                receiver.answer { _ in .init() }
+                let since = HeraldTime.format(server.runtime.store.now.addingTimeInterval(-86_400))
+                let replayed = try await server.request(.post, "/v1/apps/demo/webhooks/replay", json: #"{"since":"\#(since)"}"#)
+                // (Ana's two, Bo's sent at once, and the aborted one: every message is kept.)
+                #expect(replayed.status == .ok && replayed.body["replayed"] as? Int == 4, "\(replayed.body)")
+                server.runtime.webhookWake.signal()
+                try await eventually { receiver.calls.count == calls + 4 }
+                #expect(try await server.request(.post, "/v1/apps/demo/webhooks/replay", json: "{}").status == .badRequest)
+            }
+        }
+    }
+}
