@@ -27,7 +27,8 @@ package enum HeraldServices {
         services.append(OnShutdown("providers") { await runtime.shutdown() })
         if dispatcher {
             services.append(OutboxLoop(runtime: runtime, configuration: outbox))
-            services.append(WebhookLoop(runtime: runtime))
+            // Only where an app has a webhook (messages of an app that lost its webhook wait for it).
+            if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) { services.append(WebhookLoop(runtime: runtime)) }
         }
         return Application(
             router: HeraldAPI.router(runtime: runtime),

@@ -184,8 +184,15 @@ extension HeraldStore {
     /// Takes up to `limit` due messages for this node for `lease` seconds: each the oldest
     /// pending one of its user (the next of a user waits until the one before it ends).
     package func claimWebhooks(limit: Int, lease: TimeInterval) async throws -> [WebhookMessage] {
-        try await transaction { [self] session in
-            let now = nowMilliseconds
+        let now = nowMilliseconds
+        // Asked on the reading connection first: an idle poll does not take the writer.
+        let due = try await reading { session in
+            try await session.query(
+                "SELECT 1 FROM webhook_messages WHERE status = 'pending' AND next_at <= $1 LIMIT 1", [.integer(now)]
+            ).isEmpty == false
+        }
+        guard due else { return [] }
+        return try await transaction { [self] session in
             let rows = try await session.query(
                 """
                 SELECT m.id, m.message_id, m.app_id, m.user_id, m.event, m.idempotency_key, m.body, m.attempts FROM webhook_messages m

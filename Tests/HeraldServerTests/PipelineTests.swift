@@ -121,16 +121,18 @@ struct PipelineTests {
     @Test("Alice's scheduled message is not delivered to Bob after the device changes hands: it fails DeviceReassigned")
     func reassignedDevice() async throws {
         let token = String(repeating: "1a", count: 32)
-        try await withServer { server in
+        // On a manual clock: the message falls due only when the clock is moved, after the iPad
+        // changed hands (a 1.5 s wall-clock margin lost the race under a loaded machine).
+        try await withServer(configure: { $0.clock = .manual }) { server in
             #expect(try await server.register("shared-ipad", user: "alice", token: token, key: ServerHarness.server) == .created)
-            let deliverAt = HeraldTime.format(Date().addingTimeInterval(1.5))
+            let deliverAt = HeraldTime.format(server.runtime.store.now.addingTimeInterval(60))
             let sent = try await server.send(#"{"to":{"user_ids":["alice"]},"alert":{"body":"for Alice only"},"deliver_at":"\#(deliverAt)"}"#)
             let id = try #require(sent.body["id"] as? String)
             #expect(sent.body["recipients"] as? Int == 1)
             // The iPad is handed to Bob before the message is due.
             let moved = try await server.register("shared-ipad", user: "bob", token: token, key: ServerHarness.server)
             #expect(moved == .ok || moved == .created)
-            try await Task.sleep(for: .seconds(2))
+            try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(61))
             let view = try await server.settled(id)
             #expect((view["counts"] as? [String: Int])?["failed"] == 1)
             #expect((view["deliveries"] as? [[String: Any]])?.first?["reason"] as? String == "DeviceReassigned")
