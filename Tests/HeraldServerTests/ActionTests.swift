@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HeraldCore
 import HeraldPayload
@@ -38,6 +39,55 @@ struct ActionTests {
         let answer = try await server.request(
             .post, "/v1/apps/demo/actions", key: nil, json: #"{"token":"\#(token)","device_id":"\#(device)","turn_id":"\#(turn)"}"#)
         return (Int(answer.status.code), answer.body)
+    }
+
+    @Test("configuration: apps[].webhook needs an http(s) url and whsec_ secrets (a list of up to three while rotating); action_token_secret ≥ 32 bytes; action ids that cannot travel in a token are refused, naming the key")
+    func configuration() throws {
+        func failure(_ app: String) -> String? {
+            let yaml = "apps:\n  - id: a\n    keys: { server: \"server-0123456789abcdef\" }\n" + app
+            do {
+                _ = try HeraldConfiguration.parse(yaml: yaml, file: "h.yaml")
+                return nil
+            } catch {
+                return error.key
+            }
+        }
+        let secret = WebhookReceiver.secretText
+        #expect(failure("    webhook: { url: \"https://backend.example/herald\", secret: \"\(secret)\" }\n") == nil)
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: [\"\(secret)\", \"\(secret)\"], timeout: 2 }\n") == nil)
+        #expect(failure("    webhook: { url: \"ftp://backend.example\", secret: \"\(secret)\" }\n") == "apps[0].webhook.url")
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"not-a-whsec\" }\n") == "apps[0].webhook.secret")
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"whsec_c2hvcnQ=\" }\n") == "apps[0].webhook.secret")
+        #expect(failure("    webhook: { url: \"https://b.example/h\" }\n") == "apps[0].webhook.secret")
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\", timeout: 30 }\n") == "apps[0].webhook.timeout")
+        #expect(failure("    action_token_secret: short\n") == "apps[0].action_token_secret")
+        let decoded = try #require(HeraldConfiguration.parse(
+            yaml: "apps:\n  - id: a\n    keys: { server: \"server-0123456789abcdef\" }\n    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\" }\n",
+            file: "h.yaml").apps.first?.webhook)
+        #expect(decoded.secrets == [WebhookReceiver.secret] && decoded.timeout == 5)
+        #expect(throws: ConfigurationError.self) {
+            try CatalogLoader.parse(yaml: "types:\n  a:\n    copy: { en: { body: x } }\n    actions: [{ id: \"A B\", title: X }]\n", file: "c.yaml")
+        }
+        #expect(throws: ConfigurationError.self) {
+            try CatalogLoader.parse(yaml: "types:\n  a:\n    copy: { en: { body: x } }\n    actions: [{ id: default, title: X }]\n", file: "c.yaml")
+        }
+    }
+
+    @Test("a token names its delivery, action and expiry, checks its app, and has the length it says")
+    func tokens() throws {
+        let key = SymmetricKey(data: Data(repeating: 7, count: 32))
+        let expires = Date(timeIntervalSince1970: 1_900_000_000)
+        let token = ActionToken(deliveryID: 123_456_789_012, action: "APPROVE", expiresAt: expires).signed(appID: "cocotte", key: key)
+        #expect(token.utf8.count == ActionToken.length(action: "APPROVE"))
+        let read = try ActionToken.verify(token, appID: "cocotte", key: key, now: expires.addingTimeInterval(-1))
+        #expect(read == ActionToken(deliveryID: 123_456_789_012, action: "APPROVE", expiresAt: expires))
+        #expect(throws: ActionToken.Failure.self) { try ActionToken.verify(token, appID: "other-app", key: key, now: expires.addingTimeInterval(-1)) }
+        #expect(throws: ActionToken.Failure.self) { try ActionToken.verify(token, appID: "cocotte", key: key, now: expires) }
+        #expect(throws: ActionToken.Failure.self) {
+            try ActionToken.verify(token, appID: "cocotte", key: SymmetricKey(data: Data(repeating: 8, count: 32)), now: expires.addingTimeInterval(-1))
+        }
+        let longest = String(repeating: "A", count: ActionToken.maximumActionBytes)
+        #expect(ActionToken.length(action: longest) <= 200)
     }
 
     @Test("Cocotte: an approval goes to phone and Mac with a signed token per action; the phone commits APPROVE, the backend (signature checked) answers and the phone gets its result; a replay returns it without a second call; another device's, forged or expired tokens are refused; the audit has the row")

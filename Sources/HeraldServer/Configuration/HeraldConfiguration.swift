@@ -413,13 +413,7 @@ struct YAMLReader {
             case "keys":
                 for (kind, keyNode) in try mapping(value, key + ".keys", allowed: ["server", "client"]) {
                     let path = key + ".keys." + kind
-                    var secrets: [String] = []
-                    if case .sequence(let list) = keyNode {
-                        guard (1...2).contains(list.count) else { throw fail(keyNode, path, "one key, or a list of two while rotating") }
-                        for item in list { secrets.append(try string(item, path)) }
-                    } else {
-                        secrets = [try string(keyNode, path)]
-                    }
+                    let secrets = try rotating(keyNode, path, maximum: 2, "one key, or a list of two while rotating")
                     for secret in secrets where secret.count < HeraldConfiguration.minimumAppKeyLength {
                         throw fail(keyNode, path, "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
                     }
@@ -466,6 +460,15 @@ struct YAMLReader {
         return app
     }
 
+    /// A secret, or a list of up to `maximum` while one is rotated out (`problem` says so).
+    func rotating(_ node: Node, _ path: String, maximum: Int, _ problem: String) throws(ConfigurationError) -> [String] {
+        guard case .sequence(let list) = node else { return [try string(node, path)] }
+        guard (1...maximum).contains(list.count) else { throw fail(node, path, problem) }
+        var values: [String] = []
+        for item in list { values.append(try string(item, path)) }
+        return values
+    }
+
     func webhook(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.WebhookConfiguration {
         var url: String?
         var secrets: [Data] = []
@@ -480,13 +483,7 @@ struct YAMLReader {
                 }
                 url = text
             case "secret":
-                var texts: [String] = []
-                if case .sequence(let list) = value {
-                    guard (1...3).contains(list.count) else { throw fail(value, path, "one secret, or a list of up to three while rotating (the first is the new one)") }
-                    for item in list { texts.append(try string(item, path)) }
-                } else {
-                    texts = [try string(value, path)]
-                }
+                let texts = try rotating(value, path, maximum: 3, "one secret, or a list of up to three while rotating (the first is the new one)")
                 for text in texts {
                     guard let secret = HeraldConfiguration.WebhookConfiguration.secret(text) else {
                         throw fail(value, path, "whsec_ followed by the base64 of 24 to 64 random bytes (Standard Webhooks)")
