@@ -293,3 +293,87 @@ extension HeraldStore {
         }
     }
 }
+
+/// Resolved elsewhere (issue #13 §3): once a user dealt with a notification on one device,
+/// its deliveries to that user not yet sent are cancelled and the user's other devices get a
+/// replacement (the same collapse id) saying so.
+extension HeraldStore {
+    /// A notification's resolution for a user (the first one stays).
+    package struct Resolution: Sendable, Equatable {
+        package var deviceID: String
+        package var label: String
+        package var replacementID: UUID?
+        package var createdAt: Date
+        /// Whether this call made it (false: it was resolved before, and nothing was done now).
+        package var first: Bool
+        /// Deliveries of it to the user that were still waiting, now cancelled.
+        package var cancelled: Int
+        /// Devices the replacement goes to.
+        package var devices: Int
+    }
+
+    /// The resolution of `notificationID` for `userID`, if any.
+    package func resolution(appID: String, notificationID: UUID, userID: String) async throws -> Resolution? {
+        try await reading { session in
+            try await Self.resolution(appID: appID, notificationID: notificationID, userID: userID, session)
+        }
+    }
+
+    private static func resolution(appID: String, notificationID: UUID, userID: String, _ session: Session) async throws -> Resolution? {
+        guard
+            let row = try await session.query(
+                "SELECT device_id, label, replacement_id, created_at FROM resolutions WHERE app_id = $1 AND notification_id = $2 AND user_id = $3",
+                [.text(appID), .text(notificationID.uuidString), .text(userID)]
+            ).first, let device = row[0].text, let label = row[1].text, let created = row[3].integer
+        else { return nil }
+        return Resolution(
+            deviceID: device, label: label, replacementID: row[2].text.flatMap(UUID.init(uuidString:)), createdAt: date(created), first: false,
+            cancelled: 0, devices: 0)
+    }
+
+    /// Resolves `notificationID` for `userID` from `deviceID`, in one durable transaction:
+    /// records it, cancels the user's deliveries of it not yet claimed, and writes the
+    /// replacement (`replacement`, content as stored) to the user's other active devices. A
+    /// notification already resolved for the user answers the first resolution and does nothing.
+    package func resolve(
+        appID: String, notificationID: UUID, userID: String, deviceID: String, label: String, replacement: (id: UUID, content: Data)
+    ) async throws -> Resolution {
+        try await transaction(durable: true) { [self] session in
+            if let earlier = try await Self.resolution(appID: appID, notificationID: notificationID, userID: userID, session) { return earlier }
+            let now = nowMilliseconds
+            var cancelled = 0
+            var undeferred = 0
+            for status in [DeliveryStatus.queued, .deferred] {
+                let rows = try await session.query(
+                    """
+                    UPDATE deliveries SET status = 'cancelled', reason = 'Resolved', updated_at = $1
+                    WHERE notification_id = $2 AND user_id = $3 AND status = $4 AND \(Self.outboxIndexTerm) RETURNING 1
+                    """, [.integer(now), .text(notificationID.uuidString), .text(userID), .text(status.rawValue)]
+                ).count
+                cancelled += rows
+                if status == .deferred { undeferred = rows }
+            }
+            if cancelled > 0 {
+                _ = try await session.query(
+                    "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
+                    [.integer(Int64(cancelled)), .integer(Int64(undeferred)), .text(notificationID.uuidString)])
+            }
+            let (devices, _) = try await writeNotification(
+                appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content, recipients: .users([userID]),
+                excludeDeviceIDs: [deviceID], due: now, lane: .urgent, now: now, session)
+            _ = try await session.query(
+                """
+                INSERT INTO resolutions (app_id, notification_id, user_id, device_id, label, replacement_id, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
+                """,
+                [
+                    .text(appID), .text(notificationID.uuidString), .text(userID), .text(deviceID), .text(label),
+                    devices > 0 ? .text(replacement.id.uuidString) : .null, .integer(now),
+                ])
+            if devices > 0 { try await notifyOutbox(session) }
+            return Resolution(
+                deviceID: deviceID, label: label, replacementID: devices > 0 ? replacement.id : nil, createdAt: Self.date(now), first: true,
+                cancelled: cancelled, devices: devices)
+        }
+    }
+}

@@ -569,6 +569,19 @@ extension HeraldStore {
                 "CREATE INDEX webhook_messages_due ON webhook_messages (next_at) WHERE status = 'pending'",
                 "CREATE INDEX webhook_messages_user ON webhook_messages (app_id, user_id, id) WHERE status = 'pending'",
                 "CREATE INDEX webhook_messages_created ON webhook_messages (app_id, created_at)",
+                // Resolved elsewhere (§3): the first resolution of a notification for a user.
+                """
+                CREATE TABLE resolutions (
+                    app_id TEXT NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    label TEXT NOT NULL,
+                    replacement_id TEXT,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, notification_id, user_id)
+                )
+                """,
                 // The opt-in rate (analytics) counts devices by these: an index scan, not a read of
                 // every device row (100k devices: 450 ms → 20 ms). Devices without a permission
                 // (most imports) are not in it.
@@ -576,7 +589,10 @@ extension HeraldStore {
                 CREATE INDEX devices_permission ON devices (app_id, platform, app_version, authorization_status)
                 WHERE active = 1 AND authorization_status IS NOT NULL
                 """,
-            ] + [("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]), ("webhook_messages", ["app_id", "user_id"])]
+            ] + [
+                ("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]), ("webhook_messages", ["app_id", "user_id"]),
+                ("resolutions", ["app_id", "user_id"]),
+            ]
                 .map { table, columns in
                     postgresOnly("ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
                 }

@@ -97,8 +97,12 @@ struct ActionTests {
             receiver.answer { call in .init(body: #"{"ok":true,"decision":"\#(call.data["action"] as? String ?? "")"}"#) }
             try await Self.withCocotte(receiverURL: url) { server in
                 try await EngagementTests.noon(server)
-                #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
-                #expect(try await server.register("ana-mac", user: "ana", token: tokens[1]) == .created)
+                for (device, name, token) in [("ana-phone", "iPhone", tokens[0]), ("ana-mac", "Mac", tokens[1])] {
+                    let registered = try await server.request(
+                        .post, "/v1/apps/demo/devices",
+                        json: #"{"device_id":"\#(device)","user_id":"ana","token":"\#(token)","environment":"sandbox","name":"\#(name)"}"#)
+                    #expect(registered.status == .created)
+                }
                 let notification = try await Self.approval(server, user: "ana", card: "c1")
                 let phone = try #require(Self.stamps(server, tokens[0]).first { $0.notificationID == notification })
                 let mac = try #require(Self.stamps(server, tokens[1]).first { $0.notificationID == notification })
@@ -119,6 +123,19 @@ struct ActionTests {
                 #expect(call.data["user_id"] as? String == "ana" && call.data["device_id"] as? String == "ana-phone")
                 #expect(call.data["turn_id"] as? String == "turn-1" && call.data["type"] as? String == "approval")
                 #expect(call.data["notification_id"] as? String == notification)
+
+                // Resolved elsewhere: the Mac's card is replaced (same collapse id, the label, no
+                // actions, content-available) and its own tokens are refused.
+                try await eventually { server.simulator.state.inbox(for: tokens[1]).count == 2 }
+                let original = try #require(server.simulator.state.inbox(for: tokens[1]).first)
+                let replaced = try #require(server.simulator.state.inbox(for: tokens[1]).last)
+                let aps = try #require(replaced.payloadObject?["aps"] as? [String: Any])
+                #expect((aps["alert"] as? [String: Any])?["body"] as? String == "✓ Approved on iPhone", "\(aps)")
+                #expect(aps["category"] == nil && aps["content-available"] as? Int == 1)
+                #expect(replaced.collapseID != nil && replaced.collapseID == original.collapseID)
+                #expect(server.simulator.state.inbox(for: tokens[0]).count == 1)
+                let late = try await Self.commit(server, token: try #require(mac.actionTokens?["REJECT"]), device: "ana-mac")
+                #expect(late.status == 409 && ((late.body["error"] as? [String: Any])?["message"] as? String ?? "").contains("Approved on iPhone"))
 
                 // The same token again (the phone retried): the first answer, no second call.
                 let replay = try await Self.commit(server, token: approve, device: "ana-phone")
@@ -152,10 +169,50 @@ struct ActionTests {
                 #expect(rows.first?["latency_ms"] is Int && (rows.first?["result"] as? [String: Any])?["ok"] as? Bool == true)
                 #expect(try await server.request(.get, "/v1/apps/demo/audit", key: ServerHarness.client).status == .forbidden)
 
-                // Tokens last 7 days: the Mac's REJECT is refused as expired after 8.
+                // Tokens last 7 days: refused as expired after 8.
                 try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(8 * 86_400))
-                let expired = try await Self.commit(server, token: try #require(mac.actionTokens?["REJECT"]), device: "ana-mac")
+                let expired = try await Self.commit(server, token: try #require(phone.actionTokens?["REJECT"]), device: "ana-phone")
                 #expect(expired.status == 401 && ((expired.body["error"] as? [String: Any])?["message"] as? String ?? "").contains("expired"))
+            }
+        }
+    }
+
+    @Test("resolve: a card still waiting is cancelled for the user and the other devices get the label with the card's collapse id; a second resolve changes nothing; another user's device is refused with a client key")
+    func resolveEndpoint() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await WebhookReceiver.with { _, url in
+            try await Self.withCocotte(receiverURL: url) { server in
+                try await EngagementTests.noon(server)
+                #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
+                #expect(try await server.register("ana-mac", user: "ana", token: tokens[1]) == .created)
+                // Scheduled an hour ahead: both deliveries wait.
+                let at = HeraldTime.format(server.runtime.store.now.addingTimeInterval(3600))
+                let sent = try await server.send(
+                    #"{"to":{"user_ids":["ana"]},"alert":{"body":"Approve the refund?"},"collapse_id":"card-9","deliver_at":"\#(at)"}"#)
+                let id = try #require(sent.body["id"] as? String)
+                let resolved = try await server.request(
+                    .post, "/v1/apps/demo/notifications/\(id)/resolve", json: #"{"device_id":"ana-phone","label":"✓ Approved on Mac"}"#)
+                #expect(resolved.status == .ok && resolved.body["first"] as? Bool == true, "\(resolved.body)")
+                #expect(resolved.body["cancelled"] as? Int == 2 && resolved.body["devices"] as? Int == 1)
+                try await eventually { server.simulator.state.inbox(for: tokens[1]).count == 1 }
+                let replacement = try #require(server.simulator.state.inbox(for: tokens[1]).first)
+                #expect(replacement.collapseID == "card-9")
+                #expect(((replacement.payloadObject?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String == "✓ Approved on Mac")
+                let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body
+                #expect((view["counts"] as? [String: Int])?["cancelled"] == 2)
+                // The hour passes: the original goes nowhere.
+                try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(3700))
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty && server.simulator.state.inbox(for: tokens[1]).count == 1)
+                let again = try await server.request(
+                    .post, "/v1/apps/demo/notifications/\(id)/resolve", json: #"{"device_id":"ana-mac","label":"other"}"#)
+                #expect(again.body["first"] as? Bool == false && again.body["label"] as? String == "✓ Approved on Mac")
+                let foreign = try await server.request(
+                    .post, "/v1/apps/demo/notifications/\(id)/resolve", key: ServerHarness.client,
+                    userToken: ServerHarness.userToken("bo", now: server.runtime.store.now), json: #"{"device_id":"ana-mac","label":"x"}"#)
+                #expect(foreign.status == .forbidden)
+                let missing = try await server.request(.post, "/v1/apps/demo/notifications/\(id)/resolve", json: #"{"device_id":"ana-mac"}"#)
+                #expect(missing.status == .badRequest && (missing.body["error"] as? [String: Any])?["field"] as? String == "label")
             }
         }
     }

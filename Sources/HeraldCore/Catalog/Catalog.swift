@@ -150,6 +150,9 @@ public struct CatalogAction: Sendable, Hashable {
     public var authenticationRequired = false
     public var destructive = false
     public var textInput = false
+    /// What the user's other devices show once this action is committed (issue #13 §3), with
+    /// `{device}` the committing device's name: `"✓ Approved on {device}"`.
+    public var resolvedLabel: String?
 
     public init(id: String, title: String) {
         self.id = id

@@ -32,6 +32,13 @@ extension HeraldAPI {
             guard delivery.deviceID == body.deviceID else {
                 throw APIError(.forbidden, code: "forbidden", message: "the token is another delivery's: it was sent to another device", field: "device_id")
             }
+            // Resolved on another device already (the user dealt with it there): refused, saying where.
+            if let userID = delivery.userID,
+                let resolution = try await runtime.store.resolution(appID: app.id, notificationID: delivery.notificationID, userID: userID),
+                resolution.deviceID != delivery.deviceID
+            {
+                throw APIError(.conflict, code: "resolved_elsewhere", message: "already resolved: \(resolution.label)", field: "token")
+            }
             let commit = HeraldStore.ActionCommit(
                 deliveryID: delivery.id, action: token.action, notificationID: delivery.notificationID, deviceID: delivery.deviceID,
                 userID: delivery.userID, turnID: body.turnID, text: body.text, status: .queued, createdAt: now, updatedAt: now)
@@ -96,6 +103,14 @@ extension HeraldAPI {
                 }
             }
             runtime.metrics.action(app: app.id, outcome: answered.status.rawValue)
+            // The user's other devices learn it is dealt with (unless the backend refused it).
+            if answered.status != .failed, let userID = delivery.userID {
+                let action = delivery.type.flatMap { app.catalog?.type($0) }?.actions.first { $0.id == token.action }
+                let name = try await runtime.store.device(appID: app.id, deviceID: delivery.deviceID)?.name ?? "another device"
+                let label = (action?.resolvedLabel ?? "✓ \(action?.title ?? token.action) on {device}").replacingOccurrences(of: "{device}", with: name)
+                _ = try await Resolutions.resolve(
+                    app: app, notificationID: delivery.notificationID, userID: userID, deviceID: delivery.deviceID, label: label, runtime: runtime)
+            }
             runtime.logger.info(
                 "Quick action committed",
                 metadata: [
@@ -103,6 +118,26 @@ extension HeraldAPI {
                     "herald.status": "\(answered.status.rawValue)",
                 ])
             return try ActionView(answered, replay: false).response()
+        }
+        apps.post("notifications/:id/resolve") { request, context in
+            let (app, role) = try caller(request, context, runtime)
+            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
+                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+            }
+            let body = try await decode(ResolveBody.self, request)
+            guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
+            guard let label = body.label else { throw APIError.missing("label") }
+            guard !label.isEmpty, label.count <= 178 else { throw APIError.invalid("label", "label is 1 to 178 characters") }
+            guard let device = try await runtime.store.device(appID: app.id, deviceID: deviceID) else {
+                throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
+            }
+            if let tokenUser, tokenUser != device.userID {
+                throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
+            }
+            let resolution = try await Resolutions.resolve(
+                app: app, notificationID: id, userID: device.userID, deviceID: deviceID, label: label, runtime: runtime)
+            return try JSONResponse.make(ResolutionView(resolution))
         }
         apps.get("audit") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -151,6 +186,65 @@ struct ActionBody: Decodable {
         if let turnID, turnID.isEmpty || turnID.utf8.count > 128 { throw APIError.invalid("turn_id", "turn_id is 1 to 128 bytes") }
         if let text, text.count > 1000 { throw APIError.invalid("text", "text is at most 1000 characters") }
         return (token, deviceID, turnID, text)
+    }
+}
+
+/// `POST /v1/apps/{app}/notifications/{id}/resolve`.
+struct ResolveBody: Decodable {
+    var deviceID: String?
+    var label: String?
+    enum CodingKeys: String, CodingKey { case deviceID = "device_id", label }
+}
+
+/// Resolved elsewhere (issue #13 §3): the replacement the user's other devices get.
+enum Resolutions {
+    /// Resolves `notificationID` for `userID` from `deviceID`: its waiting deliveries to the user
+    /// are cancelled and the other devices get `label` as a visible alert with the same collapse
+    /// id (APNs `apns-collapse-id`, FCM `tag`): the type's, else the notification's id; no
+    /// category (no actions), `content-available`, the same thread.
+    static func resolve(
+        app: AppRuntime, notificationID: UUID, userID: String, deviceID: String, label: String, runtime: HeraldRuntime
+    ) async throws -> HeraldStore.Resolution {
+        guard let record = try await runtime.store.notification(appID: app.id, id: notificationID) else {
+            throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+        }
+        let stored = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
+        let original = stored?.content
+        let replacement = NotificationContent(
+            pushType: .alert, priority: .immediate, body: label, threadID: original?.threadID, contentAvailable: true,
+            collapseID: original?.collapseID ?? notificationID.uuidString.lowercased(),
+            data: ["resolved": .object(["n": .string(notificationID.uuidString.lowercased()), "label": .string(label)])],
+            androidChannelID: original?.androidChannelID)
+        let content = try JSONEncoder().encode(StoredNotificationContent(content: replacement))
+        let resolution = try await runtime.store.resolve(
+            appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label, replacement: (UUID.random(), content))
+        if resolution.first {
+            if resolution.devices > 0 { runtime.wake.signal(outbox: true) }
+            runtime.logger.info(
+                "Notification resolved elsewhere",
+                metadata: [
+                    "herald.app": "\(app.id)", "herald.notification.id": "\(notificationID.uuidString.lowercased())",
+                    "herald.cancelled": "\(resolution.cancelled)", "herald.devices": "\(resolution.devices)",
+                ])
+        }
+        return resolution
+    }
+}
+
+/// A resolution as the API answers it.
+struct ResolutionView: Encodable {
+    var resolution: HeraldStore.Resolution
+    init(_ resolution: HeraldStore.Resolution) { self.resolution = resolution }
+    enum CodingKeys: String, CodingKey { case first, deviceID = "device_id", label, cancelled, devices, replacementID = "replacement_id", resolvedAt = "resolved_at" }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(resolution.first, forKey: .first)
+        try container.encode(resolution.deviceID, forKey: .deviceID)
+        try container.encode(resolution.label, forKey: .label)
+        try container.encode(resolution.cancelled, forKey: .cancelled)
+        try container.encode(resolution.devices, forKey: .devices)
+        try container.encode(resolution.replacementID?.uuidString.lowercased(), forKey: .replacementID)
+        try container.encode(HeraldTime.format(resolution.createdAt), forKey: .resolvedAt)
     }
 }
 

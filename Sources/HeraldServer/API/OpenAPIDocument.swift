@@ -769,6 +769,48 @@ enum OpenAPIDocument {
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
                 '409': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/notifications/{id}/resolve:
+            post:
+              summary: The user dealt with a notification on one device; the other devices get a replacement saying so.
+              description: >-
+                Server key, or a client key with the user token of the device's user. The user's deliveries of it not yet
+                sent are cancelled; the user's other active devices get label as a visible alert with the same collapse id
+                (the notification's, or its id for a type with actions; FCM tag), no category (no actions) and
+                content-available. The first resolution stays: a second answers it (first false). A committed quick action
+                resolves its notification the same way, with its catalog label (resolved: "✓ Approved on {device}").
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: id, in: path, required: true, schema: { type: string } }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [device_id, label]
+                      properties:
+                        device_id: { type: string, minLength: 1, maxLength: 256 }
+                        label: { type: string, minLength: 1, maxLength: 178 }
+              responses:
+                '200':
+                  description: The resolution.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [first, device_id, label, cancelled, devices, resolved_at]
+                        properties:
+                          first: { type: boolean }
+                          device_id: { type: string }
+                          label: { type: string }
+                          cancelled: { type: integer }
+                          devices: { type: integer }
+                          replacement_id: { type: [string, "null"] }
+                          resolved_at: { type: string, format: date-time }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/audit:
             get:
               summary: Quick-action commits, newest first; who, device, action, turn id, status, result, latency.

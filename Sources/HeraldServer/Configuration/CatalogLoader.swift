@@ -404,13 +404,17 @@ package enum CatalogLoader {
                     var id: String?
                     var title: String?
                     var action = CatalogAction(id: "", title: "")
-                    let allowedAction: Set<String> = ["id", "title", "authentication_required", "destructive", "text_input"]
+                    let allowedAction: Set<String> = ["id", "title", "authentication_required", "destructive", "text_input", "resolved"]
                     for (part, partNode) in try reader.mapping(actionNode, fieldKey, allowed: allowedAction) {
                         switch part {
                         case "id": id = try reader.string(partNode, fieldKey + ".id")
                         case "title": title = try reader.string(partNode, fieldKey + ".title")
                         case "authentication_required": action.authenticationRequired = try bool(partNode, fieldKey + "." + part, reader)
                         case "destructive": action.destructive = try bool(partNode, fieldKey + "." + part, reader)
+                        case "resolved":
+                            let label = try reader.string(partNode, fieldKey + ".resolved")
+                            guard !label.isEmpty, label.count <= 100 else { throw reader.fail(partNode, fieldKey + ".resolved", "1 to 100 characters") }
+                            action.resolvedLabel = label
                         default: action.textInput = try bool(partNode, fieldKey + "." + part, reader)
                         }
                     }

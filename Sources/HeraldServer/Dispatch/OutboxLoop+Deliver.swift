@@ -155,7 +155,11 @@ extension OutboxLoop {
                 unsendable.append(DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
                 continue
             }
-            let content = plan?.content ?? stored.content
+            var content = plan?.content ?? stored.content
+            // A card with actions can be resolved on another device later: its replacement must
+            // collapse onto it, so it always has a collapse id (the notification's id if the type
+            // gives none; unique, so it collapses nothing else).
+            if content.collapseID == nil, tokens != nil { content.collapseID = delivery.notificationID.uuidString.lowercased() }
             if delivery.platform == "fcm" {
                 guard let client = app.fcmClient else {
                     unsendable.append(DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
