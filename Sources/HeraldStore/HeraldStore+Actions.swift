@@ -377,3 +377,67 @@ extension HeraldStore {
         }
     }
 }
+
+/// Responses to a notification (issue #13 §4, U7): what the user answered (Lucid's reflection
+/// prompts: text, energy, mood, focus).
+extension HeraldStore {
+    package struct NotificationResponse: Sendable, Equatable {
+        package var id: UUID
+        package var notificationID: UUID
+        package var userID: String?
+        package var deviceID: String
+        package var text: String?
+        package var energy: Int?
+        package var mood: Int?
+        package var focus: Int?
+        package var createdAt: Date
+
+        package init(
+            id: UUID, notificationID: UUID, userID: String?, deviceID: String, text: String?, energy: Int?, mood: Int?, focus: Int?, createdAt: Date
+        ) {
+            self.id = id
+            self.notificationID = notificationID
+            self.userID = userID
+            self.deviceID = deviceID
+            self.text = text
+            self.energy = energy
+            self.mood = mood
+            self.focus = focus
+            self.createdAt = createdAt
+        }
+    }
+
+    package func addResponse(appID: String, _ response: NotificationResponse) async throws {
+        try await transaction(durable: true) { session in
+            func number(_ value: Int?) -> Session.Value { value.map { .integer(Int64($0)) } ?? .null }
+            _ = try await session.query(
+                """
+                INSERT INTO responses (id, app_id, notification_id, user_id, device_id, text, energy, mood, focus, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                """,
+                [
+                    .text(response.id.uuidString), .text(appID), .text(response.notificationID.uuidString), response.userID.map { .text($0) } ?? .null,
+                    .text(response.deviceID), response.text.map { .text($0) } ?? .null, number(response.energy), number(response.mood),
+                    number(response.focus), .integer(Self.milliseconds(response.createdAt)),
+                ])
+        }
+    }
+
+    /// A notification's responses, oldest first.
+    package func responses(appID: String, notificationID: UUID, limit: Int) async throws -> [NotificationResponse] {
+        try await reading { session in
+            try await session.query(
+                """
+                SELECT id, user_id, device_id, text, energy, mood, focus, created_at FROM responses
+                WHERE app_id = $1 AND notification_id = $2 ORDER BY created_at, id LIMIT $3
+                """, [.text(appID), .text(notificationID.uuidString), .integer(Int64(limit))]
+            ).compactMap { row in
+                guard let id = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[2].text, let created = row[7].integer else { return nil }
+                return NotificationResponse(
+                    id: id, notificationID: notificationID, userID: row[1].text, deviceID: device, text: row[3].text,
+                    energy: row[4].integer.map(Int.init), mood: row[5].integer.map(Int.init), focus: row[6].integer.map(Int.init),
+                    createdAt: Self.date(created))
+            }
+        }
+    }
+}

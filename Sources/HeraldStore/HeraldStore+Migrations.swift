@@ -582,6 +582,22 @@ extension HeraldStore {
                     PRIMARY KEY (app_id, notification_id, user_id)
                 )
                 """,
+                // Responses to a notification (§4, Lucid's respond endpoint).
+                """
+                CREATE TABLE responses (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    notification_id TEXT NOT NULL,
+                    user_id TEXT,
+                    device_id TEXT NOT NULL,
+                    text TEXT,
+                    energy INTEGER,
+                    mood INTEGER,
+                    focus INTEGER,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX responses_notification ON responses (app_id, notification_id, created_at)",
                 // The opt-in rate (analytics) counts devices by these: an index scan, not a read of
                 // every device row (100k devices: 450 ms → 20 ms). Devices without a permission
                 // (most imports) are not in it.

@@ -103,6 +103,10 @@ extension HeraldStore {
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
             pruned.history += try await session.query(
+                "DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE created_at < $1 LIMIT $2) RETURNING 1",
+                [.integer(history), .integer(Int64(limit))]
+            ).count
+            pruned.history += try await session.query(
                 """
                 DELETE FROM action_commits WHERE (app_id, delivery_id) IN (
                     SELECT app_id, delivery_id FROM action_commits WHERE created_at < $1 LIMIT $2)

@@ -291,3 +291,44 @@ struct ActionTests {
         }
     }
 }
+
+/// Lucid's respond endpoint (issue #13 §4, U7): the user's answer to a notification.
+@Suite("Responses")
+struct ResponseTests {
+    @Test("Lucid: a response (text, energy, mood, focus 1–10) to a delivered notification is stored (201) and listed; bad values name their field; another user's device is refused with a client key")
+    func responses() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await withServer(catalog: "lucid.yaml", payloadKey: nil) { server in
+            #expect(try await server.register("lea-phone", user: "lea", token: tokens[0]) == .created)
+            #expect(try await server.register("max-phone", user: "max", token: tokens[1]) == .created)
+            let sent = try await server.send(#"{"to":{"user_ids":["lea"]},"alert":{"body":"How did the morning go?"}}"#)
+            let id = try #require(sent.body["id"] as? String)
+            let path = "/v1/apps/demo/notifications/\(id)/responses"
+            let lea = ServerHarness.userToken("lea", now: server.runtime.store.now)
+            let stored = try await server.request(
+                .post, path, key: ServerHarness.client, userToken: lea,
+                json: #"{"device_id":"lea-phone","text":"Calm, focused.","energy":7,"mood":8,"focus":9}"#)
+            #expect(stored.status == .created && stored.body["user_id"] as? String == "lea" && stored.body["focus"] as? Int == 9, "\(stored.body)")
+            _ = try await server.request(.post, path, json: #"{"device_id":"lea-phone","mood":4}"#)
+            for (json, field) in [
+                (#"{"device_id":"lea-phone","energy":11}"#, "energy"), (#"{"device_id":"lea-phone","mood":0}"#, "mood"),
+                (#"{"device_id":"lea-phone"}"#, "text"), (#"{"text":"x"}"#, "device_id"),
+                (#"{"device_id":"lea-phone","text":"\#(String(repeating: "a", count: 1001))"}"#, "text"),
+            ] {
+                let refused = try await server.request(.post, path, json: json)
+                #expect(refused.status == .badRequest && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
+            }
+            let foreign = try await server.request(
+                .post, path, key: ServerHarness.client, userToken: lea, json: #"{"device_id":"max-phone","mood":5}"#)
+            #expect(foreign.status == .forbidden)
+            let unknown = try await server.request(
+                .post, "/v1/apps/demo/notifications/\(UUID().uuidString)/responses", json: #"{"device_id":"lea-phone","mood":5}"#)
+            #expect(unknown.status == .notFound)
+            let listed = try await server.request(.get, path)
+            let responses = try #require(listed.body["responses"] as? [[String: Any]])
+            #expect(responses.map { $0["text"] as? String } == ["Calm, focused.", nil])
+            #expect(responses.map { $0["mood"] as? Int } == [8, 4])
+            #expect(try await server.request(.get, path, key: ServerHarness.client).status == .forbidden)
+        }
+    }
+}

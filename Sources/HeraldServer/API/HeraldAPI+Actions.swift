@@ -122,9 +122,7 @@ extension HeraldAPI {
         apps.post("notifications/:id/resolve") { request, context in
             let (app, role) = try caller(request, context, runtime)
             let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
-                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
-            }
+            let id = try notificationParameter(context)
             let body = try await decode(ResolveBody.self, request)
             guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
             guard let label = body.label else { throw APIError.missing("label") }
@@ -138,6 +136,34 @@ extension HeraldAPI {
             let resolution = try await Resolutions.resolve(
                 app: app, notificationID: id, userID: device.userID, deviceID: deviceID, label: label, runtime: runtime)
             return try JSONResponse.make(ResolutionView(resolution))
+        }
+        apps.post("notifications/:id/responses") { request, context in
+            let (app, role) = try caller(request, context, runtime)
+            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            let id = try notificationParameter(context)
+            let body = try await decode(RespondBody.self, request).validated()
+            guard try await runtime.store.notification(appID: app.id, id: id) != nil else {
+                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+            }
+            guard let device = try await runtime.store.device(appID: app.id, deviceID: body.deviceID) else {
+                throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
+            }
+            if let tokenUser, tokenUser != device.userID {
+                throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
+            }
+            let response = HeraldStore.NotificationResponse(
+                id: UUID.random(), notificationID: id, userID: device.userID, deviceID: body.deviceID, text: body.text, energy: body.energy,
+                mood: body.mood, focus: body.focus, createdAt: runtime.store.now)
+            try await runtime.store.addResponse(appID: app.id, response)
+            return try JSONResponse.make(ResponseView(response), status: .created)
+        }
+        apps.get("notifications/:id/responses") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: false)
+            let id = try notificationParameter(context)
+            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 100
+            guard (1...1000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 1000") }
+            let responses = try await runtime.store.responses(appID: app.id, notificationID: id, limit: limit)
+            return try JSONResponse.make(["responses": responses.map(ResponseView.init)])
         }
         apps.get("audit") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -186,6 +212,61 @@ struct ActionBody: Decodable {
         if let turnID, turnID.isEmpty || turnID.utf8.count > 128 { throw APIError.invalid("turn_id", "turn_id is 1 to 128 bytes") }
         if let text, text.count > 1000 { throw APIError.invalid("text", "text is at most 1000 characters") }
         return (token, deviceID, turnID, text)
+    }
+}
+
+extension HeraldAPI {
+    /// The notification id in the path (404 naming `id` when it is not one).
+    static func notificationParameter(_ context: BasicRequestContext) throws -> UUID {
+        guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
+            throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
+        }
+        return id
+    }
+}
+
+/// `POST /v1/apps/{app}/notifications/{id}/responses`: what the user answered (Lucid's
+/// reflection: text, and energy, mood and focus from 1 to 10).
+struct RespondBody: Decodable {
+    var deviceID: String?
+    var text: String?
+    var energy: Int?
+    var mood: Int?
+    var focus: Int?
+    enum CodingKeys: String, CodingKey { case deviceID = "device_id", text, energy, mood, focus }
+
+    func validated() throws(APIError) -> (deviceID: String, text: String?, energy: Int?, mood: Int?, focus: Int?) {
+        guard let deviceID else { throw APIError.missing("device_id") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else { throw APIError.invalid("device_id", "device_id is 1 to 256 bytes") }
+        if let text, text.isEmpty || text.count > 1000 { throw APIError.invalid("text", "text is 1 to 1000 characters") }
+        for (name, value) in [("energy", energy), ("mood", mood), ("focus", focus)] {
+            if let value, !(1...10).contains(value) { throw APIError.invalid(name, "\(name) is 1 to 10") }
+        }
+        guard text != nil || energy != nil || mood != nil || focus != nil else {
+            throw APIError.invalid("text", "a response has text, energy, mood or focus")
+        }
+        return (deviceID, text, energy, mood, focus)
+    }
+}
+
+/// A response as the API answers it.
+struct ResponseView: Encodable {
+    var response: HeraldStore.NotificationResponse
+    init(_ response: HeraldStore.NotificationResponse) { self.response = response }
+    enum CodingKeys: String, CodingKey {
+        case id, notificationID = "notification_id", userID = "user_id", deviceID = "device_id", text, energy, mood, focus, createdAt = "created_at"
+    }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(response.id.uuidString.lowercased(), forKey: .id)
+        try container.encode(response.notificationID.uuidString.lowercased(), forKey: .notificationID)
+        try container.encode(response.userID, forKey: .userID)
+        try container.encode(response.deviceID, forKey: .deviceID)
+        try container.encode(response.text, forKey: .text)
+        try container.encode(response.energy, forKey: .energy)
+        try container.encode(response.mood, forKey: .mood)
+        try container.encode(response.focus, forKey: .focus)
+        try container.encode(HeraldTime.format(response.createdAt), forKey: .createdAt)
     }
 }
 

@@ -183,6 +183,19 @@ enum OpenAPIDocument {
                       reason: { type: string }
                       notification_id: { type: string, format: uuid }
                       trace: { type: array, items: { type: object } }
+            Response:
+              type: object
+              required: [id, notification_id, device_id, created_at]
+              properties:
+                id: { type: string, format: uuid }
+                notification_id: { type: string, format: uuid }
+                user_id: { type: [string, "null"] }
+                device_id: { type: string }
+                text: { type: [string, "null"] }
+                energy: { type: [integer, "null"] }
+                mood: { type: [integer, "null"] }
+                focus: { type: [integer, "null"] }
+                created_at: { type: string, format: date-time }
             ActionCommit:
               type: object
               required: [status, delivery_id, action, result, replay]
@@ -807,6 +820,52 @@ enum OpenAPIDocument {
                           devices: { type: integer }
                           replacement_id: { type: [string, "null"] }
                           resolved_at: { type: string, format: date-time }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/notifications/{id}/responses:
+            post:
+              summary: Store the user's response to a notification (text, energy, mood, focus 1–10).
+              description: Server key, or a client key with the user token of the device's user. At least one of the fields.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: id, in: path, required: true, schema: { type: string } }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [device_id]
+                      properties:
+                        device_id: { type: string, minLength: 1, maxLength: 256 }
+                        text: { type: string, minLength: 1, maxLength: 1000 }
+                        energy: { type: integer, minimum: 1, maximum: 10 }
+                        mood: { type: integer, minimum: 1, maximum: 10 }
+                        focus: { type: integer, minimum: 1, maximum: 10 }
+              responses:
+                '201': { description: Stored., content: { application/json: { schema: { $ref: '#/components/schemas/Response' } } } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+            get:
+              summary: A notification's responses, oldest first.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: id, in: path, required: true, schema: { type: string } }
+                - { name: limit, in: query, schema: { type: integer, minimum: 1, maximum: 1000, default: 100 } }
+              responses:
+                '200':
+                  description: The responses.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [responses]
+                        properties:
+                          responses: { type: array, items: { $ref: '#/components/schemas/Response' } }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
