@@ -108,8 +108,15 @@ extension HeraldAPI {
                 let action = delivery.type.flatMap { app.catalog?.type($0) }?.actions.first { $0.id == token.action }
                 let name = try await runtime.store.device(appID: app.id, deviceID: delivery.deviceID)?.name ?? "another device"
                 let label = (action?.resolvedLabel ?? "✓ \(action?.title ?? token.action) on {device}").replacingOccurrences(of: "{device}", with: name)
-                _ = try await Resolutions.resolve(
-                    app: app, notificationID: delivery.notificationID, userID: userID, deviceID: delivery.deviceID, label: label, runtime: runtime)
+                // The commit stands whatever happens here: a failed replacement is logged, not answered.
+                do {
+                    _ = try await Resolutions.resolve(
+                        app: app, notificationID: delivery.notificationID, userID: userID, deviceID: delivery.deviceID, label: label, runtime: runtime)
+                } catch {
+                    runtime.logger.error(
+                        "A committed action's notification could not be resolved on the user's other devices",
+                        metadata: ["herald.delivery.id": "\(delivery.id)", "error": "\(String(describing: error).prefix(300))"])
+                }
             }
             runtime.logger.info(
                 "Quick action committed",
