@@ -134,12 +134,7 @@ extension HeraldAPI {
             guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
             guard let label = body.label else { throw APIError.missing("label") }
             guard !label.isEmpty, label.count <= 178 else { throw APIError.invalid("label", "label is 1 to 178 characters") }
-            guard let device = try await runtime.store.device(appID: app.id, deviceID: deviceID) else {
-                throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
-            }
-            if let tokenUser, tokenUser != device.userID {
-                throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
-            }
+            let device = try await ownedDevice(app: app, deviceID: deviceID, tokenUser: tokenUser, runtime: runtime)
             let resolution = try await Resolutions.resolve(
                 app: app, notificationID: id, userID: device.userID, deviceID: deviceID, label: label, runtime: runtime)
             return try JSONResponse.make(ResolutionView(resolution))
@@ -152,12 +147,7 @@ extension HeraldAPI {
             guard try await runtime.store.notification(appID: app.id, id: id) != nil else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
-            guard let device = try await runtime.store.device(appID: app.id, deviceID: body.deviceID) else {
-                throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
-            }
-            if let tokenUser, tokenUser != device.userID {
-                throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
-            }
+            let device = try await ownedDevice(app: app, deviceID: body.deviceID, tokenUser: tokenUser, runtime: runtime)
             let response = HeraldStore.NotificationResponse(
                 id: UUID.random(), notificationID: id, userID: device.userID, deviceID: body.deviceID, text: body.text, energy: body.energy,
                 mood: body.mood, focus: body.focus, createdAt: runtime.store.now)
@@ -223,6 +213,18 @@ struct ActionBody: Decodable {
 }
 
 extension HeraldAPI {
+    /// The app's device `deviceID` (404 naming `device_id`), which must be `tokenUser`'s when a
+    /// client key's user token named one (403).
+    static func ownedDevice(app: AppRuntime, deviceID: String, tokenUser: String?, runtime: HeraldRuntime) async throws -> DeviceRecord {
+        guard let device = try await runtime.store.device(appID: app.id, deviceID: deviceID) else {
+            throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
+        }
+        if let tokenUser, tokenUser != device.userID {
+            throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
+        }
+        return device
+    }
+
     /// The notification id in the path (404 naming `id` when it is not one).
     static func notificationParameter(_ context: BasicRequestContext) throws -> UUID {
         guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {

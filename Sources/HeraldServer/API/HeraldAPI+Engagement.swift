@@ -43,11 +43,9 @@ extension HeraldAPI {
                 let text = String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
                 let checked = EventBody.Checked(
                     name: HeraldStore.openedEvent, userID: userID, data: text, occurredAt: open.at, idempotencyKey: nil)
-                let stored = try await runtime.store.user(appID: app.id, userID: userID)?.attributes
-                let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
                 event = HeraldStore.OpenEvent(
                     id: UUID.random(), userID: userID, data: text,
-                    effects: try Triggers.effects(app: app, event: checked, attributes: attributes, now: now),
+                    effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
                     badgeContent: Triggers.badgeContent(app: app))
             }
             let recorded = try await runtime.store.recordOpen(appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)

@@ -262,9 +262,7 @@ package enum HeraldAPI {
             let badgeContent = Triggers.badgeContent(app: app)
             for event in checked {
                 // Each event in its own transaction, in order: a batch's second event sees the first's effects.
-                let stored = try await runtime.store.user(appID: app.id, userID: event.userID)?.attributes
-                let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
-                let effects = try Triggers.effects(app: app, event: event, attributes: attributes, now: now)
+                let effects = try await Triggers.effects(app: app, event: event, runtime: runtime, now: now)
                 let (id, duplicate, notifications) = try await runtime.store.applyEvent(
                     appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data, occurredAt: event.occurredAt,
                     idempotencyKey: event.idempotencyKey, effects: effects, badgeContent: badgeContent)
@@ -307,9 +305,7 @@ package enum HeraldAPI {
         }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
-                throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
-            }
+            let id = try notificationParameter(context)
             guard let record = try await runtime.store.notification(appID: app.id, id: id) else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }

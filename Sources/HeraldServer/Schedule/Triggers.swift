@@ -6,6 +6,15 @@ import HeraldStore
 /// Events and their triggers (issue #12 §3) and badges (§5) on the server: what an event does,
 /// prepared (rendered, checked) before the transaction that stores it and applies it.
 enum Triggers {
+    /// The effects of `event` for its user, their attributes read from the store only when a
+    /// trigger of the catalog answers the event (most `app.opened` events have none).
+    static func effects(app: AppRuntime, event: EventBody.Checked, runtime: HeraldRuntime, now: Date) async throws -> HeraldStore.EventEffects {
+        guard let catalog = app.catalog, catalog.triggers.contains(where: { $0.event == event.name }) else { return HeraldStore.EventEffects() }
+        let stored = try await runtime.store.user(appID: app.id, userID: event.userID)?.attributes
+        let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
+        return try effects(app: app, event: event, attributes: attributes, now: now)
+    }
+
     /// The effects of the triggers `event` drives, in the catalog's order within each kind.
     static func effects(app: AppRuntime, event: EventBody.Checked, attributes: [String: JSONValue], now: Date) throws(APIError)
         -> HeraldStore.EventEffects
