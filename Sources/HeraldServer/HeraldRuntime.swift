@@ -199,6 +199,8 @@ package final class HeraldRuntime: Sendable {
     package let webhooks = WebhookSender()
     /// Wakes the webhook loop when a message is queued.
     package let webhookWake = WakeSignal()
+    /// What the dispatcher sent for the test sends the API waits on (`POST …/test`).
+    let testSends = TestSends()
     /// Each app's action-token key, once read.
     private let actionKeys = Mutex<[String: SymmetricKey]>([:])
 

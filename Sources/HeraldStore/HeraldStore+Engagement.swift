@@ -10,14 +10,18 @@ extension HeraldStore {
     /// the day (UTC, days since 1970) it goes — when it was scheduled for, else `now`.
     static func cohort(_ content: Data, now: Int64) -> (type: String, day: Int64)? {
         struct Header: Decodable {
-            struct Typed: Decodable { var type: String }
+            struct Typed: Decodable {
+                var type: String
+                var test: Bool?
+            }
             var typed: Typed?
             var deliverAt: Int64?
             enum CodingKeys: String, CodingKey { case typed, deliverAt = "deliver_at_ms" }
         }
         // A plain notification (most single sends) is not decoded at all.
         guard content.range(of: Self.typedKey) != nil, let header = try? JSONDecoder().decode(Header.self, from: content),
-            let type = header.typed?.type
+            let type = header.typed?.type,
+            header.typed?.test != true  // a test send is not in its type's figures
         else { return nil }
         return (type, max(header.deliverAt ?? now, 0) / Self.dayMilliseconds)
     }

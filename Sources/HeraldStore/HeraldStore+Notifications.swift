@@ -225,7 +225,7 @@ extension HeraldStore {
     /// Delivery counts by status for a notification, from its counters (O(1)); deliveries being
     /// sent count as queued.
     package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
-        try await exclusive { session in
+        try await reading { session in
             guard let row = try await session.sql.raw(
                 "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count, cancelled_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
             ).first() else { return [:] }
@@ -244,7 +244,7 @@ extension HeraldStore {
 
     /// A page of a notification's deliveries, in device order.
     package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
-        try await exclusive { session in
+        try await reading { session in
             try await session.sql.raw(
                 """
                 SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries

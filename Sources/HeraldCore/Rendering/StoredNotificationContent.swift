@@ -111,12 +111,18 @@ package struct TypedContent: Codable, Sendable, Hashable {
     package var title: String?
     package var subtitle: String?
     package var body: String?
+    /// A test send (`POST …/test`): quiet hours and pacing do not hold it, preferences do; it
+    /// is left out of the type's analytics and of the user's pacing count.
+    package var test: Bool?
 
-    package init(type: String, data: [String: String], title: String? = nil, subtitle: String? = nil, body: String? = nil) {
+    package init(
+        type: String, data: [String: String], title: String? = nil, subtitle: String? = nil, body: String? = nil, test: Bool? = nil
+    ) {
         self.type = type
         self.data = data
         self.title = title
         self.subtitle = subtitle
         self.body = body
+        self.test = test
     }
 }

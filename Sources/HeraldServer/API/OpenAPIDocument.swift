@@ -183,6 +183,30 @@ enum OpenAPIDocument {
                       reason: { type: string }
                       notification_id: { type: string, format: uuid }
                       trace: { type: array, items: { type: object } }
+            TestSend:
+              type: object
+              required: [id, user_id, type, complete, deliveries]
+              properties:
+                id: { type: string, format: uuid }
+                user_id: { type: string }
+                type: { type: string }
+                complete: { type: boolean, description: Every delivery has its answer. }
+                deliveries:
+                  type: array
+                  items:
+                    type: object
+                    required: [delivery_id, device_id, status, attempts]
+                    properties:
+                      delivery_id: { type: integer }
+                      device_id: { type: string }
+                      platform: { type: string, enum: [apns, fcm] }
+                      status: { type: string, enum: [queued, sent, failed, deferred, suppressed, cancelled] }
+                      reason: { type: string }
+                      attempts: { type: integer }
+                      until: { type: string, format: date-time }
+                      trace: { type: array, items: { type: object } }
+                      headers: { type: object, additionalProperties: { type: string } }
+                      payload: { type: object }
             Response:
               type: object
               required: [id, notification_id, device_id, created_at]
@@ -866,6 +890,35 @@ enum OpenAPIDocument {
                         required: [responses]
                         properties:
                           responses: { type: array, items: { $ref: '#/components/schemas/Response' } }
+                '400': { $ref: '#/components/responses/Error' }
+                '401': { $ref: '#/components/responses/Error' }
+                '403': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/test:
+            post:
+              summary: Send one typed notification to a user's devices now, and answer what each was sent and how it went.
+              description: >-
+                Server key. Rendered per device as any send of the type, and sent at once: quiet hours and pacing do not
+                hold it (its trace starts with the rule "test"), preferences, vacation and the guards still do. Waits up
+                to 10 s for the providers' answers (200; 202 with what is known by then). A test send is not counted in
+                the type's analytics nor for the user's pacing. `payload` is what went to the provider (APNs payload with
+                `headers`; FCM's request body), for deliveries this node sent.
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [user_id, type]
+                      properties:
+                        user_id: { type: string, minLength: 1, maxLength: 256 }
+                        type: { type: string, description: A catalog type's name or id. }
+                        data: { type: object, description: The type's placeholders. }
+              responses:
+                '200': { description: Every device answered., content: { application/json: { schema: { $ref: '#/components/schemas/TestSend' } } } }
+                '202': { description: Some answers are still awaited., content: { application/json: { schema: { $ref: '#/components/schemas/TestSend' } } } }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

@@ -72,8 +72,13 @@ struct DeliveryPlanner {
                         return copy
                     }()
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
+                // A test send (`POST …/test`) goes through quiet hours and pacing as a
+                // transactional type does; preferences, vacation and the guards still apply.
+                let test = typed.test == true
+                var policyType = type.policyType(app: catalog.app)
+                if test { policyType.transactional = true }
                 let decision = engine.decide(
-                    type: type.policyType(app: catalog.app), user: policyUser, app: policyApp,
+                    type: policyType, user: policyUser, app: policyApp,
                     content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
                     payloadSize: { decided in
                         let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
@@ -85,7 +90,7 @@ struct DeliveryPlanner {
                         sizes[key] = size
                         return size
                     })
-                let trace = DecisionTrace.appending(decision.trace, at: now, to: delivery.trace)
+                let trace = DecisionTrace.appending((test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
                     let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)
@@ -117,7 +122,7 @@ struct DeliveryPlanner {
                         continue
                     }
                     planned[delivery.id] = PlannedDelivery(content: device, trace: trace, apnsPayload: payload, actions: type.actions.map(\.id))
-                    if !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
+                    if !test, !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                         paced.append((delivery.userID, delivery.notificationID))
                     }
@@ -134,6 +139,9 @@ struct DeliveryPlanner {
         }
         return (held, planned)
     }
+
+    /// The first step of a test send's trace.
+    static let testStep = PolicyStep(rule: "test", message: "test send: quiet hours and pacing do not apply")
 }
 
 /// A typed delivery the policy engine let through: its own content and the trace to store.

@@ -178,6 +178,10 @@ extension OutboxLoop {
                 }
                 FCMRenderer.stamp(
                     &message, HeraldStamp(notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id, actionTokens: tokens))
+                if stored.typed?.test == true {
+                    runtime.testSends.record(
+                        notification: delivery.notificationID, delivery: delivery.id, .init(headers: [:], body: (try? message.requestBody()) ?? Data()))
+                }
                 fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
                 continue
@@ -204,6 +208,7 @@ extension OutboxLoop {
                 let notification = APNSRenderer.notification(
                     content, payload: payload, deviceToken: delivery.token, bundleID: app.configuration.apns?.topic ?? "",
                     apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id))
+                if stored.typed?.test == true { runtime.testSends.record(notification: delivery.notificationID, delivery: delivery.id, .init(notification)) }
                 apns[ObjectIdentifier(client), default: (APNSProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: notification))
             }
