@@ -199,6 +199,8 @@ package final class HeraldRuntime: Sendable {
     package let webhooks = WebhookSender()
     /// Wakes the webhook loop when a message is queued.
     package let webhookWake = WakeSignal()
+    /// The apps whose webhooks take failed deliveries and deactivated devices.
+    package let resultWebhooks: HeraldStore.ResultWebhooks
     /// What the dispatcher sent for the test sends the API waits on (`POST …/test`).
     let testSends = TestSends()
     /// Each app's action-token key, once read.
@@ -250,6 +252,9 @@ package final class HeraldRuntime: Sendable {
                 fcmAdjustment: fcmAdjustment)
         }
         self.apps = apps
+        resultWebhooks = HeraldStore.ResultWebhooks(
+            failed: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deliveryFailedEvent) == true }.map(\.id)),
+            deactivated: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }.map(\.id)))
     }
 
     /// Logs, per app, whether APNs is enabled and why not (L9).

@@ -225,6 +225,8 @@ extension HeraldStore {
         case retry(at: Date, status: Int?, error: String?)
         /// No more tries: every retry failed, or the receiver answered `webhook-delivery: abort`.
         case failed(status: Int?, error: String?, aborted: Bool)
+        /// Not tried (its app has no webhook now): looked at again at `at`, no try counted.
+        case postponed(at: Date, error: String)
     }
 
     /// Records a try of `message`; a commit it carries ends with it (delivered: committed with
@@ -234,6 +236,7 @@ extension HeraldStore {
             let now = nowMilliseconds
             let (status, next, code, error): (String, Int64, Int?, String?)
             var commit: (ActionCommit.Status, String?)?
+            var tried = 1
             switch outcome {
             case .delivered(let httpStatus, let result):
                 (status, next, code, error) = ("delivered", now, httpStatus, nil)
@@ -243,16 +246,19 @@ extension HeraldStore {
             case .failed(let httpStatus, let text, let aborted):
                 (status, next, code, error) = (aborted ? "aborted" : "failed", now, httpStatus, text)
                 commit = (.failed, nil)
+            case .postponed(let at, let text):
+                (status, next, code, error) = ("pending", Self.milliseconds(at), nil, text)
+                tried = 0
             }
             _ = try await session.query(
                 """
-                UPDATE webhook_messages SET status = $1, attempts = attempts + 1, next_at = $2, last_status = $3, last_error = $4,
+                UPDATE webhook_messages SET status = $1, attempts = attempts + $7, next_at = $2, last_status = $3, last_error = $4,
                     claimed_by = NULL, claimed_until = NULL, updated_at = $5
                 WHERE id = $6
                 """,
                 [
                     .text(status), .integer(next), code.map { .integer(Int64($0)) } ?? .null, error.map { .text(String($0.prefix(500))) } ?? .null,
-                    .integer(now), .integer(message.id),
+                    .integer(now), .integer(message.id), .integer(Int64(tried)),
                 ])
             if let (commitStatus, result) = commit {
                 _ = try await session.query(
@@ -439,5 +445,97 @@ extension HeraldStore {
                     createdAt: Self.date(created))
             }
         }
+    }
+}
+
+/// Delivery events for the apps' webhooks (issue #13 §2): a delivery that failed, a device whose
+/// token its provider called dead.
+extension HeraldStore {
+    /// Which apps' webhooks take which delivery event.
+    package struct ResultWebhooks: Sendable {
+        /// Apps that take `delivery.failed`.
+        package var failed: Set<String> = []
+        /// Apps that take `device.deactivated`.
+        package var deactivated: Set<String> = []
+
+        package init(failed: Set<String> = [], deactivated: Set<String> = []) {
+            self.failed = failed
+            self.deactivated = deactivated
+        }
+
+        var isEmpty: Bool { failed.isEmpty && deactivated.isEmpty }
+
+        /// Whether a result makes a message: what `recordResults` queues.
+        package func wants(_ result: DeliveryResult) -> Bool {
+            switch result.outcome {
+            case .failed: failed.contains(result.appID)
+            case .tokenDead: failed.contains(result.appID) || deactivated.contains(result.appID)
+            default: false
+            }
+        }
+    }
+
+    package static let deliveryFailedEvent = "delivery.failed"
+    package static let deviceDeactivatedEvent = "device.deactivated"
+
+    /// Queues, in the results' transaction, a message per failed delivery and per device
+    /// deactivated among `results` whose app takes it: only for rows this transaction wrote
+    /// (failed, updated since `since`: a result of a claim taken back wrote nothing). The
+    /// body is built from the rows (`{"type", "timestamp", "data"}`); each user's in delivery order.
+    func queueResultWebhooks(_ results: [DeliveryResult], _ webhooks: ResultWebhooks, since: Int64, now: Int64, _ session: Session) async throws -> Int {
+        var failed: [Int64] = []
+        var dead: [Int64] = []
+        for result in results {
+            switch result.outcome {
+            case .failed:
+                if webhooks.failed.contains(result.appID) { failed.append(result.deliveryID) }
+            case .tokenDead:
+                if webhooks.failed.contains(result.appID) { failed.append(result.deliveryID) }
+                if webhooks.deactivated.contains(result.appID) { dead.append(result.deliveryID) }
+            default: break
+            }
+        }
+        let postgres = dialect == .postgres
+        let object = postgres ? "json_build_object" : "json_object"
+        let messageID = postgres ? "'msg_' || replace(gen_random_uuid()::text, '-', '')" : "'msg_' || lower(hex(randomblob(16)))"
+        let ids = postgres ? "(SELECT json_array_elements_text($1::json)::bigint)" : Self.jsonEach("$1")
+        // RFC 3339 in UTC with milliseconds, as the API writes times.
+        func time(_ milliseconds: String) -> String {
+            postgres ? "to_char(to_timestamp(\(milliseconds) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+                : "strftime('%Y-%m-%dT%H:%M:%fZ', \(milliseconds) / 1000.0, 'unixepoch')"
+        }
+        let body = postgres ? "::text" : ""
+        let insert = """
+            INSERT INTO webhook_messages (message_id, app_id, user_id, event, idempotency_key, body, status, attempts, next_at, created_at, updated_at)
+            """
+        var queued = 0
+        for chunk in failed.chunked(Self.resultRowsPerStatement) {
+            queued += try await session.query(
+                """
+                \(insert)
+                SELECT \(messageID), d.app_id, COALESCE(d.user_id, ''), '\(Self.deliveryFailedEvent)', 'delivery:' || d.id || ':failed',
+                    \(object)('type', '\(Self.deliveryFailedEvent)', 'timestamp', \(time("$3")), 'data', \(object)(
+                        'app', d.app_id, 'notification_id', lower(d.notification_id), 'delivery_id', d.id, 'device_id', d.device_id,
+                        'user_id', d.user_id, 'reason', d.reason, 'attempts', d.attempts))\(body),
+                    'pending', 0, $3, $3, $3
+                FROM deliveries d WHERE d.id IN \(ids) AND d.status = 'failed' AND d.updated_at >= $2 ORDER BY d.id RETURNING 1
+                """, [.text(Self.jsonArray(chunk)), .integer(since), .integer(now)]
+            ).count
+        }
+        for chunk in dead.chunked(Self.resultRowsPerStatement) {
+            queued += try await session.query(
+                """
+                \(insert)
+                SELECT \(messageID), d.app_id, COALESCE(d.user_id, ''), '\(Self.deviceDeactivatedEvent)', 'device:' || d.device_id || ':' || d.id,
+                    \(object)('type', '\(Self.deviceDeactivatedEvent)', 'timestamp', \(time("$3")), 'data', \(object)(
+                        'app', d.app_id, 'device_id', d.device_id, 'user_id', d.user_id, 'platform', v.platform, 'reason', v.inactive_reason,
+                        'inactive_since', \(time("v.inactive_since")), 'delivery_id', d.id, 'notification_id', lower(d.notification_id)))\(body),
+                    'pending', 0, $3, $3, $3
+                FROM deliveries d JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id AND v.active = 0
+                WHERE d.id IN \(ids) AND d.status = 'failed' AND d.updated_at >= $2 ORDER BY d.id RETURNING 1
+                """, [.text(Self.jsonArray(chunk)), .integer(since), .integer(now)]
+            ).count
+        }
+        return queued
     }
 }

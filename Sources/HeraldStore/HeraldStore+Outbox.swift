@@ -359,9 +359,10 @@ extension HeraldStore {
     /// VALUES joined to the rows). Every write is fenced: it applies only where the row is still
     /// `sending` under the claim the result belongs to, so a node whose claim was taken back
     /// cannot overwrite what another node did. Dead tokens make their devices inactive with the
-    /// provider's timestamp. Returns how many results were written.
+    /// provider's timestamp. The failures and deactivations whose app's webhook takes them are
+    /// queued as webhook messages in the same transaction. Returns how many results were written.
     @discardableResult
-    package func recordResults(_ results: [DeliveryResult]) async throws -> Int {
+    package func recordResults(_ results: [DeliveryResult], webhooks: ResultWebhooks = ResultWebhooks()) async throws -> Int {
         guard !results.isEmpty else { return 0 }
         let broadcastNow = nowMilliseconds
         let broadcast = results.contains { $0.broadcast != nil }
@@ -385,6 +386,9 @@ extension HeraldStore {
             if written < results.count {
                 // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
                 written += try await writeCancelledInFlight(results, now: now, session)
+            }
+            if !webhooks.isEmpty, results.contains(where: webhooks.wants) {
+                _ = try await queueResultWebhooks(results, webhooks, since: min(now, broadcastNow), now: now, session)
             }
             if written < results.count {
                 logger.warning(

@@ -65,6 +65,10 @@ struct ActionTests {
             yaml: "apps:\n  - id: a\n    keys: { server: \"server-0123456789abcdef\" }\n    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\" }\n",
             file: "h.yaml").apps.first?.webhook)
         #expect(decoded.secrets == [WebhookReceiver.secret] && decoded.timeout == 5)
+        #expect(decoded.events == ["delivery.failed", "device.deactivated"])
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\", events: [delivery.failed] }\n") == nil)
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\", events: [] }\n") == nil)
+        #expect(failure("    webhook: { url: \"https://b.example/h\", secret: \"\(secret)\", events: [action.committed] }\n") == "apps[0].webhook.events")
         #expect(throws: ConfigurationError.self) {
             try CatalogLoader.parse(yaml: "types:\n  a:\n    copy: { en: { body: x } }\n    actions: [{ id: \"A B\", title: X }]\n", file: "c.yaml")
         }
@@ -287,6 +291,52 @@ struct ActionTests {
                 server.runtime.webhookWake.signal()
                 try await eventually { receiver.calls.count == calls + 4 }
                 #expect(try await server.request(.post, "/v1/apps/demo/webhooks/replay", json: "{}").status == .badRequest)
+            }
+        }
+    }
+}
+
+/// The delivery events an app's webhook takes besides commits (issue #13 §2): failed deliveries
+/// and deactivated devices, queued with the results that make them.
+@Suite("Delivery webhooks")
+struct DeliveryWebhookTests {
+    @Test("a dead token and a refused delivery reach the webhook as delivery.failed (both) and device.deactivated (the dead one), signed, in the user's order, with the user, reason and idempotency key; an app whose webhook takes no delivery events queues none")
+    func failuresAndDeactivations() async throws {
+        let tokens = makeDeviceTokens(3)
+        try await WebhookReceiver.with { receiver, url in
+            try await withServer(app: { $0.webhook = .init(url: url, secrets: [WebhookReceiver.secret]) }) { server in
+                for (index, device) in ["phone", "tablet", "mac"].enumerated() {
+                    #expect(try await server.register(device, user: "gus", token: tokens[index]) == .created)
+                }
+                server.simulator.state.markDead(tokens[0], at: Date(timeIntervalSince1970: 1_790_000_000))
+                server.simulator.state.script(tokens[1], status: 400, reason: "BadCollapseId")
+                let sent = try await server.send(#"{"to":{"user_ids":["gus"]},"alert":{"body":"x"}}"#)
+                let id = try #require(sent.body["id"] as? String)
+                let view = try await server.settled(id)
+                #expect((view["counts"] as? [String: Int])?["failed"] == 2)
+                try await eventually { receiver.calls.count == 3 }
+                #expect(receiver.calls.allSatisfy { $0.verified })
+                let events = receiver.calls.map { ($0.body["type"] as? String ?? "", $0.data["device_id"] as? String ?? "") }
+                #expect(events.filter { $0.0 == "delivery.failed" }.map(\.1).sorted() == ["phone", "tablet"], "\(events)")
+                #expect(events.filter { $0.0 == "device.deactivated" }.map(\.1) == ["phone"])
+                let refused = try #require(receiver.calls.first { $0.data["device_id"] as? String == "tablet" })
+                #expect(refused.data["reason"] as? String == "BadCollapseId" && refused.data["user_id"] as? String == "gus")
+                #expect(refused.data["notification_id"] as? String == id && refused.data["app"] as? String == "demo")
+                #expect(refused.data["delivery_id"] as? Int != nil && refused.data["attempts"] as? Int == 1)
+                #expect(refused.idempotencyKey == "delivery:\(refused.data["delivery_id"] as? Int ?? 0):failed")
+                #expect((refused.body["timestamp"] as? String).flatMap(HeraldTime.parse) != nil)
+                let dead = try #require(receiver.calls.first { $0.body["type"] as? String == "device.deactivated" })
+                #expect(dead.data["reason"] as? String == "Unregistered" && dead.data["platform"] as? String == "apns")
+                #expect((dead.data["inactive_since"] as? String)?.hasPrefix("2026-09-21T") == true, "\(dead.data)")
+                // Nothing of the mac's, which was delivered.
+                #expect(receiver.calls.allSatisfy { $0.data["device_id"] as? String != "mac" })
+            }
+            try await withServer(app: { $0.webhook = .init(url: url, secrets: [WebhookReceiver.secret], events: []) }) { server in
+                #expect(try await server.register("phone", user: "gus", token: tokens[2]) == .created)
+                server.simulator.state.markDead(tokens[2])
+                let sent = try await server.send(#"{"to":{"user_ids":["gus"]},"alert":{"body":"x"}}"#)
+                _ = try await server.settled(try #require(sent.body["id"] as? String))
+                #expect(try await server.runtime.store.webhookCounts(appID: "demo").isEmpty)
             }
         }
     }

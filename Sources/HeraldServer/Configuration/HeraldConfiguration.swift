@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldStore
 import Yams
 
 /// `herald serve`'s configuration (YAML). The key names are a contract: scripts depend on them.
@@ -106,11 +107,18 @@ package struct HeraldConfiguration: Sendable {
         package var secrets: [Data]
         /// How long the first, synchronous try of a quick action's commit waits (seconds).
         package var timeout: TimeInterval = 5
+        /// The delivery events it takes besides `action.committed` (always sent): by default
+        /// both `delivery.failed` and `device.deactivated`.
+        package var events: Set<String> = Self.deliveryEvents
 
-        package init(url: String, secrets: [Data], timeout: TimeInterval = 5) {
+        /// The events `events` may name.
+        package static let deliveryEvents: Set<String> = [HeraldStore.deliveryFailedEvent, HeraldStore.deviceDeactivatedEvent]
+
+        package init(url: String, secrets: [Data], timeout: TimeInterval = 5, events: Set<String> = Self.deliveryEvents) {
             self.url = url
             self.secrets = secrets
             self.timeout = timeout
+            self.events = events
         }
 
         /// A Standard Webhooks secret (`whsec_` + base64 of 24 to 64 bytes), decoded.
@@ -473,7 +481,8 @@ struct YAMLReader {
         var url: String?
         var secrets: [Data] = []
         var timeout: TimeInterval = 5
-        for (name, value) in try mapping(node, key, allowed: ["url", "secret", "timeout"]) {
+        var events = HeraldConfiguration.WebhookConfiguration.deliveryEvents
+        for (name, value) in try mapping(node, key, allowed: ["url", "secret", "timeout", "events"]) {
             let path = key + "." + name
             switch name {
             case "url":
@@ -490,6 +499,19 @@ struct YAMLReader {
                     }
                     secrets.append(secret)
                 }
+            case "events":
+                let allowed = HeraldConfiguration.WebhookConfiguration.deliveryEvents
+                let named: [String]
+                if case .sequence(let list) = value {
+                    named = try list.map { item throws(ConfigurationError) in try string(item, path) }
+                } else {
+                    named = [try string(value, path)]
+                }
+                guard let unknown = named.first(where: { !allowed.contains($0) }) else {
+                    events = Set(named)
+                    continue
+                }
+                throw fail(value, path, "\(unknown) is not one of \(allowed.sorted().joined(separator: ", ")) (action.committed is always sent)")
             default:
                 let seconds = try int(value, path)
                 guard (1...5).contains(seconds) else { throw fail(value, path, "seconds, 1 to 5") }
@@ -498,7 +520,7 @@ struct YAMLReader {
         }
         guard let url else { throw fail(node, key + ".url", "is required") }
         guard !secrets.isEmpty else { throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it") }
-        return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout)
+        return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout, events: events)
     }
 
     func fcm(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.FCMConfiguration {

@@ -50,8 +50,13 @@ final class DeliveryRecorder: Sendable {
         guard !taken.results.isEmpty else { return }
         let started = ContinuousClock.now
         do {
-            try await runtime.store.recordResults(taken.results)
+            try await runtime.store.recordResults(taken.results, webhooks: runtime.resultWebhooks)
             runtime.metrics.outboxStore("record", seconds: (ContinuousClock.now - started).seconds)
+            if !runtime.resultWebhooks.failed.isEmpty || !runtime.resultWebhooks.deactivated.isEmpty,
+                taken.results.contains(where: runtime.resultWebhooks.wants)
+            {
+                runtime.webhookWake.signal()
+            }
         } catch {
             buffer.withLock { $0.results = taken.results + $0.results }
             throw error

@@ -101,6 +101,7 @@ package final class HeraldMetrics: Sendable {
         case .delivered: name = "delivered"
         case .retry: name = "retry"
         case .failed(_, _, let aborted): name = aborted ? "aborted" : "failed"
+        case .postponed: return  // not a try
         }
         counter("herald_webhook_attempts_total", [("app", app), ("outcome", name)]).increment()
     }

@@ -50,7 +50,7 @@ package struct WebhookLoop: Service {
         guard let webhook = runtime.apps[message.appID]?.configuration.webhook else {
             runtime.logger.warning(
                 "A webhook message waits: its app has no webhook configured", metadata: ["herald.app": "\(message.appID)", "herald.message": "\(message.messageID)"])
-            try? await runtime.store.recordWebhook(message, .retry(at: now.addingTimeInterval(300), status: nil, error: "no webhook configured"), latencyMilliseconds: nil)
+            try? await runtime.store.recordWebhook(message, .postponed(at: now.addingTimeInterval(300), error: "no webhook configured"), latencyMilliseconds: nil)
             return
         }
         let attempt = await runtime.webhooks.send(
