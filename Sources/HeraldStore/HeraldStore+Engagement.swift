@@ -175,18 +175,14 @@ extension HeraldStore {
     }
 
     /// The app's active devices by platform, app version and reported permission (devices that
-    /// reported none are left out).
+    /// reported none are left out), from the counters the devices' triggers keep (migration 18).
     package func permissionCounts(appID: String) async throws -> [PermissionCount] {
         try await reading { session in
             try await session.query(
-                """
-                SELECT platform, app_version, authorization_status, count(*) FROM devices
-                WHERE app_id = $1 AND active = 1 AND authorization_status IS NOT NULL
-                GROUP BY platform, app_version, authorization_status
-                """, [.text(appID)]
+                "SELECT platform, app_version, permission, devices FROM permission_stats WHERE app_id = $1 AND devices > 0", [.text(appID)]
             ).compactMap { row in
-                guard let platform = row[0].text, let status = row[2].text else { return nil }
-                return PermissionCount(platform: platform, appVersion: row[1].text, status: status, devices: row[3].integer ?? 0)
+                guard let platform = row[0].text, let version = row[1].text, let status = row[2].text else { return nil }
+                return PermissionCount(platform: platform, appVersion: version.isEmpty ? nil : version, status: status, devices: row[3].integer ?? 0)
             }
         }
     }

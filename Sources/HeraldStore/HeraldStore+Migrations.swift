@@ -613,6 +613,118 @@ extension HeraldStore {
                     postgresOnly("ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
                 }
         ),
+        // The opt-in rate's counts (issue #13 §1), kept by triggers on devices as the type
+        // counters are on notifications: the analytics read a row per (platform, app version,
+        // permission), not the devices (1M devices: 247 ms through the covering index it replaces).
+        (
+            version: 18,
+            statements: [
+                """
+                CREATE TABLE permission_stats (
+                    app_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    app_version TEXT NOT NULL,
+                    permission TEXT NOT NULL,
+                    devices INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, platform, app_version, permission)
+                )
+                """,
+                postgresOnly(
+                    """
+                    ALTER TABLE permission_stats ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN platform TYPE TEXT COLLATE "C",
+                        ALTER COLUMN app_version TYPE TEXT COLLATE "C", ALTER COLUMN permission TYPE TEXT COLLATE "C"
+                    """),
+                """
+                INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
+                SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, count(*) FROM devices
+                WHERE active = 1 AND authorization_status IS NOT NULL GROUP BY app_id, platform, COALESCE(app_version, ''), authorization_status
+                """,
+                "DROP INDEX devices_permission",
+                // SQLite: row triggers; a device counts while active with a permission reported.
+                sqliteOnly(
+                    """
+                    CREATE TRIGGER devices_permission_insert AFTER INSERT ON devices
+                    WHEN NEW.active = 1 AND NEW.authorization_status IS NOT NULL
+                    BEGIN
+                        INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
+                        VALUES (NEW.app_id, NEW.platform, COALESCE(NEW.app_version, ''), NEW.authorization_status, 1)
+                        ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = devices + 1;
+                    END
+                    """),
+                sqliteOnly(
+                    """
+                    CREATE TRIGGER devices_permission_delete AFTER DELETE ON devices
+                    WHEN OLD.active = 1 AND OLD.authorization_status IS NOT NULL
+                    BEGIN
+                        UPDATE permission_stats SET devices = devices - 1 WHERE app_id = OLD.app_id AND platform = OLD.platform
+                            AND app_version = COALESCE(OLD.app_version, '') AND permission = OLD.authorization_status;
+                    END
+                    """),
+                sqliteOnly(
+                    """
+                    CREATE TRIGGER devices_permission_update AFTER UPDATE OF app_id, platform, app_version, authorization_status, active ON devices
+                    WHEN ((OLD.active = 1 AND OLD.authorization_status IS NOT NULL) OR (NEW.active = 1 AND NEW.authorization_status IS NOT NULL))
+                        AND (OLD.app_id IS NOT NEW.app_id OR OLD.platform IS NOT NEW.platform OR OLD.app_version IS NOT NEW.app_version
+                            OR OLD.authorization_status IS NOT NEW.authorization_status OR OLD.active IS NOT NEW.active)
+                    BEGIN
+                        UPDATE permission_stats SET devices = devices - 1 WHERE OLD.active = 1 AND OLD.authorization_status IS NOT NULL
+                            AND app_id = OLD.app_id AND platform = OLD.platform AND app_version = COALESCE(OLD.app_version, '')
+                            AND permission = OLD.authorization_status;
+                        INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
+                        SELECT NEW.app_id, NEW.platform, COALESCE(NEW.app_version, ''), NEW.authorization_status, 1
+                        WHERE NEW.active = 1 AND NEW.authorization_status IS NOT NULL
+                        ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = devices + 1;
+                    END
+                    """),
+                // PostgreSQL: once per statement, the changes summed per key and written in key
+                // order (a statement that changes no counted value writes nothing).
+                postgresOnly(
+                    """
+                    CREATE FUNCTION herald_permission_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF TG_OP = 'INSERT' THEN
+                            INSERT INTO permission_stats AS s (app_id, platform, app_version, permission, devices)
+                            SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, count(*) FROM changed_new
+                            WHERE active = 1 AND authorization_status IS NOT NULL
+                            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+                            ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = s.devices + excluded.devices;
+                        ELSIF TG_OP = 'DELETE' THEN
+                            UPDATE permission_stats s SET devices = s.devices - d.n
+                            FROM (SELECT app_id, platform, COALESCE(app_version, '') AS app_version, authorization_status AS permission, count(*) AS n
+                                FROM changed_old WHERE active = 1 AND authorization_status IS NOT NULL GROUP BY 1, 2, 3, 4) d
+                            WHERE s.app_id = d.app_id AND s.platform = d.platform AND s.app_version = d.app_version AND s.permission = d.permission;
+                        ELSE
+                            INSERT INTO permission_stats AS s (app_id, platform, app_version, permission, devices)
+                            SELECT app_id, platform, app_version, permission, sum(delta) FROM (
+                                SELECT app_id, platform, COALESCE(app_version, '') AS app_version, authorization_status AS permission, 1 AS delta
+                                FROM changed_new WHERE active = 1 AND authorization_status IS NOT NULL
+                                UNION ALL
+                                SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, -1
+                                FROM changed_old WHERE active = 1 AND authorization_status IS NOT NULL
+                            ) d GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0 ORDER BY 1, 2, 3, 4
+                            ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = s.devices + excluded.devices;
+                        END IF;
+                        RETURN NULL;
+                    END
+                    $$
+                    """),
+                postgresOnly(
+                    """
+                    CREATE TRIGGER devices_permission_insert AFTER INSERT ON devices
+                    REFERENCING NEW TABLE AS changed_new FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
+                    """),
+                postgresOnly(
+                    """
+                    CREATE TRIGGER devices_permission_update AFTER UPDATE ON devices
+                    REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
+                    """),
+                postgresOnly(
+                    """
+                    CREATE TRIGGER devices_permission_delete AFTER DELETE ON devices
+                    REFERENCING OLD TABLE AS changed_old FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
+                    """),
+            ]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

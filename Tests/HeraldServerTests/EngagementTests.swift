@@ -228,3 +228,71 @@ struct EngagementTests {
         }
     }
 }
+
+/// The opt-in counts are kept by triggers on devices (migration 18): every way a device changes
+/// must move them, on SQLite and PostgreSQL alike.
+@Suite("Opt-in counters")
+struct OptInCounterTests {
+    /// The analytics' opt-in statuses per app version ("unknown" for none reported).
+    static func statuses(_ server: ServerHarness) async throws -> [String: [String: Int]] {
+        let analytics = try await server.request(.get, "/v1/apps/demo/analytics")
+        let versions = (analytics.body["opt_in"] as? [String: Any])?["app_versions"] as? [[String: Any]] ?? []
+        var result: [String: [String: Int]] = [:]
+        for version in versions {
+            let statuses = (version["statuses"] as? [String: Int] ?? [:]).filter { $0.value != 0 }
+            if !statuses.isEmpty { result[version["app_version"] as? String ?? "unknown", default: [:]].merge(statuses) { $0 + $1 } }
+        }
+        return result
+    }
+
+    @Test("the opt-in counts follow a device registered, its permission changed, its app updated, its token dead, signed out, registered again, imported and moved to another user")
+    func followEveryChange() async throws {
+        let tokens = makeDeviceTokens(6)
+        try await withServer { server in
+            func register(_ device: String, _ user: String, _ token: String, _ status: String?, _ version: String?) async throws {
+                var fields = [#""device_id":"\#(device)""#, #""user_id":"\#(user)""#, #""token":"\#(token)""#, #""environment":"sandbox""#]
+                if let status { fields.append(#""authorization_status":"\#(status)""#) }
+                if let version { fields.append(#""app_version":"\#(version)""#) }
+                let answer = try await server.request(.post, "/v1/apps/demo/devices", json: "{" + fields.joined(separator: ",") + "}")
+                #expect(answer.status == .created || answer.status == .ok, "\(answer.body)")
+            }
+            try await register("a", "ana", tokens[0], "authorized", "1.0")
+            try await register("b", "bo", tokens[1], "denied", "1.0")
+            try await register("c", "cy", tokens[2], nil, nil)
+            try await register("d", "di", tokens[3], "provisional", "1.0")
+            #expect(try await Self.statuses(server) == ["1.0": ["authorized": 1, "denied": 1, "provisional": 1]])
+            try await register("a", "ana", tokens[0], "denied", "1.0")  // permission changed
+            try await register("b", "bo", tokens[1], "denied", "1.1")  // app updated
+            try await register("c", "cy", tokens[2], "authorized", nil)  // reported at last
+            #expect(try await Self.statuses(server) == ["1.0": ["denied": 1, "provisional": 1], "1.1": ["denied": 1], "unknown": ["authorized": 1]])
+            // Its token dead: inactive, no longer counted; registered again: counted again.
+            server.simulator.state.markDead(tokens[3])
+            let sent = try await server.send(#"{"to":{"user_ids":["di"]},"alert":{"body":"x"}}"#)
+            _ = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect(try await Self.statuses(server)["1.0"] == ["denied": 1])
+            server.simulator.state.revive(tokens[3])
+            try await register("d", "di", tokens[3], "provisional", "1.0")
+            #expect(try await Self.statuses(server)["1.0"] == ["denied": 1, "provisional": 1])
+            // Signed out.
+            #expect(try await server.request(.delete, "/v1/apps/demo/devices/a").status == .noContent)
+            // Imported.
+            let lines = [4, 5].map { #"{"device_id":"i\#($0)","user_id":"u\#($0)","token":"\#(tokens[$0])","authorization_status":"authorized","app_version":"2.0"}"# }
+            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n"))
+            #expect(imported.status == .ok, "\(imported.body)")
+            // The same token moved to another device of another user (K1): counted once.
+            try await register("b2", "bea", tokens[1], "authorized", "1.1")
+            let expected: [String: [String: Int]] = ["1.0": ["provisional": 1], "1.1": ["authorized": 1], "unknown": ["authorized": 1], "2.0": ["authorized": 2]]
+            #expect(try await Self.statuses(server) == expected)
+            // What the counters say is what a count of the devices says.
+            var counted: [String: [String: Int]] = [:]
+            for user in ["ana", "bo", "cy", "di", "u4", "u5", "bea"] {
+                let devices = try await server.request(.get, "/v1/apps/demo/users/\(user)/devices").body["devices"] as? [[String: Any]] ?? []
+                for device in devices where device["active"] as? Bool == true {
+                    guard let status = device["authorization_status"] as? String else { continue }
+                    counted[device["app_version"] as? String ?? "unknown", default: [:]][status, default: 0] += 1
+                }
+            }
+            #expect(counted == expected)
+        }
+    }
+}
