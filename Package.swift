@@ -12,6 +12,10 @@ let package = Package(
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldPayload", targets: ["HeraldPayload"]),
+        // Issue #14: the client library for apps (Foundation only; builds and is tested on
+        // Linux) and its fakes for app teams' tests.
+        .library(name: "HeraldKit", targets: ["HeraldKit"]),
+        .library(name: "HeraldKitTesting", targets: ["HeraldKitTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -39,6 +43,8 @@ let package = Package(
     ],
     targets: [
         .target(name: "HeraldPayload", swiftSettings: strict),
+        .target(name: "HeraldKit", dependencies: ["HeraldPayload"], swiftSettings: strict),
+        .target(name: "HeraldKitTesting", dependencies: ["HeraldKit"], swiftSettings: strict),
         .target(name: "HeraldCore", dependencies: ["HeraldPayload"], swiftSettings: strict),
         .target(
             name: "HeraldHTTP2",
@@ -162,10 +168,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: strict),
+        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit", "HeraldKitTesting", "HeraldPayload"], swiftSettings: strict),
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore", "HeraldFCM",
+                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,0 +1,237 @@
+public import Foundation
+public import HeraldPayload
+
+/// How an app reaches Herald.
+public struct HeraldKitConfiguration: Sendable {
+    /// The app's id in Herald (`apps[].id`).
+    public var appID: String
+    /// The app's client key (`apps[].keys.client`): it registers devices and reports opens; it
+    /// cannot send.
+    public var clientKey: String
+    /// `apns` or `fcm`.
+    public var platform: String
+    public var environment: PushEnvironment
+    /// A registration is sent again after this long even if nothing changed (the server then
+    /// knows the device is alive; a week by default).
+    public var heartbeat: TimeInterval
+    /// The user token for `userID` (`X-Herald-User-Token`), which the app's backend signs with
+    /// the app's `user_token_secret`; asked for when a request is sent. Nil: none is sent
+    /// (an app Herald runs with `client_registration: unverified`).
+    public var userToken: @Sendable (_ userID: String) async throws -> String?
+
+    public init(
+        appID: String, clientKey: String, platform: String = "apns", environment: PushEnvironment = .fromBuild,
+        heartbeat: TimeInterval = 7 * 86_400, userToken: @escaping @Sendable (_ userID: String) async throws -> String? = { _ in nil }
+    ) {
+        self.appID = appID
+        self.clientKey = clientKey
+        self.platform = platform
+        self.environment = environment
+        self.heartbeat = heartbeat
+        self.userToken = userToken
+    }
+}
+
+/// What Herald is told about the device besides its token.
+public struct DeviceAttributes: Sendable, Codable, Hashable {
+    public var name: String?
+    public var model: String?
+    public var locale: String?
+    public var timeZone: String?
+    public var appVersion: String?
+    /// `not_determined`, `denied`, `authorized`, `provisional` or `ephemeral` (`AuthorizationStatus`).
+    public var authorizationStatus: String?
+
+    public init(
+        name: String? = nil, model: String? = nil, locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
+        authorizationStatus: String? = nil
+    ) {
+        self.name = name
+        self.model = model
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.authorizationStatus = authorizationStatus
+    }
+}
+
+/// HeraldKit's entry point in an app: the device's registration (tokens, K1, K2, L7), the opens
+/// it reports (S8), all through a persistent outbox. One per app process.
+public actor HeraldClient {
+    public let configuration: HeraldKitConfiguration
+    public let outbox: Outbox
+    private let store: any KeyValueStore
+    private let clock: any KitClock
+    private let logger: any KitLogger
+    private var registration: Registration
+
+    /// What this device told Herald, kept across launches.
+    struct Registration: Codable, Equatable {
+        /// The device's id in Herald: made once per install.
+        var deviceID: String
+        /// The user signed in, and the last token the OS gave.
+        var userID: String?
+        var token: String?
+        var attributes: DeviceAttributes?
+        /// What Herald acknowledged last (token, user, attributes) and when.
+        var acknowledged: Acknowledged?
+        /// Delivery ids whose open was reported (the newest `openedMemory`).
+        var opened: [Int64] = []
+    }
+
+    struct Acknowledged: Codable, Equatable {
+        var token: String
+        var userID: String
+        var attributes: DeviceAttributes
+        var environment: PushEnvironment
+        var at: Date
+    }
+
+    static let storeKey = "herald.registration"
+    static let openedMemory = 500
+
+    public init(
+        configuration: HeraldKitConfiguration, transport: any HTTPTransport, store: any KeyValueStore,
+        clock: any KitClock = SystemKitClock(), logger: any KitLogger = SilentKitLogger(), deviceID: String? = nil
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        var registration = store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(Registration.self, from: $0) }
+            ?? Registration(deviceID: deviceID ?? UUID().uuidString.lowercased())
+        if let deviceID, deviceID != registration.deviceID { registration = Registration(deviceID: deviceID) }
+        self.registration = registration
+        let key = configuration.clientKey
+        let userToken = configuration.userToken
+        outbox = Outbox(transport: transport, store: store, clock: clock, logger: logger) { request, userID in
+            var request = request
+            request.headers["Authorization"] = "Bearer \(key)"
+            if let userID, let token = try await userToken(userID) { request.headers["X-Herald-User-Token"] = token }
+            return request
+        }
+    }
+
+    /// The device's id in Herald.
+    public var deviceID: String { registration.deviceID }
+    /// The user whose device this is now (nil when signed out).
+    public var userID: String? { registration.userID }
+    /// The token Herald acknowledged last (nil: none yet, or signed out).
+    public var acknowledgedToken: String? { registration.acknowledged?.token }
+
+    // MARK: Tokens (K1, K2, L7)
+
+    /// The OS gave a device token (each launch calls `registerForRemoteNotifications`): hex-
+    /// encoded and sent to Herald for `userID` when it differs from what Herald has, the user or
+    /// the attributes changed, or the heartbeat is due; otherwise nothing is sent. Returns the hex.
+    @discardableResult
+    public func register(rawToken: Data, userID: String, attributes: DeviceAttributes = DeviceAttributes()) async -> String {
+        let token = DeviceToken.hex(rawToken)
+        registration.userID = userID
+        registration.token = token
+        registration.attributes = attributes
+        save()
+        let now = clock.now
+        if let acknowledged = registration.acknowledged, acknowledged.token == token, acknowledged.userID == userID,
+            acknowledged.attributes == attributes, acknowledged.environment == configuration.environment,
+            now.timeIntervalSince(acknowledged.at) < configuration.heartbeat
+        {
+            return token
+        }
+        await enqueueRegistration(token: token, userID: userID, attributes: attributes)
+        await outbox.drain()
+        return token
+    }
+
+    /// Registering with the OS failed: logged; the server's token is left as it is (a
+    /// transient failure must not unregister a device that still receives).
+    public func registrationFailed(_ error: any Error) {
+        logger.log(.warning, "HeraldKit: the OS could not register for remote notifications: \(error)")
+    }
+
+    /// The user signed out: Herald forgets this device (its token no longer receives this
+    /// user's notifications), in order after anything still waiting; a registration still
+    /// waiting is replaced by the removal.
+    public func signOut() async {
+        guard let userID = registration.userID else { return }
+        let deviceID = registration.deviceID
+        await outbox.enqueue(
+            kind: "unregister", request: HTTPRequestSpec(method: "DELETE", path: path("devices/\(Self.escaped(deviceID))")), userID: userID,
+            coalesceKey: "device:\(deviceID)")
+        registration.userID = nil
+        registration.acknowledged = nil
+        registration.opened = []
+        save()
+        await outbox.drain()
+    }
+
+    private func enqueueRegistration(token: String, userID: String, attributes: DeviceAttributes) async {
+        var body: [String: String] = [
+            "device_id": registration.deviceID, "user_id": userID, "platform": configuration.platform, "token": token,
+            "environment": configuration.environment.rawValue,
+        ]
+        body["name"] = attributes.name
+        body["model"] = attributes.model
+        body["locale"] = attributes.locale
+        body["time_zone"] = attributes.timeZone
+        body["app_version"] = attributes.appVersion
+        body["authorization_status"] = attributes.authorizationStatus
+        let acknowledged = Acknowledged(token: token, userID: userID, attributes: attributes, environment: configuration.environment, at: clock.now)
+        let request = HTTPRequestSpec(method: "POST", path: path("devices"), headers: ["Content-Type": "application/json"], body: Self.json(body))
+        await outbox.enqueue(kind: "register", request: request, userID: userID, coalesceKey: "device:\(registration.deviceID)") { [weak self] outcome in
+            guard case .delivered = outcome else { return }
+            await self?.acknowledge(acknowledged)
+        }
+        logger.log(.info, "HeraldKit: registration of \(DeviceToken.redacted(token)) for \(userID) queued")
+    }
+
+    private func acknowledge(_ acknowledged: Acknowledged) {
+        // A sign-out or another user since: that registration is no longer what Herald has.
+        guard registration.userID == acknowledged.userID else { return }
+        registration.acknowledged = acknowledged
+        save()
+    }
+
+    // MARK: Opens (S8)
+
+    /// The user opened a delivered notification (tapped it: `action` "default", or chose one
+    /// of its actions): reported to Herald once per delivery, however often this is called
+    /// (apps see the same response twice on a cold start). `appData` is the object under the
+    /// app's payload key (or FCM's data). Returns false when the payload has no Herald stamp.
+    @discardableResult
+    public func reportOpened(appData: [String: JSONValue], action: String = "default") async -> Bool {
+        guard let stamp = HeraldStamp(appData: appData) else { return false }
+        guard !registration.opened.contains(stamp.deliveryID) else { return true }
+        registration.opened.append(stamp.deliveryID)
+        if registration.opened.count > Self.openedMemory { registration.opened.removeFirst(registration.opened.count - Self.openedMemory) }
+        save()
+        let body: [String: JSONValue] = [
+            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID), "action": .string(action),
+            "at": .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
+        ]
+        await outbox.enqueue(
+            kind: "opened",
+            request: HTTPRequestSpec(
+                method: "POST", path: path("opened"), headers: ["Content-Type": "application/json"],
+                body: try? JSONEncoder().encode(JSONValue.object(body))),
+            userID: registration.userID, retryNotFound: true)
+        await outbox.drain()
+        return true
+    }
+
+    // MARK: Helpers
+
+    private func path(_ tail: String) -> String { "/v1/apps/\(Self.escaped(configuration.appID))/\(tail)" }
+
+    static func escaped(_ component: String) -> String {
+        component.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? component
+    }
+
+    static func json(_ object: [String: String]) -> Data {
+        (try? JSONEncoder().encode(object)) ?? Data()
+    }
+
+    private func save() {
+        store.set(try? JSONEncoder().encode(registration), forKey: Self.storeKey)
+    }
+}

@@ -1,0 +1,93 @@
+public import Foundation
+public import HeraldKit
+
+// Fakes for an app team's tests (issue #14: `HeraldKitTesting`): the seams HeraldKit reaches
+// the system through, in memory and under the test's control.
+
+/// Values in memory; `snapshot` is what a relaunch would read.
+public final class InMemoryKeyValueStore: KeyValueStore, @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [String: Data] = [:]
+
+    public init() {}
+
+    public func data(forKey key: String) -> Data? { lock.withLock { values[key] } }
+    public func set(_ data: Data?, forKey key: String) { lock.withLock { values[key] = data } }
+}
+
+/// A clock that stands still until the test moves it; a sleep returns at once and moves it by
+/// the time slept (a test of retries runs in no time).
+public final class ManualKitClock: KitClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        current = start
+    }
+
+    public var now: Date { lock.withLock { current } }
+
+    public func advance(by seconds: TimeInterval) {
+        lock.withLock { current = current.addingTimeInterval(seconds) }
+    }
+
+    public func sleep(seconds: TimeInterval) async throws {
+        advance(by: seconds)
+        await Task.yield()
+    }
+}
+
+/// A transport that records every request and answers what the test scripts (by default 200
+/// with `{}`); `offline` makes every call fail as a lost network does.
+public final class RecordingTransport: HTTPTransport, @unchecked Sendable {
+    public enum Answer: Sendable {
+        case status(Int, String = "{}")
+        case offline
+    }
+
+    private let lock = NSLock()
+    private var recorded: [HTTPRequestSpec] = []
+    private var script: [Answer] = []
+    private var fallback: Answer = .status(200)
+
+    public init() {}
+
+    public var requests: [HTTPRequestSpec] { lock.withLock { recorded } }
+
+    /// The next answers, in order, then `fallback`.
+    public func answer(_ answers: Answer..., then fallback: Answer = .status(200)) {
+        lock.withLock {
+            script = answers
+            self.fallback = fallback
+        }
+    }
+
+    public struct Offline: Error {
+        public init() {}
+    }
+
+    public func send(_ request: HTTPRequestSpec) async throws -> HTTPResponseSpec {
+        let answer = lock.withLock { () -> Answer in
+            recorded.append(request)
+            return script.isEmpty ? fallback : script.removeFirst()
+        }
+        switch answer {
+        case .offline: throw Offline()
+        case .status(let status, let body): return HTTPResponseSpec(status: status, body: Data(body.utf8))
+        }
+    }
+}
+
+/// Keeps what HeraldKit logs.
+public final class RecordingLogger: KitLogger, @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [(KitLogLevel, String)] = []
+
+    public init() {}
+
+    public var messages: [String] { lock.withLock { lines.map(\.1) } }
+
+    public func log(_ level: KitLogLevel, _ message: String) {
+        lock.withLock { lines.append((level, message)) }
+    }
+}

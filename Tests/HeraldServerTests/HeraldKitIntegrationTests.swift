@@ -1,0 +1,61 @@
+import Foundation
+import HeraldKit
+import HeraldKitTesting
+import HeraldPayload
+import HeraldTesting
+import Testing
+
+/// HeraldKit's networking against a live Herald (issue #14, "Done when"): the app registers
+/// with its user token, receives a typed notification (the simulator's inbox), reports it
+/// opened (the type's analytics move) and signs out (the device is gone).
+@Suite("HeraldKit against a live Herald")
+struct HeraldKitIntegrationTests {
+    @Test("register with a user token, receive PN-02, report it opened twice (counted once), sign out; a forged user token is refused and nothing is registered")
+    func appLifecycle() async throws {
+        let raw = Data((0..<32).map { UInt8(($0 * 37 + 11) & 0xff) })
+        try await withServer { server in
+            let port = try #require(server.client.port)
+            let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
+            let store = InMemoryKeyValueStore()
+            let configuration = HeraldKitConfiguration(
+                appID: "demo", clientKey: ServerHarness.client, environment: .sandbox,
+                userToken: { user in ServerHarness.userToken(user, now: server.runtime.store.now) })
+            let app = HeraldClient(configuration: configuration, transport: transport, store: store, deviceID: "ana-iphone")
+            let token = await app.register(
+                rawToken: raw, userID: "ana", attributes: DeviceAttributes(locale: "en-US", appVersion: "3.1", authorizationStatus: "authorized"))
+            #expect(await app.acknowledgedToken == token)
+            let devices = try await server.request(.get, "/v1/apps/demo/users/ana/devices").body["devices"] as? [[String: Any]]
+            #expect(devices?.first?["token"] as? String == token && devices?.first?["app_version"] as? String == "3.1")
+            #expect(devices?.first?["environment"] as? String == "sandbox")
+
+            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            _ = try await server.settled(try #require(sent.body["id"] as? String))
+            let payload = try #require(server.simulator.state.inbox(for: token).first?.payloadObject)
+            // What the app's delegate hands HeraldKit: the object under the payload key.
+            let appData = try #require(try JSONDecoder().decode(JSONValue.self, from: JSONSerialization.data(withJSONObject: payload["demo"] as Any)).objectValue)
+            #expect(await app.reportOpened(appData: appData))
+            #expect(await app.reportOpened(appData: appData))  // a cold start reports it again
+            try await app.outbox.drainUntilEmpty(maximumWait: 5)
+            let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02")
+            let row = try #require((analytics.body["types"] as? [[String: Any]])?.first)
+            #expect(row["opened"] as? Int == 1 && row["sent"] as? Int == 1, "\(row)")
+
+            await app.signOut()
+            #expect(await app.outbox.pending.isEmpty)
+            let after = try await server.request(.get, "/v1/apps/demo/users/ana/devices").body["devices"] as? [[String: Any]]
+            #expect(after?.isEmpty == true, "\(after ?? [])")
+
+            // A user token for another user than the one registering: Herald refuses (403), the
+            // outbox drops it (no retry changes it) and nothing is registered.
+            let forged = HeraldClient(
+                configuration: HeraldKitConfiguration(
+                    appID: "demo", clientKey: ServerHarness.client, environment: .sandbox,
+                    userToken: { _ in ServerHarness.userToken("mallory", now: server.runtime.store.now) }),
+                transport: transport, store: InMemoryKeyValueStore(), deviceID: "bo-iphone")
+            await forged.register(rawToken: Data(raw.reversed()), userID: "bo")
+            let (acknowledged, pending) = (await forged.acknowledgedToken, await forged.outbox.pending)
+            #expect(acknowledged == nil && pending.isEmpty)
+            #expect((try await server.request(.get, "/v1/apps/demo/users/bo/devices").body["devices"] as? [Any])?.isEmpty == true)
+        }
+    }
+}
