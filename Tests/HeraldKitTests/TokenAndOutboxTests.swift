@@ -135,4 +135,24 @@ struct TokenAndOutboxTests {
         #expect(Self.body(opens[0])["delivery_id"] as? Int == 42 && Self.body(opens[0])["device_id"] as? String == "matt-iphone")
         #expect(await client.reportOpened(appData: ["entryId": .string("e1")]) == false)
     }
+
+    @Test("a quick action offline waits in the outbox (\"Queued — will commit on reconnect\") and commits on reconnect with the same token; a refusal names why")
+    func quickActionOffline() async throws {
+        let transport = RecordingTransport()
+        let client = Self.client(transport)
+        await client.register(rawToken: Self.raw, userID: "ana")
+        let card: [String: JSONValue] = ["herald": .object(["n": .string("n1"), "d": .int(7), "a": .object(["APPROVE": .string("tok-a")])])]
+        transport.answer(.offline, then: .status(200, #"{"status":"committed","result":{"ok":true}}"#))
+        let offline = await client.commitAction(appData: card, action: "APPROVE")
+        #expect(offline == .waitingForNetwork && offline.toast.text == "Queued — will commit on reconnect")
+        try await client.outbox.drainUntilEmpty()
+        let commits = transport.requests.filter { $0.path == "/v1/apps/lucid/actions" }
+        #expect(commits.count == 2 && commits.allSatisfy { Self.body($0)["token"] as? String == "tok-a" })
+        #expect(Set(commits.map { $0.headers["Idempotency-Key"] }).count == 1)
+        transport.answer(.status(409, #"{"error":{"code":"resolved_elsewhere","message":"already resolved: ✓ Approved on Mac","field":"token"}}"#))
+        let late = await client.commitAction(
+            appData: ["herald": .object(["n": .string("n2"), "d": .int(8), "a": .object(["APPROVE": .string("tok-b")])])], action: "APPROVE")
+        #expect(late == .refused(status: 409, message: "already resolved: ✓ Approved on Mac") && late.toast.style == .info)
+    }
 }
+

@@ -58,4 +58,37 @@ struct HeraldKitIntegrationTests {
             #expect((try await server.request(.get, "/v1/apps/demo/users/bo/devices").body["devices"] as? [Any])?.isEmpty == true)
         }
     }
+
+    @Test("Cocotte through HeraldKit: the approval reaches the phone with its action tokens; commitAction(APPROVE) goes to the backend (signature checked) and answers its result; the audit has the row; a second commit is the same answer (replay), one webhook call")
+    func quickAction() async throws {
+        let raw = Data((0..<32).map { UInt8(($0 * 53 + 7) & 0xff) })
+        try await WebhookReceiver.with { receiver, url in
+            receiver.answer { _ in .init(body: #"{"approved":true}"#) }
+            try await ActionTests.withCocotte(receiverURL: url) { server in
+                try await EngagementTests.noon(server)
+                let port = try #require(server.client.port)
+                let app = HeraldClient(
+                    configuration: HeraldKitConfiguration(
+                        appID: "demo", clientKey: ServerHarness.client, environment: .sandbox,
+                        userToken: { user in ServerHarness.userToken(user, now: server.runtime.store.now) }),
+                    transport: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!), store: InMemoryKeyValueStore(),
+                    deviceID: "ana-phone")
+                let token = await app.register(rawToken: raw, userID: "ana", attributes: DeviceAttributes(name: "iPhone"))
+                _ = try await ActionTests.approval(server, user: "ana", card: "c1")
+                let payload = try #require(server.simulator.state.inbox(for: token).last?.payloadObject)
+                let appData = try #require(
+                    try JSONDecoder().decode(JSONValue.self, from: JSONSerialization.data(withJSONObject: payload["cocotte"] as Any)).objectValue)
+                let result = await app.commitAction(appData: appData, action: "APPROVE", turnID: "turn-9")
+                #expect(result == .committed(result: .object(["approved": .bool(true)])), "\(result)")
+                #expect(result.toast.style == .success)
+                #expect(receiver.calls.count == 1 && receiver.calls.allSatisfy { $0.verified })
+                #expect(receiver.calls.first?.data["turn_id"] as? String == "turn-9")
+                let audit = try await server.request(.get, "/v1/apps/demo/audit?user_id=ana").body["commits"] as? [[String: Any]]
+                #expect(audit?.first?["action"] as? String == "APPROVE" && audit?.first?["device_id"] as? String == "ana-phone")
+                let again = await app.commitAction(appData: appData, action: "APPROVE", turnID: "turn-9")
+                #expect(again == result && receiver.calls.count == 1)
+                #expect(await app.commitAction(appData: appData, action: "NOPE") == .notHerald)
+            }
+        }
+    }
 }
