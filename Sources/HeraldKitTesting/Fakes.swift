@@ -91,3 +91,53 @@ public final class RecordingLogger: KitLogger, @unchecked Sendable {
         lock.withLock { lines.append((level, message)) }
     }
 }
+
+/// A clock whose sleeps wait until the test moves it past their end (a budget or a retry
+/// delay runs out exactly when the test says).
+public final class SteppedKitClock: KitClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+    private var sleepers: [(id: UUID, until: Date, continuation: CheckedContinuation<Void, Never>)] = []
+
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        current = start
+    }
+
+    public var now: Date { lock.withLock { current } }
+
+    /// How many sleeps are waiting.
+    public var waiting: Int { lock.withLock { sleepers.count } }
+
+    public func advance(by seconds: TimeInterval) {
+        let due = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            current = current.addingTimeInterval(seconds)
+            let due = sleepers.filter { $0.until <= current }.map(\.continuation)
+            sleepers.removeAll { $0.until <= current }
+            return due
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    /// Waits until the clock is moved past its end; a cancelled sleep ends at once.
+    public func sleep(seconds: TimeInterval) async throws {
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = lock.withLock { () -> Bool in
+                    let until = current.addingTimeInterval(seconds)
+                    if until <= current || Task.isCancelled { return true }
+                    sleepers.append((id, until, continuation))
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let cancelled = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                guard let index = sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return sleepers.remove(at: index).continuation
+            }
+            cancelled?.resume()
+        }
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import HeraldKit
+import HeraldKitTesting
+import HeraldPayload
+import Synchronization
+import Testing
+
+/// The service extension helper (issue #14 §6, K5, C4) with a stepped clock: decrypt first,
+/// media within 2 s, the best attempt delivered exactly once whatever calls come late or twice.
+@Suite("HeraldKit service extension")
+struct ServiceExtensionTests {
+    /// Answers after the test releases it (or never: cancelled by the budget).
+    final class GatedFetcher: MediaFetcher, @unchecked Sendable {
+        private let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let started = Mutex(0)
+        let file = URL(fileURLWithPath: "/tmp/avatar.jpg")
+
+        func fetch(_ url: URL, maximumBytes: Int) async throws -> URL {
+            started.withLock { $0 += 1 }
+            try await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } }
+                try Task.checkCancellation()
+            } onCancel: {
+                gate.withLock { $0?.resume(); $0 = nil }
+            }
+            return file
+        }
+
+        func release() { gate.withLock { $0?.resume(); $0 = nil } }
+    }
+
+    struct Reverse: PayloadDecryptor {
+        func decrypt(_ ciphertext: String, appData: [String: JSONValue]) async throws -> String { String(ciphertext.reversed()) }
+    }
+
+    struct Broken: PayloadDecryptor {
+        struct Failure: Error {}
+        func decrypt(_ ciphertext: String, appData: [String: JSONValue]) async throws -> String { throw Failure() }
+    }
+
+    static let content = ExtensionContent(
+        title: "Approve PPV pricing", body: "New message",
+        appData: ["media_url": .string("https://cdn.example/avatar.jpg"), "encrypted_body": .string(String("$48 is 1σ above your median".reversed()))])
+
+    final class Deliveries: @unchecked Sendable {
+        let list = Mutex<[ExtensionContent]>([])
+        var all: [ExtensionContent] { list.withLock { $0 } }
+        func add(_ content: ExtensionContent) { list.withLock { $0.append(content) } }
+    }
+
+    static func waitUntil(_ condition: () -> Bool) async {
+        for _ in 0..<2000 where !condition() { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+
+    @Test("in time: decrypted body and the avatar, delivered once; the system's late expiry changes nothing")
+    func inTime() async throws {
+        let clock = SteppedKitClock()
+        let fetcher = GatedFetcher()
+        let delivered = Deliveries()
+        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
+        let running = Task { await session.run() }
+        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
+        clock.advance(by: 1.5)
+        fetcher.release()
+        await running.value
+        session.timeWillExpire()
+        #expect(delivered.all.count == 1)
+        #expect(delivered.all.first?.body == "$48 is 1σ above your median" && delivered.all.first?.attachments == [fetcher.file])
+    }
+
+    @Test("the media later than 2 s: delivered at 2 s with the decrypted body and no avatar (the fetch cancelled), once")
+    func mediaLate() async throws {
+        let clock = SteppedKitClock()
+        let fetcher = GatedFetcher()
+        let delivered = Deliveries()
+        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
+        let running = Task { await session.run() }
+        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
+        clock.advance(by: 1.9)
+        #expect(delivered.all.isEmpty)
+        clock.advance(by: 0.2)
+        await running.value
+        #expect(delivered.all.count == 1 && delivered.all.first?.attachments == [] && delivered.all.first?.body == "$48 is 1σ above your median")
+        fetcher.release()
+        session.timeWillExpire()
+        #expect(delivered.all.count == 1)
+    }
+
+    @Test("the system expires first: the best attempt so far goes at once, twice called is once delivered, and the work finishing later delivers nothing more")
+    func expiresFirst() async throws {
+        let clock = SteppedKitClock()
+        let fetcher = GatedFetcher()
+        let delivered = Deliveries()
+        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
+        let running = Task { await session.run() }
+        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 }
+        session.timeWillExpire()
+        session.timeWillExpire()
+        #expect(delivered.all.count == 1 && delivered.all.first?.body == "$48 is 1σ above your median" && session.delivered)
+        fetcher.release()
+        await running.value
+        #expect(delivered.all.count == 1)
+    }
+
+    @Test("a body that cannot be decrypted keeps the payload's neutral text; no media key, no fetch")
+    func decryptFails() async throws {
+        let delivered = Deliveries()
+        var content = Self.content
+        content.appData["media_url"] = nil
+        let fetcher = GatedFetcher()
+        let session = ServiceExtensionSession(content: content, decryptor: Broken(), fetcher: fetcher, clock: SteppedKitClock(), deliver: delivered.add)
+        await session.run()
+        #expect(delivered.all.map(\.body) == ["New message"] && fetcher.started.withLock { $0 } == 0)
+    }
+}
