@@ -60,7 +60,8 @@ public struct DeviceAttributes: Sendable, Codable, Hashable {
 public actor HeraldClient {
     public let configuration: HeraldKitConfiguration
     public let outbox: Outbox
-    private let store: any KeyValueStore
+    /// Where HeraldKit keeps what must survive a relaunch.
+    let store: any KeyValueStore
     private let clock: any KitClock
     private let logger: any KitLogger
     private var registration: Registration

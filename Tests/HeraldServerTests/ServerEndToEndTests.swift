@@ -289,6 +289,9 @@ struct ServerEndToEndTests {
             #expect(error["types"] as? [String] == ["PN-02"])
             #expect((error["actions"] as? [[String: Any]])?.first?["id"] as? String == "FIX")
             #expect(categories.contains { $0["id"] as? String == "BILLING" && ($0["types"] as? [String])?.count == 2 })
+            let types = try #require(response.body["types"] as? [[String: Any]])
+            let syncError = types.first { $0["id"] as? String == "PN-02" }
+            #expect(syncError?["type"] as? String == "sync_error" && syncError?["category"] as? String == "SYNC_ERROR" && syncError?["stakes"] as? String == "medium")
             let none = try await server.request(.get, "/v1/apps/silent/catalog/categories", key: "silent-server-key-0123456789")
             #expect(none.status == .notFound)
         }

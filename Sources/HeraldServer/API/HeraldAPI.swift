@@ -504,9 +504,20 @@ struct CategoriesView: Encodable {
         var actions: [Action]
     }
 
+    /// Each type as the app routes it (issue #14 §4): its name (the payload's `type`), catalog
+    /// id, category and stakes (a high-stakes tap opens behind authentication).
+    struct TypeEntry: Encodable {
+        var type: String
+        var id: String?
+        var category: String?
+        var stakes: String
+    }
+
     var categories: [Category]
+    var types: [TypeEntry]
 
     init(catalog: Catalog) {
+        types = catalog.types.map { TypeEntry(type: $0.name, id: $0.id, category: $0.category, stakes: $0.stakes.rawValue) }
         var byID: [String: Category] = [:]
         var order: [String] = []
         for type in catalog.types {

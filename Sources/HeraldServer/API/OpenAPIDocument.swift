@@ -443,6 +443,15 @@ enum OpenAPIDocument {
                                       authentication_required: { type: boolean }
                                       destructive: { type: boolean }
                                       text_input: { type: boolean }
+                          types:
+                            type: array
+                            items:
+                              type: object
+                              properties:
+                                type: { type: string }
+                                id: { type: [string, "null"] }
+                                category: { type: [string, "null"] }
+                                stakes: { type: string, enum: [low, medium, high, failure] }
                 '401': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}:
