@@ -141,3 +141,17 @@ public final class SteppedKitClock: KitClock, @unchecked Sendable {
         try Task.checkCancellation()
     }
 }
+
+/// The notification center's pending local notifications, in memory.
+public final class FakeLocalScheduler: LocalNotificationScheduler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var requests: [String: LocalNotificationRequest] = [:]
+
+    public init() {}
+
+    public var pending: [LocalNotificationRequest] { lock.withLock { requests.values.sorted { $0.fireDate < $1.fireDate } } }
+
+    public func pendingIdentifiers() async -> [String] { lock.withLock { Array(requests.keys) } }
+    public func add(_ request: LocalNotificationRequest) async throws { lock.withLock { requests[request.identifier] = request } }
+    public func remove(identifiers: [String]) async { lock.withLock { for id in identifiers { requests[id] = nil } } }
+}

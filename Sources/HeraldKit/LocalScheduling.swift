@@ -1,0 +1,210 @@
+public import Foundation
+public import HeraldPayload
+
+/// A lifecycle track the app schedules on the device (issue #14 §5, L1–L5): the catalog's
+/// `tracks:` entry (`{anchor, steps: [{id, type, after: "2d", at: "10:00"}]}`, as JSON) with each
+/// step type's copy, so the same definition drives Herald's server-side track and this one.
+public struct LocalTrack: Sendable, Codable, Equatable {
+    public struct Step: Sendable, Codable, Equatable {
+        public var id: String
+        public var type: String
+        /// After the anchor: `30m`, `36h`, `2d` (summed as in `1d12h`).
+        public var after: String
+        /// The wall-clock time in the user's zone on that day (`10:00`), if any.
+        public var at: String?
+
+        public init(id: String, type: String, after: String, at: String? = nil) {
+            self.id = id
+            self.type = type
+            self.after = after
+            self.at = at
+        }
+    }
+
+    /// A type's copy: `{placeholder}`s filled from the enrolment's data, `fallbackBody` when one is missing (L3).
+    public struct Copy: Sendable, Codable, Equatable {
+        public var title: String
+        public var body: String
+        public var fallbackBody: String?
+        public var deepLink: String?
+
+        public init(title: String, body: String, fallbackBody: String? = nil, deepLink: String? = nil) {
+            self.title = title
+            self.body = body
+            self.fallbackBody = fallbackBody
+            self.deepLink = deepLink
+        }
+
+        enum CodingKeys: String, CodingKey { case title, body, fallbackBody = "fallback_body", deepLink = "deep_link" }
+    }
+
+    public var name: String
+    public var steps: [Step]
+    /// Copy per step type.
+    public var copy: [String: Copy]
+
+    public init(name: String, steps: [Step], copy: [String: Copy]) {
+        self.name = name
+        self.steps = steps
+        self.copy = copy
+    }
+}
+
+/// A local notification to schedule, without UserNotifications types.
+public struct LocalNotificationRequest: Sendable, Equatable {
+    public enum Trigger: Sendable, Equatable {
+        /// At a wall-clock date in a zone (UNCalendarNotificationTrigger, DST-correct).
+        case calendar(DateComponents)
+        /// After this many seconds (UNTimeIntervalNotificationTrigger; test mode).
+        case interval(TimeInterval)
+    }
+
+    public var identifier: String
+    public var title: String
+    public var body: String
+    /// Under the app's payload key: `type`, `deep_link`, `track`, `step`.
+    public var appData: [String: JSONValue]
+    public var trigger: Trigger
+    /// When it fires (for logs and tests).
+    public var fireDate: Date
+}
+
+/// The notification center's pending local notifications (the Apple adapter wraps
+/// `UNUserNotificationCenter`).
+public protocol LocalNotificationScheduler: Sendable {
+    func pendingIdentifiers() async -> [String]
+    func add(_ request: LocalNotificationRequest) async throws
+    func remove(identifiers: [String]) async
+}
+
+/// What a `schedule` changed.
+public struct ScheduleDiff: Sendable, Equatable {
+    public var added: [String]
+    public var removed: [String]
+    public var kept: [String]
+}
+
+/// Schedules a track's steps as local notifications, idempotently: each step's identifier is
+/// deterministic (track, step, anchor), so scheduling again adds nothing twice (L2), a new anchor
+/// replaces the old steps, steps already past are left out, and `cancelAll` clears a track (L4:
+/// the Pro upgrade). Test mode fires the steps `testSeconds` apart (L5, LucidPal's DevPushTestView).
+public struct LocalTrackScheduler: Sendable {
+    public let scheduler: any LocalNotificationScheduler
+    public let clock: any KitClock
+    /// Seconds between steps in test mode (interval triggers); nil in production (calendar triggers).
+    public var testSeconds: TimeInterval?
+
+    public init(scheduler: any LocalNotificationScheduler, clock: any KitClock = SystemKitClock(), testSeconds: TimeInterval? = nil) {
+        self.scheduler = scheduler
+        self.clock = clock
+        self.testSeconds = testSeconds
+    }
+
+    static func prefix(_ track: String) -> String { "herald.track.\(track)." }
+
+    /// The requests `track` makes for an anchor, in a zone, with the enrolment's data.
+    public func plan(_ track: LocalTrack, anchor: Date, zone: TimeZone, data: [String: String]) -> [LocalNotificationRequest] {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let now = clock.now
+        let anchorKey = Int64(anchor.timeIntervalSince1970)
+        var requests: [LocalNotificationRequest] = []
+        for (index, step) in track.steps.enumerated() {
+            guard let copy = track.copy[step.type], let offset = Self.seconds(step.after) else { continue }
+            let fireDate: Date
+            let trigger: LocalNotificationRequest.Trigger
+            if let testSeconds {
+                let seconds = testSeconds * Double(index + 1)
+                fireDate = now.addingTimeInterval(seconds)
+                trigger = .interval(seconds)
+            } else {
+                var date = anchor.addingTimeInterval(offset)
+                if let at = step.at, let (hour, minute) = Self.clockTime(at),
+                    let onTheDay = calendar.date(bySettingHour: hour, minute: minute, second: 0, of: date)
+                {
+                    date = onTheDay
+                }
+                guard date > now else { continue }
+                fireDate = date
+                var components = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+                components.timeZone = zone
+                trigger = .calendar(components)
+            }
+            var appData: [String: JSONValue] = ["type": .string(step.type), "track": .string(track.name), "step": .string(step.id)]
+            if let link = copy.deepLink.flatMap({ Self.fill($0, data) }) { appData["deep_link"] = .string(link) }
+            requests.append(
+                LocalNotificationRequest(
+                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Self.fill(copy.title, data) ?? copy.title,
+                    body: Self.fill(copy.body, data) ?? copy.fallbackBody ?? copy.body, appData: appData, trigger: trigger, fireDate: fireDate))
+        }
+        return requests
+    }
+
+    /// Makes the pending notifications of `track` what the plan says: adds what is missing,
+    /// removes what is no longer planned (another anchor, a step now past), keeps the rest.
+    @discardableResult
+    public func schedule(_ track: LocalTrack, anchor: Date, zone: TimeZone = .current, data: [String: String] = [:]) async throws -> ScheduleDiff {
+        let planned = plan(track, anchor: anchor, zone: zone, data: data)
+        let pending = Set(await scheduler.pendingIdentifiers().filter { $0.hasPrefix(Self.prefix(track.name)) })
+        let wanted = Set(planned.map(\.identifier))
+        let removed = pending.subtracting(wanted).sorted()
+        if !removed.isEmpty { await scheduler.remove(identifiers: removed) }
+        var added: [String] = []
+        for request in planned where !pending.contains(request.identifier) {
+            try await scheduler.add(request)
+            added.append(request.identifier)
+        }
+        return ScheduleDiff(added: added, removed: removed, kept: planned.map(\.identifier).filter(pending.contains))
+    }
+
+    /// Removes every pending step of `track` (the user upgraded: no more trial reminders).
+    @discardableResult
+    public func cancelAll(_ track: String) async -> Int {
+        let ids = await scheduler.pendingIdentifiers().filter { $0.hasPrefix(Self.prefix(track)) }
+        if !ids.isEmpty { await scheduler.remove(identifiers: ids) }
+        return ids.count
+    }
+
+    /// `{name}`s filled from `data`; nil when one has no value.
+    static func fill(_ template: String, _ data: [String: String]) -> String? {
+        var result = ""
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            result += rest[..<open]
+            guard let close = rest[open...].firstIndex(of: "}") else { return result + rest[open...] }
+            let name = String(rest[rest.index(after: open)..<close])
+            guard let value = data[name] else { return nil }
+            result += value
+            rest = rest[rest.index(after: close)...]
+        }
+        return result + rest
+    }
+
+    /// `2d`, `36h`, `30m`, `45s`, summed (`1d12h`); nil when it is not that.
+    static func seconds(_ text: String) -> TimeInterval? {
+        var total: TimeInterval = 0
+        var digits = ""
+        for character in text {
+            if character.isNumber {
+                digits.append(character)
+                continue
+            }
+            guard let value = Double(digits) else { return nil }
+            switch character {
+            case "d": total += value * 86_400
+            case "h": total += value * 3600
+            case "m": total += value * 60
+            case "s": total += value
+            default: return nil
+            }
+            digits = ""
+        }
+        return digits.isEmpty && !text.isEmpty ? total : nil
+    }
+
+    static func clockTime(_ text: String) -> (Int, Int)? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour), (0..<60).contains(minute) else { return nil }
+        return (hour, minute)
+    }
+}
