@@ -1,3 +1,4 @@
+import Foundation
 
 /// Any JSON value: the type of custom payload data an app puts beside `aps` or under its
 /// payload key. Codable both ways; numbers keep integers exact.
@@ -90,5 +91,38 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(nilLiteral: ()) { self = .null }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension JSONValue {
+    /// A value from Foundation's untyped JSON (a notification's `userInfo`, `JSONSerialization`
+    /// output): strings, numbers (booleans kept apart from 0 and 1), arrays, dictionaries and
+    /// `NSNull`; nil for anything else (a date, data).
+    public init?(any value: Any?) {
+        switch value {
+        case nil, is NSNull: self = .null
+        case let string as String: self = .string(string)
+        case let number as NSNumber:
+            switch String(cString: number.objCType) {
+            case "c", "B": self = .bool(number.boolValue)
+            case "f", "d": self = .double(number.doubleValue)
+            default: self = .int(number.intValue)
+            }
+        case let array as [Any]:
+            var items: [JSONValue] = []
+            for item in array {
+                guard let converted = JSONValue(any: item) else { return nil }
+                items.append(converted)
+            }
+            self = .array(items)
+        case let object as [AnyHashable: Any]:
+            var members: [String: JSONValue] = [:]
+            for (key, item) in object {
+                guard let key = key.base as? String, let converted = JSONValue(any: item) else { return nil }
+                members[key] = converted
+            }
+            self = .object(members)
+        default: return nil
+        }
     }
 }

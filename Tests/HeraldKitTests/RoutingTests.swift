@@ -77,3 +77,20 @@ struct RoutingTests {
         #expect(relaunched.take() == nil)
     }
 }
+
+/// `JSONValue(any:)`: what an app's delegate hands HeraldKit from `userInfo`.
+@Suite("HeraldKit userInfo conversion")
+struct UserInfoTests {
+    @Test("a payload parsed by Foundation converts with booleans, integers and doubles apart, and its stamp reads")
+    func convert() throws {
+        let payload = #"{"aps":{"alert":"x","content-available":1},"cocotte":{"herald":{"n":"abc","d":42,"a":{"APPROVE":"t"}},"flag":true,"ratio":0.82,"n":1,"list":[1,"a",null]}}"#
+        let object = try JSONSerialization.jsonObject(with: Data(payload.utf8))
+        let userInfo = try #require(object as? [AnyHashable: Any])
+        let appData = try #require(JSONValue(any: userInfo["cocotte"])?.objectValue)
+        #expect(appData["flag"] == .bool(true) && appData["n"] == .int(1) && appData["ratio"] == .double(0.82))
+        #expect(appData["list"] == .array([.int(1), .string("a"), .null]))
+        let stamp = try #require(HeraldStamp(appData: appData))
+        #expect(stamp.deliveryID == 42 && stamp.actionTokens == ["APPROVE": "t"])
+        #expect(JSONValue(any: Date()) == nil)
+    }
+}
