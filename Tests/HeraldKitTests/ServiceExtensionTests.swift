@@ -52,14 +52,20 @@ struct ServiceExtensionTests {
         for _ in 0..<2000 where !condition() { try? await Task.sleep(for: .milliseconds(1)) }
     }
 
-    @Test("in time: decrypted body and the avatar, delivered once; the system's late expiry changes nothing")
-    func inTime() async throws {
+    /// A session on Cocotte's card, its body decrypted, its media fetch started and its 2 s budget running.
+    static func fetching() async -> (SteppedKitClock, GatedFetcher, Deliveries, ServiceExtensionSession, Task<Void, Never>) {
         let clock = SteppedKitClock()
         let fetcher = GatedFetcher()
         let delivered = Deliveries()
-        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
+        let session = ServiceExtensionSession(content: content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
         let running = Task { await session.run() }
-        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
+        await waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
+        return (clock, fetcher, delivered, session, running)
+    }
+
+    @Test("in time: decrypted body and the avatar, delivered once; the system's late expiry changes nothing")
+    func inTime() async throws {
+        let (clock, fetcher, delivered, session, running) = await Self.fetching()
         clock.advance(by: 1.5)
         fetcher.release()
         await running.value
@@ -70,12 +76,7 @@ struct ServiceExtensionTests {
 
     @Test("the media later than 2 s: delivered at 2 s with the decrypted body and no avatar (the fetch cancelled), once")
     func mediaLate() async throws {
-        let clock = SteppedKitClock()
-        let fetcher = GatedFetcher()
-        let delivered = Deliveries()
-        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
-        let running = Task { await session.run() }
-        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
+        let (clock, fetcher, delivered, session, running) = await Self.fetching()
         clock.advance(by: 1.9)
         #expect(delivered.all.isEmpty)
         clock.advance(by: 0.2)
@@ -88,12 +89,7 @@ struct ServiceExtensionTests {
 
     @Test("the system expires first: the best attempt so far goes at once, twice called is once delivered, and the work finishing later delivers nothing more")
     func expiresFirst() async throws {
-        let clock = SteppedKitClock()
-        let fetcher = GatedFetcher()
-        let delivered = Deliveries()
-        let session = ServiceExtensionSession(content: Self.content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
-        let running = Task { await session.run() }
-        await Self.waitUntil { fetcher.started.withLock { $0 } == 1 }
+        let (_, fetcher, delivered, session, running) = await Self.fetching()
         session.timeWillExpire()
         session.timeWillExpire()
         #expect(delivered.all.count == 1 && delivered.all.first?.body == "$48 is 1σ above your median" && session.delivered)
