@@ -155,3 +155,34 @@ public final class FakeLocalScheduler: LocalNotificationScheduler, @unchecked Se
     public func add(_ request: LocalNotificationRequest) async throws { lock.withLock { requests[request.identifier] = request } }
     public func remove(identifiers: [String]) async { lock.withLock { for id in identifiers { requests[id] = nil } } }
 }
+
+/// The notification center in memory: the status the test sets, what a prompt answers, the
+/// categories registered and how often the prompt was shown.
+public final class FakeNotificationCenter: NotificationCenterPort, @unchecked Sendable {
+    private let lock = NSLock()
+    private var status: AuthorizationStatus
+    private var answer: AuthorizationStatus
+    private var registered: [CategorySpec] = []
+    private var prompts = 0
+
+    /// `status` now; a prompt answers `answer`.
+    public init(status: AuthorizationStatus = .notDetermined, answer: AuthorizationStatus = .authorized) {
+        self.status = status
+        self.answer = answer
+    }
+
+    public var categories: [CategorySpec] { lock.withLock { registered } }
+    public var promptsShown: Int { lock.withLock { prompts } }
+
+    public func authorizationStatus() async -> AuthorizationStatus { lock.withLock { status } }
+
+    public func requestAuthorization(provisional: Bool) async throws -> AuthorizationStatus {
+        lock.withLock {
+            if !provisional { prompts += 1 }
+            status = provisional ? .provisional : answer
+            return status
+        }
+    }
+
+    public func setCategories(_ categories: [CategorySpec]) async { lock.withLock { registered = categories } }
+}
