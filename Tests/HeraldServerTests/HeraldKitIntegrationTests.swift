@@ -91,4 +91,27 @@ struct HeraldKitIntegrationTests {
             }
         }
     }
+
+    @Test("the URLSession media fetcher streams a file to disk under the directory with its extension, refuses one over the cap, a 404 and a non-http scheme")
+    func mediaFetcher() async throws {
+        try await withServer { server in
+            let port = try #require(server.client.port)
+            let directory = URL(fileURLWithPath: try makeTemporaryDirectory("media"))
+            let fetcher = URLSessionMediaFetcher(directory: directory)
+            let file = try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/openapi.yaml")!, maximumBytes: 1 << 20)
+            #expect(file.deletingLastPathComponent().standardizedFileURL.path == directory.standardizedFileURL.path && file.pathExtension == "yaml")
+            #expect(String(decoding: try Data(contentsOf: file), as: UTF8.self).hasPrefix("openapi: 3.1.0"))
+            await #expect(throws: URLSessionMediaFetcher.Refused.self) {
+                try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/openapi.yaml")!, maximumBytes: 100)
+            }
+            await #expect(throws: URLSessionMediaFetcher.Refused.self) {
+                try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/no-such-file.png")!, maximumBytes: 1 << 20)
+            }
+            await #expect(throws: URLSessionMediaFetcher.Refused.self) {
+                try await fetcher.fetch(URL(string: "file:///etc/passwd")!, maximumBytes: 1 << 20)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).count == 1)
+        }
+    }
 }
+
