@@ -50,7 +50,8 @@ def blocks(node, depth):
     """Each declaration's line and, for a type, its members' blocks after it; sorted per level."""
     result = []
     for child in node.get("children", []):
-        if child.get("declKind") in DECLS:
+        # `isInternal`: a `package` (or SPI) declaration, not the public API apps see.
+        if child.get("declKind") in DECLS and not child.get("isInternal"):
             block = ["  " * depth + line(child)]
             if child.get("declKind") in ("Struct", "Class", "Enum", "Protocol"):
                 for member in blocks(child, depth + 1):

@@ -8,7 +8,7 @@ public struct LocalTrack: Sendable, Codable, Equatable {
     public struct Step: Sendable, Codable, Equatable {
         public var id: String
         public var type: String
-        /// After the anchor: `30m`, `36h`, `2d` (summed as in `1d12h`).
+        /// After the anchor: `30m`, `36h`, `2d` (summed as in `1d12h`), as the catalog writes it.
         public var after: String
         /// The wall-clock time in the user's zone on that day (`10:00`), if any.
         public var at: String?
@@ -110,7 +110,7 @@ public struct LocalTrackScheduler: Sendable {
         let anchorKey = Int64(anchor.timeIntervalSince1970)
         var requests: [LocalNotificationRequest] = []
         for (index, step) in track.steps.enumerated() {
-            guard let copy = track.copy[step.type], let offset = Self.seconds(step.after) else { continue }
+            guard let copy = track.copy[step.type], let offset = HeraldDuration.seconds(step.after) else { continue }
             let fireDate: Date
             let trigger: LocalNotificationRequest.Trigger
             if let testSeconds {
@@ -118,12 +118,8 @@ public struct LocalTrackScheduler: Sendable {
                 fireDate = now.addingTimeInterval(seconds)
                 trigger = .interval(seconds)
             } else {
-                var date = anchor.addingTimeInterval(offset)
-                if let at = step.at, let (hour, minute) = Self.clockTime(at),
-                    let onTheDay = calendar.date(bySettingHour: hour, minute: minute, second: 0, of: date)
-                {
-                    date = onTheDay
-                }
+                // The server's due time for the same step (`StepTime`, shared through HeraldPayload).
+                let date = StepTime.due(anchor: anchor, after: offset, at: step.at.flatMap(Self.clockTime), zone: zone)
                 guard date > now else { continue }
                 fireDate = date
                 var components = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
@@ -131,11 +127,11 @@ public struct LocalTrackScheduler: Sendable {
                 trigger = .calendar(components)
             }
             var appData: [String: JSONValue] = ["type": .string(step.type), "track": .string(track.name), "step": .string(step.id)]
-            if let link = copy.deepLink.flatMap({ Self.fill($0, data) }) { appData["deep_link"] = .string(link) }
+            if let link = copy.deepLink.flatMap({ Placeholders.render($0, data: data) }) { appData["deep_link"] = .string(link) }
             requests.append(
                 LocalNotificationRequest(
-                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Self.fill(copy.title, data) ?? copy.title,
-                    body: Self.fill(copy.body, data) ?? copy.fallbackBody ?? copy.body, appData: appData, trigger: trigger, fireDate: fireDate))
+                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Placeholders.render(copy.title, data: data) ?? copy.title,
+                    body: Placeholders.render(copy.body, data: data) ?? copy.fallbackBody ?? copy.body, appData: appData, trigger: trigger, fireDate: fireDate))
         }
         return requests
     }
@@ -163,43 +159,6 @@ public struct LocalTrackScheduler: Sendable {
         let ids = await scheduler.pendingIdentifiers().filter { $0.hasPrefix(Self.prefix(track)) }
         if !ids.isEmpty { await scheduler.remove(identifiers: ids) }
         return ids.count
-    }
-
-    /// `{name}`s filled from `data`; nil when one has no value.
-    static func fill(_ template: String, _ data: [String: String]) -> String? {
-        var result = ""
-        var rest = Substring(template)
-        while let open = rest.firstIndex(of: "{") {
-            result += rest[..<open]
-            guard let close = rest[open...].firstIndex(of: "}") else { return result + rest[open...] }
-            let name = String(rest[rest.index(after: open)..<close])
-            guard let value = data[name] else { return nil }
-            result += value
-            rest = rest[rest.index(after: close)...]
-        }
-        return result + rest
-    }
-
-    /// `2d`, `36h`, `30m`, `45s`, summed (`1d12h`); nil when it is not that.
-    static func seconds(_ text: String) -> TimeInterval? {
-        var total: TimeInterval = 0
-        var digits = ""
-        for character in text {
-            if character.isNumber {
-                digits.append(character)
-                continue
-            }
-            guard let value = Double(digits) else { return nil }
-            switch character {
-            case "d": total += value * 86_400
-            case "h": total += value * 3600
-            case "m": total += value * 60
-            case "s": total += value
-            default: return nil
-            }
-            digits = ""
-        }
-        return digits.isEmpty && !text.isEmpty ? total : nil
     }
 
     static func clockTime(_ text: String) -> (Int, Int)? {

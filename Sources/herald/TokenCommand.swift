@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldPayload
 import HeraldCore
 import HeraldServer
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 import HeraldCore
 import HeraldServer
 import Testing
@@ -71,7 +72,7 @@ struct CatalogTests {
         #expect(german.title == "SyncWell Action Required")
         let noData = try #require(error.render(locale: "en", defaultLocale: "en", data: [:]))
         #expect(noData.body == "One of your connections has an issue. Tap to fix.")
-        #expect(Template.render(error.deepLink!, data: ["source_id": "garmin"]) == "syncwell://connection/garmin")
+        #expect(Placeholders.render(error.deepLink!, data: ["source_id": "garmin"]) == "syncwell://connection/garmin")
         let lucidpal = try CatalogLoader.load(file: Self.examples.appendingPathComponent("lucidpal.yaml").path)
         let dormant = try #require(lucidpal.type("dormant_calendar"))
         #expect(dormant.render(locale: nil, defaultLocale: "en", data: ["event_count": "3"])?.body == "You have 3 events this week. I can help you prepare for all of them.")

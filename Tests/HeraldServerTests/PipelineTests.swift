@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 import HeraldCore
 import HeraldServer
 import HeraldStore

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 
 /// A problem in a catalog, with where it is.
 public struct CatalogProblem: Sendable, Hashable, CustomStringConvertible {
@@ -30,22 +31,22 @@ public enum CatalogChecker {
             }
             for (field, template) in [("thread_id", type.threadID), ("collapse_id", type.collapseID), ("deep_link", type.deepLink), ("fallback_body", type.fallbackBody)] {
                 guard let template else { continue }
-                for name in Template.placeholders(in: template) where !known.contains(name) {
+                for name in Placeholders.names(in: template) where !known.contains(name) {
                     problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "unknown placeholder {\(name)}"))
                 }
             }
-            if let fallback = type.fallbackBody, !Template.placeholders(in: fallback).isEmpty {
+            if let fallback = type.fallbackBody, !Placeholders.names(in: fallback).isEmpty {
                 problems.append(CatalogProblem(line: type.line, key: key + ".fallback_body", message: "the fallback body must not need data"))
             }
             for (locale, copy) in type.copy.sorted(by: { $0.key < $1.key }) {
                 let copyKey = "\(key).copy.\(locale)"
                 for (field, text) in [("title", copy.title), ("subtitle", copy.subtitle), ("body", copy.body)] {
                     guard let text else { continue }
-                    for name in Template.placeholders(in: text) where !known.contains(name) {
+                    for name in Placeholders.names(in: text) where !known.contains(name) {
                         problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "unknown placeholder {\(name)}"))
                     }
                     let limit = field == "body" ? rules.bodyMaximum : rules.titleMaximum
-                    let length = Template.placeholders(in: text).reduce(text.count) { $0 - ($1.count + 2) }
+                    let length = Placeholders.names(in: text).reduce(text.count) { $0 - ($1.count + 2) }
                     if length > limit {
                         problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "\(length) characters; the app allows \(limit)"))
                     }
@@ -59,7 +60,7 @@ public enum CatalogChecker {
                 }
             }
             for (field, text) in [("opaque.title", type.opaqueTitle), ("opaque.body", type.opaqueBody)] {
-                if let text, !Template.placeholders(in: text).isEmpty {
+                if let text, !Placeholders.names(in: text).isEmpty {
                     problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "opaque text must not need data"))
                 }
             }
@@ -134,35 +135,8 @@ public enum CatalogChecker {
     }
 }
 
-/// `{placeholder}` templates.
+/// Catalog copy's locales (placeholders: `Placeholders`, shared with HeraldKit).
 public enum Template {
-    /// The placeholder names in `template`, in order.
-    public static func placeholders(in template: String) -> [String] {
-        var names: [String] = []
-        var current: String?
-        for character in template {
-            if character == "{" {
-                current = ""
-            } else if character == "}", let name = current {
-                if !name.isEmpty { names.append(name) }
-                current = nil
-            } else if current != nil {
-                current!.append(character)
-            }
-        }
-        return names
-    }
-
-    /// Fills placeholders from `data`; `nil` when one has no value.
-    public static func render(_ template: String, data: [String: String]) -> String? {
-        var result = template
-        for name in placeholders(in: template) {
-            guard let value = data[name] else { return nil }
-            result = result.replacingOccurrences(of: "{\(name)}", with: value)
-        }
-        return result
-    }
-
     /// The locales to try for a device locale: `fr-CA` → `fr-CA`, `fr`, then the default.
     public static func localeChain(_ locale: String?, defaultLocale: String) -> [String] {
         var chain: [String] = []
@@ -185,10 +159,10 @@ extension CatalogType {
         guard let chosen = Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
         else { return nil }
         var rendered = CatalogCopy()
-        rendered.title = chosen.title.map { Template.render($0, data: data) ?? $0.replacingPlaceholders() }
-        rendered.subtitle = chosen.subtitle.flatMap { Template.render($0, data: data) }
+        rendered.title = chosen.title.map { Placeholders.render($0, data: data) ?? $0.replacingPlaceholders() }
+        rendered.subtitle = chosen.subtitle.flatMap { Placeholders.render($0, data: data) }
         if let body = chosen.body {
-            rendered.body = Template.render(body, data: data) ?? fallbackBody ?? body.replacingPlaceholders()
+            rendered.body = Placeholders.render(body, data: data) ?? fallbackBody ?? body.replacingPlaceholders()
         }
         return rendered
     }
@@ -198,7 +172,7 @@ extension String {
     /// Removes `{placeholders}` (last resort when neither data nor a fallback exists).
     fileprivate func replacingPlaceholders() -> String {
         var text = self
-        for name in Template.placeholders(in: self) { text = text.replacingOccurrences(of: "{\(name)}", with: "") }
+        for name in Placeholders.names(in: self) { text = text.replacingOccurrences(of: "{\(name)}", with: "") }
         return text.replacingOccurrences(of: "  ", with: " ").trimmingCharacters(in: .whitespaces)
     }
 }

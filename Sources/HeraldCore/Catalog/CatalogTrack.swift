@@ -1,4 +1,5 @@
 public import Foundation
+import HeraldPayload
 
 /// A lifecycle track (issue #12 §2, SPEC L1–L6): steps that fire at offsets from an anchor (a
 /// trial's start, onboarding's end), each a send of a catalog type to the enrolled user.
@@ -50,23 +51,10 @@ public struct CatalogStep: Sendable {
         self.line = line
     }
 
-    /// When the step is due for an anchor, in the user's zone. An absolute step is the anchor
-    /// plus `after`. A wall-clock step counts whole days on the calendar of `zone` (a day across
-    /// a DST change is 23 or 25 hours: "2 days later at 10:00" stays 10:00), adds what is left
-    /// of `after`, and takes `at` on the day reached; a time that does not exist that day (in the
-    /// hour skipped in spring) moves an hour later, and one that happens twice (autumn) is the first.
+    /// When the step is due for an anchor, in the user's zone (`StepTime.due`, which HeraldKit's
+    /// local tracks share).
     public func due(anchor: Date, zone: TimeZone) -> Date {
-        guard let at else { return anchor.addingTimeInterval(after) }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        let days = Int((after / 86_400).rounded(.down))
-        let rest = after - Double(days) * 86_400
-        let reached = (calendar.date(byAdding: .day, value: days, to: anchor) ?? anchor.addingTimeInterval(Double(days) * 86_400))
-            .addingTimeInterval(rest)
-        let day = calendar.startOfDay(for: reached)
-        return calendar.nextDate(
-            after: day.addingTimeInterval(-1), matching: DateComponents(hour: at.hour, minute: at.minute, second: 0),
-            matchingPolicy: .nextTimePreservingSmallerComponents, repeatedTimePolicy: .first, direction: .forward) ?? reached
+        StepTime.due(anchor: anchor, after: after, at: at.map { ($0.hour, $0.minute) }, zone: zone)
     }
 }
 

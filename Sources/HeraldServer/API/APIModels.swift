@@ -342,16 +342,16 @@ struct NotificationBody: Decodable, Sendable {
                 values[key] = (try? JSONEncoder().encode(value)).map { String(decoding: $0, as: UTF8.self) }
             }
         }
-        let resolvedCollapseID = collapseID ?? type.collapseID.flatMap { Template.render($0, data: values) }
+        let resolvedCollapseID = collapseID ?? type.collapseID.flatMap { Placeholders.render($0, data: values) }
         if let resolvedCollapseID, resolvedCollapseID.utf8.count > APNSNotification.collapseIDLimit {
             throw APIError.invalid(collapseID != nil ? "collapse_id" : "data", "the collapse id \"\(resolvedCollapseID.prefix(80))\" is over 64 bytes")
         }
         var custom = object
         custom["type"] = .string(type.name)
-        if let link = type.deepLink.flatMap({ Template.render($0, data: values) }) { custom["deep_link"] = .string(link) }
+        if let link = type.deepLink.flatMap({ Placeholders.render($0, data: values) }) { custom["deep_link"] = .string(link) }
         var content = base
         content.sound = sound ?? type.sound
-        content.threadID = threadID ?? type.threadID.flatMap { Template.render($0, data: values) }
+        content.threadID = threadID ?? type.threadID.flatMap { Placeholders.render($0, data: values) }
         content.category = category ?? type.category
         content.contentAvailable = contentAvailable ?? (base.pushType == .background)
         content.mutableContent = mutableContent ?? type.mutableContent

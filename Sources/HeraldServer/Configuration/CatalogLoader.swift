@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 package import HeraldCore
 import Yams
 

@@ -26,16 +26,16 @@ enum Triggers {
         for (key, value) in data { values[key] = TriggerCondition.text(value) }
         for trigger in catalog.triggers where trigger.event == event.name && trigger.matches(data: data, user: attributes) {
             for (name, template) in trigger.attributes.sorted(by: { $0.key < $1.key }) {
-                if let value = Template.render(template, data: values) { effects.attributes[name] = value }
+                if let value = Placeholders.render(template, data: values) { effects.attributes[name] = value }
             }
-            effects.cancels += trigger.cancel.compactMap { Template.render($0, data: values) }
+            effects.cancels += trigger.cancel.compactMap { Placeholders.render($0, data: values) }
             if let badge = trigger.badge { effects.badges.append(badge) }
             guard let type = trigger.type else { continue }
             // The event's data, unless the trigger maps it (a missing value leaves its field out).
             let sent: [String: JSONValue] = trigger.data.map { mapping in
-                mapping.compactMapValues { Template.render($0, data: values).map(JSONValue.string) }
+                mapping.compactMapValues { Placeholders.render($0, data: values).map(JSONValue.string) }
             } ?? data
-            let cancelKey = trigger.cancelKey.flatMap { Template.render($0, data: values) }
+            let cancelKey = trigger.cancelKey.flatMap { Placeholders.render($0, data: values) }
             if let cancelKey, cancelKey.isEmpty || cancelKey.utf8.count > NotificationBody.maximumCancelKey {
                 throw APIError.invalid("data", "the trigger's cancel key \"\(cancelKey.prefix(40))\" is not 1 to 128 bytes")
             }
