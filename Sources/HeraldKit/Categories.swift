@@ -106,7 +106,7 @@ public struct CategoryCatalog: Sendable, Codable, Equatable {
 extension HeraldClient {
     /// Herald's categories for this app, fetched now (client key) and kept as the last good
     /// copy; offline or on an error answer, the copy kept last time (or none).
-    public func categories(transport: any HTTPTransport) async -> CategoryCatalog? {
+    public func categories() async -> CategoryCatalog? {
         let request = HTTPRequestSpec(
             method: "GET", path: "/v1/apps/\(Self.escaped(configuration.appID))/catalog/categories",
             headers: ["Authorization": "Bearer \(configuration.clientKey)"])

@@ -62,6 +62,8 @@ public actor HeraldClient {
     public let outbox: Outbox
     /// Where HeraldKit keeps what must survive a relaunch.
     let store: any KeyValueStore
+    /// What reaches Herald (the outbox's, and direct reads such as the categories).
+    let transport: any HTTPTransport
     private let clock: any KitClock
     private let logger: any KitLogger
     private var registration: Registration
@@ -97,6 +99,7 @@ public actor HeraldClient {
     ) {
         self.configuration = configuration
         self.store = store
+        self.transport = transport
         self.clock = clock
         self.logger = logger
         var registration = store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(Registration.self, from: $0) }

@@ -36,10 +36,10 @@ struct RoutingTests {
         let client = HeraldClient(
             configuration: HeraldKitConfiguration(appID: "cocotte", clientKey: "ck"), transport: transport, store: InMemoryKeyValueStore())
         transport.answer(.status(200, body), .offline, .status(503))
-        #expect(await client.categories(transport: transport) == Self.herald)
+        #expect(await client.categories() == Self.herald)
         #expect(transport.requests.first?.path == "/v1/apps/cocotte/catalog/categories" && transport.requests.first?.headers["Authorization"] == "Bearer ck")
-        #expect(await client.categories(transport: transport) == Self.herald)
-        #expect(await client.categories(transport: transport) == Self.herald)
+        #expect(await client.categories() == Self.herald)
+        #expect(await client.categories() == Self.herald)
     }
 
     @Test("a tap opens the payload's deep link on an allowed scheme or host; a high-stakes type opens behind authentication; other schemes, hosts and dismissals open nothing; the app's resolver goes first")
