@@ -30,10 +30,7 @@ extension HeraldAPI {
                 appID: app.id, id: id, idempotencyKey: nil, content: try JSONEncoder().encode(content), recipients: selector,
                 excludeDeviceIDs: [], dueAt: runtime.store.now, lane: .urgent,
                 directUpTo: runtime.direct.bulkRoom == nil ? 0 : DirectClaims.perNotification)
-            let stopped = runtime.direct.add(accepted.claimed)
-            if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
-            runtime.metrics.notificationCreated(app: app.id)
-            runtime.wake.signal(outbox: accepted.claimed.isEmpty)
+            await handOver(accepted, app: app, runtime: runtime)
             runtime.logger.info(
                 "Test send",
                 metadata: ["herald.app": "\(app.id)", "herald.type": "\(body.type ?? "")", "herald.notification": "\(id)", "herald.devices": "\(accepted.record.recipients)"])

@@ -176,12 +176,7 @@ package enum HeraldAPI {
                 cancelKey: body.cancelKey, directUpTo: runtime.direct.room)
             let (record, created) = (accepted.record, accepted.created)
             runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
-            let stopped = runtime.direct.add(accepted.claimed)
-            if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
-            if created {
-                runtime.metrics.notificationCreated(app: app.id)
-                runtime.wake.signal(outbox: accepted.claimed.isEmpty)
-            }
+            await handOver(accepted, app: app, runtime: runtime)
             return try JSONResponse.make(
                 NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created),
                 status: .accepted)
@@ -324,6 +319,17 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// After an accept's commit (`POST …/notifications`, `POST …/test`): the deliveries claimed
+    /// with it go to this node's dispatcher (back to the queue if it stopped meanwhile), and a new
+    /// notification is counted and wakes the dispatcher (the outbox's, when none was claimed).
+    static func handOver(_ accepted: HeraldStore.Accepted, app: AppRuntime, runtime: HeraldRuntime) async {
+        let stopped = runtime.direct.add(accepted.claimed)
+        if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
+        guard accepted.created else { return }
+        runtime.metrics.notificationCreated(app: app.id)
+        runtime.wake.signal(outbox: accepted.claimed.isEmpty)
+    }
 
     /// The app's catalog and the track the path names (404 naming `track` when there is none).
     static func trackParameter(_ app: AppRuntime, _ context: BasicRequestContext) throws -> (Catalog, CatalogTrack) {
