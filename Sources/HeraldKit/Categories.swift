@@ -1,13 +1,5 @@
 import Foundation
-
-/// The stakes of a notification type (Cocotte's four registers).
-public enum Stakes: String, Sendable, Codable, CaseIterable, Comparable {
-    case low, medium, high, failure
-
-    public static func < (lhs: Stakes, rhs: Stakes) -> Bool {
-        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
-    }
-}
+public import HeraldPayload
 
 /// An action button of a category (UNNotificationAction without UserNotifications).
 public struct ActionSpec: Sendable, Codable, Equatable {

@@ -1,12 +1,8 @@
 public import Foundation
+public import HeraldPayload
 
-/// How much is at stake in a notification (C1): drives vacation mode and Do-Not-Disturb bypass.
-public enum Stakes: String, Sendable, Hashable, Codable, CaseIterable, Comparable {
-    case low, medium, high, failure
-
-    private var rank: Int { Self.allCases.firstIndex(of: self)! }
-    public static func < (lhs: Stakes, rhs: Stakes) -> Bool { lhs.rank < rhs.rank }
-}
+/// How much is at stake in a notification (C1): the wire type HeraldKit shares.
+public typealias Stakes = HeraldPayload.Stakes
 
 /// A time of day, minutes after midnight.
 public struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
