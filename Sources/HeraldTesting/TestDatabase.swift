@@ -97,35 +97,52 @@ package actor TestPostgres {
     /// initdb into a new directory, start the server on a free port (fsync off: test data), and
     /// a watchdog that stops it when this process ends, however it ends. PostgreSQL refuses to
     /// run as root, so as root the server runs as the `postgres` user.
+    ///
+    /// The port is free when chosen but is bound only later, by the server: another test's
+    /// ephemeral socket can take it in between (CI saw "Address already in use"). A start that
+    /// fails that way is tried again on another port, up to five times.
     private static func start() async throws -> String {
         guard let bin = binaryDirectory() else {
             throw TestPostgresError("PostgreSQL's server binaries not found: apt-get install postgresql (or set HERALD_TEST_DATABASE=postgres://…)")
         }
         let directory = "/tmp/herald-test-pg-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
-        let port = freeLoopbackPort()
         let asRoot = getuid() == 0
         let prefix = asRoot ? "runuser -u postgres -- " : ""
         // The first loop closes every descriptor but 0-2 this shell inherited (other tests' pipes
         // among them): the server and the watchdog must not hold any open, or readers never end.
-        let script = """
-            for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done
+        let closeInherited = #"for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done"#
+        let initialize = """
+            \(closeInherited)
             set -e
             mkdir -p \(directory)
             \(asRoot ? "chown postgres \(directory)" : "")
             \(prefix)\(bin)/initdb -D \(directory)/data -U postgres -A trust --no-sync -E UTF8 > \(directory)/initdb.log 2>&1
-            \(prefix)\(bin)/pg_ctl -D \(directory)/data -l \(directory)/server.log -w -t 60 \
-              -o "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" start > /dev/null
             setsid sh -c '
               while kill -0 \(ProcessInfo.processInfo.processIdentifier) 2>/dev/null; do sleep 1; done
               \(prefix)\(bin)/pg_ctl -D \(directory)/data -m immediate stop > /dev/null 2>&1
               rm -rf \(directory)' > /dev/null 2>&1 < /dev/null &
             """
-        let result = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script])
-        guard result.status == 0 else {
-            let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
-            throw TestPostgresError("starting PostgreSQL failed: \(result.stderr) \(log)")
+        let initialized = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", initialize])
+        guard initialized.status == 0 else {
+            let log = (try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? ""
+            throw TestPostgresError("initdb failed: \(initialized.stderr) \(log)")
         }
-        return "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable"
+        var failure = ""
+        for _ in 1...5 {
+            let port = freeLoopbackPort()
+            let script = """
+                \(closeInherited)
+                : > \(directory)/server.log; \(asRoot ? "chown postgres \(directory)/server.log" : "")
+                \(prefix)\(bin)/pg_ctl -D \(directory)/data -l \(directory)/server.log -w -t 60 \
+                  -o "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" start > /dev/null
+                """
+            let result = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script])
+            if result.status == 0 { return "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+            let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
+            failure = "\(result.stderr) \(log)"
+            guard log.contains("Address already in use") else { break }
+        }
+        throw TestPostgresError("starting PostgreSQL failed: \(failure)")
     }
 }
 
