@@ -44,7 +44,7 @@ let package = Package(
     targets: [
         .target(name: "HeraldPayload", swiftSettings: strict),
         .target(name: "HeraldKit", dependencies: ["HeraldPayload"], swiftSettings: strict),
-        .target(name: "HeraldKitTesting", dependencies: ["HeraldKit"], swiftSettings: strict),
+        .target(name: "HeraldKitTesting", dependencies: ["HeraldKit", "HeraldPayload"], swiftSettings: strict),
         .target(name: "HeraldCore", dependencies: ["HeraldPayload"], swiftSettings: strict),
         .target(
             name: "HeraldHTTP2",

@@ -1,55 +1,6 @@
 public import Foundation
 public import HeraldPayload
 
-/// A lifecycle track the app schedules on the device (issue #14 §5, L1–L5): the catalog's
-/// `tracks:` entry (`{anchor, steps: [{id, type, after: "2d", at: "10:00"}]}`, as JSON) with each
-/// step type's copy, so the same definition drives Herald's server-side track and this one.
-public struct LocalTrack: Sendable, Codable, Equatable {
-    public struct Step: Sendable, Codable, Equatable {
-        public var id: String
-        public var type: String
-        /// After the anchor: `30m`, `36h`, `2d` (summed as in `1d12h`), as the catalog writes it.
-        public var after: String
-        /// The wall-clock time in the user's zone on that day (`10:00`), if any.
-        public var at: String?
-
-        public init(id: String, type: String, after: String, at: String? = nil) {
-            self.id = id
-            self.type = type
-            self.after = after
-            self.at = at
-        }
-    }
-
-    /// A type's copy: `{placeholder}`s filled from the enrolment's data, `fallbackBody` when one is missing (L3).
-    public struct Copy: Sendable, Codable, Equatable {
-        public var title: String
-        public var body: String
-        public var fallbackBody: String?
-        public var deepLink: String?
-
-        public init(title: String, body: String, fallbackBody: String? = nil, deepLink: String? = nil) {
-            self.title = title
-            self.body = body
-            self.fallbackBody = fallbackBody
-            self.deepLink = deepLink
-        }
-
-        enum CodingKeys: String, CodingKey { case title, body, fallbackBody = "fallback_body", deepLink = "deep_link" }
-    }
-
-    public var name: String
-    public var steps: [Step]
-    /// Copy per step type.
-    public var copy: [String: Copy]
-
-    public init(name: String, steps: [Step], copy: [String: Copy]) {
-        self.name = name
-        self.steps = steps
-        self.copy = copy
-    }
-}
-
 /// A local notification to schedule, without UserNotifications types.
 public struct LocalNotificationRequest: Sendable, Equatable {
     public enum Trigger: Sendable, Equatable {
@@ -111,6 +62,8 @@ public struct LocalTrackScheduler: Sendable {
         var requests: [LocalNotificationRequest] = []
         for (index, step) in track.steps.enumerated() {
             guard let copy = track.copy[step.type], let offset = HeraldDuration.seconds(step.after) else { continue }
+            // The step's defaults under the enrolment's data, as the server merges them.
+            let data = (step.data ?? [:]).merging(data) { _, enrolment in enrolment }
             let fireDate: Date
             let trigger: LocalNotificationRequest.Trigger
             if let testSeconds {
@@ -119,7 +72,7 @@ public struct LocalTrackScheduler: Sendable {
                 trigger = .interval(seconds)
             } else {
                 // The server's due time for the same step (`StepTime`, shared through HeraldPayload).
-                let date = StepTime.due(anchor: anchor, after: offset, at: step.at.flatMap(Self.clockTime), zone: zone)
+                let date = StepTime.due(anchor: anchor, after: offset, at: step.at.flatMap(StepTime.clockTime), zone: zone)
                 guard date > now else { continue }
                 fireDate = date
                 var components = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
@@ -130,8 +83,9 @@ public struct LocalTrackScheduler: Sendable {
             if let link = copy.deepLink.flatMap({ Placeholders.render($0, data: data) }) { appData["deep_link"] = .string(link) }
             requests.append(
                 LocalNotificationRequest(
-                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Placeholders.render(copy.title, data: data) ?? copy.title,
-                    body: Placeholders.render(copy.body, data: data) ?? copy.fallbackBody ?? copy.body, appData: appData, trigger: trigger, fireDate: fireDate))
+                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Placeholders.title(copy.title, data: data),
+                    body: Placeholders.body(copy.body, fallback: copy.fallbackBody, data: data), appData: appData, trigger: trigger,
+                    fireDate: fireDate))
         }
         return requests
     }
@@ -159,11 +113,5 @@ public struct LocalTrackScheduler: Sendable {
         let ids = await scheduler.pendingIdentifiers().filter { $0.hasPrefix(Self.prefix(track)) }
         if !ids.isEmpty { await scheduler.remove(identifiers: ids) }
         return ids.count
-    }
-
-    static func clockTime(_ text: String) -> (Int, Int)? {
-        let parts = text.split(separator: ":")
-        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour), (0..<60).contains(minute) else { return nil }
-        return (hour, minute)
     }
 }

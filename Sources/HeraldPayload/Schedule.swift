@@ -28,6 +28,15 @@ package enum HeraldDuration {
         guard number.isEmpty, !text.isEmpty, total.isFinite else { return nil }
         return total
     }
+
+    /// `seconds` as the catalog writes a duration, in its largest whole unit (`2d`, `36h`,
+    /// `90m`, `45s`); `seconds(text(x)) == x`.
+    package static func text(_ seconds: TimeInterval) -> String {
+        for (unit, size) in [("d", 86_400.0), ("h", 3600), ("m", 60)] where seconds != 0 && seconds.truncatingRemainder(dividingBy: size) == 0 {
+            return "\(Int64(seconds / size))\(unit)"
+        }
+        return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int64(seconds))s" : "\(seconds)s"
+    }
 }
 
 /// `{name}` placeholders in catalog copy, deep links and thread ids.
@@ -58,10 +67,36 @@ package enum Placeholders {
         }
         return result
     }
+
+    /// A title: filled from `data`, or with its placeholders removed when one has no value.
+    package static func title(_ template: String, data: [String: String]) -> String {
+        render(template, data: data) ?? stripped(template)
+    }
+
+    /// A body: filled from `data`; when a placeholder has no value, the fallback (S9, L3), or
+    /// with its placeholders removed as a last resort.
+    package static func body(_ template: String, fallback: String?, data: [String: String]) -> String {
+        render(template, data: data) ?? fallback ?? stripped(template)
+    }
+
+    /// `template` without its `{placeholders}`.
+    static func stripped(_ template: String) -> String {
+        var text = template
+        for name in names(in: template) { text = text.replacingOccurrences(of: "{\(name)}", with: "") }
+        return text.replacingOccurrences(of: "  ", with: " ").trimmingCharacters(in: .whitespaces)
+    }
 }
 
 /// When a track step is due.
 package enum StepTime {
+    /// A wall-clock time `HH:MM` (a step's `at`, quiet hours' bounds): hour and minute, or nil.
+    package static func clockTime(_ text: String) -> (hour: Int, minute: Int)? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour), (0..<60).contains(minute)
+        else { return nil }
+        return (hour, minute)
+    }
+
     /// For an anchor, in the user's zone. An absolute step is the anchor plus `after`. A
     /// wall-clock step (`at`: hour and minute) counts whole days on the calendar of `zone` (a day
     /// across a DST change is 23 or 25 hours: "2 days later at 10:00" stays 10:00), adds what is

@@ -77,4 +77,18 @@ struct LocalSchedulingTests {
         try await production.schedule(Self.onboarding, anchor: Self.anchor.addingTimeInterval(60), zone: Self.paris)
         #expect(center.pending.last?.body == "Ask about your schedule, prep for meetings, set reminders — all from one place.")
     }
+
+    @Test("durations as the catalog writes them: the largest whole unit, read back to the same seconds; step data defaults fill what the enrolment leaves out")
+    func durationsAndDefaults() throws {
+        let cases: [(TimeInterval, String)] = [(172_800, "2d"), (129_600, "36h"), (5400, "90m"), (45, "45s"), (1.5, "1.5s"), (0, "0s")]
+        for (seconds, text) in cases {
+            #expect(HeraldDuration.text(seconds) == text)
+            #expect(HeraldDuration.seconds(HeraldDuration.text(seconds)) == seconds)
+        }
+        var track = Self.onboarding
+        track.steps[0].data = ["event_count": "2"]
+        let scheduler = LocalTrackScheduler(scheduler: FakeLocalScheduler(), clock: ManualKitClock(Self.anchor))
+        #expect(scheduler.plan(track, anchor: Self.anchor, zone: Self.paris, data: [:]).first?.body == "You have 2 events this week.")
+        #expect(scheduler.plan(track, anchor: Self.anchor, zone: Self.paris, data: ["event_count": "4"]).first?.body == "You have 4 events this week.")
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HeraldKit
 import HeraldKitTesting
 import HeraldPayload
+import HeraldServer
 import HeraldTesting
 import Testing
 
@@ -89,6 +90,55 @@ struct HeraldKitIntegrationTests {
                 #expect(again == result && receiver.calls.count == 1)
                 #expect(await app.commitAction(appData: appData, action: "NOPE") == .notHerald)
             }
+        }
+    }
+
+    @Test("LucidPal's tracks on the device: HeraldClient.tracks(locale:) reads GET …/catalog/tracks (fr-CA falls back to the catalog's en), and LocalTrackScheduler plans each step at the due time Herald gives the same enrolment, across a DST change, with Herald's copy and deep links; the dormant body from data, or its fallback; offline, the last good copy")
+    func localTracksMatchServer() async throws {
+        try await TrackTests.withLucidPal { server in
+            let port = try #require(server.client.port)
+            let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
+            let store = InMemoryKeyValueStore()
+            let app = HeraldClient(
+                configuration: HeraldKitConfiguration(appID: "demo", clientKey: ServerHarness.client, environment: .sandbox),
+                transport: transport, store: store)
+            let catalog = try #require(await app.tracks(locale: "fr-CA"))
+            #expect(catalog.tracks.map(\.name) == ["trial", "onboarding"])
+            let trial = try #require(catalog.tracks.first)
+            #expect(trial.steps.map(\.after) == ["2d", "5d", "7d"] && trial.steps.map(\.at) == ["10:00", "10:00", nil])
+
+            // Three days before Paris's next DST change: day 5 at 10:00 is on the other side of it.
+            let now = try #require(server.runtime.devClock?.now)
+            let paris = TimeZone(identifier: "Europe/Paris")!
+            var anchor = paris.nextDaylightSavingTimeTransition(after: now)!.addingTimeInterval(-3 * 86_400)
+            if anchor < now { anchor = paris.nextDaylightSavingTimeTransition(after: now.addingTimeInterval(4 * 86_400))!.addingTimeInterval(-3 * 86_400) }
+            #expect(try await server.request(.put, "/v1/apps/demo/users/maya", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            let enrolled = try await server.request(
+                .put, "/v1/apps/demo/users/maya/tracks/trial", json: #"{"anchor_at":"\#(HeraldTime.format(anchor))"}"#)
+            let serverDue = try #require(enrolled.body["steps"] as? [[String: Any]]).compactMap { ($0["due_at"] as? String).flatMap(HeraldTime.parse) }
+            let local = LocalTrackScheduler(scheduler: FakeLocalScheduler(), clock: ManualKitClock(now))
+                .plan(trial, anchor: anchor, zone: paris, data: [:])
+            #expect(TrackTests.same(local.map(\.fireDate), serverDue), "\(local.map(\.fireDate)) vs \(serverDue)")
+            #expect(local.map(\.title) == ["Your AI is still waiting", "2 days of AI left", "Your cloud AI trial ended"])
+            #expect(local.last?.appData["deep_link"] == .string("lucidpal://sheet/trial-expired"))
+            // The 10:00 steps are 10:00 in Paris on both sides of the change.
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = paris
+            #expect(local.prefix(2).allSatisfy { calendar.component(.hour, from: $0.fireDate) == 10 })
+            #expect(paris.isDaylightSavingTime(for: local[0].fireDate) != paris.isDaylightSavingTime(for: local[1].fireDate))
+
+            let onboarding = try #require(catalog.tracks.last)
+            let scheduler = LocalTrackScheduler(scheduler: FakeLocalScheduler(), clock: ManualKitClock(now))
+            #expect(scheduler.plan(onboarding, anchor: now, zone: paris, data: ["event_count": "3"]).first?.body
+                == "You have 3 events this week. I can help you prepare for all of them.")
+            #expect(scheduler.plan(onboarding, anchor: now, zone: paris, data: [:]).first?.body
+                == "Ask about your schedule, prep for meetings, set reminders — all from one place.")
+
+            // Offline: the copy kept from the last answer.
+            let offline = HeraldClient(
+                configuration: HeraldKitConfiguration(appID: "demo", clientKey: ServerHarness.client, environment: .sandbox),
+                transport: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!), store: store)
+            #expect(await offline.tracks(locale: "fr-CA") == catalog)
         }
     }
 

@@ -227,7 +227,7 @@ struct ServerEndToEndTests {
                     "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
                     "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
-                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/dev/clock",
+                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/apps/{app}/catalog/tracks", "/v1/dev/clock",
                     "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}", "/v1/apps/{app}/users/{user_id}/tracks",
                     "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges", "/v1/apps/{app}/users/{user_id}/sync",
                     "/v1/apps/{app}/tracks/{track}/enrolments", "/v1/apps/{app}/opened", "/v1/apps/{app}/analytics",

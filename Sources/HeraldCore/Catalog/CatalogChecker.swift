@@ -159,20 +159,9 @@ extension CatalogType {
         guard let chosen = Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
         else { return nil }
         var rendered = CatalogCopy()
-        rendered.title = chosen.title.map { Placeholders.render($0, data: data) ?? $0.replacingPlaceholders() }
+        rendered.title = chosen.title.map { Placeholders.title($0, data: data) }
         rendered.subtitle = chosen.subtitle.flatMap { Placeholders.render($0, data: data) }
-        if let body = chosen.body {
-            rendered.body = Placeholders.render(body, data: data) ?? fallbackBody ?? body.replacingPlaceholders()
-        }
+        rendered.body = chosen.body.map { Placeholders.body($0, fallback: fallbackBody, data: data) }
         return rendered
-    }
-}
-
-extension String {
-    /// Removes `{placeholders}` (last resort when neither data nor a fallback exists).
-    fileprivate func replacingPlaceholders() -> String {
-        var text = self
-        for name in Placeholders.names(in: self) { text = text.replacingOccurrences(of: "{\(name)}", with: "") }
-        return text.replacingOccurrences(of: "  ", with: " ").trimmingCharacters(in: .whitespaces)
     }
 }

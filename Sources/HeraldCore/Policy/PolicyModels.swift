@@ -16,11 +16,8 @@ public struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Parses `HH:MM`.
     public init?(_ text: String) {
-        let parts = text.split(separator: ":")
-        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour),
-            (0..<60).contains(minute)
-        else { return nil }
-        self.init(hour: hour, minute: minute)
+        guard let time = StepTime.clockTime(text) else { return nil }
+        self.init(hour: time.hour, minute: time.minute)
     }
 
     var minutes: Int { hour * 60 + minute }

@@ -117,7 +117,15 @@ package enum HeraldAPI {
             guard let catalog = app.catalog else {
                 throw APIError(.notFound, code: "no_catalog", message: "app \"\(app.id)\" has no catalog", field: "app")
             }
-            return try JSONResponse.make(CategoriesView(catalog: catalog))
+            return try JSONResponse.make(CategoryCatalog(catalog: catalog))
+        }
+        apps.get("catalog/tracks") { request, context in
+            let app = try authorize(request, context, runtime, allowClient: true)
+            guard let catalog = app.catalog else {
+                throw APIError(.notFound, code: "no_catalog", message: "app \"\(app.id)\" has no catalog", field: "app")
+            }
+            let locale = request.uri.queryParameters.get("locale")
+            return try JSONResponse.make(TrackCatalog(catalog: catalog, locale: locale))
         }
         apps.put("users/:user") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -487,60 +495,6 @@ package enum HeraldAPI {
         }
         try await importer.finish()
         return importer.imported
-    }
-}
-
-/// The categories and actions an app registers on the device (`UNNotificationCategory`).
-struct CategoriesView: Encodable {
-    struct Action: Encodable {
-        var id: String
-        var title: String
-        var authenticationRequired: Bool
-        var destructive: Bool
-        var textInput: Bool
-        enum CodingKeys: String, CodingKey {
-            case id, title, destructive
-            case authenticationRequired = "authentication_required", textInput = "text_input"
-        }
-    }
-
-    struct Category: Encodable {
-        var id: String
-        var types: [String]
-        var actions: [Action]
-    }
-
-    /// Each type as the app routes it (issue #14 §4): its name (the payload's `type`), catalog
-    /// id, category and stakes (a high-stakes tap opens behind authentication).
-    struct TypeEntry: Encodable {
-        var type: String
-        var id: String?
-        var category: String?
-        var stakes: String
-    }
-
-    var categories: [Category]
-    var types: [TypeEntry]
-
-    init(catalog: Catalog) {
-        types = catalog.types.map { TypeEntry(type: $0.name, id: $0.id, category: $0.category, stakes: $0.stakes.rawValue) }
-        var byID: [String: Category] = [:]
-        var order: [String] = []
-        for type in catalog.types {
-            guard let category = type.category else { continue }
-            if byID[category] == nil {
-                order.append(category)
-                byID[category] = Category(id: category, types: [], actions: [])
-            }
-            byID[category]!.types.append(type.id ?? type.name)
-            for action in type.actions where !byID[category]!.actions.contains(where: { $0.id == action.id }) {
-                byID[category]!.actions.append(
-                    Action(
-                        id: action.id, title: action.title, authenticationRequired: action.authenticationRequired,
-                        destructive: action.destructive, textInput: action.textInput))
-            }
-        }
-        categories = order.map { byID[$0]! }
     }
 }
 

@@ -454,6 +454,47 @@ enum OpenAPIDocument {
                                 stakes: { type: string, enum: [low, medium, high, failure] }
                 '401': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+          /v1/apps/{app}/catalog/tracks:
+            get:
+              summary: The lifecycle tracks with each step type's copy in one locale, for HeraldKit's LocalTrackScheduler (client key allowed).
+              parameters:
+                - { $ref: '#/components/parameters/app' }
+                - { name: locale, in: query, required: false, description: "The device's locale (fr-CA); then its language, then the catalog's default.", schema: { type: string } }
+              responses:
+                '200':
+                  description: The tracks.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          tracks:
+                            type: array
+                            items:
+                              type: object
+                              properties:
+                                name: { type: string }
+                                steps:
+                                  type: array
+                                  items:
+                                    type: object
+                                    properties:
+                                      id: { type: string }
+                                      type: { type: string }
+                                      after: { type: string, description: "After the anchor: 2d, 36h, 90m." }
+                                      at: { type: string, description: "HH:MM in the user's zone, when the step is wall-clock." }
+                                      data: { type: object, additionalProperties: { type: string } }
+                                copy:
+                                  type: object
+                                  additionalProperties:
+                                    type: object
+                                    properties:
+                                      title: { type: string }
+                                      body: { type: string }
+                                      fallback_body: { type: string }
+                                      deep_link: { type: string }
+                '401': { $ref: '#/components/responses/Error' }
+                '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}:
             put:
               summary: Create or update a user's time zone, locale and attributes.
