@@ -80,6 +80,16 @@ public actor HeraldClient {
         var acknowledged: Acknowledged?
         /// Delivery ids whose open was reported (the newest `openedMemory`).
         var opened: [Int64] = []
+        /// Devices this install registered under an earlier device id (the app now passes
+        /// another one): removed from Herald before the next registration or at sign-out, so an
+        /// old token does not go on receiving this user's notifications. Optional: a registration
+        /// stored by an earlier version decodes.
+        var retired: [RetiredDevice]?
+    }
+
+    struct RetiredDevice: Codable, Equatable {
+        var deviceID: String
+        var userID: String
     }
 
     struct Acknowledged: Codable, Equatable {
@@ -93,9 +103,13 @@ public actor HeraldClient {
     static let storeKey = "herald.registration"
     static let openedMemory = 500
 
+    /// `backgroundUploader` sends quick-action commits (a background `URLSession` on Apple
+    /// platforms); without one they go through `transport`. `deviceID`: the app's own id for
+    /// this install, if it has one (else HeraldKit makes one and keeps it); when it differs from
+    /// the one stored, the device registered under the old id is removed from Herald.
     public init(
-        configuration: HeraldKitConfiguration, transport: any HTTPTransport, store: any KeyValueStore,
-        clock: any KitClock = SystemKitClock(), logger: any KitLogger = SilentKitLogger(), deviceID: String? = nil
+        configuration: HeraldKitConfiguration, transport: any HTTPTransport, backgroundUploader: (any BackgroundUploader)? = nil,
+        store: any KeyValueStore, clock: any KitClock = SystemKitClock(), logger: any KitLogger = SilentKitLogger(), deviceID: String? = nil
     ) {
         self.configuration = configuration
         self.store = store
@@ -104,11 +118,16 @@ public actor HeraldClient {
         self.logger = logger
         var registration = store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(Registration.self, from: $0) }
             ?? Registration(deviceID: deviceID ?? UUID().uuidString.lowercased())
-        if let deviceID, deviceID != registration.deviceID { registration = Registration(deviceID: deviceID) }
+        if let deviceID, deviceID != registration.deviceID {
+            var retired = registration.retired ?? []
+            if let userID = registration.userID { retired.append(RetiredDevice(deviceID: registration.deviceID, userID: userID)) }
+            registration = Registration(deviceID: deviceID)
+            registration.retired = retired.isEmpty ? nil : retired
+        }
         self.registration = registration
         let key = configuration.clientKey
         let userToken = configuration.userToken
-        outbox = Outbox(transport: transport, store: store, clock: clock, logger: logger) { request, userID in
+        outbox = Outbox(transport: transport, uploader: backgroundUploader, store: store, clock: clock, logger: logger) { request, userID in
             var request = request
             request.headers["Authorization"] = "Bearer \(key)"
             if let userID, let token = try await userToken(userID) { request.headers["X-Herald-User-Token"] = token }
@@ -142,6 +161,7 @@ public actor HeraldClient {
         {
             return token
         }
+        await removeRetired()
         await enqueueRegistration(token: token, userID: userID, attributes: attributes)
         await outbox.drain()
         return token
@@ -154,19 +174,40 @@ public actor HeraldClient {
     }
 
     /// The user signed out: Herald forgets this device (its token no longer receives this
-    /// user's notifications), in order after anything still waiting; a registration still
-    /// waiting is replaced by the removal.
+    /// user's notifications), and any this install registered under an earlier device id, in
+    /// order after anything still waiting; a registration still waiting is replaced by the
+    /// removal, and a device Herald no longer has counts as removed.
     public func signOut() async {
-        guard let userID = registration.userID else { return }
-        let deviceID = registration.deviceID
-        await outbox.enqueue(
-            kind: "unregister", request: HTTPRequestSpec(method: "DELETE", path: path("devices/\(Self.escaped(deviceID))")), userID: userID,
-            coalesceKey: "device:\(deviceID)")
+        await removeRetired()
+        guard let userID = registration.userID else {
+            await outbox.drain()
+            return
+        }
+        await enqueueRemoval(deviceID: registration.deviceID, userID: userID)
         registration.userID = nil
         registration.acknowledged = nil
         registration.opened = []
         save()
         await outbox.drain()
+    }
+
+    /// Queues the removal of a device (one Herald no longer has counts as removed).
+    private func enqueueRemoval(deviceID: String, userID: String) async {
+        await outbox.enqueue(
+            kind: "unregister", request: HTTPRequestSpec(method: "DELETE", path: path("devices/\(Self.escaped(deviceID))")), userID: userID,
+            coalesceKey: "device:\(deviceID)", notFoundIsDone: true)
+    }
+
+    /// Queues the removal of the devices registered under earlier device ids (the outbox keeps
+    /// them from here on).
+    private func removeRetired() async {
+        guard let retired = registration.retired else { return }
+        for device in retired {
+            await enqueueRemoval(deviceID: device.deviceID, userID: device.userID)
+            logger.log(.info, "HeraldKit: device \(device.deviceID), registered under an earlier device id, is removed from Herald")
+        }
+        registration.retired = nil
+        save()
     }
 
     private func enqueueRegistration(token: String, userID: String, attributes: DeviceAttributes) async {

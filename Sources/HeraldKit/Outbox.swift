@@ -23,6 +23,11 @@ public actor Outbox {
         /// The user the request speaks for: its user token is asked for when it is sent (a
         /// token made at enqueue time could expire while the device is offline).
         public var userID: String?
+        /// Sent through the background uploader when there is one (a quick action's commit).
+        /// Optional so that entries stored by an earlier version still decode.
+        public var background: Bool?
+        /// A 404 means it is already done (removing a device Herald no longer has).
+        public var notFoundIsDone: Bool?
     }
 
     /// How an entry ended.
@@ -43,6 +48,7 @@ public actor Outbox {
     static let maximumEntries = 500
 
     private let transport: any HTTPTransport
+    private let uploader: (any BackgroundUploader)?
     private let prepare: @Sendable (HTTPRequestSpec, _ userID: String?) async throws -> HTTPRequestSpec
     private let store: any KeyValueStore
     private let clock: any KitClock
@@ -51,12 +57,15 @@ public actor Outbox {
     private var finished: [UUID: @Sendable (Outcome) async -> Void] = [:]
     private var draining = false
 
-    /// `prepare` adds what is decided when a request is sent (the key and the user token).
+    /// `prepare` adds what is decided when a request is sent (the key and the user token);
+    /// `uploader` sends the entries marked `background` (else `transport` does).
     public init(
-        transport: any HTTPTransport, store: any KeyValueStore, clock: any KitClock, logger: any KitLogger,
+        transport: any HTTPTransport, uploader: (any BackgroundUploader)? = nil, store: any KeyValueStore, clock: any KitClock,
+        logger: any KitLogger,
         prepare: @escaping @Sendable (HTTPRequestSpec, _ userID: String?) async throws -> HTTPRequestSpec = { request, _ in request }
     ) {
         self.transport = transport
+        self.uploader = uploader
         self.prepare = prepare
         self.store = store
         self.clock = clock
@@ -72,7 +81,7 @@ public actor Outbox {
     @discardableResult
     public func enqueue(
         kind: String, request: HTTPRequestSpec, userID: String? = nil, coalesceKey: String? = nil, retryNotFound: Bool = false,
-        onFinish: (@Sendable (Outcome) async -> Void)? = nil
+        background: Bool = false, notFoundIsDone: Bool = false, onFinish: (@Sendable (Outcome) async -> Void)? = nil
     ) -> UUID {
         let id = UUID()
         var request = request
@@ -88,7 +97,8 @@ public actor Outbox {
         entries.append(
             Entry(
                 id: id, kind: kind, coalesceKey: coalesceKey, request: request, attempts: 0, notBefore: clock.now, createdAt: clock.now,
-                retryNotFound: retryNotFound, userID: userID))
+                retryNotFound: retryNotFound, userID: userID, background: background ? true : nil,
+                notFoundIsDone: notFoundIsDone ? true : nil))
         if let onFinish { finished[id] = onFinish }
         save()
         return id
@@ -111,13 +121,20 @@ public actor Outbox {
             if entry.notBefore > now { return entry.notBefore }
             let response: HTTPResponseSpec
             do {
-                response = try await transport.send(try await prepare(entry.request, entry.userID))
+                let request = try await prepare(entry.request, entry.userID)
+                if entry.background == true, let uploader {
+                    response = try await uploader.upload(request)
+                } else {
+                    response = try await transport.send(request)
+                }
             } catch {
                 retry(entry, reason: "no answer (\(error))")
                 return entries.first?.notBefore
             }
             switch response.status {
             case 200..<300:
+                await finish(entry, .delivered(status: response.status, body: response.body))
+            case 404 where entry.notFoundIsDone == true:
                 await finish(entry, .delivered(status: response.status, body: response.body))
             case 404 where entry.retryNotFound && entry.attempts + 1 < Self.notFoundRetries,
                 408, 429, 500..<600:

@@ -1,4 +1,5 @@
 public import Foundation
+public import HeraldPayload
 
 /// What the OS says the app may do with notifications (K4).
 public enum AuthorizationStatus: String, Sendable, Codable, CaseIterable {
@@ -103,5 +104,77 @@ public struct PermissionFlow: Sendable {
         guard history.declines < policy.maximumDeclines else { return false }
         guard let last = history.lastDeclinedAt else { return true }
         return now.timeIntervalSince(last) >= policy.cooldown
+    }
+}
+
+/// The permission flow run against the notification center (issue #14 §2): the app says what
+/// happened (`intent`), this asks the center for the status, shows the app's explanation when the
+/// flow says so (`explain` answers whether the user accepted), asks the system, or opens
+/// Settings for a denied user who asked to enable; the flow's history is kept in the store.
+public struct PermissionPrompter: Sendable {
+    public let flow: PermissionFlow
+    public let center: any NotificationCenterPort
+    public let settings: (any SettingsOpener)?
+    let store: any KeyValueStore
+    let clock: any KitClock
+
+    static let storeKey = "herald.permission"
+
+    public init(
+        flow: PermissionFlow = PermissionFlow(), center: any NotificationCenterPort, settings: (any SettingsOpener)? = nil,
+        store: any KeyValueStore, clock: any KitClock = SystemKitClock()
+    ) {
+        self.flow = flow
+        self.center = center
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+    }
+
+    /// What the flow remembers (declines), as stored.
+    public var history: PermissionFlow.History {
+        store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(PermissionFlow.History.self, from: $0) } ?? PermissionFlow.History()
+    }
+
+    /// Runs the flow for `intent` to its end; answers the status after (put it in
+    /// `DeviceAttributes.authorizationStatus` at the next registration).
+    @discardableResult
+    public func handle(_ intent: PermissionIntent, explain: @Sendable () async -> Bool = { true }) async -> AuthorizationStatus {
+        var intent = intent
+        var status = await center.authorizationStatus()
+        // At most: explanation, then the prompt.
+        for _ in 0..<3 {
+            let (step, history) = flow.next(status: status, intent: intent, history: self.history, now: clock.now)
+            store.set(try? JSONEncoder().encode(history), forKey: Self.storeKey)
+            switch step {
+            case .none:
+                return status
+            case .showPrePermission:
+                intent = await explain() ? .prePermissionAccepted : .prePermissionDeclined
+            case .requestSystemPrompt(let provisional):
+                return (try? await center.requestAuthorization(provisional: provisional)) ?? status
+            case .openSettings:
+                await settings?.openNotificationSettings()
+                return status
+            }
+            status = await center.authorizationStatus()
+        }
+        return status
+    }
+}
+
+extension HeraldClient {
+    /// What an app does at every launch (issue #14 §1, §3): asks the OS for the device token
+    /// (no prompt: tokens come without permission; it arrives at the app delegate), registers
+    /// Herald's categories merged with the app's own (the last good copy when offline), and
+    /// answers the authorization status for `DeviceAttributes`.
+    @discardableResult
+    public func launch(
+        center: any NotificationCenterPort, registrar: any RemoteNotificationRegistrar, ownCategories: [CategorySpec] = []
+    ) async -> AuthorizationStatus {
+        await registrar.registerForRemoteNotifications()
+        let catalog = await categories() ?? CategoryCatalog()
+        await center.setCategories(catalog.merged(with: ownCategories))
+        return await center.authorizationStatus()
     }
 }

@@ -37,6 +37,25 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequestSpec) async throws -> HTTPResponseSpec
 }
 
+/// Sends a request that must finish even if the app is suspended right after (a quick action
+/// chosen on the lock screen gives the app a few seconds): a background `URLSession` upload on
+/// Apple platforms (`BackgroundURLSessionUploader`). Same contract as `HTTPTransport`: throws when
+/// there was no answer (the outbox retries with the same idempotency key).
+public protocol BackgroundUploader: Sendable {
+    func upload(_ request: HTTPRequestSpec) async throws -> HTTPResponseSpec
+}
+
+/// The OS's registration with APNs (`UIApplication.registerForRemoteNotifications` on iOS):
+/// the token arrives at the app delegate, which hands it to `HeraldClient.register(rawToken:…)`.
+public protocol RemoteNotificationRegistrar: Sendable {
+    @MainActor func registerForRemoteNotifications()
+}
+
+/// Opens the system's settings for the app (the only way back from a denied permission).
+public protocol SettingsOpener: Sendable {
+    @MainActor func openNotificationSettings()
+}
+
 /// Small persistent values (UserDefaults on Apple platforms): the outbox, the last token sent.
 public protocol KeyValueStore: Sendable {
     func data(forKey key: String) -> Data?

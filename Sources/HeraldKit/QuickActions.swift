@@ -38,7 +38,8 @@ public struct ActionToast: Sendable, Equatable {
 extension HeraldClient {
     /// Commits a quick action chosen on a notification (lock screen, watch, Mac) without opening
     /// the app: its signed single-use token from the payload goes to `POST …/actions` through the
-    /// outbox. Idempotent: the token is the capability and Herald answers a replay with the
+    /// outbox, sent by the background uploader when the client has one (the upload finishes even
+    /// if the system suspends the app right after). Idempotent: the token is the capability and Herald answers a replay with the
     /// first result, so a retry after a lost answer never commits twice. Also reports the open
     /// with that action.
     public func commitAction(appData: [String: JSONValue], action: String, turnID: String? = nil, text: String? = nil) async -> ActionCommitResult {
@@ -50,7 +51,7 @@ extension HeraldClient {
             method: "POST", path: "/v1/apps/\(Self.escaped(configuration.appID))/actions", headers: ["Content-Type": "application/json"],
             body: try? JSONEncoder().encode(JSONValue.object(body)))
         let box = OutcomeBox()
-        let id = await outbox.enqueue(kind: "action", request: request, userID: userID, retryNotFound: true) { outcome in
+        let id = await outbox.enqueue(kind: "action", request: request, userID: userID, retryNotFound: true, background: true) { outcome in
             await box.set(outcome)
         }
         await outbox.drain()

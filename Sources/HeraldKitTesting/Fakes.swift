@@ -79,6 +79,14 @@ public final class RecordingTransport: HTTPTransport, @unchecked Sendable {
     }
 }
 
+/// A recording transport is also a background uploader (the tests tell the two apart by
+/// giving the client two of them).
+extension RecordingTransport: BackgroundUploader {
+    public func upload(_ request: HTTPRequestSpec) async throws -> HTTPResponseSpec {
+        try await send(request)
+    }
+}
+
 /// Keeps what HeraldKit logs.
 public final class RecordingLogger: KitLogger, @unchecked Sendable {
     private let lock = NSLock()
@@ -186,4 +194,19 @@ public final class FakeNotificationCenter: NotificationCenterPort, @unchecked Se
     }
 
     public func setCategories(_ categories: [CategorySpec]) async { lock.withLock { registered = categories } }
+}
+
+/// Counts the OS registrations and Settings openings asked for.
+public final class FakeRegistrar: RemoteNotificationRegistrar, SettingsOpener, @unchecked Sendable {
+    private let lock = NSLock()
+    private var registrations = 0
+    private var settings = 0
+
+    public init() {}
+
+    public var registrationsAsked: Int { lock.withLock { registrations } }
+    public var settingsOpened: Int { lock.withLock { settings } }
+
+    public func registerForRemoteNotifications() { lock.withLock { registrations += 1 } }
+    public func openNotificationSettings() { lock.withLock { settings += 1 } }
 }

@@ -125,4 +125,18 @@ extension JSONValue {
         default: return nil
         }
     }
+
+    /// The value as Foundation's untyped JSON (a local notification's `userInfo`): the inverse
+    /// of `init(any:)`.
+    public var anyValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let value): value
+        case .int(let value): value
+        case .double(let value): value
+        case .string(let value): value
+        case .array(let items): items.map(\.anyValue)
+        case .object(let members): members.mapValues(\.anyValue)
+        }
+    }
 }

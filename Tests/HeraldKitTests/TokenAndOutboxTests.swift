@@ -154,5 +154,63 @@ struct TokenAndOutboxTests {
             appData: ["herald": .object(["n": .string("n2"), "d": .int(8), "a": .object(["APPROVE": .string("tok-b")])])], action: "APPROVE")
         #expect(late == .refused(status: 409, message: "already resolved: ✓ Approved on Mac") && late.toast.style == .info)
     }
-}
 
+    @Test("the app's device id changed (a reinstall restored another one): the device registered under the old id is removed before the new one registers, with the old user's token; a 404 for it counts as removed; sign-out removes both")
+    func retiredDeviceID() async throws {
+        let transport = RecordingTransport()
+        let store = InMemoryKeyValueStore()
+        let first = HeraldClient(
+            configuration: HeraldKitConfiguration(appID: "lucid", clientKey: "client-key", environment: .sandbox, userToken: { "token-for-\($0)" }),
+            transport: transport, store: store, deviceID: "old-id")
+        await first.register(rawToken: Self.raw, userID: "matt")
+        // Relaunched with another id, offline at first: nothing is lost across the next launch.
+        let second = HeraldClient(
+            configuration: HeraldKitConfiguration(appID: "lucid", clientKey: "client-key", environment: .sandbox, userToken: { "token-for-\($0)" }),
+            transport: transport, store: store, deviceID: "new-id")
+        transport.answer(.offline, then: .status(404))
+        let before = transport.requests.count
+        await second.register(rawToken: Self.raw, userID: "matt")
+        #expect(await second.outbox.pending.map(\.kind) == ["unregister", "register"])
+        transport.answer(.status(404), then: .status(200))
+        try await second.outbox.drainUntilEmpty()
+        let sent = transport.requests.dropFirst(before)
+        #expect(sent.map { "\($0.method) \($0.path)" } == [
+            "DELETE /v1/apps/lucid/devices/old-id", "DELETE /v1/apps/lucid/devices/old-id", "POST /v1/apps/lucid/devices",
+        ])
+        #expect(sent.first?.headers["X-Herald-User-Token"] == "token-for-matt")
+        #expect(Self.body(try #require(sent.last))["device_id"] as? String == "new-id")
+        #expect(await second.acknowledgedToken == DeviceToken.hex(Self.raw))
+        // Removed once: the next launch (same id) and sign-out do not remove the old id again.
+        await second.signOut()
+        #expect(transport.requests.filter { $0.path.hasSuffix("/old-id") }.count == 2)
+        #expect(transport.requests.last.map { "\($0.method) \($0.path)" } == "DELETE /v1/apps/lucid/devices/new-id")
+
+        // Signed out before the id changed: that device is already gone, nothing more is removed.
+        let other = InMemoryKeyValueStore()
+        let configuration = HeraldKitConfiguration(appID: "lucid", clientKey: "client-key", environment: .sandbox)
+        let x = HeraldClient(configuration: configuration, transport: transport, store: other, deviceID: "x")
+        await x.register(rawToken: Self.raw, userID: "ana")
+        await x.signOut()
+        let y = HeraldClient(configuration: configuration, transport: transport, store: other, deviceID: "y")
+        await y.register(rawToken: Self.raw, userID: "ana")
+        #expect(transport.requests.filter { $0.path.hasSuffix("/devices/x") }.count == 1)
+    }
+
+    @Test("a quick action's commit goes through the background uploader when the client has one; the open it reports goes through the transport")
+    func commitThroughBackgroundUploader() async throws {
+        let transport = RecordingTransport()
+        let uploader = RecordingTransport()
+        uploader.answer(.status(200, #"{"status":"committed","result":{"ok":true}}"#))
+        let client = HeraldClient(
+            configuration: HeraldKitConfiguration(appID: "lucid", clientKey: "client-key", environment: .sandbox, userToken: { "token-for-\($0)" }),
+            transport: transport, backgroundUploader: uploader, store: InMemoryKeyValueStore(), deviceID: "ana-phone")
+        await client.register(rawToken: Self.raw, userID: "ana")
+        let card: [String: JSONValue] = ["herald": .object(["n": .string("n1"), "d": .int(7), "a": .object(["APPROVE": .string("tok-a")])])]
+        #expect(await client.commitAction(appData: card, action: "APPROVE") == .committed(result: .object(["ok": .bool(true)])))
+        #expect(uploader.requests.map(\.path) == ["/v1/apps/lucid/actions"])
+        #expect(uploader.requests.first?.headers["Authorization"] == "Bearer client-key")
+        #expect(uploader.requests.first?.headers["X-Herald-User-Token"] == "token-for-ana")
+        #expect(uploader.requests.first?.headers["Idempotency-Key"] != nil)
+        #expect(transport.requests.map(\.path) == ["/v1/apps/lucid/devices", "/v1/apps/lucid/opened"])
+    }
+}
