@@ -40,6 +40,8 @@ let package = Package(
         // Webhooks (issue #13 §2): HTTP/1.1 and HTTPS to the app's backend, pooled, with deadlines;
         // not a hot path, so the well-kept client rather than one of our own.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // The dashboard (issue #15): server-rendered pages from Mustache templates (GUIDE.md's choice).
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .target(name: "HeraldPayload", swiftSettings: strict),
@@ -132,6 +134,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
             swiftSettings: strict
         ),

@@ -725,6 +725,12 @@ extension HeraldStore {
                     """),
             ]
         ),
+        // The dashboard's recent notifications (issue #15): newest first per app, read from an
+        // index instead of sorting every notification of the app.
+        (
+            version: 19,
+            statements: ["CREATE INDEX notifications_recent ON notifications (app_id, created_at)"]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

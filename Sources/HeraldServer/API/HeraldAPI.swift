@@ -323,6 +323,7 @@ package enum HeraldAPI {
         addEngagementRoutes(to: apps, runtime: runtime)
         addActionRoutes(to: apps, runtime: runtime)
         addTestSendRoutes(to: apps, runtime: runtime)
+        Dashboard.addRoutes(to: router, runtime: runtime)
         return router
     }
 

@@ -22,6 +22,8 @@ package final class HeraldMetrics: Sendable {
     private let fcmRequest: CoreMetrics.Timer
     private let lastBatch: CoreMetrics.Gauge
     private let lastBatchAt = Atomic<Int64>(0)
+    /// Sends per minute and failures by reason per app, for the dashboard.
+    let activity = DeliveryActivity()
 
     static let batchBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let requestBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -69,6 +71,7 @@ package final class HeraldMetrics: Sendable {
 
     /// Finished deliveries of one batch, counted by app, status and reason.
     func deliveries(_ counts: [DeliveryCountKey: Int]) {
+        activity.record(counts, at: Date())
         for (key, count) in counts {
             counter("herald_deliveries_total", [("app", key.app), ("status", key.status), ("reason", key.reason)])
                 .increment(by: count)

@@ -1,0 +1,336 @@
+import Foundation
+import HTTPTypes
+import HeraldCore
+import HeraldStore
+import Hummingbird
+import Mustache
+import NIOCore
+import Synchronization
+
+/// The dashboard (issue #15): server-rendered pages under `/dashboard` on the API's port, signed
+/// in with the admin key or an app's server key (a signed HttpOnly, SameSite=Strict cookie; a
+/// CSRF token in every form). Nothing secret is rendered: keys never, device tokens by their
+/// first 8 characters.
+enum Dashboard {
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        // The templates are constants compiled in; a syntax error in one is caught by the tests.
+        for (name, text) in DashboardTemplates.all { try? library.register(text, named: name) }
+        return library
+    }()
+
+    /// Sessions signed out on this node (their nonces), until they would have expired anyway.
+    static let signedOut = Mutex<[String: Date]>([:])
+
+    static func addRoutes(to router: Router<BasicRequestContext>, runtime: HeraldRuntime) {
+        router.get("/dashboard/assets/herald.css") { _, _ in asset(DashboardTemplates.css, type: "text/css; charset=utf-8") }
+        router.get("/dashboard/assets/herald.js") { _, _ in asset(DashboardTemplates.script, type: "text/javascript; charset=utf-8") }
+        router.get("/dashboard") { request, _ in
+            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+            switch session.role {
+            case .admin: return redirect("/dashboard/overview")
+            case .app(let id): return redirect("/dashboard/apps/\(escaped(id))")
+            }
+        }
+        router.get("/dashboard/login") { request, _ in
+            loginPage(error: nil, status: .ok)
+        }
+        router.post("/dashboard/login") { request, _ in
+            let form = try await form(request)
+            guard let token = request.cookies[DashboardSession.loginCookie]?.value, let sent = form["csrf"],
+                HeraldAPI.constantTimeEquals(token, sent)
+            else {
+                return loginPage(error: "The form expired or was not sent from this page; try again.", status: .forbidden)
+            }
+            guard let session = DashboardSession.signIn(key: form["key"] ?? "", configuration: runtime.configuration, now: Date()) else {
+                runtime.logger.notice("Dashboard sign-in refused: not the admin key nor an app's server key")
+                return loginPage(error: "That is not the admin key nor an app's server key.", status: .unauthorized)
+            }
+            runtime.logger.notice("Dashboard sign-in", metadata: ["herald.dashboard.role": "\(describe(session.role))"])
+            var response = redirect("/dashboard")
+            response.setCookie(cookie(DashboardSession.cookie, session.value, maxAge: Int(DashboardSession.lifetime)))
+            response.setCookie(cookie(DashboardSession.loginCookie, "", maxAge: 0))
+            return response
+        }
+        router.post("/dashboard/logout") { request, _ in
+            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+            let form = try await form(request)
+            guard checkCSRF(form, session) else { return csrfRefused() }
+            signedOut.withLock { signedOut in
+                let now = Date()
+                signedOut = signedOut.filter { $0.value > now }
+                signedOut[session.nonce] = session.expires
+            }
+            var response = redirect("/dashboard/login")
+            response.setCookie(cookie(DashboardSession.cookie, "", maxAge: 0))
+            return response
+        }
+        router.get("/dashboard/overview") { request, _ in
+            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+            let apps = runtime.apps.keys.sorted().filter { session.role.sees($0) }
+            return try await overview(apps: apps, session: session, app: nil, runtime: runtime)
+        }
+        router.get("/dashboard/apps/:app") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                try await overview(apps: [app.configuration.id], session: session, app: app.configuration.id, runtime: runtime)
+            }
+        }
+        router.get("/dashboard/apps/:app/users") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                try await users(request, session: session, app: app, runtime: runtime)
+            }
+        }
+        router.get("/dashboard/apps/:app/notifications") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                try await notifications(request, session: session, app: app, runtime: runtime)
+            }
+        }
+        router.get("/dashboard/apps/:app/notifications/:id") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)),
+                    let view = try await NotificationPage.load(app: app.configuration.id, id: id, runtime: runtime)
+                else { return message("Not found", "No such notification.", session: session, app: app.configuration.id, status: .notFound) }
+                return render("Notification", "notification", view, session: session, app: app.configuration.id, tab: "notifications")
+            }
+        }
+        router.get("/dashboard/apps/:app/notifications/:id/live") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)),
+                    let view = try await NotificationPage.load(app: app.configuration.id, id: id, runtime: runtime)
+                else { throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id") }
+                return try JSONResponse.make(view.live)
+            }
+        }
+    }
+
+    // MARK: Pages
+
+    static func overview(apps: [String], session: DashboardSession, app: String?, runtime: HeraldRuntime) async throws -> Response {
+        let gauges = try await runtime.store.outboxGauges()
+        let now = Date()
+        let pauses = runtime.pauses.all
+        let views = apps.compactMap { id -> OverviewApp? in
+            guard let app = runtime.apps[id] else { return nil }
+            let (minutes, failures) = runtime.metrics.activity.snapshot(app: id, now: now)
+            var providers: [OverviewApp.Provider] = []
+            for platform in ["apns", "fcm"] {
+                let disabled = platform == "apns" ? app.apnsDisabledReason : app.fcmDisabledReason
+                if let pause = pauses[ProviderKey(app: id, platform: platform)] {
+                    providers.append(
+                        .init(
+                            name: platform.uppercased(), label: "paused (\(pause.reason))", state: "bad",
+                            detail: "since \(HeraldTime.format(pause.since)); tried again at \(HeraldTime.format(pause.retryAt))"))
+                } else if let disabled {
+                    providers.append(.init(name: platform.uppercased(), label: "off", state: "", detail: disabled))
+                } else {
+                    providers.append(.init(name: platform.uppercased(), label: "ok", state: "ok", detail: "sending"))
+                }
+            }
+            return OverviewApp(
+                id: id, providers: providers, sentLastMinute: minutes.last?.sent ?? 0, sentLastHour: minutes.reduce(0) { $0 + $1.sent },
+                failedLastHour: minutes.reduce(0) { $0 + $1.failed }, chart: Charts.activity(minutes),
+                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) }, hasFailures: !failures.isEmpty)
+        }
+        let view = OverviewPage(
+            queueDepth: gauges.due, deferred: gauges.deferred,
+            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, since: "since it started", apps: views)
+        return render("Overview", "overview", view, session: session, app: app, tab: "overview")
+    }
+
+    static func users(_ request: Request, session: DashboardSession, app: AppRuntime, runtime: HeraldRuntime) async throws -> Response {
+        let appID = app.configuration.id
+        let query = request.uri.queryParameters.get("user_id")?.trimmingCharacters(in: .whitespaces) ?? ""
+        var view = UsersPage(app: appID, query: query, notFound: false, user: nil)
+        if !query.isEmpty, query.utf8.count <= 256 {
+            let record = try await runtime.store.user(appID: appID, userID: query)
+            let devices = try await runtime.store.devices(appID: appID, userID: query)
+            if record == nil && devices.isEmpty {
+                view.notFound = true
+            } else {
+                let zoneName = record?.timeZone ?? "UTC"
+                let zone = TimeZone(identifier: zoneName) ?? .gmt
+                let badges = try await runtime.store.badges(appID: appID, userID: query)
+                let steps = try await runtime.store.pendingSteps(appID: appID, userID: query)
+                let waiting = try await runtime.store.waitingDeliveries(appID: appID, userID: query, limit: 50)
+                let preferences = record.map { String(decoding: $0.preferences, as: UTF8.self) }.flatMap { $0 == "{}" ? nil : $0 }
+                view.user = UsersPage.User(
+                    id: query, zone: zoneName, locale: record?.locale ?? "—",
+                    badge: badges.isEmpty ? nil : badges.values.reduce(0, +),
+                    devices: devices.map {
+                        .init(
+                            id: $0.deviceID, name: $0.name, platform: $0.platform, environment: $0.environment, token: String($0.token.prefix(8)) + "…",
+                            permission: $0.authorizationStatus ?? "not reported", active: $0.active,
+                            reason: [$0.inactiveReason, $0.inactiveSince.map { "since " + HeraldTime.format($0) }].compactMap { $0 }.joined(separator: " "))
+                    },
+                    preferences: preferences, badges: badges.sorted { $0.key < $1.key }.map { .init(name: $0.key, value: $0.value) },
+                    hasBadges: !badges.isEmpty,
+                    steps: steps.map { .init(track: $0.track, step: $0.step, due: Format.local($0.dueAt, zone)) }, hasSteps: !steps.isEmpty,
+                    waiting: waiting.map { item in
+                        .init(
+                            app: appID, notification: item.notificationID.uuidString.lowercased(), type: item.type ?? "custom",
+                            device: item.delivery.deviceID, status: item.delivery.status.rawValue, due: Format.local(item.delivery.dueAt, zone),
+                            why: DecisionTrace.entries(item.delivery.trace).last?.message ?? item.delivery.reason ?? "")
+                    },
+                    hasWaiting: !waiting.isEmpty)
+            }
+        }
+        return render("Users", "users", view, session: session, app: appID, tab: "users")
+    }
+
+    static func notifications(_ request: Request, session: DashboardSession, app: AppRuntime, runtime: HeraldRuntime) async throws -> Response {
+        let appID = app.configuration.id
+        let parameters = request.uri.queryParameters
+        let type = parameters.get("type").flatMap { $0.isEmpty ? nil : $0 }
+        let status = parameters.get("status").flatMap { HeraldStore.summaryFilters[$0] == nil ? nil : $0 }
+        let before = parameters.get("before").flatMap(HeraldTime.parse)
+        let limit = 50
+        let rows = try await runtime.store.recentNotifications(appID: appID, type: type, status: status, before: before, limit: limit)
+        var next: String?
+        if rows.count == limit, let last = rows.last {
+            var items = [URLQueryItem(name: "before", value: HeraldTime.format(last.createdAt))]
+            if let type { items.append(URLQueryItem(name: "type", value: type)) }
+            if let status { items.append(URLQueryItem(name: "status", value: status)) }
+            var components = URLComponents()
+            components.queryItems = items
+            next = "/dashboard/apps/\(escaped(appID))/notifications?" + (components.percentEncodedQuery ?? "")
+        }
+        let view = NotificationsPage(
+            app: appID, types: (app.catalog?.types.map(\.name) ?? []).map { .init(name: $0, selected: $0 == type) },
+            statuses: HeraldStore.summaryFilters.keys.sorted().map { .init(name: $0, selected: $0 == status) },
+            rows: rows.map {
+                .init(
+                    app: appID, id: $0.id.uuidString.lowercased(), created: Format.utc($0.createdAt), type: $0.type ?? "custom", recipients: $0.recipients,
+                    sent: $0.sent, failed: $0.failed, deferred: $0.deferred, suppressed: $0.suppressed, opened: $0.opened)
+            }, filtered: type != nil || status != nil, next: next)
+        return render("Notifications", "notifications", view, session: session, app: appID, tab: "notifications")
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `body` for the app the path names when the session may see it; else a 404 page (an
+    /// app key learns nothing about other apps, not even whether they exist).
+    static func withApp(
+        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime,
+        _ body: (DashboardSession, AppRuntime) async throws -> Response
+    ) async throws -> Response {
+        guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+        let id = context.parameters.get("app")?.removingPercentEncoding ?? ""
+        guard session.role.sees(id), let app = runtime.apps[id] else {
+            return message("Not found", "No such app.", session: session, app: nil, status: .notFound)
+        }
+        return try await body(session, app)
+    }
+
+    static func session(_ request: Request, _ runtime: HeraldRuntime) -> DashboardSession? {
+        guard let value = request.cookies[DashboardSession.cookie]?.value,
+            let session = DashboardSession.verify(value, configuration: runtime.configuration, now: Date())
+        else { return nil }
+        return signedOut.withLock { $0[session.nonce] } == nil ? session : nil
+    }
+
+    static func checkCSRF(_ form: [String: String], _ session: DashboardSession) -> Bool {
+        guard let sent = form["csrf"] else { return false }
+        return HeraldAPI.constantTimeEquals(sent, session.csrf)
+    }
+
+    static func csrfRefused() -> Response {
+        page(
+            layout(title: "Refused", content: render("message", MessagePage(heading: "Refused", text: "The form's CSRF token is missing or wrong: reload the page and try again.")), session: nil, app: nil, tab: nil),
+            status: .forbidden)
+    }
+
+    /// A form body (`application/x-www-form-urlencoded`, at most 64 KB).
+    static func form(_ request: Request) async throws -> [String: String] {
+        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        var components = URLComponents()
+        components.percentEncodedQuery = String(buffer: buffer).replacingOccurrences(of: "+", with: "%20")
+        var fields: [String: String] = [:]
+        for item in components.queryItems ?? [] where fields[item.name] == nil { fields[item.name] = item.value ?? "" }
+        return fields
+    }
+
+    static func loginPage(error: String?, status: HTTPResponse.Status) -> Response {
+        let token = Base64URL.encode((0..<18).map { _ in UInt8.random(in: .min ... .max) })
+        var response = page(
+            layout(title: "Sign in", content: render("login", LoginPage(csrf: token, error: error)), session: nil, app: nil, tab: nil),
+            status: status)
+        response.setCookie(cookie(DashboardSession.loginCookie, token, maxAge: 3600))
+        return response
+    }
+
+    static func message(_ heading: String, _ text: String, session: DashboardSession?, app: String?, status: HTTPResponse.Status) -> Response {
+        page(layout(title: heading, content: render("message", MessagePage(heading: heading, text: text)), session: session, app: app, tab: nil), status: status)
+    }
+
+    static func render(_ title: String, _ template: String, _ view: Any, session: DashboardSession, app: String?, tab: String?) -> Response {
+        page(layout(title: title, content: render(template, view), session: session, app: app, tab: tab), status: .ok)
+    }
+
+    static func render(_ template: String, _ view: Any) -> String {
+        library.render(view, withTemplate: template) ?? ""
+    }
+
+    static func layout(title: String, content: String, session: DashboardSession?, app: String?, tab: String?) -> String {
+        render(
+            "layout",
+            LayoutView(
+                title: title, content: content, signedIn: session != nil, app: app, onOverview: tab == "overview", onUsers: tab == "users",
+                onNotifications: tab == "notifications", csrf: session?.csrf ?? "", who: session.map { describe($0.role) } ?? ""))
+    }
+
+    static func describe(_ role: DashboardRole) -> String {
+        switch role {
+        case .admin: "admin"
+        case .app(let id): "app \(id)"
+        }
+    }
+
+    static func page(_ html: String, status: HTTPResponse.Status) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = "text/html; charset=utf-8"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        var headers = securityHeaders
+        headers[.contentType] = type
+        headers[.cacheControl] = "public, max-age=3600"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers = securityHeaders
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    static let securityHeaders: HTTPFields = [
+        .contentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        .xContentTypeOptions: "nosniff", .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "same-origin",
+        HTTPField.Name("X-Frame-Options")!: "DENY",
+    ]
+
+    static func cookie(_ name: String, _ value: String, maxAge: Int) -> Cookie {
+        Cookie(name: name, value: value, maxAge: maxAge, path: "/dashboard", httpOnly: true, sameSite: .strict)
+    }
+
+    static func escaped(_ component: String) -> String {
+        component.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? component
+    }
+}
+
+/// Times as the dashboard shows them.
+enum Format {
+    static func utc(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
+            .replacingOccurrences(of: "T", with: " ")
+    }
+
+    /// `2026-11-26 09:00` in `zone` (the zone is named in the column header).
+    static func local(_ date: Date, _ zone: TimeZone) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: date)
+        return String(format: "%04d-%02d-%02d %02d:%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0, parts.hour ?? 0, parts.minute ?? 0)
+    }
+}

@@ -1,0 +1,231 @@
+// The dashboard's templates and assets (issue #15), compiled into the binary: nothing is read
+// from disk or a CDN, so the dashboard works offline. Mustache escapes every {{value}}; the
+// only unescaped one, {{{content}}}, is a page this code rendered.
+
+enum DashboardTemplates {
+    static let all: [String: String] = [
+        "layout": layout, "login": login, "overview": overview, "users": users, "notifications": notifications,
+        "notification": notification, "message": message,
+    ]
+
+    static let layout = #"""
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{{title}} · Herald</title>
+        <link rel="stylesheet" href="/dashboard/assets/herald.css">
+        <script src="/dashboard/assets/herald.js" defer></script>
+        </head>
+        <body>
+        <header class="top">
+          <a class="brand" href="/dashboard">Herald</a>
+          {{#signedIn}}
+          <nav>
+            {{#app}}
+            <a href="/dashboard/apps/{{app}}" {{#onOverview}}aria-current="page"{{/onOverview}}>Overview</a>
+            <a href="/dashboard/apps/{{app}}/users" {{#onUsers}}aria-current="page"{{/onUsers}}>Users</a>
+            <a href="/dashboard/apps/{{app}}/notifications" {{#onNotifications}}aria-current="page"{{/onNotifications}}>Notifications</a>
+            {{/app}}
+          </nav>
+          <form class="signout" method="post" action="/dashboard/logout">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <span class="who">{{who}}</span> <button type="submit">Sign out</button>
+          </form>
+          {{/signedIn}}
+        </header>
+        <main>
+        {{{content}}}
+        </main>
+        </body>
+        </html>
+        """#
+
+    static let login = #"""
+        <section class="card narrow">
+          <h1>Sign in</h1>
+          <p class="muted">With the admin key (every app) or an app's server key (that app).</p>
+          {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+          <form method="post" action="/dashboard/login">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="key">Key</label>
+            <input id="key" name="key" type="password" autocomplete="current-password" required autofocus>
+            <button type="submit">Sign in</button>
+          </form>
+        </section>
+        """#
+
+    static let overview = #"""
+        <h1>Overview</h1>
+        <p class="muted">Queue: <strong id="queue-depth">{{queueDepth}}</strong> due now, {{deferred}} deferred{{#oldest}}, oldest waiting {{oldest}}{{/oldest}} (all apps). Sends and failures: this node, {{since}}.</p>
+        {{#apps}}
+        <section class="card">
+          <h2><a href="/dashboard/apps/{{id}}">{{id}}</a></h2>
+          <div class="providers">
+            {{#providers}}<span class="pill {{state}}" title="{{detail}}">{{name}}: {{label}}</span>{{/providers}}
+          </div>
+          <div class="stats">
+            <div><span class="big">{{sentLastMinute}}</span><span class="muted">sent, last minute</span></div>
+            <div><span class="big">{{sentLastHour}}</span><span class="muted">sent, last 30 min</span></div>
+            <div><span class="big">{{failedLastHour}}</span><span class="muted">failed, last 30 min</span></div>
+          </div>
+          {{{chart}}}
+          {{#hasFailures}}
+          <table><caption>Failures by reason</caption><thead><tr><th>Reason</th><th class="num">Deliveries</th></tr></thead><tbody>
+          {{#failures}}<tr><td>{{reason}}</td><td class="num">{{count}}</td></tr>{{/failures}}
+          </tbody></table>
+          {{/hasFailures}}
+        </section>
+        {{/apps}}
+        """#
+
+    static let users = #"""
+        <h1>Users</h1>
+        <form class="search" method="get" action="/dashboard/apps/{{app}}/users">
+          <label for="user_id">User id</label>
+          <input id="user_id" name="user_id" value="{{query}}" required>
+          <button type="submit">Find</button>
+        </form>
+        {{#notFound}}<p class="muted">No user or device "{{query}}" in {{app}}.</p>{{/notFound}}
+        {{#user}}
+        <section class="card">
+          <h2>{{id}}</h2>
+          <p class="muted">Time zone {{zone}} · locale {{locale}}{{#badge}} · badge {{badge}}{{/badge}}</p>
+          <h3>Devices</h3>
+          <table class="devices"><thead><tr><th>Device</th><th>Platform</th><th>Environment</th><th>Token</th><th>Permission</th><th>State</th></tr></thead><tbody>
+          {{#devices}}<tr><td>{{id}}{{#name}}<br><span class="muted">{{name}}</span>{{/name}}</td><td>{{platform}}</td><td>{{environment}}</td><td><code>{{token}}</code></td><td>{{permission}}</td><td>{{#active}}<span class="pill ok">active</span>{{/active}}{{^active}}<span class="pill bad">inactive</span> {{reason}}{{/active}}</td></tr>{{/devices}}
+          </tbody></table>
+          <h3>Preferences</h3>
+          {{#preferences}}<pre>{{preferences}}</pre>{{/preferences}}{{^preferences}}<p class="muted">Defaults.</p>{{/preferences}}
+          {{#hasBadges}}<h3>Badges</h3><ul>{{#badges}}<li>{{name}}: {{value}}</li>{{/badges}}</ul>{{/hasBadges}}
+          <h3>Pending track steps</h3>
+          {{#hasSteps}}<table><thead><tr><th>Track</th><th>Step</th><th>Due ({{zone}})</th></tr></thead><tbody>
+          {{#steps}}<tr><td>{{track}}</td><td>{{step}}</td><td>{{due}}</td></tr>{{/steps}}</tbody></table>{{/hasSteps}}
+          {{^hasSteps}}<p class="muted">None.</p>{{/hasSteps}}
+          <h3>Waiting deliveries</h3>
+          {{#hasWaiting}}<table><thead><tr><th>Notification</th><th>Device</th><th>Status</th><th>Due ({{zone}})</th><th>Why</th></tr></thead><tbody>
+          {{#waiting}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{notification}}">{{type}}</a></td><td>{{device}}</td><td><span class="pill {{status}}">{{status}}</span></td><td>{{due}}</td><td class="why">{{why}}</td></tr>{{/waiting}}
+          </tbody></table>{{/hasWaiting}}
+          {{^hasWaiting}}<p class="muted">None.</p>{{/hasWaiting}}
+        </section>
+        {{/user}}
+        """#
+
+    static let notifications = #"""
+        <h1>Notifications</h1>
+        <form class="search" method="get" action="/dashboard/apps/{{app}}/notifications">
+          <label for="type">Type</label>
+          <select id="type" name="type"><option value="">any</option>{{#types}}<option value="{{name}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/types}}</select>
+          <label for="status">With a delivery</label>
+          <select id="status" name="status"><option value="">any</option>{{#statuses}}<option value="{{name}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/statuses}}</select>
+          <button type="submit">Filter</button>
+        </form>
+        <table class="list"><thead><tr><th>Created (UTC)</th><th>Type</th><th class="num">Devices</th><th class="num">Sent</th><th class="num">Failed</th><th class="num">Deferred</th><th class="num">Suppressed</th><th class="num">Opened</th></tr></thead><tbody>
+        {{#rows}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{id}}">{{created}}</a></td><td>{{type}}</td><td class="num">{{recipients}}</td><td class="num">{{sent}}</td><td class="num">{{failed}}</td><td class="num">{{deferred}}</td><td class="num">{{suppressed}}</td><td class="num">{{opened}}</td></tr>{{/rows}}
+        </tbody></table>
+        {{^rows}}<p class="muted">No notifications{{#filtered}} match{{/filtered}}.</p>{{/rows}}
+        {{#next}}<p><a href="{{next}}">Older</a></p>{{/next}}
+        """#
+
+    static let notification = #"""
+        <h1>{{type}} <span class="muted small">{{id}}</span></h1>
+        <p class="muted">Created {{created}} UTC · {{recipients}} device(s){{#cancelKey}} · cancel key <code>{{cancelKey}}</code>{{/cancelKey}}</p>
+        <div class="counts" id="live" data-live="/dashboard/apps/{{app}}/notifications/{{id}}/live">
+          {{#counts}}<span class="pill {{status}}"><span data-count="{{status}}">{{count}}</span> {{status}}</span>{{/counts}}
+        </div>
+        {{#deliveries}}
+        <section class="card delivery" id="delivery-{{id}}">
+          <h2>Device {{device}} <span class="pill {{status}}" data-delivery-status="{{id}}">{{status}}</span></h2>
+          <p class="muted">Attempts {{attempts}}{{#reason}} · reason <strong>{{reason}}</strong>{{/reason}} · due {{due}} UTC · updated {{updated}} UTC</p>
+          {{#hasTrace}}
+          <ol class="timeline">
+            {{#trace}}<li><span class="rule">{{rule}}</span> {{message}}</li>{{/trace}}
+          </ol>
+          {{/hasTrace}}
+        </section>
+        {{/deliveries}}
+        """#
+
+    static let message = #"""
+        <section class="card narrow">
+          <h1>{{heading}}</h1>
+          <p>{{text}}</p>
+          <p><a href="/dashboard">Back</a></p>
+        </section>
+        """#
+
+    static let css = #"""
+        :root { --bg: #f7f7f8; --fg: #1d1d1f; --muted: #6b6b70; --card: #fff; --line: #e2e2e6; --accent: #3355cc;
+          --ok: #1f7a3a; --bad: #b3261e; --warn: #8a5a00; color-scheme: light dark; }
+        @media (prefers-color-scheme: dark) { :root { --bg: #151517; --fg: #ececf0; --muted: #9a9aa2; --card: #1f1f23;
+          --line: #33333a; --accent: #8ea6ff; --ok: #5cc47c; --bad: #ff7b72; --warn: #e3b341; } }
+        * { box-sizing: border-box; }
+        body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
+        a { color: var(--accent); }
+        header.top { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; padding: .6rem 1rem; border-bottom: 1px solid var(--line); background: var(--card); }
+        .brand { font-weight: 700; text-decoration: none; color: var(--fg); }
+        nav { display: flex; gap: .75rem; flex-wrap: wrap; }
+        nav a[aria-current] { font-weight: 600; text-decoration: none; color: var(--fg); }
+        .signout { margin-left: auto; display: flex; gap: .5rem; align-items: center; }
+        main { padding: 1rem; max-width: 1200px; margin: 0 auto; }
+        h1 { font-size: 1.4rem; margin: .2rem 0 1rem; } h2 { font-size: 1.1rem; margin: 0 0 .5rem; } h3 { font-size: 1rem; margin: 1rem 0 .4rem; }
+        .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 1rem; margin: 0 0 1rem; overflow-x: auto; }
+        .narrow { max-width: 420px; margin: 2rem auto; }
+        .muted { color: var(--muted); } .small { font-size: .8rem; font-weight: 400; }
+        .error { color: var(--bad); }
+        label { display: block; font-size: .85rem; color: var(--muted); margin: .3rem 0; }
+        input, select, button { font: inherit; padding: .45rem .6rem; border-radius: 6px; border: 1px solid var(--line); background: var(--bg); color: var(--fg); }
+        .narrow input { width: 100%; margin-bottom: .8rem; }
+        button { background: var(--accent); color: #fff; border: 0; cursor: pointer; }
+        .search { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; margin-bottom: 1rem; }
+        .search label { margin: 0; align-self: center; }
+        table { border-collapse: collapse; width: 100%; font-size: .9rem; }
+        th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+        .num { text-align: right; font-variant-numeric: tabular-nums; }
+        caption { text-align: left; font-weight: 600; padding: .5rem 0; }
+        code, pre { font: .85rem ui-monospace, SFMono-Regular, Menlo, monospace; }
+        pre { white-space: pre-wrap; background: var(--bg); padding: .5rem; border-radius: 6px; }
+        .pill { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem; border: 1px solid var(--line); margin: 0 .25rem .25rem 0; }
+        .pill.ok, .pill.sent { color: var(--ok); border-color: var(--ok); }
+        .pill.bad, .pill.failed { color: var(--bad); border-color: var(--bad); font-weight: 600; }
+        .pill.deferred, .pill.queued, .pill.sending, .pill.warn { color: var(--warn); border-color: var(--warn); }
+        .stats { display: flex; flex-wrap: wrap; gap: 1.5rem; margin: .5rem 0; }
+        .stats div { display: flex; flex-direction: column; } .big { font-size: 1.6rem; font-weight: 600; }
+        svg.chart { width: 100%; height: 80px; } svg.chart .sent { fill: var(--ok); } svg.chart .failed { fill: var(--bad); }
+        ol.timeline { list-style: none; margin: .5rem 0 0; padding: 0 0 0 1rem; border-left: 2px solid var(--line); }
+        ol.timeline li { position: relative; margin: 0 0 .5rem; padding-left: .5rem; }
+        ol.timeline li::before { content: ""; position: absolute; left: -1.36rem; top: .45rem; width: .6rem; height: .6rem; border-radius: 50%; background: var(--accent); }
+        .rule { font: .8rem ui-monospace, monospace; color: var(--muted); margin-right: .4rem; }
+        td.why { max-width: 28rem; }
+        @media (max-width: 600px) { main { padding: .6rem; } .devices th:nth-child(3), .devices td:nth-child(3) { display: none; } .big { font-size: 1.3rem; } }
+        """#
+
+    /// Progressive: the pages work without it. It refreshes a notification's counts and delivery
+    /// states every 2 s while any is still waiting.
+    static let script = #"""
+        (function () {
+          var live = document.getElementById("live");
+          if (!live) return;
+          var url = live.getAttribute("data-live");
+          function pending(counts) { return (counts.queued || 0) + (counts.sending || 0) + (counts.deferred || 0) > 0; }
+          function tick() {
+            fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+              .then(function (r) { return r.ok ? r.json() : null; })
+              .then(function (data) {
+                if (!data) return;
+                Object.keys(data.counts).forEach(function (status) {
+                  var node = live.querySelector('[data-count="' + status + '"]');
+                  if (node) node.textContent = data.counts[status];
+                });
+                data.deliveries.forEach(function (d) {
+                  var node = document.querySelector('[data-delivery-status="' + d.id + '"]');
+                  if (node && node.textContent !== d.status) { node.textContent = d.status; node.className = "pill " + d.status; }
+                });
+                if (pending(data.counts)) setTimeout(tick, 2000);
+              });
+          }
+          setTimeout(tick, 2000);
+        })();
+        """#
+}

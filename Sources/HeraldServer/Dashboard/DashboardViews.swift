@@ -1,0 +1,236 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+
+// What the dashboard's templates read (Mustache reads the stored properties by name).
+
+struct LayoutView {
+    var title: String
+    var content: String
+    var signedIn: Bool
+    var app: String?
+    var onOverview: Bool
+    var onUsers: Bool
+    var onNotifications: Bool
+    var csrf: String
+    var who: String
+}
+
+struct LoginPage {
+    var csrf: String
+    var error: String?
+}
+
+struct MessagePage {
+    var heading: String
+    var text: String
+}
+
+struct OverviewPage {
+    var queueDepth: Int
+    var deferred: Int
+    var oldest: String?
+    var since: String
+    var apps: [OverviewApp]
+}
+
+struct OverviewApp {
+    struct Provider {
+        var name: String
+        var label: String
+        /// The pill's class: `ok`, `bad` (paused: shown in red) or none (off).
+        var state: String
+        var detail: String
+    }
+
+    struct Failure {
+        var reason: String
+        var count: Int
+    }
+
+    var id: String
+    var providers: [Provider]
+    var sentLastMinute: Int
+    var sentLastHour: Int
+    var failedLastHour: Int
+    var chart: String
+    var failures: [Failure]
+    var hasFailures: Bool
+}
+
+struct UsersPage {
+    struct User {
+        struct Device {
+            var id: String
+            var name: String?
+            var platform: String
+            var environment: String
+            /// The first 8 characters and an ellipsis.
+            var token: String
+            var permission: String
+            var active: Bool
+            var reason: String
+        }
+
+        struct Badge {
+            var name: String
+            var value: Int64
+        }
+
+        struct Step {
+            var track: String
+            var step: String
+            var due: String
+        }
+
+        struct Waiting {
+            var app: String
+            var notification: String
+            var type: String
+            var device: String
+            var status: String
+            var due: String
+            /// The decision trace's last line ("deferred: quiet hours until 09:00 Europe/Paris").
+            var why: String
+        }
+
+        var id: String
+        var zone: String
+        var locale: String
+        var badge: Int64?
+        var devices: [Device]
+        var preferences: String?
+        var badges: [Badge]
+        var hasBadges: Bool
+        var steps: [Step]
+        var hasSteps: Bool
+        var waiting: [Waiting]
+        var hasWaiting: Bool
+    }
+
+    var app: String
+    var query: String
+    var notFound: Bool
+    var user: User?
+}
+
+struct NotificationsPage {
+    struct Option {
+        var name: String
+        var selected: Bool
+    }
+
+    struct Row {
+        var app: String
+        var id: String
+        var created: String
+        var type: String
+        var recipients: Int
+        var sent: Int
+        var failed: Int
+        var deferred: Int
+        var suppressed: Int
+        var opened: Int
+    }
+
+    var app: String
+    var types: [Option]
+    var statuses: [Option]
+    var rows: [Row]
+    var filtered: Bool
+    var next: String?
+}
+
+/// One notification: its counts and every delivery with its decision trace as a timeline.
+struct NotificationPage {
+    struct Count {
+        var status: String
+        var count: Int
+    }
+
+    struct Delivery {
+        struct Step {
+            var rule: String
+            var message: String
+        }
+
+        var id: Int64
+        var device: String
+        var status: String
+        var reason: String?
+        var attempts: Int
+        var due: String
+        var updated: String
+        var trace: [Step]
+        var hasTrace: Bool
+    }
+
+    /// What the page's script polls: counts and each delivery's status.
+    struct Live: Encodable {
+        struct Item: Encodable {
+            var id: Int64
+            var status: String
+        }
+
+        var counts: [String: Int]
+        var deliveries: [Item]
+    }
+
+    var app: String
+    var id: String
+    var type: String
+    var created: String
+    var recipients: Int
+    var cancelKey: String?
+    var counts: [Count]
+    var deliveries: [Delivery]
+    var live: Live
+
+    static let deliveryLimit = 200
+
+    static func load(app: String, id: UUID, runtime: HeraldRuntime) async throws -> NotificationPage? {
+        guard let record = try await runtime.store.notification(appID: app, id: id) else { return nil }
+        let counts = try await runtime.store.deliveryCounts(notificationID: id)
+        let deliveries = try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0)
+        let content = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
+        let all = DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0) }
+        return NotificationPage(
+            app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom", created: Format.utc(record.createdAt),
+            recipients: record.recipients, cancelKey: record.cancelKey, counts: all,
+            deliveries: deliveries.map { delivery in
+                let trace = DecisionTrace.entries(delivery.trace).map { Delivery.Step(rule: $0.rule, message: $0.message) }
+                return Delivery(
+                    id: delivery.id, device: delivery.deviceID, status: delivery.status.rawValue, reason: delivery.reason, attempts: delivery.attempts,
+                    due: Format.utc(delivery.dueAt), updated: Format.utc(delivery.updatedAt), trace: trace, hasTrace: !trace.isEmpty)
+            },
+            live: Live(
+                counts: Dictionary(uniqueKeysWithValues: all.map { ($0.status, $0.count) }),
+                deliveries: deliveries.map { Live.Item(id: $0.id, status: $0.status.rawValue) }))
+    }
+}
+
+/// Charts drawn on the server as SVG (no script, no CDN).
+enum Charts {
+    /// Bars of sent (green) and failed (red) per minute.
+    static func activity(_ minutes: [DeliveryActivity.Minute]) -> String {
+        let width = 600.0
+        let height = 80.0
+        let top = Double(max(1, minutes.map { $0.sent + $0.failed }.max() ?? 1))
+        let step = width / Double(max(1, minutes.count))
+        var bars = ""
+        for (index, minute) in minutes.enumerated() {
+            let x = Double(index) * step
+            let sent = Double(minute.sent) / top * (height - 2)
+            let failed = Double(minute.failed) / top * (height - 2)
+            if minute.sent > 0 {
+                bars += #"<rect class="sent" x="\#(fmt(x))" y="\#(fmt(height - sent))" width="\#(fmt(step * 0.8))" height="\#(fmt(sent))"><title>\#(minute.sent) sent</title></rect>"#
+            }
+            if minute.failed > 0 {
+                bars += #"<rect class="failed" x="\#(fmt(x))" y="\#(fmt(height - sent - failed))" width="\#(fmt(step * 0.8))" height="\#(fmt(failed))"><title>\#(minute.failed) failed</title></rect>"#
+            }
+        }
+        return #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
+    }
+
+    private static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
+}
