@@ -1,0 +1,149 @@
+import Foundation
+import HeraldCore
+import HeraldTesting
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// The dashboard over HTTP against a live server (issue #15): sign-in, CSRF, an app key's
+/// scope, and the SyncWell deferral's trace on the Users and Notification pages. (The Chromium
+/// run of the same pages is scripts/dashboard-browser.py.)
+@Suite("Dashboard")
+struct DashboardTests {
+    /// A browser's cookie jar over the harness's client; redirects are not followed.
+    final class Browser: @unchecked Sendable {
+        let server: ServerHarness
+        var cookies: [String: String] = [:]
+        init(_ server: ServerHarness) { self.server = server }
+
+        func go(_ method: HTTPRequest.Method, _ path: String, form: [String: String]? = nil) async throws -> (
+            status: HTTPResponse.Status, html: String, headers: HTTPFields
+        ) {
+            var headers: HTTPFields = [:]
+            if !cookies.isEmpty { headers[.cookie] = cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+            var body: ByteBuffer?
+            if let form {
+                headers[.contentType] = "application/x-www-form-urlencoded"
+                var components = URLComponents()
+                components.queryItems = form.map { URLQueryItem(name: $0.key, value: $0.value) }
+                body = ByteBuffer(string: components.percentEncodedQuery ?? "")
+            }
+            let response = try await server.client.execute(uri: path, method: method, headers: headers, body: body)
+            for header in response.headers[values: .setCookie] {
+                let pair = header.split(separator: ";")[0].split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                if pair.count == 2 { cookies[pair[0]] = pair[1].isEmpty || header.contains("Max-Age=0") ? nil : pair[1] }
+            }
+            return (response.status, String(buffer: response.body), response.headers)
+        }
+
+        /// The login page's form token, then a sign-in with `key`.
+        func signIn(_ key: String) async throws -> HTTPResponse.Status {
+            let page = try await go(.get, "/dashboard/login")
+            return try await go(.post, "/dashboard/login", form: ["csrf": DashboardTests.csrf(page.html) ?? "", "key": key]).status
+        }
+    }
+
+    static func csrf(_ html: String) -> String? {
+        guard let range = html.range(of: #"name="csrf" value=""#) else { return nil }
+        return String(html[range.upperBound...].prefix { $0 != "\"" })
+    }
+
+    static let otherKey = "other-server-key-0123456789abcdef"
+
+    @Test("sign-in: a form without its token is refused (403), a client key is not a dashboard key (401), a server key signs in with an HttpOnly, SameSite=Strict cookie; it sees its app and not another (404); sign-out needs the CSRF token and ends the session; a forged cookie is not signed in")
+    func signInAndScope() async throws {
+        try await withServer(configure: { configuration in
+            var other = configuration.apps[0]
+            other.id = "other"
+            other.serverKeys = [Self.otherKey]
+            other.clientKeys = ["other-client-key-0123456789abcdef"]
+            other.userTokenSecret = "other-user-token-secret-0123456789abcdef-0123"
+            configuration.apps.append(other)
+        }) { server in
+            let browser = Browser(server)
+            let start = try await browser.go(.get, "/dashboard")
+            #expect(start.status == .seeOther && start.headers[.location] == "/dashboard/login")
+            let login = try await browser.go(.get, "/dashboard/login")
+            #expect(login.status == .ok && login.headers[.contentSecurityPolicy]?.contains("default-src 'self'") == true)
+            #expect(try await browser.go(.post, "/dashboard/login", form: ["key": ServerHarness.server]).status == .forbidden)
+            #expect(try await browser.signIn(ServerHarness.client) == .unauthorized)
+            #expect(browser.cookies["herald_session"] == nil)
+
+            let page = try await browser.go(.get, "/dashboard/login")
+            let signedIn = try await browser.go(.post, "/dashboard/login", form: ["csrf": Self.csrf(page.html) ?? "", "key": ServerHarness.server])
+            #expect(signedIn.status == .seeOther)
+            let setCookie = signedIn.headers[values: .setCookie].first { $0.hasPrefix("herald_session=") } ?? ""
+            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Path=/dashboard"))
+            #expect(!setCookie.contains(ServerHarness.server))
+            let overview = try await browser.go(.get, "/dashboard/apps/demo")
+            #expect(overview.status == .ok && overview.html.contains("APNS: ok") && overview.html.contains("app demo"))
+            #expect(!overview.html.contains(ServerHarness.server))
+            #expect(try await browser.go(.get, "/dashboard/apps/other").status == .notFound)
+            #expect(try await browser.go(.get, "/dashboard/apps/other/users?user_id=ana").status == .notFound)
+            let all = try await browser.go(.get, "/dashboard/overview")
+            #expect(all.html.contains("/dashboard/apps/demo") && !all.html.contains("/dashboard/apps/other"))
+
+            // A forged cookie: the app changed to another one keeps the MAC of the first.
+            let forged = Browser(server)
+            let parts = (browser.cookies["herald_session"] ?? "").split(separator: ".").map(String.init)
+            #expect(parts.count == 6)
+            forged.cookies["herald_session"] = ([parts[0], parts[1], Base64URL.encode(Data("other".utf8))] + parts[3...]).joined(separator: ".")
+            #expect(try await forged.go(.get, "/dashboard/apps/other").status == .seeOther)
+
+            // Sign-out: refused without the token (403), done with it; the old cookie is over.
+            let session = browser.cookies["herald_session"]
+            #expect(try await browser.go(.post, "/dashboard/logout", form: [:]).status == .forbidden)
+            #expect(try await browser.go(.post, "/dashboard/logout", form: ["csrf": "wrong"]).status == .forbidden)
+            let out = try await browser.go(.post, "/dashboard/logout", form: ["csrf": Self.csrf(overview.html) ?? ""])
+            #expect(out.status == .seeOther && browser.cookies["herald_session"] == nil)
+            let replay = Browser(server)
+            replay.cookies["herald_session"] = session
+            #expect(try await replay.go(.get, "/dashboard/apps/demo").status == .seeOther)
+
+            // The admin key sees both apps.
+            let admin = Browser(server)
+            #expect(try await admin.signIn(ServerHarness.admin) == .seeOther)
+            let adminOverview = try await admin.go(.get, "/dashboard/overview")
+            #expect(adminOverview.html.contains("/dashboard/apps/demo") && adminOverview.html.contains("/dashboard/apps/other"))
+            #expect(try await admin.go(.get, "/dashboard/apps/other").status == .ok)
+        }
+    }
+
+    @Test("SyncWell at 23:00 in Paris: the Users page shows ana's device (token by 8 characters), and PN-03 waiting with its due time in Paris and the trace's reason; the Notifications list filters it as deferred; its page shows the trace as a timeline and the live counts")
+    func deferredTrace() async throws {
+        let clock = ManualClock(PolicyScenarioTests.date("2026-11-22T22:00:00Z"))
+        try await withServer(catalog: "syncwell.yaml", clock: clock) { server in
+            let token = makeDeviceTokens(1)[0]
+            #expect(try await server.register("phone", user: "ana", token: token, locale: "fr-FR") == .created)
+            #expect(try await server.request(.put, "/v1/apps/demo/users/ana", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"new_provider","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+            let id = try #require(sent.body["id"] as? String)
+            _ = try await server.settled(id)
+
+            let browser = Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let users = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=ana")
+            #expect(users.status == .ok)
+            #expect(users.html.contains("<code>\(token.prefix(8))…</code>") && !users.html.contains(token))
+            #expect(users.html.contains("Due (Europe/Paris)") && users.html.contains("2026-11-23 09:00"))
+            #expect(users.html.contains("deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
+            let unknown = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=nobody")
+            #expect(unknown.html.contains("No user or device"))
+
+            let deferred = try await browser.go(.get, "/dashboard/apps/demo/notifications?status=deferred")
+            #expect(deferred.html.contains("/dashboard/apps/demo/notifications/\(id)"))
+            let failed = try await browser.go(.get, "/dashboard/apps/demo/notifications?status=failed")
+            #expect(!failed.html.contains(id) && failed.html.contains("No notifications match"))
+            let page = try await browser.go(.get, "/dashboard/apps/demo/notifications/\(id)")
+            #expect(page.html.contains(#"<ol class="timeline">"#) && page.html.contains("deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
+            let live = try await browser.go(.get, "/dashboard/apps/demo/notifications/\(id)/live")
+            let object = try JSONSerialization.jsonObject(with: Data(live.html.utf8)) as? [String: Any]
+            #expect((object?["counts"] as? [String: Int])?["deferred"] == 1)
+            // The assets are in the binary.
+            #expect(try await browser.go(.get, "/dashboard/assets/herald.css").html.contains("prefers-color-scheme: dark"))
+            #expect(try await browser.go(.get, "/dashboard/assets/herald.js").html.contains("data-live"))
+        }
+    }
+}
