@@ -96,9 +96,9 @@ enum Dashboard {
         router.get("/dashboard/apps/:app/notifications/:id/live") { request, context in
             try await withApp(request, context, runtime) { session, app in
                 guard let id = context.parameters.get("id").flatMap(UUID.init(uuidString:)),
-                    let view = try await NotificationPage.load(app: app.configuration.id, id: id, runtime: runtime)
+                    let live = try await NotificationPage.Live.load(app: app.configuration.id, id: id, runtime: runtime)
                 else { throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id") }
-                return try JSONResponse.make(view.live)
+                return try JSONResponse.make(live)
             }
         }
     }
@@ -129,11 +129,11 @@ enum Dashboard {
             return OverviewApp(
                 id: id, providers: providers, sentLastMinute: minutes.last?.sent ?? 0, sentLastHour: minutes.reduce(0) { $0 + $1.sent },
                 failedLastHour: minutes.reduce(0) { $0 + $1.failed }, chart: Charts.activity(minutes),
-                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) }, hasFailures: !failures.isEmpty)
+                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) })
         }
         let view = OverviewPage(
             queueDepth: gauges.due, deferred: gauges.deferred,
-            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, since: "since it started", apps: views)
+            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, apps: views)
         return render("Overview", "overview", view, session: session, app: app, tab: "overview")
     }
 
@@ -163,15 +163,13 @@ enum Dashboard {
                             reason: [$0.inactiveReason, $0.inactiveSince.map { "since " + HeraldTime.format($0) }].compactMap { $0 }.joined(separator: " "))
                     },
                     preferences: preferences, badges: badges.sorted { $0.key < $1.key }.map { .init(name: $0.key, value: $0.value) },
-                    hasBadges: !badges.isEmpty,
-                    steps: steps.map { .init(track: $0.track, step: $0.step, due: Format.local($0.dueAt, zone)) }, hasSteps: !steps.isEmpty,
+                    steps: steps.map { .init(track: $0.track, step: $0.step, due: Format.local($0.dueAt, zone)) },
                     waiting: waiting.map { item in
                         .init(
-                            app: appID, notification: item.notificationID.uuidString.lowercased(), type: item.type ?? "custom",
+                            notification: item.notificationID.uuidString.lowercased(), type: item.type ?? "custom",
                             device: item.delivery.deviceID, status: item.delivery.status.rawValue, due: Format.local(item.delivery.dueAt, zone),
                             why: DecisionTrace.entries(item.delivery.trace).last?.message ?? item.delivery.reason ?? "")
-                    },
-                    hasWaiting: !waiting.isEmpty)
+                    })
             }
         }
         return render("Users", "users", view, session: session, app: appID, tab: "users")
@@ -199,7 +197,7 @@ enum Dashboard {
             statuses: HeraldStore.summaryFilters.keys.sorted().map { .init(name: $0, selected: $0 == status) },
             rows: rows.map {
                 .init(
-                    app: appID, id: $0.id.uuidString.lowercased(), created: Format.utc($0.createdAt), type: $0.type ?? "custom", recipients: $0.recipients,
+                    id: $0.id.uuidString.lowercased(), created: Format.utc($0.createdAt), type: $0.type ?? "custom", recipients: $0.recipients,
                     sent: $0.sent, failed: $0.failed, deferred: $0.deferred, suppressed: $0.suppressed, opened: $0.opened)
             }, filtered: type != nil || status != nil, next: next)
         return render("Notifications", "notifications", view, session: session, app: appID, tab: "notifications")
@@ -234,9 +232,7 @@ enum Dashboard {
     }
 
     static func csrfRefused() -> Response {
-        page(
-            layout(title: "Refused", content: render("message", MessagePage(heading: "Refused", text: "The form's CSRF token is missing or wrong: reload the page and try again.")), session: nil, app: nil, tab: nil),
-            status: .forbidden)
+        message("Refused", "The form's CSRF token is missing or wrong: reload the page and try again.", session: nil, app: nil, status: .forbidden)
     }
 
     /// A form body (`application/x-www-form-urlencoded`, at most 64 KB).
@@ -250,7 +246,7 @@ enum Dashboard {
     }
 
     static func loginPage(error: String?, status: HTTPResponse.Status) -> Response {
-        let token = Base64URL.encode((0..<18).map { _ in UInt8.random(in: .min ... .max) })
+        let token = DashboardSession.randomToken()
         var response = page(
             layout(title: "Sign in", content: render("login", LoginPage(csrf: token, error: error)), session: nil, app: nil, tab: nil),
             status: status)

@@ -37,7 +37,7 @@ struct DashboardSession: Sendable, Equatable {
     static func signIn(key: String, configuration: HeraldConfiguration, now: Date) -> DashboardSession? {
         let key = key.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !key.isEmpty else { return nil }
-        let nonce = Base64URL.encode((0..<16).map { _ in UInt8.random(in: .min ... .max) })
+        let nonce = randomToken()
         let expires = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + lifetime).rounded(.down))
         if let admin = configuration.adminKey, HeraldAPI.constantTimeEquals(admin, key) {
             return DashboardSession(role: .admin, expires: expires, nonce: nonce, key: admin)
@@ -70,6 +70,11 @@ struct DashboardSession: Sendable, Equatable {
             if HeraldAPI.constantTimeEquals(session.mac, parts[5]) { return session }
         }
         return nil
+    }
+
+    /// 16 random bytes in base64url: a session's nonce, the login form's token.
+    static func randomToken() -> String {
+        Base64URL.encode((0..<16).map { _ in UInt8.random(in: .min ... .max) })
     }
 
     /// The cookie's value.

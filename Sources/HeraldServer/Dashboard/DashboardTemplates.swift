@@ -3,6 +3,7 @@
 // only unescaped one, {{{content}}}, is a page this code rendered.
 
 enum DashboardTemplates {
+    // Rows link with the page's `app`: a name a row lacks is looked up in the enclosing sections.
     static let all: [String: String] = [
         "layout": layout, "login": login, "overview": overview, "users": users, "notifications": notifications,
         "notification": notification, "message": message,
@@ -58,7 +59,7 @@ enum DashboardTemplates {
 
     static let overview = #"""
         <h1>Overview</h1>
-        <p class="muted">Queue: <strong id="queue-depth">{{queueDepth}}</strong> due now, {{deferred}} deferred{{#oldest}}, oldest waiting {{oldest}}{{/oldest}} (all apps). Sends and failures: this node, {{since}}.</p>
+        <p class="muted">Queue: <strong id="queue-depth">{{queueDepth}}</strong> due now, {{deferred}} deferred{{#oldest}}, oldest waiting {{oldest}}{{/oldest}} (all apps). Sends and failures: this node, since it started.</p>
         {{#apps}}
         <section class="card">
           <h2><a href="/dashboard/apps/{{id}}">{{id}}</a></h2>
@@ -71,11 +72,11 @@ enum DashboardTemplates {
             <div><span class="big">{{failedLastHour}}</span><span class="muted">failed, last 30 min</span></div>
           </div>
           {{{chart}}}
-          {{#hasFailures}}
+          {{^empty(failures)}}
           <table><caption>Failures by reason</caption><thead><tr><th>Reason</th><th class="num">Deliveries</th></tr></thead><tbody>
           {{#failures}}<tr><td>{{reason}}</td><td class="num">{{count}}</td></tr>{{/failures}}
           </tbody></table>
-          {{/hasFailures}}
+          {{/empty(failures)}}
         </section>
         {{/apps}}
         """#
@@ -98,16 +99,16 @@ enum DashboardTemplates {
           </tbody></table>
           <h3>Preferences</h3>
           {{#preferences}}<pre>{{preferences}}</pre>{{/preferences}}{{^preferences}}<p class="muted">Defaults.</p>{{/preferences}}
-          {{#hasBadges}}<h3>Badges</h3><ul>{{#badges}}<li>{{name}}: {{value}}</li>{{/badges}}</ul>{{/hasBadges}}
+          {{^empty(badges)}}<h3>Badges</h3><ul>{{#badges}}<li>{{name}}: {{value}}</li>{{/badges}}</ul>{{/empty(badges)}}
           <h3>Pending track steps</h3>
-          {{#hasSteps}}<table><thead><tr><th>Track</th><th>Step</th><th>Due ({{zone}})</th></tr></thead><tbody>
-          {{#steps}}<tr><td>{{track}}</td><td>{{step}}</td><td>{{due}}</td></tr>{{/steps}}</tbody></table>{{/hasSteps}}
-          {{^hasSteps}}<p class="muted">None.</p>{{/hasSteps}}
+          {{^empty(steps)}}<table><thead><tr><th>Track</th><th>Step</th><th>Due ({{zone}})</th></tr></thead><tbody>
+          {{#steps}}<tr><td>{{track}}</td><td>{{step}}</td><td>{{due}}</td></tr>{{/steps}}</tbody></table>{{/empty(steps)}}
+          {{#empty(steps)}}<p class="muted">None.</p>{{/empty(steps)}}
           <h3>Waiting deliveries</h3>
-          {{#hasWaiting}}<table><thead><tr><th>Notification</th><th>Device</th><th>Status</th><th>Due ({{zone}})</th><th>Why</th></tr></thead><tbody>
+          {{^empty(waiting)}}<table><thead><tr><th>Notification</th><th>Device</th><th>Status</th><th>Due ({{zone}})</th><th>Why</th></tr></thead><tbody>
           {{#waiting}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{notification}}">{{type}}</a></td><td>{{device}}</td><td><span class="pill {{status}}">{{status}}</span></td><td>{{due}}</td><td class="why">{{why}}</td></tr>{{/waiting}}
-          </tbody></table>{{/hasWaiting}}
-          {{^hasWaiting}}<p class="muted">None.</p>{{/hasWaiting}}
+          </tbody></table>{{/empty(waiting)}}
+          {{#empty(waiting)}}<p class="muted">None.</p>{{/empty(waiting)}}
         </section>
         {{/user}}
         """#
@@ -138,11 +139,11 @@ enum DashboardTemplates {
         <section class="card delivery" id="delivery-{{id}}">
           <h2>Device {{device}} <span class="pill {{status}}" data-delivery-status="{{id}}">{{status}}</span></h2>
           <p class="muted">Attempts {{attempts}}{{#reason}} · reason <strong>{{reason}}</strong>{{/reason}} · due {{due}} UTC · updated {{updated}} UTC</p>
-          {{#hasTrace}}
+          {{^empty(trace)}}
           <ol class="timeline">
             {{#trace}}<li><span class="rule">{{rule}}</span> {{message}}</li>{{/trace}}
           </ol>
-          {{/hasTrace}}
+          {{/empty(trace)}}
         </section>
         {{/deliveries}}
         """#

@@ -30,7 +30,6 @@ struct OverviewPage {
     var queueDepth: Int
     var deferred: Int
     var oldest: String?
-    var since: String
     var apps: [OverviewApp]
 }
 
@@ -55,7 +54,6 @@ struct OverviewApp {
     var failedLastHour: Int
     var chart: String
     var failures: [Failure]
-    var hasFailures: Bool
 }
 
 struct UsersPage {
@@ -84,7 +82,6 @@ struct UsersPage {
         }
 
         struct Waiting {
-            var app: String
             var notification: String
             var type: String
             var device: String
@@ -101,11 +98,8 @@ struct UsersPage {
         var devices: [Device]
         var preferences: String?
         var badges: [Badge]
-        var hasBadges: Bool
         var steps: [Step]
-        var hasSteps: Bool
         var waiting: [Waiting]
-        var hasWaiting: Bool
     }
 
     var app: String
@@ -121,7 +115,6 @@ struct NotificationsPage {
     }
 
     struct Row {
-        var app: String
         var id: String
         var created: String
         var type: String
@@ -162,10 +155,10 @@ struct NotificationPage {
         var due: String
         var updated: String
         var trace: [Step]
-        var hasTrace: Bool
     }
 
-    /// What the page's script polls: counts and each delivery's status.
+    /// What the page's script polls (`…/live`): counts and each delivery's status, read
+    /// without decoding the content or the traces the page shows.
     struct Live: Encodable {
         struct Item: Encodable {
             var id: Int64
@@ -174,6 +167,18 @@ struct NotificationPage {
 
         var counts: [String: Int]
         var deliveries: [Item]
+
+        init(counts: [DeliveryStatus: Int], deliveries: [DeliveryRecord]) {
+            self.counts = Dictionary(uniqueKeysWithValues: DeliveryStatus.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
+            self.deliveries = deliveries.map { Item(id: $0.id, status: $0.status.rawValue) }
+        }
+
+        static func load(app: String, id: UUID, runtime: HeraldRuntime) async throws -> Live? {
+            guard try await runtime.store.notification(appID: app, id: id) != nil else { return nil }
+            return Live(
+                counts: try await runtime.store.deliveryCounts(notificationID: id),
+                deliveries: try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0))
+        }
     }
 
     var app: String
@@ -182,9 +187,9 @@ struct NotificationPage {
     var created: String
     var recipients: Int
     var cancelKey: String?
+    /// Every status, zeros too: the live counts update the ones shown.
     var counts: [Count]
     var deliveries: [Delivery]
-    var live: Live
 
     static let deliveryLimit = 200
 
@@ -193,19 +198,16 @@ struct NotificationPage {
         let counts = try await runtime.store.deliveryCounts(notificationID: id)
         let deliveries = try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0)
         let content = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
-        let all = DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0) }
         return NotificationPage(
             app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom", created: Format.utc(record.createdAt),
-            recipients: record.recipients, cancelKey: record.cancelKey, counts: all,
+            recipients: record.recipients, cancelKey: record.cancelKey,
+            counts: DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0) },
             deliveries: deliveries.map { delivery in
                 let trace = DecisionTrace.entries(delivery.trace).map { Delivery.Step(rule: $0.rule, message: $0.message) }
                 return Delivery(
                     id: delivery.id, device: delivery.deviceID, status: delivery.status.rawValue, reason: delivery.reason, attempts: delivery.attempts,
-                    due: Format.utc(delivery.dueAt), updated: Format.utc(delivery.updatedAt), trace: trace, hasTrace: !trace.isEmpty)
-            },
-            live: Live(
-                counts: Dictionary(uniqueKeysWithValues: all.map { ($0.status, $0.count) }),
-                deliveries: deliveries.map { Live.Item(id: $0.id, status: $0.status.rawValue) }))
+                    due: Format.utc(delivery.dueAt), updated: Format.utc(delivery.updatedAt), trace: trace)
+            })
     }
 }
 
