@@ -27,7 +27,7 @@ extension CategoryCatalog {
 
     /// The stored last good copy.
     public static func cached(in store: any KeyValueStore) -> CategoryCatalog? {
-        store.data(forKey: storeKey).flatMap { try? JSONDecoder().decode(CategoryCatalog.self, from: $0) }
+        HeraldClient.stored(storeKey, in: store)
     }
 }
 
@@ -58,6 +58,11 @@ extension HeraldClient {
             store.set(try? JSONEncoder().encode(document), forKey: storeKey)
             return document
         }
-        return store.data(forKey: storeKey).flatMap { try? JSONDecoder().decode(Document.self, from: $0) }
+        return Self.stored(storeKey, in: store)
+    }
+
+    /// A catalog document's last good copy in the store.
+    static func stored<Document: Decodable>(_ key: String, in store: any KeyValueStore) -> Document? {
+        store.data(forKey: key).flatMap { try? JSONDecoder().decode(Document.self, from: $0) }
     }
 }

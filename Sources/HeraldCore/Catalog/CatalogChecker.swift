@@ -153,11 +153,15 @@ public enum Template {
 }
 
 extension CatalogType {
+    /// The copy for a device locale, as written: `fr-CA`, then `fr`, then the default.
+    public func copy(locale: String?, defaultLocale: String) -> CatalogCopy? {
+        Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
+    }
+
     /// The copy for a device locale with placeholders filled; a missing placeholder's data
     /// makes the body the type's fallback (S9, L3).
     public func render(locale: String?, defaultLocale: String, data: [String: String]) -> CatalogCopy? {
-        guard let chosen = Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
-        else { return nil }
+        guard let chosen = copy(locale: locale, defaultLocale: defaultLocale) else { return nil }
         var rendered = CatalogCopy()
         rendered.title = chosen.title.map { Placeholders.title($0, data: data) }
         rendered.subtitle = chosen.subtitle.flatMap { Placeholders.render($0, data: data) }

@@ -35,13 +35,11 @@ extension TrackCatalog {
     /// each step type's copy in `locale` (`fr-CA`, then `fr`, then the catalog's default), its
     /// placeholders left for the device to fill from the enrolment's data.
     init(catalog: Catalog, locale: String?) {
-        let locales = Template.localeChain(locale, defaultLocale: catalog.app.defaultLocale)
         self.init(
             tracks: catalog.tracks.map { track in
                 var copy: [String: LocalTrack.Copy] = [:]
                 for step in track.steps where copy[step.type] == nil {
-                    guard let type = catalog.type(step.type),
-                        let chosen = locales.lazy.compactMap({ type.copy[$0] }).first
+                    guard let type = catalog.type(step.type), let chosen = type.copy(locale: locale, defaultLocale: catalog.app.defaultLocale)
                     else { continue }
                     copy[step.type] = LocalTrack.Copy(
                         title: chosen.title ?? "", body: chosen.body ?? "", fallbackBody: type.fallbackBody, deepLink: type.deepLink)
