@@ -149,4 +149,75 @@ struct DashboardTests {
             #expect(try await browser.go(.get, "/dashboard/assets/herald.js").html.contains("data-live"))
         }
     }
+
+    @Test("SyncWell's composer: a preview per device (ana's iPhone in French with its size against 4096 bytes, bob's Android as an FCM message with the token by 8 characters, a user without devices named); a form without its token is refused, one without users names the field; Send stores it, goes to its page and reaches ana's iPhone. Analytics shows sync_error's CTR against its goal once ana opens it, and the opt-in rate; the Catalog page shows the copy per locale with placeholders by name and the actions")
+    func composeAnalyticsCatalog() async throws {
+        let clock = ManualClock(PolicyScenarioTests.date("2026-11-23T12:00:00Z"))
+        try await withServer(catalog: "syncwell.yaml", clock: clock) { server in
+            let token = makeDeviceTokens(1)[0]
+            #expect(try await server.register("ana-phone", user: "ana", token: token, locale: "fr-FR") == .created)
+            #expect(
+                try await server.request(
+                    .post, "/v1/apps/demo/devices",
+                    json: #"{"device_id":"bob-pixel","user_id":"bob","platform":"fcm","token":"fcm-bob-pixel-token","authorization_status":"denied"}"#
+                ).status == .created)
+            let browser = Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let page = try await browser.go(.get, "/dashboard/apps/demo/compose?user_id=ana")
+            #expect(page.status == .ok && page.html.contains(#"<option value="sync_error" >sync_error</option>"#))
+            let csrf = try #require(Self.csrf(page.html))
+            var form = [
+                "csrf": csrf, "type": "sync_error", "data": "Source=Strava\nsource_id=strava", "user_ids": "ana, bob ghost", "action": "preview",
+            ]
+            let preview = try await browser.go(.post, "/dashboard/apps/demo/compose", form: form)
+            #expect(preview.status == .ok)
+            #expect(preview.html.contains("SyncWell : action requise") && preview.html.contains("Votre connexion à Strava rencontre un problème"))
+            #expect(preview.html.contains("SyncWell Action Required"), "bob's device has no locale: the default copy")
+            #expect(preview.html.contains("&quot;category&quot; : &quot;SYNC_ERROR&quot;") && preview.html.contains("of 4096 bytes"))
+            #expect(preview.html.contains("fcm-bob-…") && !preview.html.contains("fcm-bob-pixel-token") && !preview.html.contains(token))
+            #expect(preview.html.contains("ghost") && preview.html.contains("no device registered"))
+            #expect(server.simulator.state.inboxSummary().total == 0, "a preview sends nothing")
+
+            form["csrf"] = nil
+            #expect(try await browser.go(.post, "/dashboard/apps/demo/compose", form: form).status == .forbidden)
+            let noUsers = try await browser.go(.post, "/dashboard/apps/demo/compose", form: ["csrf": csrf, "type": "sync_error", "action": "send"])
+            #expect(noUsers.status == .badRequest && noUsers.html.contains("Users: to.user_ids is required"))
+
+            form["csrf"] = csrf
+            form["user_ids"] = "ana"
+            form["action"] = "send"
+            let sent = try await browser.go(.post, "/dashboard/apps/demo/compose", form: form)
+            let location = try #require(sent.headers[.location])
+            #expect(sent.status == .seeOther && location.hasPrefix("/dashboard/apps/demo/notifications/"))
+            _ = try await server.settled(String(location.split(separator: "/").last!))
+            try await eventually { server.simulator.state.inbox(for: token).count == 1 }
+            let payload = try #require(server.simulator.state.inbox(for: token).first?.payloadObject)
+            let alert = (payload["aps"] as? [String: Any])?["alert"] as? [String: Any]
+            #expect(alert?["title"] as? String == "SyncWell : action requise")
+            let notification = try await browser.go(.get, location)
+            #expect(notification.html.contains("sync_error") && notification.html.contains(#"data-delivery-status"#))
+
+            let stamp = try #require(EngagementTests.stamps(server, token).first)
+            #expect(
+                try await server.request(.post, "/v1/apps/demo/opened", json: #"{"delivery_id":\#(stamp.deliveryID),"device_id":"ana-phone"}"#).status
+                    == .ok)
+            let analytics = try await browser.go(.get, "/dashboard/apps/demo/analytics")
+            #expect(analytics.status == .ok)
+            let card = try #require(analytics.html.components(separatedBy: #"id="type-sync_error""#).dropFirst().first?.components(separatedBy: "</section>").first)
+            #expect(card.contains("100.0%") && card.contains("goal 15.0%") && card.contains("goal met") && card.contains(#"class="opened""#))
+            #expect(analytics.html.contains("nothing accepted yet"))
+            // Opt-in: bob's Android reported denied; ana's iPhone reported nothing.
+            #expect(analytics.html.contains("<th>All devices</th><td class=\"num\">0.0%</td>"))
+            #expect(try await browser.go(.get, "/dashboard/apps/demo/analytics?from=2026-13-01").status == .badRequest)
+
+            let catalog = try await browser.go(.get, "/dashboard/apps/demo/catalog")
+            #expect(catalog.status == .ok)
+            let errorCard = try #require(catalog.html.components(separatedBy: #"id="type-sync_error""#).dropFirst().first?.components(separatedBy: "</section>").first)
+            #expect(errorCard.contains("fr · title") && errorCard.contains("en (default)") && errorCard.contains("Fix now"))
+            #expect(errorCard.contains("Your connection to ‹Source› has an issue. Tap to fix."))
+            #expect(catalog.html.contains("subscription_renewal") && catalog.html.contains("sync.failed"))
+            // The tabs link the new pages.
+            #expect(catalog.html.contains(#"<a href="/dashboard/apps/demo/catalog" aria-current="page">Catalog</a>"#))
+        }
+    }
 }

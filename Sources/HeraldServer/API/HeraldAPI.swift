@@ -168,26 +168,7 @@ package enum HeraldAPI {
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(NotificationBody.self, request)
-            let id = UUID.random()
-            let (selector, content, dueAt, apnsPayload) = try body.prepared(
-                payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
-                now: runtime.store.now, id: id)
-            let contentData = try JSONEncoder().encode(content)
-            // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
-            runtime.recentContents.insert(id, content, apnsPayload: apnsPayload)
-            let started = ContinuousClock.now
-            // A due send to a few named devices or users is claimed as it is stored, for this
-            // node's dispatcher to send at once (when it has room).
-            let accepted = try await runtime.store.acceptNotification(
-                appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
-                recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog),
-                cancelKey: body.cancelKey, directUpTo: runtime.direct.room)
-            let (record, created) = (accepted.record, accepted.created)
-            runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
-            await handOver(accepted, app: app, runtime: runtime)
-            return try JSONResponse.make(
-                NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created),
-                status: .accepted)
+            return try JSONResponse.make(try await send(body, app: app, runtime: runtime), status: .accepted)
         }
         apps.post("cancel") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -328,6 +309,29 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// `POST …/notifications` (and the dashboard's composer): checks and stores a notification,
+    /// then hands what it claimed to this node's dispatcher.
+    static func send(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> NotificationAccepted {
+        let id = UUID.random()
+        let (selector, content, dueAt, apnsPayload) = try body.prepared(
+            payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
+            now: runtime.store.now, id: id)
+        let contentData = try JSONEncoder().encode(content)
+        // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
+        runtime.recentContents.insert(id, content, apnsPayload: apnsPayload)
+        let started = ContinuousClock.now
+        // A due send to a few named devices or users is claimed as it is stored, for this
+        // node's dispatcher to send at once (when it has room).
+        let accepted = try await runtime.store.acceptNotification(
+            appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
+            recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog),
+            cancelKey: body.cancelKey, directUpTo: runtime.direct.room)
+        let (record, created) = (accepted.record, accepted.created)
+        runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
+        await handOver(accepted, app: app, runtime: runtime)
+        return NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created)
+    }
 
     /// After an accept's commit (`POST …/notifications`, `POST …/test`): the deliveries claimed
     /// with it go to this node's dispatcher (back to the queue if it stopped meanwhile), and a new

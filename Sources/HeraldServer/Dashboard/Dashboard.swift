@@ -101,6 +101,8 @@ enum Dashboard {
                 return try JSONResponse.make(live)
             }
         }
+        addComposerRoutes(to: router, runtime: runtime)
+        addInsightRoutes(to: router, runtime: runtime)
     }
 
     // MARK: Pages
@@ -266,12 +268,21 @@ enum Dashboard {
         library.render(view, withTemplate: template) ?? ""
     }
 
+    /// An app's pages: the tab's name (the `tab` pages pass), its label and its path under the app.
+    static let tabs: [(name: String, label: String, path: String)] = [
+        ("overview", "Overview", ""), ("users", "Users", "/users"), ("notifications", "Notifications", "/notifications"),
+        ("compose", "Compose", "/compose"), ("analytics", "Analytics", "/analytics"), ("catalog", "Catalog", "/catalog"),
+    ]
+
     static func layout(title: String, content: String, session: DashboardSession?, app: String?, tab: String?) -> String {
         render(
             "layout",
             LayoutView(
-                title: title, content: content, signedIn: session != nil, app: app, onOverview: tab == "overview", onUsers: tab == "users",
-                onNotifications: tab == "notifications", csrf: session?.csrf ?? "", who: session.map { describe($0.role) } ?? ""))
+                title: title, content: content, signedIn: session != nil,
+                tabs: app.map { app in
+                    tabs.map { LayoutView.Tab(label: $0.label, href: "/dashboard/apps/\(escaped(app))\($0.path)", current: $0.name == tab) }
+                } ?? [],
+                csrf: session?.csrf ?? "", who: session.map { describe($0.role) } ?? ""))
     }
 
     static func describe(_ role: DashboardRole) -> String {

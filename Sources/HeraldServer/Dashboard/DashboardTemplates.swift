@@ -6,7 +6,7 @@ enum DashboardTemplates {
     // Rows link with the page's `app`: a name a row lacks is looked up in the enclosing sections.
     static let all: [String: String] = [
         "layout": layout, "login": login, "overview": overview, "users": users, "notifications": notifications,
-        "notification": notification, "message": message,
+        "notification": notification, "message": message, "compose": compose, "analytics": analytics, "catalog": catalog,
     ]
 
     static let layout = #"""
@@ -24,11 +24,7 @@ enum DashboardTemplates {
           <a class="brand" href="/dashboard">Herald</a>
           {{#signedIn}}
           <nav>
-            {{#app}}
-            <a href="/dashboard/apps/{{app}}" {{#onOverview}}aria-current="page"{{/onOverview}}>Overview</a>
-            <a href="/dashboard/apps/{{app}}/users" {{#onUsers}}aria-current="page"{{/onUsers}}>Users</a>
-            <a href="/dashboard/apps/{{app}}/notifications" {{#onNotifications}}aria-current="page"{{/onNotifications}}>Notifications</a>
-            {{/app}}
+            {{#tabs}}<a href="{{href}}" {{#current}}aria-current="page"{{/current}}>{{label}}</a>{{/tabs}}
           </nav>
           <form class="signout" method="post" action="/dashboard/logout">
             <input type="hidden" name="csrf" value="{{csrf}}">
@@ -148,6 +144,124 @@ enum DashboardTemplates {
         {{/deliveries}}
         """#
 
+    static let compose = #"""
+        <h1>Compose</h1>
+        <form class="compose card" method="post" action="/dashboard/apps/{{app}}/compose">
+          <input type="hidden" name="csrf" value="{{csrf}}">
+          {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+          {{#form}}
+          <div class="grid">
+            <div>
+              <label for="type">Type</label>
+              <select id="type" name="type"><option value="">none: a plain alert</option>{{#types}}<option value="{{name}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/types}}</select>
+              <label for="title">Title <span class="muted">(a type's copy when empty)</span></label>
+              <input id="title" name="title" value="{{title}}" maxlength="200">
+              <label for="body">Body</label>
+              <textarea id="body" name="body" rows="3" maxlength="1000">{{body}}</textarea>
+              <label for="data">Data <span class="muted">(key=value lines or a JSON object: the type's placeholders)</span></label>
+              <textarea id="data" name="data" rows="3">{{data}}</textarea>
+            </div>
+            <div>
+              <label for="user_ids">Users <span class="muted">(ids, by commas or lines; at most {{maximumUsers}})</span></label>
+              <textarea id="user_ids" name="user_ids" rows="3" required>{{userIDs}}</textarea>
+              <label for="deliver_at">Deliver at <span class="muted">(UTC; empty: now)</span></label>
+              <input id="deliver_at" name="deliver_at" type="datetime-local" value="{{deliverAt}}">
+              <label for="cancel_key">Cancel key <span class="muted">(optional)</span></label>
+              <input id="cancel_key" name="cancel_key" value="{{cancelKey}}" maxlength="128">
+            </div>
+          </div>
+          {{/form}}
+          <div class="buttons">
+            <button type="submit" name="action" value="preview" class="secondary">Preview</button>
+            <button type="submit" name="action" value="send" id="send">Send</button>
+          </div>
+        </form>
+        {{#previewed}}
+        <h2>Preview</h2>
+        <p class="muted">What each device would be sent (its stamp shown with delivery id 0). Quiet hours, pacing and preferences decide when.</p>
+        {{^devices}}<p class="muted">No devices.</p>{{/devices}}
+        {{#devices}}
+        <section class="card preview">
+          <h3>{{user}}{{#device}} · {{device}} <span class="pill">{{platform}}</span> <span class="muted small">{{locale}}</span>{{/device}}</h3>
+          {{#note}}<p class="muted">{{note}}</p>{{/note}}
+          {{#device}}
+          <div class="lock"><div class="lock-title">{{title}}</div><div class="lock-body">{{body}}</div></div>
+          <p class="size {{#over}}error{{/over}}">{{size}} of {{limit}} bytes{{#over}}: too large{{/over}}</p>
+          <pre class="payload">{{payload}}</pre>
+          {{/device}}
+        </section>
+        {{/devices}}
+        {{/previewed}}
+        """#
+
+    static let analytics = #"""
+        <h1>Analytics</h1>
+        <form class="search" method="get" action="/dashboard/apps/{{app}}/analytics">
+          <label for="from">From</label><input id="from" name="from" type="date" value="{{from}}">
+          <label for="to">To</label><input id="to" name="to" type="date" value="{{to}}">
+          <button type="submit">Show</button>
+        </form>
+        <p class="muted">By day of send (UTC), {{from}} to {{to}}. CTR = opened ÷ accepted, one open per delivery.</p>
+        {{#types}}
+        <section class="card type-stats" id="type-{{name}}">
+          <h2>{{name}}{{#id}} <span class="muted small">{{id}}</span>{{/id}} <span class="pill {{state}}">{{verdict}}</span></h2>
+          <div class="stats">
+            <div><span class="big">{{ctr}}</span><span class="muted">CTR{{#goal}} · goal {{goal}}{{/goal}}</span></div>
+            <div><span class="big">{{sent}}</span><span class="muted">sent</span></div>
+            <div><span class="big">{{accepted}}</span><span class="muted">accepted</span></div>
+            <div><span class="big">{{opened}}</span><span class="muted">opened</span></div>
+            <div><span class="big">{{failed}}</span><span class="muted">failed</span></div>
+            <div><span class="big">{{deferred}}</span><span class="muted">deferred</span></div>
+            <div><span class="big">{{suppressed}}</span><span class="muted">suppressed</span></div>
+          </div>
+          {{{chart}}}
+        </section>
+        {{/types}}
+        {{^types}}<p class="muted">No types and nothing sent in these days.</p>{{/types}}
+        <section class="card">
+          <h2>Opt-in</h2>
+          <p class="muted">Authorized and provisional ÷ every active device that reported its permission.</p>
+          <table class="optin"><thead><tr><th>Devices</th><th class="num">Rate</th><th></th><th class="num">Opted in</th><th class="num">Reported</th></tr></thead><tbody>
+          {{#optIn}}<tr><th>{{name}}</th><td class="num">{{rate}}</td><td>{{{bar}}}</td><td class="num">{{optedIn}}</td><td class="num">{{reported}}</td></tr>{{/optIn}}
+          {{#platforms}}<tr><td>{{name}}</td><td class="num">{{rate}}</td><td>{{{bar}}}</td><td class="num">{{optedIn}}</td><td class="num">{{reported}}</td></tr>{{/platforms}}
+          {{#versions}}<tr><td>version {{name}}</td><td class="num">{{rate}}</td><td>{{{bar}}}</td><td class="num">{{optedIn}}</td><td class="num">{{reported}}</td></tr>{{/versions}}
+          </tbody></table>
+        </section>
+        """#
+
+    static let catalog = #"""
+        <h1>Catalog</h1>
+        {{^configured}}<p class="muted">This app has no catalog (apps[].catalog): it sends plain alerts only.</p>{{/configured}}
+        {{#configured}}
+        {{^empty(problems)}}<section class="card"><h2>Check</h2><ul class="problems">{{#problems}}<li>{{.}}</li>{{/problems}}</ul></section>{{/empty(problems)}}
+        {{#empty(problems)}}<p class="pill ok">The checker found nothing to fix.</p>{{/empty(problems)}}
+        {{#types}}
+        <section class="card type" id="type-{{name}}">
+          <h2>{{name}}{{#id}} <span class="muted small">{{id}}</span>{{/id}}</h2>
+          <p class="muted">{{facts}}{{#category}} · category {{category}}{{/category}}{{#deepLink}} · <code>{{deepLink}}</code>{{/deepLink}}</p>
+          {{^empty(problems)}}<ul class="problems">{{#problems}}<li class="error">{{.}}</li>{{/problems}}</ul>{{/empty(problems)}}
+          <div class="copies">
+          {{#copies}}
+            <figure class="copy">
+              <figcaption>{{locale}}{{#isDefault}} (default){{/isDefault}} · title <span class="{{#titleOver}}error{{/titleOver}}">{{titleLength}}/{{titleMaximum}}</span> · body <span class="{{#bodyOver}}error{{/bodyOver}}">{{bodyLength}}/{{bodyMaximum}}</span></figcaption>
+              <div class="lock">
+                <div class="lock-app">{{appName}} <span>now</span></div>
+                <div class="lock-title">{{title}}</div>
+                {{#subtitle}}<div class="lock-subtitle">{{subtitle}}</div>{{/subtitle}}
+                <div class="lock-body">{{body}}</div>
+                {{^empty(actions)}}<div class="lock-actions">{{#actions}}<span>{{.}}</span>{{/actions}}</div>{{/empty(actions)}}
+              </div>
+            </figure>
+          {{/copies}}
+          </div>
+        </section>
+        {{/types}}
+        {{^empty(tracks)}}<section class="card"><h2>Tracks</h2><table><tbody>{{#tracks}}<tr><th>{{name}}</th><td>anchor {{anchor}}</td><td>{{steps}}</td></tr>{{/tracks}}</tbody></table></section>{{/empty(tracks)}}
+        {{^empty(triggers)}}<section class="card"><h2>Triggers</h2><ul>{{#triggers}}<li>{{.}}</li>{{/triggers}}</ul></section>{{/empty(triggers)}}
+        {{^empty(jobs)}}<section class="card"><h2>Jobs</h2><ul>{{#jobs}}<li>{{.}}</li>{{/jobs}}</ul></section>{{/empty(jobs)}}
+        {{/configured}}
+        """#
+
     static let message = #"""
         <section class="card narrow">
           <h1>{{heading}}</h1>
@@ -199,6 +313,22 @@ enum DashboardTemplates {
         ol.timeline li::before { content: ""; position: absolute; left: -1.36rem; top: .45rem; width: .6rem; height: .6rem; border-radius: 50%; background: var(--accent); }
         .rule { font: .8rem ui-monospace, monospace; color: var(--muted); margin-right: .4rem; }
         td.why { max-width: 28rem; }
+        textarea { font: inherit; width: 100%; padding: .45rem .6rem; border-radius: 6px; border: 1px solid var(--line); background: var(--bg); color: var(--fg); }
+        .compose input, .compose select { width: 100%; }
+        .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(280px, 1fr)); gap: 0 1.5rem; }
+        .buttons { display: flex; gap: .5rem; margin-top: 1rem; } button.secondary { background: var(--bg); color: var(--fg); border: 1px solid var(--line); }
+        .lock { background: color-mix(in srgb, var(--card) 70%, var(--line)); border-radius: 16px; padding: .6rem .8rem; max-width: 360px; }
+        .lock-app { font-size: .75rem; color: var(--muted); text-transform: uppercase; display: flex; justify-content: space-between; }
+        .lock-title { font-weight: 600; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+        .lock-subtitle { font-size: .9rem; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+        .lock-body { font-size: .9rem; display: -webkit-box; -webkit-line-clamp: 4; -webkit-box-orient: vertical; overflow: hidden; }
+        .lock-actions { display: flex; flex-wrap: wrap; gap: .3rem; margin-top: .5rem; } .lock-actions span { font-size: .8rem; padding: .2rem .6rem; border-radius: 8px; background: var(--card); }
+        .copies { display: grid; grid-template-columns: repeat(auto-fill, minmax(280px, 1fr)); gap: 1rem; }
+        figure.copy { margin: 0; } figcaption { font-size: .8rem; color: var(--muted); margin-bottom: .3rem; }
+        pre.payload { max-height: 24rem; overflow: auto; } .size { font-size: .85rem; }
+        svg.chart.daily { height: 90px; } svg.chart .accepted { fill: color-mix(in srgb, var(--accent) 35%, transparent); } svg.chart .opened { fill: var(--accent); }
+        svg.share { width: 10rem; height: .7rem; } svg.share .track { fill: var(--line); } svg.share .fill { fill: var(--ok); }
+        ul.problems { margin: .3rem 0; padding-left: 1.2rem; }
         @media (max-width: 600px) { main { padding: .6rem; } .devices th:nth-child(3), .devices td:nth-child(3) { display: none; } .big { font-size: 1.3rem; } }
         """#
 

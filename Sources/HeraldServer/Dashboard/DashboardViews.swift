@@ -5,13 +5,17 @@ import HeraldStore
 // What the dashboard's templates read (Mustache reads the stored properties by name).
 
 struct LayoutView {
+    /// A tab of an app's pages.
+    struct Tab {
+        var label: String
+        var href: String
+        var current: Bool
+    }
+
     var title: String
     var content: String
     var signedIn: Bool
-    var app: String?
-    var onOverview: Bool
-    var onUsers: Bool
-    var onNotifications: Bool
+    var tabs: [Tab]
     var csrf: String
     var who: String
 }
@@ -234,5 +238,5 @@ enum Charts {
         return #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
     }
 
-    private static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
+    static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
 }

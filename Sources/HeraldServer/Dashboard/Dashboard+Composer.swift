@@ -1,0 +1,259 @@
+import Foundation
+import HeraldCore
+import HeraldPayload
+import HeraldStore
+import Hummingbird
+
+/// The composer (issue #15): a catalog type or a plain alert to a few users, previewed per
+/// device as the provider would get it (and its size against the limit), then sent or scheduled
+/// through the same path as `POST …/notifications`, and followed on the notification's page.
+extension Dashboard {
+    /// How many users one composition may name (a campaign to everyone is the API's `to.all`).
+    static let composerMaximumUsers = 100
+    /// How many devices a preview shows.
+    static let previewMaximumDevices = 50
+
+    static func addComposerRoutes(to router: Router<BasicRequestContext>, runtime: HeraldRuntime) {
+        router.get("/dashboard/apps/:app/compose") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                var form = ComposeForm()
+                form.userIDs = request.uri.queryParameters.get("user_id") ?? ""
+                return composePage(form, previews: nil, error: nil, session: session, app: app, status: .ok)
+            }
+        }
+        router.post("/dashboard/apps/:app/compose") { request, context in
+            try await withApp(request, context, runtime) { session, app in
+                let fields = try await form(request)
+                guard checkCSRF(fields, session) else { return csrfRefused() }
+                let form = ComposeForm(fields)
+                do {
+                    let body = try form.notification()
+                    if fields["action"] == "send" {
+                        let accepted = try await HeraldAPI.send(body, app: app, runtime: runtime)
+                        runtime.logger.notice(
+                            "Dashboard send",
+                            metadata: [
+                                "herald.app": "\(app.id)", "herald.notification": "\(accepted.id)", "herald.devices": "\(accepted.recipients)",
+                                "herald.dashboard.role": "\(describe(session.role))",
+                            ])
+                        return redirect("/dashboard/apps/\(escaped(app.id))/notifications/\(accepted.id)")
+                    }
+                    let previews = try await preview(body, app: app, runtime: runtime)
+                    return composePage(form, previews: previews, error: nil, session: session, app: app, status: .ok)
+                } catch let error as APIError {
+                    let field = error.field.map { "\(ComposeForm.label(of: $0)): " } ?? ""
+                    return composePage(form, previews: nil, error: field + error.message, session: session, app: app, status: .badRequest)
+                } catch let error as RenderingError {
+                    return composePage(form, previews: nil, error: error.message, session: session, app: app, status: .badRequest)
+                }
+            }
+        }
+    }
+
+    static func composePage(
+        _ form: ComposeForm, previews: [ComposePage.Device]?, error: String?, session: DashboardSession, app: AppRuntime,
+        status: HTTPResponse.Status
+    ) -> Response {
+        let types = (app.catalog?.types ?? []).map {
+            NotificationsPage.Option(name: $0.name, selected: $0.name == form.type || ($0.id != nil && $0.id == form.type))
+        }
+        let view = ComposePage(
+            app: app.id, csrf: session.csrf, types: types, form: form, error: error, previewed: previews != nil,
+            devices: previews ?? [], maximumUsers: composerMaximumUsers)
+        var response = render("Compose", "compose", view, session: session, app: app.id, tab: "compose")
+        response.status = status
+        return response
+    }
+
+    /// What each device of the named users would be sent now: the copy in its locale, the
+    /// request as the provider gets it (a delivery's stamp with id 0; tokens by 8 characters)
+    /// and its size against the limit. Quiet hours, pacing and preferences decide when it is
+    /// sent; the preview shows what is sent.
+    static func preview(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> [ComposePage.Device] {
+        let id = UUID.random()
+        let now = runtime.store.now
+        let (_, stored, _, _) = try body.prepared(
+            payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil, now: now, id: id)
+        var devices: [ComposePage.Device] = []
+        for userID in body.to?.userIDs ?? [] {
+            let user = try await runtime.store.user(appID: app.id, userID: userID)
+            let found = try await runtime.store.devices(appID: app.id, userID: userID)
+            if found.isEmpty {
+                devices.append(ComposePage.Device(user: userID, note: "no device registered"))
+                continue
+            }
+            for device in found {
+                guard devices.count < previewMaximumDevices else { return devices }
+                devices.append(try previewDevice(stored, device: device, user: user, app: app, id: id, now: now))
+            }
+        }
+        return devices
+    }
+
+    static func previewDevice(
+        _ stored: StoredNotificationContent, device: DeviceRecord, user: UserRecord?, app: AppRuntime, id: UUID, now: Date
+    ) throws -> ComposePage.Device {
+        var content = stored.content
+        var actionTokens: [(id: Int, token: Int)] = []
+        let locale = device.locale ?? user?.locale
+        if let typed = stored.typed, let catalog = app.catalog, let type = catalog.type(typed.type) {
+            // As the planner renders it: a silent type without explicit text has no copy.
+            let silent = content.pushType == .background && typed.title == nil && typed.body == nil
+            let copy = silent ? nil : type.render(locale: locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
+            content = stored.deviceContent(copy: copy, decided: stored.policyContent(copy: copy))
+            actionTokens = type.actionTokenLengths
+        }
+        var view = ComposePage.Device(user: device.userID, note: device.active ? nil : "inactive: not sent (\(device.inactiveReason ?? "unregistered"))")
+        view.device = device.deviceID
+        view.platform = device.platform
+        view.locale = locale ?? "default"
+        view.title = content.title
+        view.body = content.body
+        let stamp = HeraldStamp(notificationID: id.uuidString.lowercased(), deliveryID: 0)
+        let bytes: Data
+        if device.platform == "fcm" {
+            var message = FCMRenderer.message(content, token: String(device.token.prefix(8)) + "…", now: now)
+            FCMRenderer.stamp(&message, stamp)
+            view.size = FCMRenderer.payloadSize(message)
+            view.limit = FCMMessage.sizeLimit
+            bytes = try message.requestBody()
+        } else {
+            let template = try APNSRenderer.template(content, payloadKey: app.configuration.payloadKey, notificationID: id, actionTokens: actionTokens)
+            view.size = template.maximumSize
+            view.limit = content.pushType.payloadLimit
+            bytes = template.payload(deliveryID: 0)
+        }
+        view.over = view.size > view.limit
+        view.payload = pretty(bytes)
+        return view
+    }
+
+    static func pretty(_ json: Data) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: json), let text = try? encoder.encode(value) else {
+            return String(decoding: json, as: UTF8.self)
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// The composer's form as sent, kept to show it again.
+struct ComposeForm {
+    var type = ""
+    var title = ""
+    var body = ""
+    var data = ""
+    var userIDs = ""
+    var deliverAt = ""
+    var cancelKey = ""
+
+    init() {}
+
+    init(_ fields: [String: String]) {
+        func field(_ name: String) -> String { fields[name]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
+        type = field("type")
+        title = field("title")
+        body = field("body")
+        data = field("data")
+        userIDs = field("user_ids")
+        deliverAt = field("deliver_at")
+        cancelKey = field("cancel_key")
+    }
+
+    /// The form's label for an API field an error names.
+    static func label(of field: String) -> String {
+        switch field {
+        case "to", "to.user_ids": "Users"
+        case "alert", "alert.title": "Title"
+        case "alert.body": "Body"
+        case "deliver_at": "Deliver at"
+        case "cancel_key": "Cancel key"
+        case "type": "Type"
+        default: field.hasPrefix("data") ? "Data (\(field))" : field
+        }
+    }
+
+    /// The users named: separated by commas, spaces or lines.
+    var users: [String] {
+        var seen = Set<String>()
+        return userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init).filter { seen.insert($0).inserted }
+    }
+
+    /// The request `POST …/notifications` would take; the first problem names its field.
+    func notification() throws(APIError) -> NotificationBody {
+        var notification = NotificationBody()
+        let users = self.users
+        guard !users.isEmpty else { throw APIError.missing("to.user_ids") }
+        guard users.count <= Dashboard.composerMaximumUsers else {
+            throw APIError.invalid("to.user_ids", "at most \(Dashboard.composerMaximumUsers) users; send to more with the API")
+        }
+        notification.to = .init(userIDs: users)
+        if !type.isEmpty { notification.type = type }
+        if !title.isEmpty || !body.isEmpty {
+            notification.alert = .init(title: title.isEmpty ? nil : title, body: body.isEmpty ? nil : body)
+        } else if type.isEmpty {
+            throw APIError.invalid("alert.body", "pick a type or write a title or body")
+        }
+        if !data.isEmpty { notification.data = try parsedData() }
+        if !deliverAt.isEmpty {
+            // An RFC 3339 time, or the browser's date-time field (taken as UTC).
+            let text = HeraldTime.parse(deliverAt) != nil ? deliverAt : deliverAt + (deliverAt.count == 16 ? ":00Z" : "Z")
+            notification.deliverAt = text
+        }
+        if !cancelKey.isEmpty { notification.cancelKey = cancelKey }
+        return notification
+    }
+
+    /// `data`: a JSON object, or `key=value` lines.
+    func parsedData() throws(APIError) -> JSONValue {
+        if data.hasPrefix("{") {
+            guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)), value.objectValue != nil else {
+                throw APIError.invalid("data", "data is a JSON object or key=value lines")
+            }
+            return value
+        }
+        var object: [String: JSONValue] = [:]
+        for line in data.split(whereSeparator: \.isNewline) {
+            let line = line.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty else { continue }
+            guard let equals = line.firstIndex(of: "="), equals != line.startIndex else {
+                throw APIError.invalid("data", "\"\(line.prefix(40))\" is not key=value")
+            }
+            object[String(line[..<equals]).trimmingCharacters(in: .whitespaces)] = .string(
+                String(line[line.index(after: equals)...]).trimmingCharacters(in: .whitespaces))
+        }
+        return .object(object)
+    }
+}
+
+struct ComposePage {
+    struct Device {
+        var user: String
+        var device: String?
+        var platform = ""
+        var locale = ""
+        var title: String?
+        var body: String?
+        var payload = ""
+        var size = 0
+        var limit = 0
+        var over = false
+        /// Why there is nothing to show (no device), or why it is not sent (inactive).
+        var note: String?
+
+        init(user: String, note: String?) {
+            self.user = user
+            self.note = note
+        }
+    }
+
+    var app: String
+    var csrf: String
+    var types: [NotificationsPage.Option]
+    var form: ComposeForm
+    var error: String?
+    var previewed: Bool
+    var devices: [Device]
+    var maximumUsers: Int
+}
