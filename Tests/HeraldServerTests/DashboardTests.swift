@@ -195,7 +195,8 @@ struct DashboardTests {
             let alert = (payload["aps"] as? [String: Any])?["alert"] as? [String: Any]
             #expect(alert?["title"] as? String == "SyncWell : action requise")
             let notification = try await browser.go(.get, location)
-            #expect(notification.html.contains("sync_error") && notification.html.contains(#"data-delivery-status"#))
+            #expect(notification.html.contains("sync_error") && notification.html.contains("accepted by the provider after 1 attempt"))
+            #expect(notification.html.contains(#"<span class="pill failed zero" data-pill="failed">"#))
 
             let stamp = try #require(EngagementTests.stamps(server, token).first)
             #expect(

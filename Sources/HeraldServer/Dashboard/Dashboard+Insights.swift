@@ -47,7 +47,8 @@ struct AnalyticsPage {
         /// `ok` (met), `bad` (below goal over enough sends), `warn` (below, too few sends), or none.
         var state: String
         var verdict: String
-        var chart: String
+        /// Nil when nothing was accepted or opened in these days (no empty frame).
+        var chart: String?
     }
 
     struct OptInRow {
@@ -87,7 +88,7 @@ struct AnalyticsPage {
                 name: entry.type, id: entry.id, sent: counts.sent, accepted: counts.accepted, failed: counts.failed, deferred: counts.deferred,
                 suppressed: counts.suppressed, opened: counts.opened, ctr: Self.percent(counts.ctr), goal: entry.goal.map { Self.percent($0) },
                 state: state, verdict: verdict,
-                chart: Charts.daily(
+                chart: counts.accepted + counts.opened == 0 ? nil : Charts.daily(
                     days.map { day in
                         let counts = byDay[AnalyticsQuery.date(day)]
                         return Charts.Day(label: AnalyticsQuery.date(day), accepted: counts?.accepted ?? 0, opened: counts?.opened ?? 0)

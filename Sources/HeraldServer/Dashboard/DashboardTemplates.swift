@@ -90,8 +90,8 @@ enum DashboardTemplates {
           <h2>{{id}}</h2>
           <p class="muted">Time zone {{zone}} · locale {{locale}}{{#badge}} · badge {{badge}}{{/badge}}</p>
           <h3>Devices</h3>
-          <table class="devices"><thead><tr><th>Device</th><th>Platform</th><th>Environment</th><th>Token</th><th>Permission</th><th>State</th></tr></thead><tbody>
-          {{#devices}}<tr><td>{{id}}{{#name}}<br><span class="muted">{{name}}</span>{{/name}}</td><td>{{platform}}</td><td>{{environment}}</td><td><code>{{token}}</code></td><td>{{permission}}</td><td>{{#active}}<span class="pill ok">active</span>{{/active}}{{^active}}<span class="pill bad">inactive</span> {{reason}}{{/active}}</td></tr>{{/devices}}
+          <table class="devices stack"><thead><tr><th>Device</th><th>Platform</th><th>Environment</th><th>Token</th><th>Permission</th><th>State</th></tr></thead><tbody>
+          {{#devices}}<tr><td>{{id}}{{#name}}<br><span class="muted">{{name}}</span>{{/name}}</td><td data-label="Platform">{{platform}}</td><td data-label="Environment">{{environment}}</td><td data-label="Token"><code>{{token}}</code></td><td data-label="Permission">{{permission}}</td><td data-label="State">{{#active}}<span class="pill ok">active</span>{{/active}}{{^active}}<span class="pill bad">inactive</span> {{reason}}{{/active}}</td></tr>{{/devices}}
           </tbody></table>
           <h3>Preferences</h3>
           {{#preferences}}<pre>{{preferences}}</pre>{{/preferences}}{{^preferences}}<p class="muted">Defaults.</p>{{/preferences}}
@@ -101,8 +101,8 @@ enum DashboardTemplates {
           {{#steps}}<tr><td>{{track}}</td><td>{{step}}</td><td>{{due}}</td></tr>{{/steps}}</tbody></table>{{/empty(steps)}}
           {{#empty(steps)}}<p class="muted">None.</p>{{/empty(steps)}}
           <h3>Waiting deliveries</h3>
-          {{^empty(waiting)}}<table><thead><tr><th>Notification</th><th>Device</th><th>Status</th><th>Due ({{zone}})</th><th>Why</th></tr></thead><tbody>
-          {{#waiting}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{notification}}">{{type}}</a></td><td>{{device}}</td><td><span class="pill {{status}}">{{status}}</span></td><td>{{due}}</td><td class="why">{{why}}</td></tr>{{/waiting}}
+          {{^empty(waiting)}}<table class="stack"><thead><tr><th>Notification</th><th>Device</th><th>Status</th><th>Due ({{zone}})</th><th>Why</th></tr></thead><tbody>
+          {{#waiting}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{notification}}">{{type}}</a></td><td data-label="Device">{{device}}</td><td data-label="Status"><span class="pill {{status}}">{{status}}</span></td><td data-label="Due ({{zone}})">{{due}}</td><td class="why" data-label="Why">{{why}}</td></tr>{{/waiting}}
           </tbody></table>{{/empty(waiting)}}
           {{#empty(waiting)}}<p class="muted">None.</p>{{/empty(waiting)}}
         </section>
@@ -118,9 +118,9 @@ enum DashboardTemplates {
           <select id="status" name="status"><option value="">any</option>{{#statuses}}<option value="{{name}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/statuses}}</select>
           <button type="submit">Filter</button>
         </form>
-        <table class="list"><thead><tr><th>Created (UTC)</th><th>Type</th><th class="num">Devices</th><th class="num">Sent</th><th class="num">Failed</th><th class="num">Deferred</th><th class="num">Suppressed</th><th class="num">Opened</th></tr></thead><tbody>
+        <div class="scroll"><table class="list"><thead><tr><th>Created (UTC)</th><th>Type</th><th class="num">Devices</th><th class="num">Sent</th><th class="num">Failed</th><th class="num">Deferred</th><th class="num">Suppressed</th><th class="num">Opened</th></tr></thead><tbody>
         {{#rows}}<tr><td><a href="/dashboard/apps/{{app}}/notifications/{{id}}">{{created}}</a></td><td>{{type}}</td><td class="num">{{recipients}}</td><td class="num">{{sent}}</td><td class="num">{{failed}}</td><td class="num">{{deferred}}</td><td class="num">{{suppressed}}</td><td class="num">{{opened}}</td></tr>{{/rows}}
-        </tbody></table>
+        </tbody></table></div>
         {{^rows}}<p class="muted">No notifications{{#filtered}} match{{/filtered}}.</p>{{/rows}}
         {{#next}}<p><a href="{{next}}">Older</a></p>{{/next}}
         """#
@@ -129,7 +129,7 @@ enum DashboardTemplates {
         <h1>{{type}} <span class="muted small">{{id}}</span></h1>
         <p class="muted">Created {{created}} UTC · {{recipients}} device(s){{#cancelKey}} · cancel key <code>{{cancelKey}}</code>{{/cancelKey}}</p>
         <div class="counts" id="live" data-live="/dashboard/apps/{{app}}/notifications/{{id}}/live">
-          {{#counts}}<span class="pill {{status}}"><span data-count="{{status}}">{{count}}</span> {{status}}</span>{{/counts}}
+          {{#counts}}<span class="pill {{status}}{{#zero}} zero{{/zero}}" data-pill="{{status}}"><span data-count="{{status}}">{{count}}</span> {{status}}</span>{{/counts}}
         </div>
         {{#deliveries}}
         <section class="card delivery" id="delivery-{{id}}">
@@ -137,7 +137,7 @@ enum DashboardTemplates {
           <p class="muted">Attempts {{attempts}}{{#reason}} · reason <strong>{{reason}}</strong>{{/reason}} · due {{due}} UTC · updated {{updated}} UTC</p>
           {{^empty(trace)}}
           <ol class="timeline">
-            {{#trace}}<li><span class="rule">{{rule}}</span> {{message}}</li>{{/trace}}
+            {{#trace}}<li><span class="rule">{{rule}}</span> {{message}} <span class="muted small">{{at}}</span></li>{{/trace}}
           </ol>
           {{/empty(trace)}}
         </section>
@@ -214,7 +214,7 @@ enum DashboardTemplates {
             <div><span class="big">{{deferred}}</span><span class="muted">deferred</span></div>
             <div><span class="big">{{suppressed}}</span><span class="muted">suppressed</span></div>
           </div>
-          {{{chart}}}
+          {{#chart}}{{{chart}}}<div class="axis muted small"><span>{{from}}</span><span>accepted, and opened in the darker part</span><span>{{to}}</span></div>{{/chart}}
         </section>
         {{/types}}
         {{^types}}<p class="muted">No types and nothing sent in these days.</p>{{/types}}
@@ -305,6 +305,7 @@ enum DashboardTemplates {
         .pill.ok, .pill.sent { color: var(--ok); border-color: var(--ok); }
         .pill.bad, .pill.failed { color: var(--bad); border-color: var(--bad); font-weight: 600; }
         .pill.deferred, .pill.queued, .pill.sending, .pill.warn { color: var(--warn); border-color: var(--warn); }
+        .pill.zero { color: var(--muted); border-color: var(--line); font-weight: 400; }
         .stats { display: flex; flex-wrap: wrap; gap: 1.5rem; margin: .5rem 0; }
         .stats div { display: flex; flex-direction: column; } .big { font-size: 1.6rem; font-weight: 600; }
         svg.chart { width: 100%; height: 80px; } svg.chart .sent { fill: var(--ok); } svg.chart .failed { fill: var(--bad); }
@@ -328,8 +329,13 @@ enum DashboardTemplates {
         pre.payload { max-height: 24rem; overflow: auto; } .size { font-size: .85rem; }
         svg.chart.daily { height: 90px; } svg.chart .accepted { fill: color-mix(in srgb, var(--accent) 35%, transparent); } svg.chart .opened { fill: var(--accent); }
         svg.share { width: 10rem; height: .7rem; } svg.share .track { fill: var(--line); } svg.share .fill { fill: var(--ok); }
+        .scroll { overflow-x: auto; }
+        .axis { display: flex; justify-content: space-between; gap: 1rem; }
         ul.problems { margin: .3rem 0; padding-left: 1.2rem; }
-        @media (max-width: 600px) { main { padding: .6rem; } .devices th:nth-child(3), .devices td:nth-child(3) { display: none; } .big { font-size: 1.3rem; } }
+        @media (max-width: 600px) { main { padding: .6rem; } .big { font-size: 1.3rem; }
+          table.stack thead { display: none; } table.stack tr { display: block; padding: .4rem 0; border-bottom: 1px solid var(--line); }
+          table.stack td { display: block; border: 0; padding: .1rem .5rem; } table.stack td:first-child { font-weight: 600; }
+          table.stack td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); } }
         """#
 
     /// Progressive: the pages work without it. It refreshes a notification's counts and delivery
@@ -348,6 +354,8 @@ enum DashboardTemplates {
                 Object.keys(data.counts).forEach(function (status) {
                   var node = live.querySelector('[data-count="' + status + '"]');
                   if (node) node.textContent = data.counts[status];
+                  var pill = live.querySelector('[data-pill="' + status + '"]');
+                  if (pill) pill.classList.toggle("zero", data.counts[status] === 0);
                 });
                 data.deliveries.forEach(function (d) {
                   var node = document.querySelector('[data-delivery-status="' + d.id + '"]');

@@ -143,12 +143,15 @@ struct NotificationPage {
     struct Count {
         var status: String
         var count: Int
+        /// Drawn muted (a red "0 failed" would alarm for nothing); the live script keeps it so.
+        var zero: Bool
     }
 
     struct Delivery {
         struct Step {
             var rule: String
             var message: String
+            var at: String
         }
 
         var id: Int64
@@ -197,6 +200,19 @@ struct NotificationPage {
 
     static let deliveryLimit = 200
 
+    /// The timeline's last step for a delivery that ended at a provider or was cancelled (the
+    /// stored trace holds the policy engine's decisions only).
+    static func outcome(_ delivery: DeliveryRecord) -> [Delivery.Step] {
+        let at = Format.utc(delivery.updatedAt)
+        let attempts = delivery.attempts == 1 ? "1 attempt" : "\(delivery.attempts) attempts"
+        return switch delivery.status {
+        case .sent: [.init(rule: "sent", message: "accepted by the provider after \(attempts)", at: at)]
+        case .failed: [.init(rule: "failed", message: "\(delivery.reason ?? "failed") after \(attempts)", at: at)]
+        case .cancelled: [.init(rule: "cancelled", message: delivery.reason.map { "cancelled: \($0)" } ?? "cancelled before it was sent", at: at)]
+        case .queued, .sending, .deferred, .suppressed: []
+        }
+    }
+
     static func load(app: String, id: UUID, runtime: HeraldRuntime) async throws -> NotificationPage? {
         guard let record = try await runtime.store.notification(appID: app, id: id) else { return nil }
         let counts = try await runtime.store.deliveryCounts(notificationID: id)
@@ -205,9 +221,11 @@ struct NotificationPage {
         return NotificationPage(
             app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom", created: Format.utc(record.createdAt),
             recipients: record.recipients, cancelKey: record.cancelKey,
-            counts: DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0) },
+            counts: DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0, zero: (counts[$0] ?? 0) == 0) },
             deliveries: deliveries.map { delivery in
-                let trace = DecisionTrace.entries(delivery.trace).map { Delivery.Step(rule: $0.rule, message: $0.message) }
+                let trace = DecisionTrace.entries(delivery.trace).map {
+                    Delivery.Step(rule: $0.rule, message: $0.message, at: HeraldTime.parse($0.at).map(Format.utc) ?? $0.at)
+                } + outcome(delivery)
                 return Delivery(
                     id: delivery.id, device: delivery.deviceID, status: delivery.status.rawValue, reason: delivery.reason, attempts: delivery.attempts,
                     due: Format.utc(delivery.dueAt), updated: Format.utc(delivery.updatedAt), trace: trace)
