@@ -20,6 +20,12 @@
 #                                                  # (32 connections) and a tenth of them again:
 #                                                  # opens/s, server CPU, peak RSS; then GET
 #                                                  # …/analytics over the DEVICES deliveries: p50/max
+#   scripts/server-load.sh dashboard [DEVICES]     # default 1,000,000 (3 per user): import, a
+#                                                  # transactional notification to all (sent), a
+#                                                  # promo to all held by quiet hours (deferred),
+#                                                  # 10,000 single-user sends; then every dashboard
+#                                                  # page signed in, 3 rounds of 7 calls: the median
+#                                                  # of the rounds' p50 ms, max, server CPU, peak RSS
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -38,13 +44,13 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, fanout, import, tracks, opens or latency}
+MODE=${1:?reliability, fanout, import, tracks, opens, dashboard or latency}
 case "$MODE" in
     reliability) COUNT=${2:-100000} ;;
-    fanout|import|tracks) COUNT=${2:-1000000} ;;
+    fanout|import|tracks|dashboard) COUNT=${2:-1000000} ;;
     opens) COUNT=${2:-100000} ;;
     latency) RATE=${2:-500}; COUNT=100 ;;
-    *) echo "mode is reliability, fanout, import, tracks, opens or latency" >&2; exit 64 ;;
+    *) echo "mode is reliability, fanout, import, tracks, opens, dashboard or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -105,6 +111,17 @@ types:
 YAML
     echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
 fi
+if [ "$MODE" = dashboard ]; then
+    # Quiet all day (users without a zone are in UTC): a promo to all stays deferred, as a
+    # broadcast at night does; `notice` is transactional and goes at once.
+    cat > "$WORK/catalog.yaml" <<'YAML'
+app: { name: Load, pacing_limit: 0, quiet_hours: { start: "00:00", end: "23:59" } }
+types:
+  promo: { id: PN-01, copy: { en: { title: "New", body: "Something new for {name}." } }, placeholders: [name], goal_ctr: 0.15 }
+  notice: { id: PN-02, transactional: true, copy: { en: { title: "Notice", body: "Your account was updated." } } }
+YAML
+    echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
+fi
 [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
 SERVE_PID=""
 start_server() {
@@ -135,6 +152,117 @@ echo "imported $imported in ${import_seconds}s (server peak RSS so far $(peak_rs
 if [ "$MODE" = import ]; then
     echo "server CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
     [ "$imported" = "$COUNT" ] || { echo "imported $imported of $COUNT" >&2; exit 1; }
+    exit 0
+fi
+
+if [ "$MODE" = dashboard ]; then
+    await_settled() {
+        while true; do
+            q=$(curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$1?limit=1" -H "Authorization: Bearer $SERVER" | json 'd["counts"]["queued"]' 2>/dev/null || echo 1)
+            [ "$q" = 0 ] && break
+            sleep 0.5
+        done
+    }
+    send_all() {
+        curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
+            -H "Content-Type: application/json" -d "$1" | json 'd["id"]'
+    }
+    start=$(date +%s.%N)
+    sent_id=$(send_all '{"to":{"all":true},"type":"notice"}')
+    await_settled "$sent_id"
+    echo "notice to all settled after $(python3 -c "import time; print(round(time.time() - $start, 1))")s"
+    start=$(date +%s.%N)
+    held_id=$(send_all '{"to":{"all":true},"type":"promo","data":{"name":"you"}}')
+    await_settled "$held_id"
+    echo "promo to all (deferred) settled after $(python3 -c "import time; print(round(time.time() - $start, 1))")s"
+    echo "== 10,000 single-user sends"
+    python3 - "$PORT" "$SERVER" "$COUNT" <<'PY'
+import asyncio, json, sys, time
+port, key, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+users = max(1, count // 3)
+async def worker(queue):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    while (seq := await queue.get()) is not None:
+        body = json.dumps({"to": {"user_ids": ["u%d" % (seq * 7919 % users)]}, "type": "notice"}).encode()
+        writer.write(b"POST /v1/apps/load/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+async def main():
+    queue = asyncio.Queue()
+    for seq in range(10000): queue.put_nowait(seq)
+    for _ in range(16): queue.put_nowait(None)
+    await asyncio.gather(*[worker(queue) for _ in range(16)])
+begin = time.monotonic()
+asyncio.run(main())
+print("10,000 sends in %.1fs" % (time.monotonic() - begin))
+PY
+    sleep 2
+    echo "== every dashboard page, signed in with the server key: 7 calls each"
+    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    python3 - "$PORT" "$SERVER" "$sent_id" "$held_id" <<'PY'
+import http.client, re, sys, time, urllib.parse
+port, key, sent_id, held_id = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+connection = http.client.HTTPConnection("127.0.0.1", port)
+cookies = {}
+def call(method, path, form=None):
+    headers = {"Cookie": "; ".join("%s=%s" % item for item in cookies.items())}
+    body = None
+    if form is not None:
+        body = urllib.parse.urlencode(form)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    html = response.read().decode()
+    for header, value in response.getheaders():
+        if header.lower() == "set-cookie":
+            name, _, rest = value.partition("=")
+            cookies[name] = rest.split(";")[0]
+    return response.status, html
+_, login = call("GET", "/dashboard/login")
+csrf = re.search(r'name="csrf" value="([^"]+)"', login).group(1)
+status, _ = call("POST", "/dashboard/login", {"csrf": csrf, "key": key})
+assert status == 303, status
+_, page = call("GET", "/dashboard/apps/load/compose")
+csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+app = "/dashboard/apps/load"
+pages = [
+    ("Overview", "GET", app, None, "Queue"),
+    ("Users (3 devices, 3 deferred)", "GET", app + "/users?user_id=u1234", None, "deferred"),
+    ("Notifications", "GET", app + "/notifications", None, "notice"),
+    ("Notifications, type promo", "GET", app + "/notifications?type=promo", None, held_id),
+    ("Notifications, with a deferred delivery", "GET", app + "/notifications?status=deferred", None, held_id),
+    ("Notifications, with a failed one (none)", "GET", app + "/notifications?status=failed", None, "No notifications match"),
+    ("Notification: 1M sent", "GET", app + "/notifications/" + sent_id, None, "sent"),
+    ("Notification: 1M deferred", "GET", app + "/notifications/" + held_id, None, "quiet hours"),
+    ("Notification live (JSON), 1M", "GET", app + "/notifications/" + held_id + "/live", None, "deferred"),
+    ("Compose", "GET", app + "/compose", None, "Preview"),
+    ("Compose: preview, 3 users", "POST", app + "/compose", {"csrf": csrf, "type": "promo", "data": "name=Ana", "user_ids": "u1 u2 u3", "action": "preview"}, "of 4096 bytes"),
+    ("Analytics", "GET", app + "/analytics", None, "promo"),
+    ("Catalog", "GET", app + "/catalog", None, "Something new"),
+]
+# Three rounds over every page, 7 calls a page each: the median of the rounds' p50s, and the max.
+results = {name: [] for name, *_ in pages}
+for _ in range(3):
+    for name, method, path, form, expect in pages:
+        times = []
+        for _ in range(7):
+            start = time.monotonic()
+            status, html = call(method, path, form)
+            times.append((time.monotonic() - start) * 1000)
+            if status != 200 or expect not in html:
+                sys.exit("%s: status %d, %r not in the page" % (name, status, expect))
+        results[name].append(sorted(times))
+print("| page | p50 ms (median of 3 rounds) | rounds' p50 | max ms |")
+print("| --- | --- | --- | --- |")
+for name, rounds in results.items():
+    p50s = sorted(r[3] for r in rounds)
+    print("| %s | %.1f | %s | %.1f |" % (name, p50s[1], " / ".join("%.1f" % r[3] for r in rounds), max(r[-1] for r in rounds)))
+PY
+    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    echo "server CPU for the 273 page loads: $(python3 -c "print('%.2f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
     exit 0
 fi
 

@@ -302,7 +302,7 @@ package final class HeraldRuntime: Sendable {
         }
         let lastBatch = metrics.lastBatchFinished
         var due = 0
-        if let outbox = try? await store.outboxGauges() {
+        if let outbox = try? await store.outboxGauges(appIDs: Array(apps.keys)) {
             due = outbox.due
             let idle = Date().timeIntervalSince(lastBatch ?? started)
             if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {

@@ -61,14 +61,19 @@ extension HeraldStore {
         }
     }
 
-    /// The user's deliveries still waiting (queued or deferred), soonest first.
+    /// The user's deliveries still waiting (queued or deferred), soonest first: through the
+    /// app's notifications not yet done (`notifications_open`) and the user's devices, each a
+    /// lookup in `deliveries_notification`. (`d.created_at >= n.created_at` lets PostgreSQL skip
+    /// the day partitions older than the notification.)
     package func waitingDeliveries(appID: String, userID: String, limit: Int) async throws -> [WaitingDelivery] {
         try await reading { session in
             try await session.query(
                 """
                 SELECT d.id, d.notification_id, n.type, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at, d.updated_at
-                FROM deliveries d JOIN notifications n ON n.id = d.notification_id
-                WHERE d.status IN ('queued', 'deferred') AND d.app_id = $1 AND d.user_id = $2
+                FROM notifications n CROSS JOIN deliveries d
+                WHERE n.app_id = $1 AND n.recipients > n.sent_count + n.failed_count + n.suppressed_count + n.cancelled_count
+                  AND d.notification_id = n.id AND d.device_id IN (SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2)
+                  AND d.created_at >= n.created_at AND d.user_id = $2 AND d.status IN ('queued', 'deferred')
                 ORDER BY d.due_at, d.id LIMIT $3
                 """, [.text(appID), .text(userID), .integer(Int64(limit))]
             ).compactMap { columns in

@@ -793,19 +793,35 @@ extension HeraldStore {
 
     /// What an operator watches of the outbox: deliveries due now, deliveries deferred by the
     /// policy engine, and how long the oldest due delivery has waited past its time.
-    package func outboxGauges() async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
+    /// `appIDs`: the configured apps (the index's prefix is status, app, lane: enumerated, each
+    /// is a range on due time; without them a million deferred rows not yet due were all read,
+    /// 150 ms for each health check and scrape). `deferredLimit`: stop counting deferred rows
+    /// there (the dashboard shows "100000+"; the metric counts them all).
+    package func outboxGauges(appIDs: [String], deferredLimit: Int? = nil) async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
         let now = nowMilliseconds
+        let apps = appIDs.sorted()
+        /// The index's prefix for the apps, bound from `$first` on.
+        func prefix(first: Int) -> String {
+            """
+            \(Self.outboxIndexTerm) AND app_id IN (\(apps.indices.map { "$\($0 + first)" }.joined(separator: ", ")))
+            AND lane IN (\(DeliveryLane.allCases.map { String($0.rawValue) }.joined(separator: ", ")))
+            """
+        }
+        let appBinds = apps.map { Session.Value.text($0) }
         // Counting visits every due row: off the writer's connection.
         return try await reading { session in
-            let dueRows = try await session.query(Self.queueDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
             let dueDevices = try await session.query(Self.broadcastDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            guard !apps.isEmpty else { return (Int(dueDevices), 0, 0) }
+            let dueRows = try await session.query(
+                "SELECT COUNT(*) AS n FROM deliveries WHERE \(prefix(first: 2)) AND due_at <= $1", [.integer(now)] + appBinds
+            ).first?.first?.integer ?? 0
             let due = dueRows + dueDevices
+            let deferredRows = "SELECT 1 FROM deliveries WHERE \(prefix(first: 1)) AND status = 'deferred'"
             let deferred = try await session.query(
-                "SELECT COUNT(*) AS n FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'deferred'"
+                "SELECT COUNT(*) AS n FROM (\(deferredRows)\(deferredLimit.map { " LIMIT \($0)" } ?? "")) counted", appBinds
             ).first?.first?.integer ?? 0
             let oldestRow = try await session.query(
-                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = 'queued' AND due_at <= $1",
-                [.integer(now)]
+                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(prefix(first: 2)) AND status = 'queued' AND due_at <= $1", [.integer(now)] + appBinds
             ).first?.first?.integer
             let oldestBroadcast = try await session.query(
                 "SELECT MIN(due_at) AS m FROM broadcasts WHERE due_at <= $1", [.integer(now)]

@@ -113,7 +113,7 @@ struct StoreAndConfigurationTests {
             // version that waits for the writer answers only after it is let go: too late).
             let answered = Mutex(false)
             let gauges = Task {
-                let value = try await store.outboxGauges()
+                let value = try await store.outboxGauges(appIDs: ["g"])
                 answered.withLock { $0 = true }
                 return value
             }

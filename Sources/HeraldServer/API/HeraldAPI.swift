@@ -28,7 +28,7 @@ package enum HeraldAPI {
                     .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key or metrics_key>",
                     field: "authorization")
             }
-            let outbox = try await runtime.store.outboxGauges()
+            let outbox = try await runtime.store.outboxGauges(appIDs: Array(runtime.apps.keys))
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(

@@ -107,8 +107,12 @@ enum Dashboard {
 
     // MARK: Pages
 
+    /// Where the overview stops counting deferred deliveries (counting a million took 100 ms).
+    static let deferredLimit = 100_000
+
     static func overview(apps: [String], session: DashboardSession, app: String?, runtime: HeraldRuntime) async throws -> Response {
-        let gauges = try await runtime.store.outboxGauges()
+        // An app's key sees its app's queue only; deferred rows are counted up to a limit.
+        let gauges = try await runtime.store.outboxGauges(appIDs: apps, deferredLimit: deferredLimit)
         let now = Date()
         let pauses = runtime.pauses.all
         let views = apps.compactMap { id -> OverviewApp? in
@@ -134,7 +138,8 @@ enum Dashboard {
                 failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) })
         }
         let view = OverviewPage(
-            queueDepth: gauges.due, deferred: gauges.deferred,
+            queueDepth: gauges.due, deferred: gauges.deferred >= deferredLimit ? "\(deferredLimit)+" : "\(gauges.deferred)",
+            scope: app == nil ? "all apps" : "this app",
             oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, apps: views)
         return render("Overview", "overview", view, session: session, app: app, tab: "overview")
     }

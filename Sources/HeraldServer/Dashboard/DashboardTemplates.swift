@@ -55,7 +55,7 @@ enum DashboardTemplates {
 
     static let overview = #"""
         <h1>Overview</h1>
-        <p class="muted">Queue: <strong id="queue-depth">{{queueDepth}}</strong> due now, {{deferred}} deferred{{#oldest}}, oldest waiting {{oldest}}{{/oldest}} (all apps). Sends and failures: this node, since it started.</p>
+        <p class="muted">Queue: <strong id="queue-depth">{{queueDepth}}</strong> due now, {{deferred}} deferred{{#oldest}}, oldest waiting {{oldest}}{{/oldest}} ({{scope}}). Sends and failures: this node, since it started.</p>
         {{#apps}}
         <section class="card">
           <h2><a href="/dashboard/apps/{{id}}">{{id}}</a></h2>
