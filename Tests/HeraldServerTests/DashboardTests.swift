@@ -206,6 +206,7 @@ struct DashboardTests {
             #expect(analytics.status == .ok)
             let card = try #require(analytics.html.components(separatedBy: #"id="type-sync_error""#).dropFirst().first?.components(separatedBy: "</section>").first)
             #expect(card.contains("100.0%") && card.contains("goal 15.0%") && card.contains("goal met") && card.contains(#"class="opened""#))
+            #expect(card.contains(#"<span class="big">1</span><span class="muted">opened</span>"#))
             #expect(analytics.html.contains("nothing accepted yet"))
             // Opt-in: bob's Android reported denied; ana's iPhone reported nothing.
             #expect(analytics.html.contains("<th>All devices</th><td class=\"num\">0.0%</td>"))

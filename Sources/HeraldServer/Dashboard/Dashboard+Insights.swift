@@ -36,12 +36,7 @@ struct AnalyticsPage {
     struct TypeRow {
         var name: String
         var id: String?
-        var sent: Int64
-        var accepted: Int64
-        var failed: Int64
-        var deferred: Int64
-        var suppressed: Int64
-        var opened: Int64
+        var counts: AnalyticsView.Counts
         var ctr: String
         var goal: String?
         /// `ok` (met), `bad` (below goal over enough sends), `warn` (below, too few sends), or none.
@@ -85,8 +80,7 @@ struct AnalyticsPage {
                 }
             let byDay = Dictionary(entry.days.map { ($0.day, $0.counts) }, uniquingKeysWith: { first, _ in first })
             return TypeRow(
-                name: entry.type, id: entry.id, sent: counts.sent, accepted: counts.accepted, failed: counts.failed, deferred: counts.deferred,
-                suppressed: counts.suppressed, opened: counts.opened, ctr: Self.percent(counts.ctr), goal: entry.goal.map { Self.percent($0) },
+                name: entry.type, id: entry.id, counts: counts, ctr: Self.percent(counts.ctr), goal: entry.goal.map { Self.percent($0) },
                 state: state, verdict: verdict,
                 chart: counts.accepted + counts.opened == 0 ? nil : Charts.daily(
                     days.map { day in

@@ -207,12 +207,12 @@ enum DashboardTemplates {
           <h2>{{name}}{{#id}} <span class="muted small">{{id}}</span>{{/id}} <span class="pill {{state}}">{{verdict}}</span></h2>
           <div class="stats">
             <div><span class="big">{{ctr}}</span><span class="muted">CTR{{#goal}} · goal {{goal}}{{/goal}}</span></div>
-            <div><span class="big">{{sent}}</span><span class="muted">sent</span></div>
-            <div><span class="big">{{accepted}}</span><span class="muted">accepted</span></div>
-            <div><span class="big">{{opened}}</span><span class="muted">opened</span></div>
-            <div><span class="big">{{failed}}</span><span class="muted">failed</span></div>
-            <div><span class="big">{{deferred}}</span><span class="muted">deferred</span></div>
-            <div><span class="big">{{suppressed}}</span><span class="muted">suppressed</span></div>
+            <div><span class="big">{{counts.sent}}</span><span class="muted">sent</span></div>
+            <div><span class="big">{{counts.accepted}}</span><span class="muted">accepted</span></div>
+            <div><span class="big">{{counts.opened}}</span><span class="muted">opened</span></div>
+            <div><span class="big">{{counts.failed}}</span><span class="muted">failed</span></div>
+            <div><span class="big">{{counts.deferred}}</span><span class="muted">deferred</span></div>
+            <div><span class="big">{{counts.suppressed}}</span><span class="muted">suppressed</span></div>
           </div>
           {{#chart}}{{{chart}}}<div class="axis muted small"><span>{{from}}</span><span>accepted, and opened in the darker part</span><span>{{to}}</span></div>{{/chart}}
         </section>
