@@ -30,7 +30,7 @@ import urllib.request
 from datetime import datetime, timezone
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -102,11 +102,16 @@ class Run:
         self.driver.get(self.base + path)
 
     def text(self):
-        return self.driver.find_element(By.TAG_NAME, "body").text
+        return self.wait().until(lambda d: d.find_element(By.TAG_NAME, "body").text)
+
+    def wait(self, seconds=10):
+        """A wait that looks again when a navigation replaced the element it held."""
+        return WebDriverWait(self.driver, seconds, poll_frequency=0.1,
+                             ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
 
     def wait_text(self, needle, seconds=10):
         try:
-            WebDriverWait(self.driver, seconds, poll_frequency=0.1).until(lambda d: needle in d.find_element(By.TAG_NAME, "body").text)
+            self.wait(seconds).until(lambda d: needle in d.find_element(By.TAG_NAME, "body").text)
         except TimeoutException:
             self.check(False, f"'{needle}' did not appear within {seconds} s")
 
@@ -279,8 +284,7 @@ def exercise(run, control, zone, deferred):
     run.check("/notifications/" in driver.current_url, "Send lands on the notification's page")
     # The live poll turns the delivery's state without a reload (PN-02 is transactional: no quiet hours).
     try:
-        WebDriverWait(driver, 15, poll_frequency=0.2).until(
-            lambda d: d.find_element(By.CSS_SELECTOR, "[data-delivery-status]").text == "sent")
+        run.wait(15).until(lambda d: d.find_element(By.CSS_SELECTOR, "[data-delivery-status]").text == "sent")
     except TimeoutException:
         run.check(False, "the delivery did not turn 'sent' on the page")
     received = json.dumps(inbox(control)[-1], ensure_ascii=False)
