@@ -812,9 +812,17 @@ extension HeraldStore {
         return try await reading { session in
             let dueDevices = try await session.query(Self.broadcastDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
             guard !apps.isEmpty else { return (Int(dueDevices), 0, 0) }
-            let dueRows = try await session.query(
-                "SELECT COUNT(*) AS n FROM deliveries WHERE \(prefix(first: 2)) AND due_at <= $1", [.integer(now)] + appBinds
-            ).first?.first?.integer ?? 0
+            // One count per (status, app, lane), each a range of the index on due time: PostgreSQL
+            // 15 took `lane IN (…)` as a filter over every row of the app (48 ms for 200,000
+            // deferred; 1 ms this way).
+            let ranges = ["queued", "deferred", "sending"].flatMap { status in
+                apps.indices.flatMap { app in
+                    DeliveryLane.allCases.map { lane in
+                        "(SELECT COUNT(*) FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = '\(status)' AND app_id = $\(app + 2) AND lane = \(lane.rawValue) AND due_at <= $1)"
+                    }
+                }
+            }
+            let dueRows = try await session.query("SELECT \(ranges.joined(separator: " + ")) AS n", [.integer(now)] + appBinds).first?.first?.integer ?? 0
             let due = dueRows + dueDevices
             let deferredRows = "SELECT 1 FROM deliveries WHERE \(prefix(first: 1)) AND status = 'deferred'"
             let deferred = try await session.query(
