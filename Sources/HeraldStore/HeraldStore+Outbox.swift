@@ -793,49 +793,45 @@ extension HeraldStore {
 
     /// What an operator watches of the outbox: deliveries due now, deliveries deferred by the
     /// policy engine, and how long the oldest due delivery has waited past its time.
-    /// `appIDs`: the configured apps (the index's prefix is status, app, lane: enumerated, each
-    /// is a range on due time; without them a million deferred rows not yet due were all read,
-    /// 150 ms for each health check and scrape). `deferredLimit`: stop counting deferred rows
-    /// there (the dashboard shows "100000+"; the metric counts them all).
+    /// `appIDs`: the configured apps. Every figure is read as one range of the outbox index per
+    /// (status, app, lane), the index's prefix: without the apps a million deferred rows not yet
+    /// due were all read (150 ms for each health check and scrape), and PostgreSQL 15 took
+    /// `lane IN (…)` as a filter over every row of the app (48 ms for 200,000 deferred; 1 ms as
+    /// ranges). `deferredLimit`: stop counting deferred rows there, per range (the dashboard
+    /// shows "100000+"; the metric counts them all).
     package func outboxGauges(appIDs: [String], deferredLimit: Int? = nil) async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
         let now = nowMilliseconds
         let apps = appIDs.sorted()
-        /// The index's prefix for the apps, bound from `$first` on.
-        func prefix(first: Int) -> String {
-            """
-            \(Self.outboxIndexTerm) AND app_id IN (\(apps.indices.map { "$\($0 + first)" }.joined(separator: ", ")))
-            AND lane IN (\(DeliveryLane.allCases.map { String($0.rawValue) }.joined(separator: ", ")))
-            """
+        /// The conditions of each range of `status`, the apps bound from `$first` on.
+        func ranges(_ status: DeliveryStatus, first: Int) -> [String] {
+            apps.indices.flatMap { app in
+                DeliveryLane.allCases.map { lane in
+                    "\(Self.outboxIndexTerm) AND status = '\(status.rawValue)' AND app_id = $\(app + first) AND lane = \(lane.rawValue)"
+                }
+            }
         }
         let appBinds = apps.map { Session.Value.text($0) }
         // Counting visits every due row: off the writer's connection.
         return try await reading { session in
             let dueDevices = try await session.query(Self.broadcastDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
             guard !apps.isEmpty else { return (Int(dueDevices), 0, 0) }
-            // One count per (status, app, lane), each a range of the index on due time: PostgreSQL
-            // 15 took `lane IN (…)` as a filter over every row of the app (48 ms for 200,000
-            // deferred; 1 ms this way).
-            let ranges = ["queued", "deferred", "sending"].flatMap { status in
-                apps.indices.flatMap { app in
-                    DeliveryLane.allCases.map { lane in
-                        "(SELECT COUNT(*) FROM deliveries WHERE \(Self.outboxIndexTerm) AND status = '\(status)' AND app_id = $\(app + 2) AND lane = \(lane.rawValue) AND due_at <= $1)"
-                    }
-                }
+            let dueCounts = [DeliveryStatus.queued, .deferred, .sending].flatMap { ranges($0, first: 2) }.map {
+                "(SELECT COUNT(*) FROM deliveries WHERE \($0) AND due_at <= $1)"
             }
-            let dueRows = try await session.query("SELECT \(ranges.joined(separator: " + ")) AS n", [.integer(now)] + appBinds).first?.first?.integer ?? 0
-            let due = dueRows + dueDevices
-            let deferredRows = "SELECT 1 FROM deliveries WHERE \(prefix(first: 1)) AND status = 'deferred'"
-            let deferred = try await session.query(
-                "SELECT COUNT(*) AS n FROM (\(deferredRows)\(deferredLimit.map { " LIMIT \($0)" } ?? "")) counted", appBinds
-            ).first?.first?.integer ?? 0
+            let dueRows = try await session.query("SELECT \(dueCounts.joined(separator: " + ")) AS n", [.integer(now)] + appBinds).first?.first?.integer ?? 0
+            let deferredCounts = ranges(.deferred, first: 1).map {
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE \($0)\(deferredLimit.map { " LIMIT \($0)" } ?? "")) counted)"
+            }
+            let deferred = try await session.query("SELECT \(deferredCounts.joined(separator: " + ")) AS n", appBinds).first?.first?.integer ?? 0
+            let oldestRanges = ranges(.queued, first: 2).map { "SELECT MIN(due_at) AS m FROM deliveries WHERE \($0) AND due_at <= $1" }
             let oldestRow = try await session.query(
-                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(prefix(first: 2)) AND status = 'queued' AND due_at <= $1", [.integer(now)] + appBinds
+                "SELECT MIN(m) AS m FROM (\(oldestRanges.joined(separator: " UNION ALL "))) oldest", [.integer(now)] + appBinds
             ).first?.first?.integer
             let oldestBroadcast = try await session.query(
                 "SELECT MIN(due_at) AS m FROM broadcasts WHERE due_at <= $1", [.integer(now)]
             ).first?.first?.integer
             let oldest = [oldestRow, oldestBroadcast].compactMap { $0 }.min()
-            return (Int(due), Int(deferred), oldest.map { max(0, Double(now - $0) / 1000) } ?? 0)
+            return (Int(dueRows + dueDevices), Int(deferred), oldest.map { max(0, Double(now - $0) / 1000) } ?? 0)
         }
     }
 }

@@ -122,8 +122,15 @@ struct DashboardTests {
             let id = try #require(sent.body["id"] as? String)
             _ = try await server.settled(id)
 
+            // The gauges read the listed apps' ranges only, deferred rows counted up to the limit.
+            let gauges = try await server.runtime.store.outboxGauges(appIDs: ["demo", "silent"], deferredLimit: 1)
+            #expect(gauges.due == 0 && gauges.deferred == 1)
+            #expect(try await server.runtime.store.outboxGauges(appIDs: ["silent"]).deferred == 0)
+
             let browser = Browser(server)
             #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let overview = try await browser.go(.get, "/dashboard/apps/demo")
+            #expect(overview.html.contains("0</strong> due now, 1 deferred (this app)"))
             let users = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=ana")
             #expect(users.status == .ok)
             #expect(users.html.contains("<code>\(token.prefix(8))…</code>") && !users.html.contains(token))
