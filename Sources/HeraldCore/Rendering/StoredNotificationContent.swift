@@ -34,6 +34,13 @@ package struct StoredNotificationContent: Sendable, Hashable {
         return device
     }
 
+    /// A typed notification's copy for a device locale, placeholders filled from its data; none
+    /// for a background push without explicit text (a silent sync has nothing to show).
+    package func copy(of type: CatalogType, locale: String?, defaultLocale: String) -> CatalogCopy? {
+        guard let typed, !(content.pushType == .background && typed.title == nil && typed.body == nil) else { return nil }
+        return type.render(locale: locale, defaultLocale: defaultLocale, data: typed.data)
+    }
+
     /// The policy engine's starting point for a device: the copy in its locale, explicit text first.
     package func policyContent(copy: CatalogCopy?) -> PolicyContent {
         PolicyContent(

@@ -97,9 +97,8 @@ extension Dashboard {
         var actionTokens: [(id: Int, token: Int)] = []
         let locale = device.locale ?? user?.locale
         if let typed = stored.typed, let catalog = app.catalog, let type = catalog.type(typed.type) {
-            // As the planner renders it: a silent type without explicit text has no copy.
-            let silent = content.pushType == .background && typed.title == nil && typed.body == nil
-            let copy = silent ? nil : type.render(locale: locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
+            // As the planner renders it.
+            let copy = stored.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
             content = stored.deviceContent(copy: copy, decided: stored.policyContent(copy: copy))
             actionTokens = type.actionTokenLengths
         }

@@ -63,14 +63,12 @@ struct DeliveryPlanner {
                     return policyUser
                 }()
                 let pushType = content.content.pushType
-                let silent = pushType == .background && typed.title == nil && typed.body == nil
                 let locale = delivery.locale ?? user?.locale
-                let copy = silent
-                    ? nil : copies[CopyKey(notification: delivery.notificationID, locale: locale)] ?? {
-                        let copy = type.render(locale: locale, defaultLocale: catalog.app.defaultLocale, data: typed.data)
-                        copies[CopyKey(notification: delivery.notificationID, locale: locale)] = copy
-                        return copy
-                    }()
+                let copy = copies[CopyKey(notification: delivery.notificationID, locale: locale)] ?? {
+                    let copy = content.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
+                    copies[CopyKey(notification: delivery.notificationID, locale: locale)] = copy
+                    return copy
+                }()
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
                 // A test send (`POST …/test`) goes through quiet hours and pacing as a
                 // transactional type does; preferences, vacation and the guards still apply.
