@@ -111,7 +111,7 @@ extension Dashboard {
         let stamp = HeraldStamp(notificationID: id.uuidString.lowercased(), deliveryID: 0)
         let bytes: Data
         if device.platform == "fcm" {
-            var message = FCMRenderer.message(content, token: String(device.token.prefix(8)) + "…", now: now)
+            var message = FCMRenderer.message(content, token: Format.token(device.token), now: now)
             FCMRenderer.stamp(&message, stamp)
             view.size = FCMRenderer.payloadSize(message)
             view.limit = FCMMessage.sizeLimit

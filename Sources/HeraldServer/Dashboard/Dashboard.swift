@@ -165,7 +165,7 @@ enum Dashboard {
                     badge: badges.isEmpty ? nil : badges.values.reduce(0, +),
                     devices: devices.map {
                         .init(
-                            id: $0.deviceID, name: $0.name, platform: $0.platform, environment: $0.environment, token: String($0.token.prefix(8)) + "…",
+                            id: $0.deviceID, name: $0.name, platform: $0.platform, environment: $0.environment, token: Format.token($0.token),
                             permission: $0.authorizationStatus ?? "not reported", active: $0.active,
                             reason: [$0.inactiveReason, $0.inactiveSince.map { "since " + HeraldTime.format($0) }].compactMap { $0 }.joined(separator: " "))
                     },
@@ -331,8 +331,11 @@ enum Dashboard {
     }
 }
 
-/// Times as the dashboard shows them.
+/// Times and tokens as the dashboard shows them.
 enum Format {
+    /// A device token: its first 8 characters, never more.
+    static func token(_ token: String) -> String { String(token.prefix(8)) + "…" }
+
     static func utc(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
             .replacingOccurrences(of: "T", with: " ")
