@@ -61,32 +61,51 @@ extension HeraldStore {
         }
     }
 
-    /// The user's deliveries still waiting (queued or deferred), soonest first: through the
-    /// app's notifications not yet done (`notifications_open`) and the user's devices, each a
-    /// lookup in `deliveries_notification`. (`d.created_at >= n.created_at` lets PostgreSQL skip
-    /// the day partitions older than the notification.)
+    /// How many open notifications one lookup of a user's waiting deliveries names.
+    static let waitingLookupChunk = 500
+
+    /// The user's deliveries still waiting (queued or deferred), soonest first: the app's
+    /// notifications not yet done (`notifications_open`) and the user's devices, then their
+    /// deliveries by both lists in `deliveries_notification`. Three steps, not one join:
+    /// PostgreSQL planned the join deliveries-first (a scan of the day's partition, 80–190 ms
+    /// with 200,000 deliveries) even with fresh statistics.
     package func waitingDeliveries(appID: String, userID: String, limit: Int) async throws -> [WaitingDelivery] {
         try await reading { session in
-            try await session.query(
-                """
-                SELECT d.id, d.notification_id, n.type, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at, d.updated_at
-                FROM notifications n CROSS JOIN deliveries d
-                WHERE n.app_id = $1 AND n.recipients > n.sent_count + n.failed_count + n.suppressed_count + n.cancelled_count
-                  AND d.notification_id = n.id AND d.device_id IN (SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2)
-                  AND d.created_at >= n.created_at AND d.user_id = $2 AND d.status IN ('queued', 'deferred')
-                ORDER BY d.due_at, d.id LIMIT $3
-                """, [.text(appID), .text(userID), .integer(Int64(limit))]
-            ).compactMap { columns in
-                guard columns.count == 11, let id = columns[0].integer, let notification = columns[1].text.flatMap(UUID.init(uuidString:)),
-                    let device = columns[3].text, let status = columns[4].text.flatMap(DeliveryStatus.init(rawValue:)),
-                    let due = columns[8].integer, let created = columns[9].integer, let updated = columns[10].integer
-                else { return nil }
-                return WaitingDelivery(
-                    notificationID: notification, type: columns[2].text,
-                    delivery: DeliveryRecord(
-                        id: id, deviceID: device, status: status, reason: columns[5].text, attempts: Int(columns[6].integer ?? 0),
-                        trace: columns[7].text, dueAt: Self.date(due), createdAt: Self.date(created), updatedAt: Self.date(updated)))
+            var types: [String: String?] = [:]
+            for row in try await session.query(
+                "SELECT id, type FROM notifications WHERE app_id = $1 AND recipients > sent_count + failed_count + suppressed_count + cancelled_count",
+                [.text(appID)])
+            {
+                if let id = row.first?.text { types[id] = row.count > 1 ? row[1].text : nil }
             }
+            let devices = try await session.query("SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
+                .compactMap { $0.first?.text }
+            guard !types.isEmpty, !devices.isEmpty else { return [] }
+            var found: [WaitingDelivery] = []
+            for chunk in types.keys.sorted().chunked(Self.waitingLookupChunk) {
+                // $1 the user, $2 the limit, then the devices, then the notifications.
+                let deviceList = devices.indices.map { "$\($0 + 3)" }.joined(separator: ", ")
+                let notificationList = chunk.indices.map { "$\($0 + 3 + devices.count)" }.joined(separator: ", ")
+                found += try await session.query(
+                    """
+                    SELECT id, notification_id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
+                    WHERE notification_id IN (\(notificationList)) AND device_id IN (\(deviceList)) AND user_id = $1 AND status IN ('queued', 'deferred')
+                    ORDER BY due_at, id LIMIT $2
+                    """, [.text(userID), .integer(Int64(limit))] + devices.map { .text($0) } + chunk.map { .text($0) }
+                ).compactMap { columns in
+                    guard columns.count == 10, let id = columns[0].integer, let notificationText = columns[1].text,
+                        let notification = UUID(uuidString: notificationText), let device = columns[2].text,
+                        let status = columns[3].text.flatMap(DeliveryStatus.init(rawValue:)),
+                        let due = columns[7].integer, let created = columns[8].integer, let updated = columns[9].integer
+                    else { return nil }
+                    return WaitingDelivery(
+                        notificationID: notification, type: types[notificationText] ?? nil,
+                        delivery: DeliveryRecord(
+                            id: id, deviceID: device, status: status, reason: columns[4].text, attempts: Int(columns[5].integer ?? 0),
+                            trace: columns[6].text, dueAt: Self.date(due), createdAt: Self.date(created), updatedAt: Self.date(updated)))
+                }
+            }
+            return Array(found.sorted { ($0.delivery.dueAt, $0.delivery.id) < ($1.delivery.dueAt, $1.delivery.id) }.prefix(limit))
         }
     }
 }
