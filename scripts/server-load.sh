@@ -40,7 +40,8 @@
 # SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
 # OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to the server's configuration.
 # PERF=1 (fanout, tracks) records the server from the send (the clock's move) to the last result with `perf record -g`
-# into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`).
+# into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`); PERF=enrol (tracks)
+# records the enrolments instead, into enrol.perf.data.
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -269,6 +270,12 @@ fi
 if [ "$MODE" = tracks ]; then
     python3 -c "import sys; sys.stdout.write(''.join('{\"user_id\":\"u%d\"}\n' % i for i in range($COUNT)))" > "$WORK/enrolments.jsonl"
     echo "== enrol $COUNT users in a 4-step track"
+    ENROL_PERF_PID=""
+    if [ "${PERF:-}" = enrol ]; then
+        perf record -F 499 -g -p "$SERVE_PID" -o "$WORK/enrol.perf.data" 2> "$WORK/perf.err" &
+        ENROL_PERF_PID=$!
+        sleep 0.5
+    fi
     cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     start=$(date +%s.%N)
     enrolled=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/tracks/trial/enrolments" -H "Authorization: Bearer $SERVER" \
@@ -276,10 +283,11 @@ if [ "$MODE" = tracks ]; then
     enrol_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
     cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     python3 -c "print('enrolled $enrolled in ${enrol_seconds}s: %.0f enrolments/s (%d steps written), server CPU %.1f s, peak RSS so far $(peak_rss_mb $SERVE_PID) MB' % ($enrolled / $enrol_seconds, 4 * $enrolled, $cpu_after - $cpu_before))"
+    if [ -n "$ENROL_PERF_PID" ]; then kill -INT "$ENROL_PERF_PID"; wait "$ENROL_PERF_PID" || true; echo "profile: $WORK/enrol.perf.data"; fi
     [ "$enrolled" = "$COUNT" ] || { echo "enrolled $enrolled of $COUNT" >&2; exit 1; }
     echo "== move the clock a day: $COUNT steps fall due at once"
     PERF_PID=""
-    if [ -n "${PERF:-}" ]; then
+    if [ -n "${PERF:-}" ] && [ "$PERF" != enrol ]; then
         perf record -F 499 -g -p "$SERVE_PID" -o "$WORK/serve.perf.data" 2> "$WORK/perf.err" &
         PERF_PID=$!
         sleep 0.5

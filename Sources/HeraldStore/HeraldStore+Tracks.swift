@@ -1,5 +1,6 @@
 package import Foundation
 package import HeraldCore
+import PostgresNIO
 
 /// Lifecycle tracks (issue #12 §2): enrolments, and their steps as timers, rows with a due time
 /// that a timer loop claims (fenced like deliveries) and fires into notifications.
@@ -210,63 +211,126 @@ extension HeraldStore {
 
     /// Enrols many users in a track in one transaction (`on_conflict: ignore`: a user enrolled
     /// already is left as is). Returns how many were enrolled now.
+    ///
+    /// The rows go as one statement per table: SQLite reads them out of one bound JSON array
+    /// (`json_each`), PostgreSQL out of arrays (`unnest`). A 500-row `VALUES` list with its
+    /// 1,500 bound values was SQLKit encoding each value and SQLite parsing a statement of
+    /// thousands of parameters, per 500 users and per 2,000 steps: 13% of the server's CPU in
+    /// SQLite's parser alone (perf, 300,000 enrolments).
     package func enrolMany(appID: String, track: String, cancelKey: String, _ entries: [BulkEnrolment]) async throws -> Int {
         guard !entries.isEmpty else { return 0 }
         return try await transaction { [self] session in
             let now = nowMilliseconds
             let byUser = Dictionary(entries.map { ($0.userID, $0) }, uniquingKeysWith: { first, _ in first })
-            var enrolled = 0
-            for chunk in Array(byUser.values).sorted(by: { $0.userID < $1.userID }).chunked(500) {
-                var values: [String] = []
-                var binds: [Session.Value] = [.text(appID), .text(track), .integer(now)]
-                for entry in chunk {
-                    binds += [.text(entry.userID), .integer(Self.milliseconds(entry.anchorAt)), .text(entry.data)]
-                    values.append("($1, $\(binds.count - 2), $2, $\(binds.count - 1), $\(binds.count), $3, $3)")
+            // In user order: concurrent imports on PostgreSQL take the rows' locks in one order.
+            let sorted = byUser.values.sorted(by: { $0.userID < $1.userID })
+            let fresh: [String]
+            switch session.raw {
+            case .sqlite:
+                var json = "["
+                json.reserveCapacity(sorted.count * 40)
+                for (index, entry) in sorted.enumerated() {
+                    json += index == 0 ? "[" : ",["
+                    Self.appendJSON(entry.userID, to: &json)
+                    json += "," + String(Self.milliseconds(entry.anchorAt)) + ","
+                    Self.appendJSON(entry.data, to: &json)
+                    json += "]"
                 }
-                let fresh = try await session.query(
+                json += "]"
+                fresh = try await session.query(
                     """
-                    INSERT INTO enrolments (app_id, user_id, track, anchor_at, data, enrolled_at, updated_at) VALUES \(values.joined(separator: ", "))
+                    INSERT INTO enrolments (app_id, track, enrolled_at, updated_at, user_id, anchor_at, data)
+                    SELECT $1, $2, $3, $3, r.value ->> 0, r.value ->> 1, r.value ->> 2 FROM json_each($4) r WHERE true
                     ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
-                    """, binds
+                    """, [.text(appID), .text(track), .integer(now), .text(json)]
                 ).compactMap { $0.first?.text }
-                enrolled += fresh.count
-                try await insertSteps(
-                    appID: appID, track: track, cancelKey: cancelKey, fresh.compactMap { user in byUser[user].map { (user, $0.steps) } },
-                    now: now, session)
+            case .postgres(let connection):
+                var bindings = PostgresBindings(capacity: 6)
+                bindings.append(appID)
+                bindings.append(track)
+                bindings.append(now)
+                bindings.append(sorted.map(\.userID))
+                bindings.append(sorted.map { Self.milliseconds($0.anchorAt) })
+                bindings.append(sorted.map(\.data))
+                fresh = try await Session.query(
+                    connection,
+                    """
+                    INSERT INTO enrolments (app_id, track, enrolled_at, updated_at, user_id, anchor_at, data)
+                    SELECT $1, $2, $3, $3, r.user_id, r.anchor_at, r.data FROM unnest($4::text[], $5::bigint[], $6::text[]) AS r(user_id, anchor_at, data)
+                    ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
+                    """, bindings
+                ).compactMap { $0.first?.text }
             }
-            return enrolled
+            try await insertSteps(
+                appID: appID, track: track, cancelKey: cancelKey, fresh.sorted().compactMap { user in byUser[user].map { (user, $0.steps) } },
+                now: now, session)
+            return fresh.count
         }
     }
 
-    /// The steps of new enrolments as timers, 2,000 rows per statement: `pending`, or `skipped`
-    /// (`PastAtEnrolment`) when due more than `pastStepGrace` before `now`.
+    /// The steps of new enrolments as timers, in one statement (a JSON array on SQLite, arrays
+    /// on PostgreSQL): `pending`, or `skipped` (`PastAtEnrolment`) when due more than
+    /// `pastStepGrace` before `now`.
     private func insertSteps(
         appID: String, track: String, cancelKey: String, _ enrolments: [(userID: String, steps: [PlannedStep])], now: Int64, _ session: Session
     ) async throws {
         let earliest = now - Int64(Self.pastStepGrace * 1000)
-        var rows: [String] = []
-        var binds: [Session.Value] = [.text(appID), .text(track), .text(cancelKey), .integer(now), .text("PastAtEnrolment")]
-        func flush() async throws {
-            guard !rows.isEmpty else { return }
+        let count = enrolments.reduce(0) { $0 + $1.steps.count }
+        guard count > 0 else { return }
+        // $1 app, $2 track, $3 cancel key, $4 now, $5 the earliest due time still sent; then the rows.
+        let status = "CASE WHEN r.due_at < $5 THEN 'skipped' ELSE 'pending' END, CASE WHEN r.due_at < $5 THEN 'PastAtEnrolment' END"
+        let columns = "app_id, kind, name, cancel_key, created_at, updated_at, user_id, step, due_at, status, reason"
+        switch session.raw {
+        case .sqlite:
+            var json = "["
+            json.reserveCapacity(count * 40)
+            for (user, steps) in enrolments {
+                for step in steps {
+                    json += json.utf8.count == 1 ? "[" : ",["
+                    Self.appendJSON(user, to: &json)
+                    json += ","
+                    Self.appendJSON(step.id, to: &json)
+                    json += "," + String(Self.milliseconds(step.dueAt)) + "]"
+                }
+            }
+            json += "]"
             _ = try await session.query(
                 """
-                INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, cancel_key, reason, created_at, updated_at)
-                VALUES \(rows.joined(separator: ", "))
-                """, binds)
-            rows.removeAll(keepingCapacity: true)
-            binds.removeLast(binds.count - 5)
-        }
-        for (user, steps) in enrolments {
-            for step in steps {
-                let due = Self.milliseconds(step.dueAt)
-                let past = due < earliest
-                binds += [.text(user), .text(step.id), .integer(due)]
-                let n = binds.count
-                rows.append("($1, $\(n - 2), 'step', $2, $\(n - 1), $\(n), '\(past ? "skipped" : "pending")', $3, \(past ? "$5" : "NULL"), $4, $4)")
-                if rows.count == 2_000 { try await flush() }
+                INSERT INTO timers (\(columns))
+                SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at, \(status)
+                FROM (SELECT value ->> 0 AS user_id, value ->> 1 AS step, value ->> 2 AS due_at FROM json_each($6)) r
+                """, [.text(appID), .text(track), .text(cancelKey), .integer(now), .integer(earliest), .text(json)])
+        case .postgres(let connection):
+            var users: [String] = []
+            var ids: [String] = []
+            var dues: [Int64] = []
+            users.reserveCapacity(count)
+            ids.reserveCapacity(count)
+            dues.reserveCapacity(count)
+            for (user, steps) in enrolments {
+                for step in steps {
+                    users.append(user)
+                    ids.append(step.id)
+                    dues.append(Self.milliseconds(step.dueAt))
+                }
             }
+            var bindings = PostgresBindings(capacity: 8)
+            bindings.append(appID)
+            bindings.append(track)
+            bindings.append(cancelKey)
+            bindings.append(now)
+            bindings.append(earliest)
+            bindings.append(users)
+            bindings.append(ids)
+            bindings.append(dues)
+            _ = try await Session.query(
+                connection,
+                """
+                INSERT INTO timers (\(columns))
+                SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at, \(status)
+                FROM unnest($6::text[], $7::text[], $8::bigint[]) AS r(user_id, step, due_at)
+                """, bindings)
         }
-        try await flush()
     }
 
     /// The time zones of these users: theirs, else one of their devices'; absent: neither has one.

@@ -241,6 +241,34 @@ struct TrackTests {
         }
     }
 
+    @Test("bulk enrolment keeps each line's data as given (quotes, accents, emoji) and skips the steps already past at enrolment")
+    func bulkDataAndPast() async throws {
+        let tokens = makeDeviceTokens(2)
+        try await Self.withLucidPal { server in
+            #expect(try await server.register("a-phone", user: "a", token: tokens[0]) == .created)
+            #expect(try await server.register("b-phone", user: "b", token: tokens[1]) == .created)
+            let start = try #require(server.runtime.devClock?.now)
+            let count = #"3 \"big\" — café 🎉"#
+            let lines = [
+                #"{"user_id":"a","data":{"event_count":"\#(count)"}}"#,
+                #"{"user_id":"b","anchor_at":"\#(HeraldTime.format(start.addingTimeInterval(-3 * 86_400)))"}"#,
+            ]
+            let onboarding = try await server.request(.post, "/v1/apps/demo/tracks/onboarding/enrolments", json: lines[0])
+            #expect(onboarding.body["enrolled"] as? Int == 1, "\(onboarding.body)")
+            let trial = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: lines[1])
+            #expect(trial.body["enrolled"] as? Int == 1, "\(trial.body)")
+            // Enrolled three days ago: the day-2 nudge is past (skipped), the rest still to come.
+            let listed = try await server.request(.get, "/v1/apps/demo/users/b/tracks")
+            let steps = try #require((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
+            #expect(steps.map { "\($0["id"] ?? "")=\($0["status"] ?? "")/\($0["reason"] ?? "-")" }
+                == ["nudge=skipped/PastAtEnrolment", "expiring=pending/-", "expired=pending/-"])
+            try await Self.advance(server, to: start.addingTimeInterval(31 * 86_400))
+            try await eventually { Self.bodies(server, tokens[0]).count == 1 }
+            #expect(Self.bodies(server, tokens[0]) == ["You have 3 \"big\" — café 🎉 events this week. I can help you prepare for all of them."])
+            try await eventually { Self.titles(server, tokens[1]).count == 2 }
+        }
+    }
+
     @Test("history retention: events, finished steps and job occurrences go after 400 days; pending steps stay")
     func historyRetention() async throws {
         let clock = ManualClock(Date())
