@@ -286,7 +286,7 @@ extension HeraldStore {
             json.reserveCapacity(count * 40)
             for (user, steps) in enrolments {
                 for step in steps {
-                    json += json.utf8.count == 1 ? "[" : ",["
+                    json += json.utf8.count == 1 ? "[" : ",["  // the first row follows "[" alone
                     Self.appendJSON(user, to: &json)
                     json += ","
                     Self.appendJSON(step.id, to: &json)
