@@ -1,6 +1,5 @@
 package import Foundation
 package import HeraldCore
-import PostgresNIO
 
 /// Lifecycle tracks (issue #12 §2): enrolments, and their steps as timers, rows with a due time
 /// that a timer loop claims (fenced like deliveries) and fires into notifications.
@@ -210,13 +209,8 @@ extension HeraldStore {
     }
 
     /// Enrols many users in a track in one transaction (`on_conflict: ignore`: a user enrolled
-    /// already is left as is). Returns how many were enrolled now.
-    ///
-    /// The rows go as one statement per table: SQLite reads them out of one bound JSON array
-    /// (`json_each`), PostgreSQL out of arrays (`unnest`). A 500-row `VALUES` list with its
-    /// 1,500 bound values was SQLKit encoding each value and SQLite parsing a statement of
-    /// thousands of parameters, per 500 users and per 2,000 steps: 13% of the server's CPU in
-    /// SQLite's parser alone (perf, 300,000 enrolments).
+    /// already is left as is). Returns how many were enrolled now. The enrolments, then their
+    /// steps, are one statement each (`BulkRows`).
     package func enrolMany(appID: String, track: String, cancelKey: String, _ entries: [BulkEnrolment]) async throws -> Int {
         guard !entries.isEmpty else { return 0 }
         return try await transaction { [self] session in
@@ -224,43 +218,19 @@ extension HeraldStore {
             let byUser = Dictionary(entries.map { ($0.userID, $0) }, uniquingKeysWith: { first, _ in first })
             // In user order: concurrent imports on PostgreSQL take the rows' locks in one order.
             let sorted = byUser.values.sorted(by: { $0.userID < $1.userID })
-            let fresh: [String]
-            switch session.raw {
-            case .sqlite:
-                var json = "["
-                json.reserveCapacity(sorted.count * 40)
-                for (index, entry) in sorted.enumerated() {
-                    json += index == 0 ? "[" : ",["
-                    Self.appendJSON(entry.userID, to: &json)
-                    json += "," + String(Self.milliseconds(entry.anchorAt)) + ","
-                    Self.appendJSON(entry.data, to: &json)
-                    json += "]"
-                }
-                json += "]"
-                fresh = try await session.query(
-                    """
-                    INSERT INTO enrolments (app_id, track, enrolled_at, updated_at, user_id, anchor_at, data)
-                    SELECT $1, $2, $3, $3, r.value ->> 0, r.value ->> 1, r.value ->> 2 FROM json_each($4) r WHERE true
-                    ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
-                    """, [.text(appID), .text(track), .integer(now), .text(json)]
-                ).compactMap { $0.first?.text }
-            case .postgres(let connection):
-                var bindings = PostgresBindings(capacity: 6)
-                bindings.append(appID)
-                bindings.append(track)
-                bindings.append(now)
-                bindings.append(sorted.map(\.userID))
-                bindings.append(sorted.map { Self.milliseconds($0.anchorAt) })
-                bindings.append(sorted.map(\.data))
-                fresh = try await Session.query(
-                    connection,
-                    """
-                    INSERT INTO enrolments (app_id, track, enrolled_at, updated_at, user_id, anchor_at, data)
-                    SELECT $1, $2, $3, $3, r.user_id, r.anchor_at, r.data FROM unnest($4::text[], $5::bigint[], $6::text[]) AS r(user_id, anchor_at, data)
-                    ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
-                    """, bindings
-                ).compactMap { $0.first?.text }
+            var rows = BulkRows([("user_id", .text), ("anchor_at", .integer), ("data", .text)], capacity: sorted.count)
+            for entry in sorted {
+                rows.append(.text(entry.userID))
+                rows.append(.integer(Self.milliseconds(entry.anchorAt)))
+                rows.append(.text(entry.data))
             }
+            let fresh = try await session.query([.text(appID), .text(track), .integer(now)], rows: rows) { source in
+                """
+                INSERT INTO enrolments (app_id, track, enrolled_at, updated_at, user_id, anchor_at, data)
+                SELECT $1, $2, $3, $3, r.user_id, r.anchor_at, r.data FROM \(source) WHERE true
+                ON CONFLICT (app_id, user_id, track) DO NOTHING RETURNING user_id
+                """
+            }.compactMap { $0.first?.text }
             try await insertSteps(
                 appID: appID, track: track, cancelKey: cancelKey, fresh.sorted().compactMap { user in byUser[user].map { (user, $0.steps) } },
                 now: now, session)
@@ -268,68 +238,29 @@ extension HeraldStore {
         }
     }
 
-    /// The steps of new enrolments as timers, in one statement (a JSON array on SQLite, arrays
-    /// on PostgreSQL): `pending`, or `skipped` (`PastAtEnrolment`) when due more than
-    /// `pastStepGrace` before `now`.
+    /// The steps of new enrolments as timers, in one statement (`BulkRows`): `pending`, or
+    /// `skipped` (`PastAtEnrolment`) when due more than `pastStepGrace` before `now`.
     private func insertSteps(
         appID: String, track: String, cancelKey: String, _ enrolments: [(userID: String, steps: [PlannedStep])], now: Int64, _ session: Session
     ) async throws {
+        var rows = BulkRows([("user_id", .text), ("step", .text), ("due_at", .integer)], capacity: enrolments.reduce(0) { $0 + $1.steps.count })
+        for (user, steps) in enrolments {
+            for step in steps {
+                rows.append(.text(user))
+                rows.append(.text(step.id))
+                rows.append(.integer(Self.milliseconds(step.dueAt)))
+            }
+        }
+        guard !rows.isEmpty else { return }
         let earliest = now - Int64(Self.pastStepGrace * 1000)
-        let count = enrolments.reduce(0) { $0 + $1.steps.count }
-        guard count > 0 else { return }
-        // $1 app, $2 track, $3 cancel key, $4 now, $5 the earliest due time still sent; then the rows.
-        let status = "CASE WHEN r.due_at < $5 THEN 'skipped' ELSE 'pending' END, CASE WHEN r.due_at < $5 THEN 'PastAtEnrolment' END"
-        let columns = "app_id, kind, name, cancel_key, created_at, updated_at, user_id, step, due_at, status, reason"
-        switch session.raw {
-        case .sqlite:
-            var json = "["
-            json.reserveCapacity(count * 40)
-            for (user, steps) in enrolments {
-                for step in steps {
-                    json += json.utf8.count == 1 ? "[" : ",["  // the first row follows "[" alone
-                    Self.appendJSON(user, to: &json)
-                    json += ","
-                    Self.appendJSON(step.id, to: &json)
-                    json += "," + String(Self.milliseconds(step.dueAt)) + "]"
-                }
-            }
-            json += "]"
-            _ = try await session.query(
-                """
-                INSERT INTO timers (\(columns))
-                SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at, \(status)
-                FROM (SELECT value ->> 0 AS user_id, value ->> 1 AS step, value ->> 2 AS due_at FROM json_each($6)) r
-                """, [.text(appID), .text(track), .text(cancelKey), .integer(now), .integer(earliest), .text(json)])
-        case .postgres(let connection):
-            var users: [String] = []
-            var ids: [String] = []
-            var dues: [Int64] = []
-            users.reserveCapacity(count)
-            ids.reserveCapacity(count)
-            dues.reserveCapacity(count)
-            for (user, steps) in enrolments {
-                for step in steps {
-                    users.append(user)
-                    ids.append(step.id)
-                    dues.append(Self.milliseconds(step.dueAt))
-                }
-            }
-            var bindings = PostgresBindings(capacity: 8)
-            bindings.append(appID)
-            bindings.append(track)
-            bindings.append(cancelKey)
-            bindings.append(now)
-            bindings.append(earliest)
-            bindings.append(users)
-            bindings.append(ids)
-            bindings.append(dues)
-            _ = try await Session.query(
-                connection,
-                """
-                INSERT INTO timers (\(columns))
-                SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at, \(status)
-                FROM unnest($6::text[], $7::text[], $8::bigint[]) AS r(user_id, step, due_at)
-                """, bindings)
+        // $1 app, $2 track, $3 cancel key, $4 now, $5 the earliest due time still sent.
+        _ = try await session.query([.text(appID), .text(track), .text(cancelKey), .integer(now), .integer(earliest)], rows: rows) { source in
+            """
+            INSERT INTO timers (app_id, kind, name, cancel_key, created_at, updated_at, user_id, step, due_at, status, reason)
+            SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at,
+                CASE WHEN r.due_at < $5 THEN 'skipped' ELSE 'pending' END, CASE WHEN r.due_at < $5 THEN 'PastAtEnrolment' END
+            FROM \(source)
+            """
         }
     }
 
