@@ -36,7 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
         limitMallocArenas(environment)
         var configuration: HeraldConfiguration
         var simulator: APNSSimulator?
-        var banner: String?
+        var banner: (@Sendable (Int) -> String)?
         do {
             if dev {
                 (configuration, simulator, banner) = try await DevSetup.make(directory: devDirectory, host: host, port: port)
@@ -88,7 +88,7 @@ struct ServeCommand: AsyncParsableCommand {
             onServerRunning: { channel in
                 let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
                 logger.info("Herald listening", metadata: ["herald.address": "\(address)"])
-                if let startBanner { printOutput(startBanner) }
+                if let startBanner { printOutput(startBanner(channel.localAddress?.port ?? listenPort)) }
             })
         try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("Herald stopped")
@@ -97,7 +97,9 @@ struct ServeCommand: AsyncParsableCommand {
 
 /// `herald serve --dev`: everything a newcomer needs, made on the spot and kept in one folder.
 enum DevSetup {
-    static func make(directory: String, host: String?, port: Int?) async throws -> (HeraldConfiguration, APNSSimulator, String) {
+    /// The configuration, the simulator, and the banner for the port the listener got (`--port 0`
+    /// picks a free one, so the banner is written once it is known).
+    static func make(directory: String, host: String?, port: Int?) async throws -> (HeraldConfiguration, APNSSimulator, @Sendable (Int) -> String) {
         let fileManager = FileManager.default
         try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // Run from a checkout, the demo app gets the SyncWell example catalog (send by type).
@@ -146,52 +148,58 @@ enum DevSetup {
         configuration.apps[0].fcm = HeraldConfiguration.FCMConfiguration(
             serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL, tokenEndpoint: simulator.endpointURL + "/token",
             caFile: simulator.caFile)
-        let base = "http://\(configuration.host):\(configuration.port)"
-        let typedExample = configuration.apps[0].catalogFile == nil ? "" : """
+        let host = configuration.host
+        let catalogFile = configuration.apps[0].catalogFile
+        let controlURL = simulator.controlURL!
+        let keys = secrets
+        return (configuration, simulator, { port in
+            let base = "http://\(host):\(port)"
+            let typedExample = catalogFile == nil ? "" : """
 
-            Send by catalog type (\(demoCatalog): copy per device locale, quiet hours, preferences):
-              curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
-                -H 'Content-Type: application/json' \\
-                -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
-            Or let an event do it (the catalog's triggers: PN-02 and the badge):
-              curl -s -X POST \(base)/v1/apps/demo/events -H 'Authorization: Bearer \(secrets["server"]!)' \\
-                -H 'Content-Type: application/json' \\
-                -d '{"name":"sync.failed","user_id":"alice","data":{"source_name":"Strava","source_id":"strava"}}'
-            """
-        let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-        let fcmToken = "demo-android-registration-token"
-        let banner = """
+                Send by catalog type (\(demoCatalog): copy per device locale, quiet hours, preferences):
+                  curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
+                    -H 'Content-Type: application/json' \\
+                    -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
+                Or let an event do it (the catalog's triggers: PN-02 and the badge):
+                  curl -s -X POST \(base)/v1/apps/demo/events -H 'Authorization: Bearer \(keys["server"]!)' \\
+                    -H 'Content-Type: application/json' \\
+                    -d '{"name":"sync.failed","user_id":"alice","data":{"source_name":"Strava","source_id":"strava"}}'
+                """
+            let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+            let fcmToken = "demo-android-registration-token"
+            let banner = """
 
-            Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
-            Client registration is UNVERIFIED here: the client key alone may register any user's devices.
-            In production set apps[].user_token_secret and keep client_registration: verified (the default),
-            so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
-              admin key:  \(secrets["admin"]!)
-              server key: \(secrets["server"]!)   (send notifications)
-              client key: \(secrets["client"]!)   (register devices, for apps)
+                Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
+                Client registration is UNVERIFIED here: the client key alone may register any user's devices.
+                In production set apps[].user_token_secret and keep client_registration: verified (the default),
+                so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
+                  admin key:  \(keys["admin"]!)
+                  server key: \(keys["server"]!)   (send notifications)
+                  client key: \(keys["client"]!)   (register devices, for apps)
 
-            Register a device and send it a notification:
-              curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(secrets["client"]!)' \\
-                -H 'Content-Type: application/json' \\
-                -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
-              curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(secrets["client"]!)' \\
-                -H 'Content-Type: application/json' \\
-                -d '{"device_id":"pixel-1","user_id":"alice","platform":"fcm","token":"\(fcmToken)"}'
-              curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(secrets["server"]!)' \\
-                -H 'Content-Type: application/json' \\
-                -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
+                Register a device and send it a notification:
+                  curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
+                    -H 'Content-Type: application/json' \\
+                    -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
+                  curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
+                    -H 'Content-Type: application/json' \\
+                    -d '{"device_id":"pixel-1","user_id":"alice","platform":"fcm","token":"\(fcmToken)"}'
+                  curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
+                    -H 'Content-Type: application/json' \\
+                    -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
 
-            Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
-              curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(secrets["admin"]!)' \\
-                -H 'Content-Type: application/json' -d '{"advance":"48h"}'
+                Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
+                  curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(keys["admin"]!)' \\
+                    -H 'Content-Type: application/json' -d '{"advance":"48h"}'
 
-            See what reached the devices (the simulator's inbox):
-              curl -s \(simulator.controlURL!)/inbox/\(token)
-              curl -s \(simulator.controlURL!)/inbox/\(fcmToken)
+                See what reached the devices (the simulator's inbox):
+                  curl -s \(controlURL)/inbox/\(token)
+                  curl -s \(controlURL)/inbox/\(fcmToken)
 
-            Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
-            """
-        return (configuration, simulator, banner)
+                Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
+                """
+            return banner
+        })
     }
 
     static func randomSecret() -> String {

@@ -92,26 +92,12 @@ struct OperationsTests {
     @Test("at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text")
     func traceLogIsClean() async throws {
         let directory = try makeTemporaryDirectory("herald-trace")
-        let port = freeLoopbackPort()
-        let process = Process()
-        process.executableURL = heraldExecutable
-        process.arguments = ["serve", "--dev", "--dev-dir", directory + "/dev", "--port", "\(port)"]
         var environment = ProcessInfo.processInfo.environment
         environment["HERALD_LOG_LEVEL"] = "trace"
-        process.environment = environment
-        _ = FileManager.default.createFile(atPath: directory + "/serve.err", contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/serve.err"))
-        process.standardError = log
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        let (process, port) = try await startHerald(
+            ["serve", "--dev", "--dev-dir", directory + "/dev"], environment: environment, log: directory + "/serve.err")
         defer { if process.isRunning { process.terminate() } }
         let base = "http://127.0.0.1:\(port)"
-        var up = false
-        for _ in 0..<300 where !up {
-            up = (try? await curl(["\(base)/healthz"]))?.status == 200
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up, "herald serve --dev did not start")
         let keys = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json"))) as? [String: String])
         // The secrets --dev writes are the owner's alone from the moment they exist.
@@ -141,7 +127,6 @@ struct OperationsTests {
         #expect(delivered)
         process.interrupt()
         process.waitUntilExit()
-        try log.close()
         let text = try String(contentsOfFile: directory + "/serve.err", encoding: .utf8)
         #expect(text.contains("trace") || text.contains("debug"), "the log is not at trace level")
         #expect(!text.contains(token), "a full device token is in the log")
@@ -165,21 +150,43 @@ func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
 }
 
-/// `herald serve --config config` started and answering `/healthz` on `port` (stopped again if it
-/// does not come up within 30 s); the caller terminates it.
-func startHeraldServe(config: String, port: Int) async throws -> Process {
+/// `herald serve --config config` started on a port of its own choosing and answering `/healthz`;
+/// the caller terminates it.
+func startHeraldServe(config: String) async throws -> (process: Process, port: Int) {
+    let log = try makeTemporaryDirectory("herald-serve") + "/serve.err"
+    return try await startHerald(["serve", "--config", config], log: log)
+}
+
+/// `herald ARGUMENTS --port 0` started, its log in `log`, and the port it listens on once
+/// `/healthz` answers 200. The port comes from the "Herald listening" line: a port picked free
+/// beforehand could be taken by any other test's connection before herald bound it (CI saw that).
+/// Fails with the log's last lines when herald exits or does not come up within 60 s.
+func startHerald(_ arguments: [String], environment: [String: String]? = nil, log: String) async throws -> (process: Process, port: Int) {
     let process = Process()
     process.executableURL = heraldExecutable
-    process.arguments = ["serve", "--config", config]
+    process.arguments = arguments + ["--port", "0"]
+    if let environment { process.environment = environment }
+    _ = FileManager.default.createFile(atPath: log, contents: nil)
+    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
     process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
     try process.run()
-    for _ in 0..<300 {
-        if (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200 { return process }
+    var port: Int?
+    for _ in 0..<600 where process.isRunning {
+        if port == nil, let text = try? String(contentsOfFile: log, encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.contains("Herald listening") }),
+            let field = line.split(separator: " ").first(where: { $0.hasPrefix("herald.address=") }),
+            let number = field.split(separator: ":").last.flatMap({ Int($0) })
+        {
+            port = number
+        }
+        if let port, (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200 {
+            return (process, port)
+        }
         try await Task.sleep(for: .milliseconds(100))
     }
-    process.terminate()
-    Issue.record("herald serve did not start")
+    if process.isRunning { process.terminate() }
+    let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(20).joined(separator: "\n")
+    Issue.record("herald \(arguments.first ?? "") did not start\(port.map { " (listening on \($0))" } ?? ""); its log ends:\n\(tail)")
     throw CancellationError()
 }
 
@@ -189,12 +196,11 @@ struct ListenerLimitTests {
     @Test("connections beyond server.max_connections wait; idle ones close after server.idle_timeout")
     func limits() async throws {
         let directory = try makeTemporaryDirectory("herald-listener")
-        let port = freeLoopbackPort()
         try """
-            server: { host: 127.0.0.1, port: \(port), idle_timeout: 3, max_connections: 2 }
+            server: { host: 127.0.0.1, idle_timeout: 3, max_connections: 2 }
             database: { url: "sqlite://\(directory)/herald.sqlite" }
             """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
-        let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
+        let (process, port) = try await startHeraldServe(config: directory + "/herald.yaml")
         defer { if process.isRunning { process.terminate() } }
         // Two idle connections take both places: a third request is not served while they last.
         // Each is served one request first, so the server has surely accepted both (a fixed

@@ -72,7 +72,6 @@ struct PipelineTests {
     func boundedShutdown() async throws {
         let directory = try makeTemporaryDirectory("herald-shutdown")
         let databaseURL = try await TestDatabase.url("shutdown")
-        let port = freeLoopbackPort()
         // A listener that never accepts: TCP connects, TLS never answers.
         let (blackhole, blackholePort) = boundLoopbackSocket()
         defer { close(blackhole) }
@@ -80,7 +79,7 @@ struct PipelineTests {
         let key = TestSigningKey()
         try key.pem.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         try """
-            server: { host: 127.0.0.1, port: \(port) }
+            server: { host: 127.0.0.1 }
             database: { url: "\(databaseURL)" }
             admin_key: "admin-0123456789abcdef-0123456789abcdef"
             apps:
@@ -89,7 +88,7 @@ struct PipelineTests {
                 apns: { team_id: "\(key.signingKey.teamID)", key_id: "\(key.signingKey.keyID)", key_file: "AuthKey.p8",
                         topic: "com.example.demo", environment: sandbox, endpoint: "https://127.0.0.1:\(blackholePort)" }
             """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
-        let process = try await startHeraldServe(config: directory + "/herald.yaml", port: port)
+        let (process, port) = try await startHeraldServe(config: directory + "/herald.yaml")
         defer { if process.isRunning { process.terminate() } }
         let auth = ["-H", "Authorization: Bearer server-0123456789abcdef", "-H", "Content-Type: application/json"]
         let device = try await curl(
