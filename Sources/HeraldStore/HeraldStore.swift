@@ -31,6 +31,8 @@ package final class HeraldStore: Sendable {
     /// This process's node id: the owner of the claims it makes (a new one per open).
     package let nodeID = UUID().uuidString.lowercased()
     private let lock = AsyncSerialLock()
+    /// SQLite: where the writer's holders run (`exclusive`).
+    private let writerExecutor = SerialTaskExecutor(label: "herald.sqlite-writer")
     /// When this node last wrote its heartbeat (store clock, ms): a claim renews it only when
     /// it is a second old, so claims at hundreds per second do not each write the nodes table.
     let lastHeartbeat = Atomic<Int64>(0)
@@ -163,8 +165,11 @@ package final class HeraldStore: Sendable {
     func exclusive<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
         switch backend {
         case .sqlite(let connection):
-            return try await lock.withLock {
-                try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .sqlite(connection)))
+            // On an executor of its own, not the cooperative pool: see `SerialTaskExecutor`.
+            return try await withTaskExecutorPreference(writerExecutor) {
+                try await lock.withLock {
+                    try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .sqlite(connection)))
+                }
             }
         case .postgres(let client, _):
             return try await client.withConnection { connection in
