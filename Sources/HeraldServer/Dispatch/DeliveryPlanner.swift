@@ -16,6 +16,7 @@ struct DeliveryPlanner {
     ) async throws -> (held: [DeliveryResult], planned: [Int64: PlannedDelivery]) {
         var held: [DeliveryResult] = []
         var planned: [Int64: PlannedDelivery] = [:]
+        planned.reserveCapacity(deliveries.count)
         let now = runtime.store.now
         let engine = PolicyEngine(clock: HeraldClock { now })
         for (appID, appDeliveries) in Dictionary(grouping: deliveries, by: \.appID) {
@@ -33,6 +34,7 @@ struct DeliveryPlanner {
             var history = counting
                 ? try await runtime.store.recentSends(appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-3600)) : [:]
             var policyUsers: [String: PolicyUser] = [:]
+            policyUsers.reserveCapacity(userIDs.count)
             var paced: [(String, UUID)] = []
             let payloadKey = app.configuration.payloadKey
             // A fan-out's devices mostly share a locale and a decision: their copy and payload are
@@ -41,14 +43,34 @@ struct DeliveryPlanner {
             // decided), not by hashing the whole content and its data for every device.
             var copies: [CopyKey: CatalogCopy] = [:]
             var sizes: [DeviceKey: Int] = [:]
-            var sendable: [DeviceKey: (content: NotificationContent, found: Set<String>, payload: APNSPayloadTemplate?)] = [:]
+            var sendable: [DeviceKey: DeviceRendering] = [:]
+            // Deliveries in id order come in runs of one notification, locale and decision: the
+            // last of each is kept beside its dictionary, which is then neither hashed nor
+            // searched for them (that was a quarter of the policy step's time).
+            var notifications: [UUID: NotificationEntry?] = [:]
+            var lastNotification: (id: UUID, entry: NotificationEntry)?
+            var lastCopy: (key: CopyKey, copy: CatalogCopy?)?
+            var lastSize: (key: DeviceKey, size: Int)?
+            var lastSendable: (key: DeviceKey, entry: DeviceRendering)?
             for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
-                guard let typed = contents[delivery.notificationID]?.typed, let content = contents[delivery.notificationID],
-                    let type = catalog.type(typed.type)
-                else {
-                    held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
-                    continue
+                let notification: NotificationEntry
+                if let last = lastNotification, last.id == delivery.notificationID {
+                    notification = last.entry
+                } else {
+                    let entry = notifications[delivery.notificationID] ?? {
+                        let entry = NotificationEntry(contents[delivery.notificationID], catalog: catalog)
+                        notifications[delivery.notificationID] = .some(entry)
+                        return entry
+                    }()
+                    guard let entry else {
+                        held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
+                        continue
+                    }
+                    notification = entry
+                    lastNotification = (delivery.notificationID, entry)
                 }
+                let content = notification.content
+                let type = notification.type
                 let user = users[delivery.userID]
                 let policyUser = policyUsers[delivery.userID] ?? {
                     let preferences = user.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
@@ -64,51 +86,66 @@ struct DeliveryPlanner {
                 }()
                 let pushType = content.content.pushType
                 let locale = delivery.locale ?? user?.locale
-                let copy = copies[CopyKey(notification: delivery.notificationID, locale: locale)] ?? {
-                    let copy = content.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
-                    copies[CopyKey(notification: delivery.notificationID, locale: locale)] = copy
-                    return copy
-                }()
+                let copyKey = CopyKey(notification: delivery.notificationID, locale: locale)
+                let copy: CatalogCopy?
+                if let last = lastCopy, last.key == copyKey {
+                    copy = last.copy
+                } else {
+                    copy = copies[copyKey] ?? {
+                        let copy = content.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
+                        copies[copyKey] = copy
+                        return copy
+                    }()
+                    lastCopy = (copyKey, copy)
+                }
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
                 // A test send (`POST …/test`) goes through quiet hours and pacing as a
                 // transactional type does; preferences, vacation and the guards still apply.
-                let test = typed.test == true
-                var policyType = type.policyType(app: catalog.app)
-                if test { policyType.transactional = true }
+                let test = notification.test
                 let decision = engine.decide(
-                    type: policyType, user: policyUser, app: policyApp,
+                    type: notification.policyType, user: policyUser, app: policyApp,
                     content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
                     payloadSize: { decided in
                         let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
-                        if let size = sizes[key] { return size }
-                        let size = (try? APNSRenderer.template(
-                            content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID,
-                            actionTokens: type.actionTokenLengths))?
-                            .maximumSize ?? .max
-                        sizes[key] = size
+                        if let last = lastSize, last.key == key { return last.size }
+                        let size = sizes[key] ?? {
+                            let size = (try? APNSRenderer.template(
+                                content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID,
+                                actionTokens: type.actionTokenLengths))?
+                                .maximumSize ?? .max
+                            sizes[key] = size
+                            return size
+                        }()
+                        lastSize = (key, size)
                         return size
                     })
                 let trace = DecisionTrace.appending((test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
                     let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)
-                    let (device, found, payload) = sendable[key] ?? {
-                        var device = content.deviceContent(copy: copy, decided: decision.content)
-                        var found = Set<String>()
-                        // Every data value, at any depth (the deep link included), is scanned too.
-                        if let data = device.data {
-                            let scrub = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
-                            found = scrub.1
-                            if !found.isEmpty { device.data = scrub.0.objectValue }
-                        }
-                        let entry = (
-                            device, found,
-                            try? APNSRenderer.template(
-                                device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths)
-                        )
-                        sendable[key] = entry
-                        return entry
-                    }()
+                    let entry: DeviceRendering
+                    if let last = lastSendable, last.key == key {
+                        entry = last.entry
+                    } else {
+                        entry = sendable[key] ?? {
+                            var device = content.deviceContent(copy: copy, decided: decision.content)
+                            var found = Set<String>()
+                            // Every data value, at any depth (the deep link included), is scanned too.
+                            if let data = device.data {
+                                let scrub = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
+                                found = scrub.1
+                                if !found.isEmpty { device.data = scrub.0.objectValue }
+                            }
+                            let entry = DeviceRendering(
+                                content: device, found: found,
+                                payload: try? APNSRenderer.template(
+                                    device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths))
+                            sendable[key] = entry
+                            return entry
+                        }()
+                        lastSendable = (key, entry)
+                    }
+                    let (device, found, payload) = (entry.content, entry.found, entry.payload)
                     var trace = trace
                     if !found.isEmpty {
                         trace = DecisionTrace.appending(
@@ -159,6 +196,33 @@ extension CatalogType {
     var actionTokenLengths: [(id: Int, token: Int)] {
         actions.map { ($0.id.utf8.count, ActionToken.length(action: $0.id)) }
     }
+}
+
+/// What the policy step needs of a notification, found once per batch: its content, its
+/// catalog type and that type's policy terms (a test send's as a transactional type's).
+private struct NotificationEntry {
+    var content: StoredNotificationContent
+    var type: CatalogType
+    var policyType: PolicyType
+    var test: Bool
+
+    /// Nil when the notification is not typed or its type is not in the catalog.
+    init?(_ content: StoredNotificationContent?, catalog: Catalog) {
+        guard let content, let typed = content.typed, let type = catalog.type(typed.type) else { return nil }
+        self.content = content
+        self.type = type
+        test = typed.test == true
+        policyType = type.policyType(app: catalog.app)
+        if test { policyType.transactional = true }
+    }
+}
+
+/// A device's content the policy engine let through, rendered once for the deliveries that share
+/// it: the content, the data values the PII guard left out, and its APNs payload.
+private struct DeviceRendering {
+    var content: NotificationContent
+    var found: Set<String>
+    var payload: APNSPayloadTemplate?
 }
 
 /// A notification's copy in one locale.
