@@ -41,6 +41,16 @@ struct TimerLoop {
         next?.cancel()
     }
 
+    /// Timers per SQLite batch: `batchSize`, at most a quarter of the dispatcher's capacity
+    /// (`outbox.max_in_flight`; 2,500 at its default). A batch is written once the dispatcher has
+    /// room for all its steps' devices; with batches of half the capacity, the loop waited for
+    /// that room for half of a 300k wave (6.0 s of 12.8 s), and the dispatcher had at most
+    /// two batches to work on.
+    private var batchLimit: Int {
+        guard let capacity = runtime.direct.bulkRoom?.capacity else { return Self.batchSize }
+        return min(Self.batchSize, max(1, capacity / 4))
+    }
+
     /// The next batch, being read while this one is written (SQLite).
     typealias NextPlan = Task<HeraldStore.FirePlan?, any Error>
 
@@ -59,7 +69,7 @@ struct TimerLoop {
     func fireOnce(backlog: Bool, next: inout NextPlan?) async throws -> Bool {
         let store = runtime.store
         guard store.dialect == .sqlite else { return try await fireInOneTransaction(backlog: backlog) }
-        let limit = Self.batchSize
+        let limit = batchLimit
         let planned: HeraldStore.FirePlan?
         if let task = next {
             next = nil
