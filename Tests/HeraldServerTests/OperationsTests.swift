@@ -165,7 +165,11 @@ func startHerald(_ arguments: [String], environment: [String: String]? = nil, lo
     let process = Process()
     process.executableURL = heraldExecutable
     process.arguments = arguments + ["--port", "0"]
-    if let environment { process.environment = environment }
+    // The "Herald listening" line is logged at info: a quieter level (CI runs the tests with
+    // HERALD_LOG_LEVEL=warning) would hide the port.
+    var environment = environment ?? ProcessInfo.processInfo.environment
+    if !["trace", "debug", "info"].contains(environment["HERALD_LOG_LEVEL"] ?? "info") { environment["HERALD_LOG_LEVEL"] = "info" }
+    process.environment = environment
     _ = FileManager.default.createFile(atPath: log, contents: nil)
     process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
     process.standardOutput = FileHandle.nullDevice
