@@ -58,43 +58,36 @@ extension HeraldStore {
     package func users(appID: String, ids: [String]) async throws -> [String: UserRecord] {
         guard !ids.isEmpty else { return [:] }
         // On the reading connection: the dispatcher's batches do not wait for the writer. One
-        // statement, the ids one bound JSON array, the rows read without SQLKit's decoding by
-        // column name: a batch of 5,000 users took 44 ms as ten 500-value IN lists.
+        // statement, the ids one bound JSON array: a batch of 5,000 users took 44 ms as ten
+        // 500-value IN lists decoded through SQLKit.
         return try await reading { session in
-            var result: [String: UserRecord] = [:]
             let rows = try await session.query(
-                """
-                SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users
-                WHERE app_id = $1 AND user_id IN \(jsonList("$2"))
-                """, [.text(appID), .text(Self.jsonArray(strings: ids))])
+                "SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id IN \(jsonList("$2"))",
+                [.text(appID), .text(Self.jsonArray(strings: ids))])
+            var result: [String: UserRecord] = [:]
             result.reserveCapacity(rows.count)
             for columns in rows {
-                guard columns.count == 7, let userID = columns[0].text, let attributes = columns[3].text, let preferences = columns[4].text,
-                    let created = columns[5].integer, let updated = columns[6].integer
-                else { throw StoreError(.corrupt, "users: a row the policy step cannot read") }
-                result[userID] = UserRecord(
-                    userID: userID, timeZone: columns[1].text, locale: columns[2].text, attributes: Data(attributes.utf8),
-                    preferences: Data(preferences.utf8), createdAt: Self.date(created), updatedAt: Self.date(updated))
+                let user = try Self.user(from: columns)
+                result[user.userID] = user
             }
             return result
         }
     }
 
     private func fetchUser(appID: String, userID: String, _ session: Session) async throws -> UserRecord? {
-        guard let row = try await session.sql.raw(
-            "SELECT user_id, time_zone, locale, attributes, preferences, created_at, updated_at FROM users WHERE app_id = \(bind: appID) AND user_id = \(bind: userID)"
-        ).first() else { return nil }
-        return try Self.user(from: row)
+        try await session.query("SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
+            .first.map(Self.user(from:))
     }
 
-    private static func user(from row: any SQLRow) throws -> UserRecord {
-        UserRecord(
-            userID: try row.decode(column: "user_id", as: String.self),
-            timeZone: try row.decode(column: "time_zone", as: String?.self),
-            locale: try row.decode(column: "locale", as: String?.self),
-            attributes: Data(try row.decode(column: "attributes", as: String.self).utf8),
-            preferences: Data(try row.decode(column: "preferences", as: String.self).utf8),
-            createdAt: Date(timeIntervalSince1970: Double(try row.decode(column: "created_at", as: Int64.self)) / 1000),
-            updatedAt: Date(timeIntervalSince1970: Double(try row.decode(column: "updated_at", as: Int64.self)) / 1000))
+    /// What `user(from:)` reads, in its order.
+    private static let userColumns = "user_id, time_zone, locale, attributes, preferences, created_at, updated_at"
+
+    private static func user(from columns: [Session.Value]) throws -> UserRecord {
+        guard columns.count == 7, let userID = columns[0].text, let attributes = columns[3].text, let preferences = columns[4].text,
+            let created = columns[5].integer, let updated = columns[6].integer
+        else { throw StoreError(.corrupt, "users: a row Herald cannot read") }
+        return UserRecord(
+            userID: userID, timeZone: columns[1].text, locale: columns[2].text, attributes: Data(attributes.utf8),
+            preferences: Data(preferences.utf8), createdAt: date(created), updatedAt: date(updated))
     }
 }
