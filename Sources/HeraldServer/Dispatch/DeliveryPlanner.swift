@@ -40,34 +40,18 @@ struct DeliveryPlanner {
             // A fan-out's devices mostly share a locale and a decision: their copy and payload are
             // rendered once (JSON encoding per device was a quarter of a typed fan-out's CPU),
             // found by what makes them differ (the notification, the locale, what the engine
-            // decided), not by hashing the whole content and its data for every device.
-            var copies: [CopyKey: CatalogCopy] = [:]
-            var sizes: [DeviceKey: Int] = [:]
-            var sendable: [DeviceKey: DeviceRendering] = [:]
-            // Deliveries in id order come in runs of one notification, locale and decision: the
-            // last of each is kept beside its dictionary, which is then neither hashed nor
-            // searched for them (that was a quarter of the policy step's time).
-            var notifications: [UUID: NotificationEntry?] = [:]
-            var lastNotification: (id: UUID, entry: NotificationEntry)?
-            var lastCopy: (key: CopyKey, copy: CatalogCopy?)?
-            var lastSize: (key: DeviceKey, size: Int)?
-            var lastSendable: (key: DeviceKey, entry: DeviceRendering)?
+            // decided), not by hashing the whole content and its data for every device. Deliveries
+            // in id order come in runs of those: each memo answers a run without hashing.
+            var notifications = RunMemo<UUID, NotificationEntry?>()
+            var copies = RunMemo<CopyKey, CatalogCopy?>()
+            var sizes = RunMemo<DeviceKey, Int>()
+            var renderings = RunMemo<DeviceKey, DeviceRendering>()
             for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
-                let notification: NotificationEntry
-                if let last = lastNotification, last.id == delivery.notificationID {
-                    notification = last.entry
-                } else {
-                    let entry = notifications[delivery.notificationID] ?? {
-                        let entry = NotificationEntry(contents[delivery.notificationID], catalog: catalog)
-                        notifications[delivery.notificationID] = .some(entry)
-                        return entry
-                    }()
-                    guard let entry else {
-                        held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
-                        continue
-                    }
-                    notification = entry
-                    lastNotification = (delivery.notificationID, entry)
+                guard let notification = notifications.value(delivery.notificationID, {
+                    NotificationEntry(contents[delivery.notificationID], catalog: catalog)
+                }) else {
+                    held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
+                    continue
                 }
                 let content = notification.content
                 let type = notification.type
@@ -86,17 +70,8 @@ struct DeliveryPlanner {
                 }()
                 let pushType = content.content.pushType
                 let locale = delivery.locale ?? user?.locale
-                let copyKey = CopyKey(notification: delivery.notificationID, locale: locale)
-                let copy: CatalogCopy?
-                if let last = lastCopy, last.key == copyKey {
-                    copy = last.copy
-                } else {
-                    copy = copies[copyKey] ?? {
-                        let copy = content.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
-                        copies[copyKey] = copy
-                        return copy
-                    }()
-                    lastCopy = (copyKey, copy)
+                let copy = copies.value(CopyKey(notification: delivery.notificationID, locale: locale)) {
+                    content.copy(of: type, locale: locale, defaultLocale: catalog.app.defaultLocale)
                 }
                 let recent = (history[delivery.userID] ?? []).filter { $0.0 != delivery.notificationID }.map(\.1)
                 // A test send (`POST …/test`) goes through quiet hours and pacing as a
@@ -106,44 +81,29 @@ struct DeliveryPlanner {
                     type: notification.policyType, user: policyUser, app: policyApp,
                     content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
                     payloadSize: { decided in
-                        let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)
-                        if let last = lastSize, last.key == key { return last.size }
-                        let size = sizes[key] ?? {
-                            let size = (try? APNSRenderer.template(
+                        sizes.value(DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)) {
+                            (try? APNSRenderer.template(
                                 content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID,
                                 actionTokens: type.actionTokenLengths))?
                                 .maximumSize ?? .max
-                            sizes[key] = size
-                            return size
-                        }()
-                        lastSize = (key, size)
-                        return size
+                        }
                     })
                 let trace = DecisionTrace.appending((test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
-                    let key = DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)
-                    let entry: DeviceRendering
-                    if let last = lastSendable, last.key == key {
-                        entry = last.entry
-                    } else {
-                        entry = sendable[key] ?? {
-                            var device = content.deviceContent(copy: copy, decided: decision.content)
-                            var found = Set<String>()
-                            // Every data value, at any depth (the deep link included), is scanned too.
-                            if let data = device.data {
-                                let scrub = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
-                                found = scrub.1
-                                if !found.isEmpty { device.data = scrub.0.objectValue }
-                            }
-                            let entry = DeviceRendering(
-                                content: device, found: found,
-                                payload: try? APNSRenderer.template(
-                                    device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths))
-                            sendable[key] = entry
-                            return entry
-                        }()
-                        lastSendable = (key, entry)
+                    let entry = renderings.value(DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)) {
+                        var device = content.deviceContent(copy: copy, decided: decision.content)
+                        var found = Set<String>()
+                        // Every data value, at any depth (the deep link included), is scanned too.
+                        if let data = device.data {
+                            let scrub = PIIDetector.scrubbed(.object(data), detectors: policyApp.piiDetectors)
+                            found = scrub.1
+                            if !found.isEmpty { device.data = scrub.0.objectValue }
+                        }
+                        return DeviceRendering(
+                            content: device, found: found,
+                            payload: try? APNSRenderer.template(
+                                device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths))
                     }
                     let (device, found, payload) = (entry.content, entry.found, entry.payload)
                     var trace = trace
@@ -223,6 +183,25 @@ private struct DeviceRendering {
     var content: NotificationContent
     var found: Set<String>
     var payload: APNSPayloadTemplate?
+}
+
+/// A dictionary that keeps the last entry it answered beside it: a run of lookups of one key
+/// (deliveries in id order come in runs of one notification and locale) is answered without
+/// hashing the key. Values are made once per key, by `make`.
+private struct RunMemo<Key: Hashable, Value> {
+    private var values: [Key: Value] = [:]
+    private var last: (key: Key, value: Value)?
+
+    mutating func value(_ key: Key, _ make: () -> Value) -> Value {
+        if let last, last.key == key { return last.value }
+        let value = values[key] ?? {
+            let value = make()
+            values[key] = value
+            return value
+        }()
+        last = (key, value)
+        return value
+    }
 }
 
 /// A notification's copy in one locale.
