@@ -205,8 +205,31 @@ package final class HeraldRuntime: Sendable {
     let testSends = TestSends()
     /// Each app's action-token key, once read.
     private let actionKeys = Mutex<[String: SymmetricKey]>([:])
+    /// The last health report, and the one being computed.
+    package let healthCache = HealthCache()
+    /// How long a health report is reused (`/readyz`, `/healthz`).
+    package let healthInterval: Duration
+    /// How often the health report's writability probe may write.
+    package let writeProbeInterval: Duration
+    /// The last writability probe: why it failed (nil: it wrote), and when.
+    private let writeProbe = Mutex<(failure: String?, at: ContinuousClock.Instant)?>(nil)
+    /// The deployment's dashboard secret, once read.
+    private let dashboardKey = Mutex<SymmetricKey?>(nil)
+    /// Failed dashboard sign-ins, per client address and in all.
+    package let signInThrottle = SignInThrottle()
+    /// Client-key writes per user and per client address.
+    let rateLimiter: RateLimiter
 
-    /// The key `app`'s action tokens are signed with: its `action_token_secret`, else the
+    /// The secret dashboard cookies and login tokens are signed with: 32 random bytes the
+    /// database keeps (made by the first node that needs it), never derived from an API key.
+    func dashboardSecret() async throws -> SymmetricKey {
+        if let key = dashboardKey.withLock({ $0 }) { return key }
+        let key = SymmetricKey(data: try await store.deploymentSecret(purpose: "dashboard_sessions"))
+        dashboardKey.withLock { $0 = key }
+        return key
+    }
+
+    /// The key `app`'s action tokens are signed with: its first `action_token_secret`, else the
     /// random key the database keeps for it (made by the first node that needs it).
     package func actionKey(_ app: AppRuntime) async throws -> SymmetricKey {
         if let key = actionKeys.withLock({ $0[app.id] }) { return key }
@@ -218,6 +241,12 @@ package final class HeraldRuntime: Sendable {
         }
         actionKeys.withLock { $0[app.id] = key }
         return key
+    }
+
+    /// The keys `app`'s action tokens verify with: the signing key, and the previous secret
+    /// while one rotates out.
+    package func actionVerificationKeys(_ app: AppRuntime) async throws -> [SymmetricKey] {
+        [try await actionKey(app)] + app.configuration.actionTokenSecrets.dropFirst().map { SymmetricKey(data: Data($0.utf8)) }
     }
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
@@ -233,11 +262,14 @@ package final class HeraldRuntime: Sendable {
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60,
-        devClock: DevClock? = nil
+        devClock: DevClock? = nil, healthInterval: Duration = .seconds(1), writeProbeInterval: Duration = .seconds(5)
     ) throws(ConfigurationError) {
+        self.healthInterval = healthInterval
+        self.writeProbeInterval = writeProbeInterval
         try configuration.validate()
         self.dispatcherStallLimit = dispatcherStallLimit
         self.devClock = devClock
+        rateLimiter = RateLimiter(configuration.limits)
         self.configuration = configuration
         self.store = store
         self.logger = logger
@@ -252,6 +284,8 @@ package final class HeraldRuntime: Sendable {
                 fcmAdjustment: fcmAdjustment)
         }
         self.apps = apps
+        // Due work of apps this node has no configuration for waits for a node that has it.
+        store.serve(apps: Set(apps.keys))
         resultWebhooks = HeraldStore.ResultWebhooks(
             failed: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deliveryFailedEvent) == true }.map(\.id)),
             deactivated: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }.map(\.id)))
@@ -259,6 +293,25 @@ package final class HeraldRuntime: Sendable {
 
     /// Logs, per app, whether APNs is enabled and why not (L9).
     package func logStatus() {
+        if !configuration.development {
+            if configuration.tls == nil {
+                logger.notice(
+                    "Serving plain HTTP: Herald expects a TLS proxy in front (Caddy, nginx, a load balancer); set server.tls to serve HTTPS itself")
+            }
+            if configuration.clock == .manual {
+                logger.warning("clock: manual — the server's clock stands still and POST /v1/dev/clock moves it: for tests only, never production")
+            }
+            for app in configuration.apps where app.clientRegistration == .unverified {
+                logger.warning(
+                    "client_registration: unverified for app \"\(app.id)\" — the public client key alone may register devices for any user: for development only",
+                    metadata: ["herald.app": "\(app.id)"])
+            }
+        }
+        switch (configuration.dashboard.enabled, configuration.dashboard.port) {
+        case (false, _): logger.info("Dashboard disabled (dashboard.enabled: false)")
+        case (true, .some): break
+        case (true, .none): logger.info("Dashboard served on the API's listener under /dashboard (dashboard.port gives it a listener of its own)")
+        }
         for app in apps.values.sorted(by: { $0.id < $1.id }) {
             if let client = app.fcmClient {
                 logger.info(
@@ -287,18 +340,34 @@ package final class HeraldRuntime: Sendable {
         await providerLoops.shutdown()
     }
 
-    /// What `/healthz` says: 503 when the database does not take writes or work has been due
-    /// for `dispatcherStallLimit` without the dispatcher finishing a batch; paused providers are
-    /// listed but keep it 200 (restarting cannot fix a credential). App ids only when `detailed`
-    /// (the caller holds the admin or metrics key).
-    package func health(detailed: Bool) async -> HealthReport {
+    /// What `/readyz` (and `/healthz`) says: 503 when the database does not take writes or work
+    /// has been due for `dispatcherStallLimit` without the dispatcher finishing a batch; paused
+    /// providers are listed but keep it 200 (restarting cannot fix a credential). Computed at
+    /// most once per `healthInterval` behind one flight, so a flood of probes costs the store
+    /// nothing more; the writability probe (a write) runs at most once per `writeProbeInterval`.
+    package func health() async -> HealthReport {
+        await healthCache.report(maximumAge: healthInterval) { [self] in await computeHealth() }
+    }
+
+    private func computeHealth() async -> HealthReport {
         var problems: [String] = []
+        let now = ContinuousClock.now
+        let probe = writeProbe.withLock { $0 }
+        var failure: String?
+        if let probe, now - probe.at < writeProbeInterval {
+            failure = probe.failure
+        } else {
+            do {
+                try await store.checkWritable()
+            } catch {
+                failure = String(String(describing: error).prefix(200))
+            }
+            writeProbe.withLock { $0 = (failure, now) }
+        }
         var database = "writable"
-        do {
-            try await store.checkWritable()
-        } catch {
+        if let failure {
             database = "unwritable"
-            problems.append("database: does not take writes (\(String(describing: error).prefix(200)))")
+            problems.append("database: does not take writes (\(failure))")
         }
         let lastBatch = metrics.lastBatchFinished
         var due = 0
@@ -312,12 +381,36 @@ package final class HeraldRuntime: Sendable {
         }
         let paused = pauses.all.sorted { $0.key < $1.key }.map { key, pause in
             HealthReport.PausedProvider(
-                app: detailed ? key.app : nil, platform: key.platform, reason: pause.reason, since: HeraldTime.format(pause.since),
+                app: key.app, platform: key.platform, reason: pause.reason, since: HeraldTime.format(pause.since),
                 retryAt: HeraldTime.format(pause.retryAt))
         }
         return HealthReport(
             status: problems.isEmpty ? "ok" : "unhealthy", problems: problems, database: database,
             dispatcher: .init(lastBatchAt: lastBatch.map(HeraldTime.format), due: due), providersPaused: paused)
+    }
+}
+
+/// One health computation at a time, its answer reused while younger than the caller's
+/// `maximumAge`: callers that arrive while one runs wait for it instead of starting their own.
+package actor HealthCache {
+    private var last: (report: HealthReport, at: ContinuousClock.Instant)?
+    private var computing = false
+    private var waiters: [CheckedContinuation<HealthReport, Never>] = []
+    /// How many times a report was computed (the tests count them).
+    package private(set) var computations = 0
+
+    package func report(maximumAge: Duration, compute: @Sendable () async -> HealthReport) async -> HealthReport {
+        if let last, ContinuousClock.now - last.at < maximumAge { return last.report }
+        if computing { return await withCheckedContinuation { waiters.append($0) } }
+        computing = true
+        computations += 1
+        let report = await compute()
+        last = (report, ContinuousClock.now)
+        computing = false
+        let waiting = waiters
+        waiters = []
+        for waiter in waiting { waiter.resume(returning: report) }
+        return report
     }
 }
 

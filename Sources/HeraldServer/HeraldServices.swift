@@ -1,5 +1,6 @@
 package import Hummingbird
 import HummingbirdCore
+import HummingbirdHTTP2
 package import Logging
 package import NIOCore
 package import ServiceLifecycle
@@ -9,18 +10,23 @@ package import ServiceLifecycle
 package enum HeraldServices {
     /// The HTTP application of `runtime` with everything it needs as services of its group, in
     /// start order (a group stops them in reverse): `before` (the `--dev` simulator), the
-    /// store, the provider clients, the outbox loop (unless `dispatcher` is false), then the
-    /// HTTP server. On SIGTERM the server stops taking requests first, the outbox loop hands
-    /// back what it cannot finish within its grace, the provider clients close their
-    /// connections, and the store closes last.
+    /// store, the provider clients, the outbox loop (unless `dispatcher` is false), the
+    /// dashboard's own listener (with `dashboard.port`), the certificate reloader (with
+    /// `server.tls`), then the API server. On SIGTERM the server stops taking requests first,
+    /// the outbox loop hands back what it cannot finish within its grace, the provider clients
+    /// close their connections, and the store closes last.
+    ///
+    /// With `server.tls` the listeners serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN); without it,
+    /// plain HTTP/1.1 for a TLS proxy in front. Throws when the certificate cannot be used.
     package static func application(
         runtime: HeraldRuntime,
         outbox: DispatcherConfiguration,
         dispatcher: Bool = true,
         before: [any Service] = [],
         logger: Logger = Logger(label: "herald.http"),
-        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in },
+        onDashboardRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) throws -> some ApplicationProtocol {
         let configuration = runtime.configuration
         var services = before
         services.append(OnShutdown("store") { await runtime.store.close() })
@@ -30,15 +36,37 @@ package enum HeraldServices {
             // Only where an app has a webhook (messages of an app that lost its webhook wait for it).
             if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) { services.append(WebhookLoop(runtime: runtime)) }
         }
+        let certificates = try configuration.tls.map { files throws(ConfigurationError) in try ServerCertificates(files: files) }
+        if let certificates { services.append(CertificateReloader(certificates: certificates, logger: runtime.logger)) }
+        if configuration.dashboard.enabled, let port = configuration.dashboard.port {
+            services.append(
+                Application(
+                    router: Dashboard.router(runtime: runtime),
+                    server: try server(configuration, certificates),
+                    configuration: .init(
+                        address: .hostname(configuration.dashboard.host ?? configuration.host, port: port), serverName: "herald-dashboard",
+                        availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
+                    onServerRunning: onDashboardRunning,
+                    logger: logger))
+        }
         return Application(
             router: HeraldAPI.router(runtime: runtime),
-            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout)))),
+            server: try server(configuration, certificates),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
             services: services,
             onServerRunning: onServerRunning,
             logger: logger)
+    }
+
+    /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1.
+    static func server(_ configuration: HeraldConfiguration, _ certificates: ServerCertificates?) throws -> HTTPServerBuilder {
+        let seconds = Int64(configuration.idleTimeout)
+        guard let certificates else { return .http1(configuration: .init(idleTimeout: .seconds(seconds))) }
+        return try .http2Upgrade(
+            tlsConfiguration: certificates.tlsConfiguration,
+            configuration: .init(idleTimeout: .seconds(seconds), streamConfiguration: .init(idleTimeout: .seconds(seconds))))
     }
 }
 

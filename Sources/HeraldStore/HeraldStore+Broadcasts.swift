@@ -62,7 +62,7 @@ extension HeraldStore {
             var apps = Set<String>()
             let firsts = try await session.query(
                 "SELECT notification_id, app_id FROM broadcasts WHERE due_at <= $1 ORDER BY due_at, notification_id LIMIT 64", [.integer(now)]
-            ).compactMap { row in row[1].text.flatMap { apps.insert($0).inserted ? row[0].text : nil } }
+            ).compactMap { row in row[1].text.flatMap { serves($0) && apps.insert($0).inserted ? row[0].text : nil } }
             guard !firsts.isEmpty else { break }
             let room = limit - claimed.count
             let share = max(1, room / firsts.count)
@@ -271,7 +271,7 @@ extension HeraldStore {
             let firsts = try await session.query(
                 "SELECT notification_id, app_id, cursor, accepted_at FROM broadcasts WHERE due_at <= $1 ORDER BY due_at, notification_id LIMIT 64",
                 [.integer(now)]
-            ).filter { row in row[1].text.map { apps.insert($0).inserted } ?? false }
+            ).filter { row in row[1].text.map { serves($0) && apps.insert($0).inserted } ?? false }
             var pages: [String: PrefetchedPage] = [:]
             for row in firsts.prefix(4) {
                 guard row.count == 4, let notification = row[0].text, let app = row[1].text, let cursor = row[2].text,

@@ -744,6 +744,12 @@ extension HeraldStore {
                 """
             ]
         ),
+        // Dashboard sign-outs: a session's nonce until the session would have expired, so a
+        // sign-out holds on every node and across restarts.
+        (
+            version: 21,
+            statements: ["CREATE TABLE dashboard_signouts (nonce TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)"]
+        ),
     ]
 
     /// A migration statement for PostgreSQL alone (SQLite skips it).

@@ -61,7 +61,7 @@ extension HeraldStore {
             // nothing is due.
             var apps: [DeliveryStatus: [DeliveryLane: [String]]] = [:]
             for row in try await session.query(AppsWithWork.self, [.integer(now)]) {
-                guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text else { continue }
+                guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text, serves(app) else { continue }
                 if row[2].integer == 1 { apps[status, default: [:]][.urgent, default: []].append(app) }
                 if row[3].integer == 1 { apps[status, default: [:]][.normal, default: []].append(app) }
             }

@@ -41,6 +41,15 @@ package final class HeraldStore: Sendable {
     /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
     /// trip for broadcasts that are not there.
     let noBroadcastsSince = Atomic<Int64>(0)
+    /// The apps this node's dispatcher sends for; nil: every app. Due work of other apps is
+    /// left where it is, for a node (or the next deploy) that has their configuration.
+    private let servedApps = Mutex<Set<String>?>(nil)
+
+    /// Limits this node's claims to `apps` (nil: every app).
+    package func serve(apps: Set<String>?) { servedApps.withLock { $0 = apps } }
+
+    /// Whether this node's claims take `app`'s due work.
+    func serves(_ app: String) -> Bool { servedApps.withLock { $0?.contains(app) ?? true } }
     /// Milliseconds on the monotonic clock (what `noBroadcastsSince` holds; never 0).
     static var uptimeMilliseconds: Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) + 1 }
     /// PostgreSQL: days the partition upkeep could not make a partition for, already reported
@@ -152,7 +161,9 @@ package final class HeraldStore: Sendable {
         case .sqlite(let connection):
             await checkpointer.take()?.stop()
             for reader in await checkpointer.takeReaders() { await reader.close() }
-            try? await connection.close()
+            // The future's close runs when the closing task is cancelled too (the async one
+            // gives up on cancellation and leaves the handle open, which traps in debug builds).
+            try? await connection.close().get()
             await walSync?.shutdown()
         case .postgres(_, let run):
             run.cancel()

@@ -95,7 +95,7 @@ package final class SQLiteCheckpointer: Sendable {
     func stop() async {
         loop.cancel()
         await loop.value
-        try? await connection.close()
+        try? await connection.close().get()
         try? await threadPool.shutdownGracefully()
     }
 }

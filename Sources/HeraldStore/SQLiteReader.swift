@@ -34,7 +34,7 @@ final class SQLiteReader: Sendable {
     }
 
     func close() async {
-        try? await connection.close()
+        try? await connection.close().get()
         try? await threadPool.shutdownGracefully()
     }
 }

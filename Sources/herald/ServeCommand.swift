@@ -53,7 +53,20 @@ struct ServeCommand: AsyncParsableCommand {
             printError("herald serve: configuration error: \(error)")
             throw ExitCode(2)
         }
-        configuration.applyEnvironment(environment)
+        if dev {
+            // A dev run never reaches another database or takes another admin key: only its own
+            // SQLite file under --dev-dir, whatever the environment holds.
+            for name in ["HERALD_DATABASE_URL", "HERALD_ADMIN_KEY"] where environment[name]?.isEmpty == false {
+                logger.warning("\(name) is ignored under --dev: a dev run only opens its own SQLite file in --dev-dir")
+            }
+            var kept = environment
+            kept["HERALD_DATABASE_URL"] = nil
+            kept["HERALD_ADMIN_KEY"] = nil
+            configuration.applyEnvironment(kept)
+            configuration.development = true
+        } else {
+            configuration.applyEnvironment(environment)
+        }
         if let host { configuration.host = host }
         if let port { configuration.port = port }
 
@@ -82,14 +95,26 @@ struct ServeCommand: AsyncParsableCommand {
         let listenHost = configuration.host
         let listenPort = configuration.port
         let startBanner = banner
-        let application = HeraldServices.application(
-            runtime: runtime, outbox: configuration.outbox,
-            before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] } ?? [],
-            onServerRunning: { channel in
-                let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
-                logger.info("Herald listening", metadata: ["herald.address": "\(address)"])
-                if let startBanner { printOutput(startBanner(channel.localAddress?.port ?? listenPort)) }
-            })
+        let scheme = configuration.tls == nil ? "http" : "https"
+        let application: any ApplicationProtocol
+        do {
+            application = try HeraldServices.application(
+                runtime: runtime, outbox: configuration.outbox,
+                before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] } ?? [],
+                onServerRunning: { channel in
+                    let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
+                    logger.info("Herald listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
+                    if let startBanner { printOutput(startBanner(channel.localAddress?.port ?? listenPort)) }
+                },
+                onDashboardRunning: { channel in
+                    let address = channel.localAddress.map { "\($0)" } ?? "?"
+                    logger.info("Herald dashboard listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
+                })
+        } catch let error as ConfigurationError {
+            printError("herald serve: configuration error: \(error)")
+            await store.close()
+            throw ExitCode(2)
+        }
         try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("Herald stopped")
     }

@@ -69,13 +69,13 @@ struct DashboardTests {
             #expect(login.status == .ok && login.headers[.contentSecurityPolicy]?.contains("default-src 'self'") == true)
             #expect(try await browser.go(.post, "/dashboard/login", form: ["key": ServerHarness.server]).status == .forbidden)
             #expect(try await browser.signIn(ServerHarness.client) == .unauthorized)
-            #expect(browser.cookies["herald_session"] == nil)
+            #expect(browser.cookies["__Host-herald_session"] == nil)
 
             let page = try await browser.go(.get, "/dashboard/login")
             let signedIn = try await browser.go(.post, "/dashboard/login", form: ["csrf": Self.csrf(page.html) ?? "", "key": ServerHarness.server])
             #expect(signedIn.status == .seeOther)
-            let setCookie = signedIn.headers[values: .setCookie].first { $0.hasPrefix("herald_session=") } ?? ""
-            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Path=/dashboard"))
+            let setCookie = signedIn.headers[values: .setCookie].first { $0.hasPrefix("__Host-herald_session=") } ?? ""
+            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Path=/") && !setCookie.contains("Path=/dashboard") && setCookie.contains("Secure"))
             #expect(!setCookie.contains(ServerHarness.server))
             let overview = try await browser.go(.get, "/dashboard/apps/demo")
             #expect(overview.status == .ok && overview.html.contains("APNS: ok") && overview.html.contains("app demo"))
@@ -87,19 +87,19 @@ struct DashboardTests {
 
             // A forged cookie: the app changed to another one keeps the MAC of the first.
             let forged = Browser(server)
-            let parts = (browser.cookies["herald_session"] ?? "").split(separator: ".").map(String.init)
+            let parts = (browser.cookies["__Host-herald_session"] ?? "").split(separator: ".").map(String.init)
             #expect(parts.count == 6)
-            forged.cookies["herald_session"] = ([parts[0], parts[1], Base64URL.encode(Data("other".utf8))] + parts[3...]).joined(separator: ".")
+            forged.cookies["__Host-herald_session"] = ([parts[0], parts[1], Base64URL.encode(Data("other".utf8))] + parts[3...]).joined(separator: ".")
             #expect(try await forged.go(.get, "/dashboard/apps/other").status == .seeOther)
 
             // Sign-out: refused without the token (403), done with it; the old cookie is over.
-            let session = browser.cookies["herald_session"]
+            let session = browser.cookies["__Host-herald_session"]
             #expect(try await browser.go(.post, "/dashboard/logout", form: [:]).status == .forbidden)
             #expect(try await browser.go(.post, "/dashboard/logout", form: ["csrf": "wrong"]).status == .forbidden)
             let out = try await browser.go(.post, "/dashboard/logout", form: ["csrf": Self.csrf(overview.html) ?? ""])
-            #expect(out.status == .seeOther && browser.cookies["herald_session"] == nil)
+            #expect(out.status == .seeOther && browser.cookies["__Host-herald_session"] == nil)
             let replay = Browser(server)
-            replay.cookies["herald_session"] = session
+            replay.cookies["__Host-herald_session"] = session
             #expect(try await replay.go(.get, "/dashboard/apps/demo").status == .seeOther)
 
             // The admin key sees both apps.

@@ -55,7 +55,8 @@ struct OperationsTests {
         try await withServer { server in
             #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
             try await server.runtime.store.setQueryOnly(true)
-            let sick = try await server.request(.get, "/healthz", key: nil)
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .serviceUnavailable)
+            let sick = try await server.request(.get, "/healthz", key: ServerHarness.admin)
             #expect(sick.status == .serviceUnavailable)
             #expect(sick.body["database"] as? String == "unwritable")
             #expect((sick.body["problems"] as? [String])?.first?.hasPrefix("database") == true)
@@ -77,14 +78,14 @@ struct OperationsTests {
                 #expect(early.status == .ok, "\(early.body)")
             }
             try await Task.sleep(for: .milliseconds(1500))
-            let stalled = try await server.request(.get, "/healthz", key: nil)
+            let stalled = try await server.request(.get, "/healthz", key: ServerHarness.admin)
             #expect(stalled.status == .serviceUnavailable)
             #expect((stalled.body["problems"] as? [String])?.first?.hasPrefix("dispatcher") == true)
             #expect((stalled.body["dispatcher"] as? [String: Any])?["due"] as? Int == 1)
             try await OutboxLoop(runtime: server.runtime).runOnce()
             // (The body says which check failed: this has failed now and then under a loaded
             // PostgreSQL suite and passed alone.)
-            let healthy = try await server.request(.get, "/healthz", key: nil)
+            let healthy = try await server.request(.get, "/healthz", key: ServerHarness.admin)
             #expect(healthy.status == .ok, "\(healthy.body)")
         }
     }
@@ -161,7 +162,9 @@ func startHeraldServe(config: String) async throws -> (process: Process, port: I
 /// `/healthz` answers 200. The port comes from the "Herald listening" line: a port picked free
 /// beforehand could be taken by any other test's connection before herald bound it (CI saw that).
 /// Fails with the log's last lines when herald exits or does not come up within 60 s.
-func startHerald(_ arguments: [String], environment: [String: String]? = nil, log: String) async throws -> (process: Process, port: Int) {
+func startHerald(
+    _ arguments: [String], environment: [String: String]? = nil, log: String, scheme: String = "http", curlOptions: [String] = []
+) async throws -> (process: Process, port: Int) {
     let process = Process()
     process.executableURL = heraldExecutable
     process.arguments = arguments + ["--port", "0"]
@@ -183,7 +186,7 @@ func startHerald(_ arguments: [String], environment: [String: String]? = nil, lo
         {
             port = number
         }
-        if let port, (try? await curl(["--max-time", "1", "http://127.0.0.1:\(port)/healthz"]))?.status == 200 {
+        if let port, (try? await curl(curlOptions + ["--max-time", "1", "\(scheme)://127.0.0.1:\(port)/healthz"]))?.status == 200 {
             return (process, port)
         }
         try await Task.sleep(for: .milliseconds(100))

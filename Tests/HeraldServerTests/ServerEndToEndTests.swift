@@ -224,7 +224,8 @@ struct ServerEndToEndTests {
             let paths = try #require(parsed["paths"] as? [String: Any])
             #expect(
                 Set(paths.keys) == [
-                    "/healthz", "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
+                    "/livez", "/readyz", "/healthz", "/dashboard/login", "/dashboard/logout", "/dashboard/apps/{app}/compose",
+                    "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
                     "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
                     "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/apps/{app}/catalog/tracks", "/v1/dev/clock",

@@ -17,7 +17,7 @@ struct ServerHarness {
     let simulator: APNSSimulator
     let runtime: HeraldRuntime
     static let admin = "admin-key-0123456789abcdef-0123456789"
-    static let server = "server-key-0123456789abcdef"
+    static let server = "server-key-0123456789abcdef-0123456"
     static let client = "client-key-0123456789abcdef"
     static let userTokenSecret = "user-token-secret-0123456789abcdef-0123456789"
 
@@ -75,7 +75,8 @@ func withServer(
     catalog: String = "syncwell.yaml", payloadKey: String? = "demo", clock: ManualClock? = nil,
     app adjustApp: (inout HeraldConfiguration.AppConfiguration) -> Void = { _ in },
     configure adjustConfiguration: (inout HeraldConfiguration) -> Void = { _ in },
-    dispatcher: Bool = true, dispatcherStallLimit: TimeInterval = 60,
+    dispatcher: Bool = true, dispatcherStallLimit: TimeInterval = 60, healthInterval: Duration = .zero,
+    testing: TestingSetup = .live,
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
 ) async throws {
@@ -105,6 +106,8 @@ func withServer(
         ]
         configuration.host = "127.0.0.1"
         configuration.port = 0
+        // The tests' webhook receivers listen on loopback over plain HTTP.
+        configuration.allowPlainHTTPWebhooks = true
         adjustApp(&configuration.apps[0])
         adjustConfiguration(&configuration)
         // `clock: manual` in the configuration: the clock POST /v1/dev/clock moves, as `herald serve` makes it.
@@ -122,7 +125,7 @@ func withServer(
                 fcm.maximumAttempts = 2
                 fcm.baseDelay = 0.01
                 fcm.quotaDelay = 0.01
-            }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock)
+            }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock, healthInterval: healthInterval, writeProbeInterval: healthInterval)
         } catch {
             // A configuration the runtime refuses: the store it would have owned closes here.
             await store.close()
@@ -135,8 +138,8 @@ func withServer(
         outbox.shutdownGrace = min(outbox.shutdownGrace, 1)
         // What `herald serve` runs (HeraldServices), on a free port: the store and the
         // provider clients close as its services when the test ends, passed or not.
-        let application = HeraldServices.application(runtime: runtime, outbox: outbox, dispatcher: dispatcher)
-        try await application.test(.live) { client in
+        let application = try HeraldServices.application(runtime: runtime, outbox: outbox, dispatcher: dispatcher)
+        try await application.test(testing) { client in
             try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
         }
     }

@@ -34,16 +34,26 @@ public struct PIIDetector: Sendable {
         return found
     }
 
-    public static let email = try! PIIDetector(name: "email", pattern: #"[A-Z0-9._%+-]+@[A-Z0-9.-]+\.[A-Z]{2,}"#)
+    // The built-in patterns run in time linear in the text: every repetition that could give
+    // back characters is possessive (`++`, `*+`), and a match may only start where a run of its
+    // characters starts (the look-behinds), so no input makes the engine retry a run from each
+    // of its positions. The phone pattern checks what follows the number in `validate`
+    // instead of a look-ahead, which would make a possessive run backtrack.
+    public static let email = try! PIIDetector(
+        name: "email", pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
     public static let phone = try! PIIDetector(
-        name: "phone", pattern: #"(?<![\w.])\+?\d[\d ().-]{7,}\d(?![\w.])"#,
-        validate: { text in (9...15).contains(text.filter(\.isNumber).count) })
+        name: "phone", pattern: #"(?<![\w.])\+?\d(?:[ ().-]*+\d)++[\w.]?"#,
+        validate: { text in
+            // A number followed by a letter, a digit or a decimal point is part of something else.
+            guard let last = text.last, last.isNumber else { return false }
+            return (9...15).contains(text.filter(\.isNumber).count)
+        })
     public static let cardNumber = try! PIIDetector(
         name: "card_number", pattern: #"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"#,
         validate: { text in Self.passesLuhn(text.filter(\.isNumber)) })
     public static let streetAddress = try! PIIDetector(
         name: "street_address",
-        pattern: #"\b\d{1,5}\s+(?:[A-Z][a-z]+\s+){1,3}(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#)
+        pattern: #"\b\d{1,5}+\s++(?:[A-Z][a-z]*+\s++){1,3}?(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#)
 
     public static let builtIn: [PIIDetector] = [.email, .phone, .cardNumber, .streetAddress]
 

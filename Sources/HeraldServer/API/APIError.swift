@@ -8,12 +8,15 @@ package struct APIError: HTTPResponseError, Sendable {
     package var code: String
     package var message: String
     package var field: String?
+    /// Seconds to wait before trying again (a 429's or a 503's `Retry-After`).
+    package var retryAfter: Int?
 
-    package init(_ status: HTTPResponse.Status, code: String, message: String, field: String? = nil) {
+    package init(_ status: HTTPResponse.Status, code: String, message: String, field: String? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.retryAfter = retryAfter
     }
 
     /// A rendering refused by a provider's rules: 413 for size, else 400; names the field.
@@ -36,7 +39,9 @@ package struct APIError: HTTPResponseError, Sendable {
     package func response(from request: Request, context: some RequestContext) throws -> Response {
         var error: [String: String] = ["code": code, "message": message]
         if let field { error["field"] = field }
-        return try JSONResponse.make(["error": error], status: status)
+        var response = try JSONResponse.make(["error": error], status: status)
+        if let retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
+        return response
     }
 }
 

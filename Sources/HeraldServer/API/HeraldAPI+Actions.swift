@@ -8,21 +8,28 @@ import Hummingbird
 /// token its payload carried; the commit is forwarded to the app's webhook (first try at once,
 /// so the device gets the backend's answer) and kept as an audit row.
 extension HeraldAPI {
-    static func addActionRoutes(to apps: RouterGroup<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addActionRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
         apps.post("actions") { request, context in
             // No key: the token is the capability. An unknown app answers as a bad token does.
+            // The app is looked up before the body is read, and the body is small (a token of
+            // ≤ 200 bytes and a reply of ≤ 1,000 characters): a stranger cannot make it buffer more.
             let appID = try context.parameters.require("app")
-            let body = try await decode(ActionBody.self, request).validated()
             guard let app = runtime.apps[appID] else {
                 throw APIError(.unauthorized, code: "unauthorized", message: "the action token is not a token Herald issued", field: "token")
             }
+            let body = try await decode(ActionBody.self, request, limit: actionBodyLimit).validated()
             let now = runtime.store.now
-            let key = try await runtime.actionKey(app)
-            let token: ActionToken
-            do throws(ActionToken.Failure) {
-                token = try ActionToken.verify(body.token, appID: app.id, key: key, now: now)
-            } catch {
-                throw APIError(.unauthorized, code: "unauthorized", message: error.message, field: "token")
+            var verified: ActionToken?
+            var failure: ActionToken.Failure?
+            for key in try await runtime.actionVerificationKeys(app) where verified == nil {
+                do throws(ActionToken.Failure) {
+                    verified = try ActionToken.verify(body.token, appID: app.id, key: key, now: now)
+                } catch {
+                    failure = failure ?? error
+                }
+            }
+            guard let token = verified else {
+                throw APIError(.unauthorized, code: "unauthorized", message: failure?.message ?? "the action token is not valid", field: "token")
             }
             guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: token.deliveryID) else {
                 throw APIError(
@@ -78,7 +85,7 @@ extension HeraldAPI {
                     webhook, messageID: messageID, body: Data(payload.utf8), idempotencyKey: idempotencyKey, timeout: webhook.timeout)
                 if attempt.delivered {
                     answered.status = .committed
-                    answered.result = attempt.body
+                    answered.result = WebhookSender.deviceResult(attempt.body)
                     answered.latencyMilliseconds = attempt.milliseconds
                 } else if attempt.abort {
                     answered.status = .failed
@@ -129,6 +136,7 @@ extension HeraldAPI {
         apps.post("notifications/:id/resolve") { request, context in
             let (app, role) = try caller(request, context, runtime)
             let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let id = try notificationParameter(context)
             let body = try await decode(ResolveBody.self, request)
             guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
@@ -142,6 +150,7 @@ extension HeraldAPI {
         apps.post("notifications/:id/responses") { request, context in
             let (app, role) = try caller(request, context, runtime)
             let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let id = try notificationParameter(context)
             let body = try await decode(RespondBody.self, request).validated()
             guard try await runtime.store.notification(appID: app.id, id: id) != nil else {
@@ -226,7 +235,7 @@ extension HeraldAPI {
     }
 
     /// The notification id in the path (404 naming `id` when it is not one).
-    static func notificationParameter(_ context: BasicRequestContext) throws -> UUID {
+    static func notificationParameter(_ context: HeraldRequestContext) throws -> UUID {
         guard let id = UUID(uuidString: try pathParameter(context, "id", field: "id")) else {
             throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
         }

@@ -7,11 +7,12 @@ import Hummingbird
 /// The engagement loop's routes (issue #13): opens reported by devices and the analytics per
 /// type they feed.
 extension HeraldAPI {
-    static func addEngagementRoutes(to apps: RouterGroup<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addEngagementRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
         apps.post("opened") { request, context in
             let (app, role) = try caller(request, context, runtime)
             // A client key speaks for the user its token proves; the delivery must be theirs.
             let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
             guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: open.deliveryID) else {

@@ -10,7 +10,7 @@ extension HeraldAPI {
     /// How long the route waits for its deliveries' answers before it answers 202 with what it has.
     static let testSendWait: Duration = .seconds(10)
 
-    static func addTestSendRoutes(to apps: RouterGroup<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addTestSendRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
         apps.post("test") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(TestSendBody.self, request)

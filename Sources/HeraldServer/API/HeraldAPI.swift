@@ -15,12 +15,23 @@ enum CallerRole {
 /// The HTTP API (`/v1`, `/healthz`, `/metrics`, `/openapi.yaml`).
 package enum HeraldAPI {
     /// Builds the router over a runtime.
-    package static func router(runtime: HeraldRuntime) -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    package static func router(runtime: HeraldRuntime) -> Router<HeraldRequestContext> {
+        let router = Router(context: HeraldRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
-        router.get("/healthz") { request, _ in
-            let report = await runtime.health(detailed: isOperator(request, runtime))
-            return try JSONResponse.make(report, status: report.status == "ok" ? .ok : .serviceUnavailable)
+        router.add(middleware: ListenerMiddleware(runtime: runtime))
+        // Probes for load balancers and orchestrators. /livez: the process answers (no I/O).
+        // /readyz (and its alias /healthz): the database takes writes and the dispatcher keeps
+        // up; the details (problems, queue, paused providers) only for the admin or metrics key.
+        router.get("/livez") { _, _ in
+            try JSONResponse.make(["status": "ok"])
+        }
+        for path in ["/readyz", "/healthz"] {
+            router.get(RouterPath(path)) { request, _ in
+                let report = await runtime.health()
+                let status: HTTPResponse.Status = report.status == "ok" ? .ok : .serviceUnavailable
+                guard isOperator(request, runtime) else { return try JSONResponse.make(["status": report.status], status: status) }
+                return try JSONResponse.make(report, status: status)
+            }
         }
         router.get("/metrics") { request, _ in
             guard isOperator(request, runtime) else {
@@ -72,6 +83,7 @@ package enum HeraldAPI {
         apps.post("devices") { request, context in
             let (app, role) = try caller(request, context, runtime)
             let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
+            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let body = try await decode(DeviceBody.self, request)
             let device = try body.validated()
             if let tokenUser, tokenUser != device.userID {
@@ -167,12 +179,12 @@ package enum HeraldAPI {
         }
         apps.post("notifications") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let body = try await decode(NotificationBody.self, request)
+            let body = try await decode(NotificationBody.self, request, limit: largeBodyLimit)
             return try JSONResponse.make(try await send(body, app: app, runtime: runtime), status: .accepted)
         }
         apps.post("cancel") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let (key, users) = try await decode(CancelBody.self, request).validated()
+            let (key, users) = try await decode(CancelBody.self, request, limit: largeBodyLimit).validated()
             let done = try await runtime.store.cancel(appID: app.id, cancelKey: key, userIDs: users)
             runtime.metrics.cancelled(app: app.id, done.cancelled)
             return try JSONResponse.make(
@@ -183,7 +195,7 @@ package enum HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let (catalog, track) = try trackParameter(app, context)
-            let body = try await decode(EnrolBody.self, request)
+            let body = try await decode(EnrolBody.self, request, limit: largeBodyLimit)
             let now = runtime.store.now
             let (anchor, data, restart, testSeconds) = try body.validated(now: now)
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
@@ -232,7 +244,7 @@ package enum HeraldAPI {
         apps.post("events") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             // One event, or the batch form {"events": [...]}: one parse either way.
-            let decoded = try await decode(EventBody.self, request)
+            let decoded = try await decode(EventBody.self, request, limit: largeBodyLimit)
             let batch = decoded.events != nil
             let events = decoded.events ?? [decoded]
             guard !events.isEmpty, events.count <= EventBody.maximumBatch else {
@@ -304,7 +316,7 @@ package enum HeraldAPI {
         addEngagementRoutes(to: apps, runtime: runtime)
         addActionRoutes(to: apps, runtime: runtime)
         addTestSendRoutes(to: apps, runtime: runtime)
-        Dashboard.addRoutes(to: router, runtime: runtime)
+        if runtime.configuration.dashboard.onAPIListener { Dashboard.addRoutes(to: router, runtime: runtime) }
         return router
     }
 
@@ -345,7 +357,7 @@ package enum HeraldAPI {
     }
 
     /// The app's catalog and the track the path names (404 naming `track` when there is none).
-    static func trackParameter(_ app: AppRuntime, _ context: BasicRequestContext) throws -> (Catalog, CatalogTrack) {
+    static func trackParameter(_ app: AppRuntime, _ context: HeraldRequestContext) throws -> (Catalog, CatalogTrack) {
         let name = try pathParameter(context, "track", field: "track")
         guard let catalog = app.catalog, let track = catalog.track(name) else {
             let known = app.catalog?.tracks.map(\.name).joined(separator: ", ") ?? ""
@@ -366,7 +378,7 @@ package enum HeraldAPI {
     /// The app and role a request's key gives. An unknown app and a wrong key get the same 401,
     /// so app ids cannot be probed; only the admin key learns that an app does not exist.
     static func caller(
-        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime
+        _ request: Request, _ context: HeraldRequestContext, _ runtime: HeraldRuntime
     ) throws -> (AppRuntime, CallerRole) {
         let key = try bearerKey(request)
         let appID = try context.parameters.require("app")
@@ -385,9 +397,23 @@ package enum HeraldAPI {
         throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
     }
 
+    /// A client-key write (registration, open, response, resolve) takes a token from its user's
+    /// bucket and its address's (`limits.*`); an empty one is a 429 with `Retry-After`.
+    static func limitClientWrite(
+        app: AppRuntime, role: CallerRole, user: String?, context: HeraldRequestContext, runtime: HeraldRuntime
+    ) throws {
+        guard role == .client else { return }
+        if let wait = runtime.rateLimiter.take(appID: app.id, userID: user, peer: context.peer, now: Date()) {
+            runtime.metrics.rateLimited(app: app.id)
+            throw APIError(
+                .tooManyRequests, code: "rate_limited", message: "too many client-key writes: try again in \(wait) s", field: "authorization",
+                retryAfter: wait)
+        }
+    }
+
     /// The app a request may act on; client keys only where `allowClient`.
     static func authorize(
-        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime, allowClient: Bool
+        _ request: Request, _ context: HeraldRequestContext, _ runtime: HeraldRuntime, allowClient: Bool
     ) throws -> AppRuntime {
         let (app, role) = try caller(request, context, runtime)
         if role == .client && !allowClient {
@@ -417,7 +443,8 @@ package enum HeraldAPI {
     /// client registration is unverified). Missing, malformed, expired or forged → 401.
     static func verifiedUser(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) throws -> String? {
         guard app.configuration.clientRegistration == .verified else { return nil }
-        guard let secret = app.configuration.userTokenSecret else {
+        let secrets = app.configuration.userTokenSecrets
+        guard !secrets.isEmpty else {
             // Refused at start; kept closed should a configuration bypass the check.
             throw APIError(.unauthorized, code: "unauthorized", message: "the app has no user_token_secret", field: UserToken.header)
         }
@@ -428,15 +455,20 @@ package enum HeraldAPI {
                 message: "a client key needs \(UserToken.header): a user token (JWT HS256, sub = user id) signed by the app's backend",
                 field: UserToken.header)
         }
-        do {
-            return try UserToken.verify(token, secret: Data(secret.utf8), now: runtime.store.now).userID
-        } catch {
-            throw APIError(.unauthorized, code: "unauthorized", message: error.message, field: UserToken.header)
+        // While the secret rotates, a token signed with either verifies.
+        var failure: UserToken.Failure?
+        for secret in secrets {
+            do throws(UserToken.Failure) {
+                return try UserToken.verify(token, secret: Data(secret.utf8), now: runtime.store.now).userID
+            } catch {
+                failure = failure ?? error
+            }
         }
+        throw APIError(.unauthorized, code: "unauthorized", message: failure?.message ?? "the user token is not valid", field: UserToken.header)
     }
 
     /// A path parameter, percent-decoded (`jos%C3%A9` is `josé`); a bad encoding is a 400 naming `field`.
-    static func pathParameter(_ context: BasicRequestContext, _ name: String, field: String) throws -> String {
+    static func pathParameter(_ context: HeraldRequestContext, _ name: String, field: String) throws -> String {
         let raw = try context.parameters.require(name)
         guard let decoded = raw.removingPercentEncoding else {
             throw APIError.invalid(field, "\(field) in the path is not valid percent-encoding")
@@ -444,7 +476,7 @@ package enum HeraldAPI {
         return decoded
     }
 
-    static func validUserID(_ context: BasicRequestContext) throws -> String {
+    static func validUserID(_ context: HeraldRequestContext) throws -> String {
         let userID = try pathParameter(context, "user", field: "user_id")
         guard !userID.isEmpty, userID.utf8.count <= 256 else {
             throw APIError.invalid("user_id", "user_id is 1 to 256 bytes")
@@ -462,20 +494,25 @@ package enum HeraldAPI {
         return difference == 0
     }
 
-    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request) async throws -> Body {
-        try decodeJSON(type, try await body(request), prefix: "")
+    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int = bodyLimit) async throws -> Body {
+        try decodeJSON(type, try await body(request, limit: limit), prefix: "")
     }
 
-    /// The largest request body: a send may name 10,000 users and exclude 10,000 devices of up to
-    /// 256 bytes each.
-    static let maximumBody = 8 << 20
+    /// The body most routes read at most: a device, a user's attributes or preferences, an open.
+    static let bodyLimit = 256 << 10
+    /// What sends, cancels, enrolments and event batches may read: a send may name 10,000 users
+    /// and exclude 10,000 devices of up to 256 bytes each.
+    static let largeBodyLimit = 8 << 20
+    /// A quick action's body (no key: the token is the capability).
+    static let actionBodyLimit = 4 << 10
 
-    /// The request's body, at most `maximumBody` bytes (more: a JSON 413 naming `body`).
-    static func body(_ request: Request) async throws -> Data {
+    /// The request's body, at most `limit` bytes (more: a JSON 413 naming `body`).
+    static func body(_ request: Request, limit: Int) async throws -> Data {
         do {
-            return Data(try await request.body.collect(upTo: maximumBody).readableBytesView)
+            return Data(try await request.body.collect(upTo: limit).readableBytesView)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than \(maximumBody >> 20) MB", field: "body")
+            let size = limit >= 1 << 20 ? "\(limit >> 20) MB" : "\(limit >> 10) KB"
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than \(size)", field: "body")
         }
     }
 
@@ -552,6 +589,39 @@ struct NotificationView: Encodable {
             let trace = DecisionTrace.entries(delivery.trace)
             if !trace.isEmpty { try item.encode(trace, forKey: .trace) }
         }
+    }
+}
+
+/// What every answer of Herald's listeners gets: `Strict-Transport-Security` when Herald serves
+/// TLS itself; and a notice in the log for every call made with the admin key (route, method,
+/// app, status and the peer's address; never the key).
+struct ListenerMiddleware: RouterMiddleware {
+    let runtime: HeraldRuntime
+
+    func handle(
+        _ request: Request, context: HeraldRequestContext, next: (Request, HeraldRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let admin = (try? HeraldAPI.bearerKey(request)).map { HeraldAPI.isAdmin($0, runtime) } ?? false
+        var status: UInt16 = 500
+        defer {
+            if admin {
+                runtime.logger.notice(
+                    "Admin key used",
+                    metadata: [
+                        "herald.route": "\(context.endpointPath ?? "unmatched")", "herald.method": "\(request.method.rawValue)",
+                        "herald.app": "\(context.parameters.get("app") ?? "-")", "herald.status": "\(status)", "herald.peer": "\(context.peer)",
+                    ])
+            }
+        }
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        }
+        status = UInt16(response.status.code)
+        if runtime.configuration.tls != nil { response.headers[.strictTransportSecurity] = "max-age=31536000" }
+        return response
     }
 }
 

@@ -1,6 +1,6 @@
 /// The OpenAPI 3.1 description served at `/openapi.yaml`; it lists exactly the routes `HeraldAPI` serves.
-enum OpenAPIDocument {
-    static let yaml = #"""
+package enum OpenAPIDocument {
+    package static let yaml = #"""
         openapi: 3.1.0
         info:
           title: Herald
@@ -283,7 +283,9 @@ enum OpenAPIDocument {
                 dnd_bypass: { type: object, additionalProperties: { type: boolean } }
             Health:
               type: object
-              required: [status, problems, database, dispatcher, providers_paused]
+              description: >-
+                Without the admin or metrics key only status is given; with it, everything below.
+              required: [status]
               properties:
                 status: { type: string, enum: [ok, unhealthy] }
                 problems: { type: array, items: { type: string } }
@@ -322,13 +324,99 @@ enum OpenAPIDocument {
               content: { application/json: { schema: { $ref: '#/components/schemas/Error' } } }
         security: [{ bearer: [] }]
         paths:
+          /livez:
+            get:
+              security: [{}]
+              summary: The process answers (no I/O); for a liveness probe.
+              responses:
+                '200': { description: Alive., content: { application/json: { schema: { type: object, required: [status], properties: { status: { type: string, enum: [ok] } } } } } }
+          /readyz:
+            get:
+              security: [{}, { bearer: [] }]
+              summary: 503 when the database refuses writes or work is due 60 s without a finished batch; computed at most once a second.
+              responses:
+                '200': { description: "Ready (paused providers are listed for the operator).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
+                '503': { description: "Not ready: problems says why (to the operator).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
           /healthz:
             get:
               security: [{}, { bearer: [] }]
-              summary: 503 when the database refuses writes or work is due 60 s without a finished batch.
+              summary: The same as /readyz.
               responses:
-                '200': { description: "Healthy (paused providers are listed).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
-                '503': { description: "Unhealthy: problems says why.", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
+                '200': { description: "Ready (paused providers are listed for the operator).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
+                '503': { description: "Not ready: problems says why (to the operator).", content: { application/json: { schema: { $ref: '#/components/schemas/Health' } } } }
+          /dashboard/login:
+            get:
+              security: [{}]
+              summary: The dashboard's sign-in page (HTML); sets the login form's token cookie.
+              responses:
+                '200': { description: The page., content: { text/html: { schema: { type: string } } } }
+            post:
+              security: [{}]
+              summary: Signs in to the dashboard with the admin key or an app's server key (at least 32 characters).
+              description: >-
+                The form's csrf field must be the token of the login page's cookie. Failed sign-ins are
+                throttled per client address and in all (429 with Retry-After).
+              requestBody:
+                required: true
+                content:
+                  application/x-www-form-urlencoded:
+                    schema:
+                      type: object
+                      properties:
+                        csrf: { type: string }
+                        key: { type: string }
+              responses:
+                '303': { description: Signed in; the session cookie is set. }
+                '400': { description: The form is not valid percent-encoded UTF-8., content: { application/json: { schema: { $ref: '#/components/schemas/Error' } } } }
+                '401': { description: Not a dashboard key (the page again)., content: { text/html: { schema: { type: string } } } }
+                '403': { description: The form's token is missing or wrong (the page again)., content: { text/html: { schema: { type: string } } } }
+                '413': { $ref: '#/components/responses/Error' }
+                '415': { $ref: '#/components/responses/Error' }
+                '429': { description: Too many failed sign-ins; Retry-After says how long to wait., content: { text/html: { schema: { type: string } } } }
+          /dashboard/logout:
+            post:
+              security: [{}]
+              summary: Signs out (the session cookie and the form's csrf field).
+              requestBody:
+                required: true
+                content:
+                  application/x-www-form-urlencoded:
+                    schema: { type: object, properties: { csrf: { type: string } } }
+              responses:
+                '303': { description: Signed out, or not signed in (to the sign-in page). }
+                '400': { $ref: '#/components/responses/Error' }
+                '403': { description: The form's CSRF token is missing or wrong., content: { text/html: { schema: { type: string } } } }
+                '413': { $ref: '#/components/responses/Error' }
+                '415': { $ref: '#/components/responses/Error' }
+          /dashboard/apps/{app}/compose:
+            post:
+              security: [{}]
+              summary: Previews or sends a notification from the dashboard's composer (session cookie and CSRF token).
+              parameters: [{ $ref: '#/components/parameters/app' }]
+              requestBody:
+                required: true
+                content:
+                  application/x-www-form-urlencoded:
+                    schema:
+                      type: object
+                      properties:
+                        csrf: { type: string }
+                        action: { type: string, enum: [preview, send] }
+                        type: { type: string }
+                        title: { type: string }
+                        body: { type: string }
+                        data: { type: string }
+                        user_ids: { type: string }
+                        deliver_at: { type: string }
+                        cancel_key: { type: string }
+              responses:
+                '200': { description: The composer with its preview., content: { text/html: { schema: { type: string } } } }
+                '303': { description: Sent (to the notification's page), or not signed in (to the sign-in page). }
+                '400': { description: A field is wrong (the page names it)., content: { text/html: { schema: { type: string } } } }
+                '403': { description: The form's CSRF token is missing or wrong., content: { text/html: { schema: { type: string } } } }
+                '404': { description: No such app for this session., content: { text/html: { schema: { type: string } } } }
+                '413': { $ref: '#/components/responses/Error' }
+                '415': { $ref: '#/components/responses/Error' }
           /metrics:
             get:
               summary: Prometheus metrics (admin key or metrics_key).
@@ -378,6 +466,7 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { description: "The user token is another user's (user_id), or the device is another user's (device_id).", content: { application/json: { schema: { $ref: '#/components/schemas/Error' } } } }
                 '404': { $ref: '#/components/responses/Error' }
+                '429': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/devices/import:
             post:
               summary: Bulk upsert from JSON lines (one DeviceInput per line), streamed.
@@ -825,6 +914,7 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+                '429': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/actions:
             post:
               summary: Commit a quick action from the lock screen with the token its delivery's payload carried (herald.a); no key.
@@ -855,6 +945,7 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+                '413': { $ref: '#/components/responses/Error' }
                 '409': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/notifications/{id}/resolve:
             post:
@@ -898,6 +989,7 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+                '429': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/notifications/{id}/responses:
             post:
               summary: Store the user's response to a notification (text, energy, mood, focus 1–10).
@@ -924,6 +1016,7 @@ enum OpenAPIDocument {
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }
                 '404': { $ref: '#/components/responses/Error' }
+                '429': { $ref: '#/components/responses/Error' }
             get:
               summary: A notification's responses, oldest first.
               parameters:

@@ -32,9 +32,62 @@ package struct HeraldConfiguration: Sendable {
     package var apps: [AppConfiguration] = []
     /// How the outbox loop claims, sends, retries and stops (`outbox.*`).
     package var outbox = DispatcherConfiguration()
+    /// `server.tls`: Herald serves HTTPS itself (HTTP/1.1 and HTTP/2 by ALPN) with this
+    /// certificate chain and key (PEM files, read again on SIGHUP); nil: plain HTTP behind a TLS proxy.
+    package var tls: TLSFiles?
+    /// `dashboard.*`: whether the dashboard is served, and where.
+    package var dashboard = DashboardListener()
+    /// `--dev`: cookies without `Secure` (plain HTTP on loopback), `http://` webhooks allowed.
+    package var development = false
+    /// `http://` webhook URLs outside `--dev` (the tests' receivers on loopback); never from YAML.
+    package var allowPlainHTTPWebhooks = false
+    /// `limits.*`: how often client-key calls may write.
+    package var limits = RateLimits()
     /// `clock: manual`: the server's clock stands still until `POST /v1/dev/clock` moves it
     /// (tests); `system` (the default) is the wall clock.
     package var clock = ClockSetting.system
+
+    /// A certificate chain and its private key, PEM files.
+    package struct TLSFiles: Sendable, Equatable {
+        package var certFile: String
+        package var keyFile: String
+
+        package init(certFile: String, keyFile: String) {
+            self.certFile = certFile
+            self.keyFile = keyFile
+        }
+    }
+
+    /// Where the dashboard is served (`dashboard: {enabled, host, port}`): by default on the API's
+    /// listener; with `port`, on a listener of its own (e.g. loopback or an admin network) and
+    /// not on the API's; `enabled: false` serves it nowhere.
+    package struct DashboardListener: Sendable, Equatable {
+        package var enabled = true
+        /// The dashboard listener's address (default: `server.host`), used with `port`.
+        package var host: String?
+        /// The dashboard's own port; nil: the API's listener serves it.
+        package var port: Int?
+
+        package init(enabled: Bool = true, host: String? = nil, port: Int? = nil) {
+            self.enabled = enabled
+            self.host = host
+            self.port = port
+        }
+
+        /// Whether the API's listener serves the dashboard.
+        package var onAPIListener: Bool { enabled && port == nil }
+    }
+
+    /// Token buckets for client-key writes (registrations, opens, responses, resolves): a burst
+    /// of `burst` calls, refilled at `per_minute`, counted per user and per client address.
+    package struct RateLimits: Sendable, Equatable {
+        package var userPerMinute = 60
+        package var userBurst = 20
+        package var addressPerMinute = 600
+        package var addressBurst = 200
+
+        package init() {}
+    }
 
     package enum ClockSetting: String, Sendable {
         case system, manual
@@ -60,8 +113,14 @@ package struct HeraldConfiguration: Sendable {
         package var serverKeys: [String]
         /// Keys that ship in apps and may register devices (`keys.client`): one, or two while rotating.
         package var clientKeys: [String]
-        /// The secret the app's backend signs user tokens with (`user_token_secret`, ≥ 32 bytes).
-        package var userTokenSecret: String?
+        /// The secrets user tokens are verified with (`user_token_secret`, ≥ 32 bytes each): one,
+        /// or two while rotating (the app's backend signs with the new one; both verify).
+        package var userTokenSecrets: [String] = []
+        /// The first user-token secret.
+        package var userTokenSecret: String? {
+            get { userTokenSecrets.first }
+            set { userTokenSecrets = newValue.map { [$0] } ?? [] }
+        }
         /// Whether client-key calls need a user token (`client_registration`); default verified.
         package var clientRegistration: ClientRegistration = .verified
         /// Registering one more active device than this deactivates the user's least recently
@@ -79,9 +138,15 @@ package struct HeraldConfiguration: Sendable {
         package var syncHourlyBudget = 3
         /// Where quick-action commits and delivery events go (issue #13 §2, `webhook`).
         package var webhook: WebhookConfiguration?
-        /// The key quick-action tokens are signed with (`action_token_secret`, ≥ 32 bytes); without
-        /// it, a random key kept in the database for the app (shared by every node).
-        package var actionTokenSecret: String?
+        /// The keys of quick-action tokens (`action_token_secret`, ≥ 32 bytes each): the first signs,
+        /// and while rotating a second still verifies; without any, a random key kept in the
+        /// database for the app (shared by every node).
+        package var actionTokenSecrets: [String] = []
+        /// The key new action tokens are signed with, when configured.
+        package var actionTokenSecret: String? {
+            get { actionTokenSecrets.first }
+            set { actionTokenSecrets = newValue.map { [$0] } ?? [] }
+        }
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
@@ -93,7 +158,7 @@ package struct HeraldConfiguration: Sendable {
             self.payloadKeyIsExplicit = payloadKey != nil
             self.serverKeys = serverKey.map { [$0] } ?? []
             self.clientKeys = clientKey.map { [$0] } ?? []
-            self.userTokenSecret = userTokenSecret
+            self.userTokenSecrets = userTokenSecret.map { [$0] } ?? []
             self.apns = apns
             self.catalogFile = catalogFile
         }
@@ -232,6 +297,20 @@ package struct HeraldConfiguration: Sendable {
                 )
             }
             guard app.maxDevicesPerUser >= 1 else { throw fail("\(path).max_devices_per_user", "must be 1 or more") }
+            if let webhook = app.webhook, !development, !allowPlainHTTPWebhooks, !webhook.url.lowercased().hasPrefix("https://") {
+                throw fail("\(path).webhook.url", "must be https:// (quick replies and user ids would travel in clear; http is for --dev only)")
+            }
+            guard app.userTokenSecrets.count <= 2 else { throw fail("\(path).user_token_secret", "one secret, or two while rotating") }
+            for (index, secret) in app.userTokenSecrets.enumerated() where index > 0 {
+                guard secret.utf8.count >= UserToken.minimumSecretBytes else {
+                    throw fail("\(path).user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
+                }
+                try claim(secret, "\(path).user_token_secret")
+            }
+            for secret in app.actionTokenSecrets {
+                guard secret.utf8.count >= 32 else { throw fail("\(path).action_token_secret", "needs at least 32 bytes") }
+                try claim(secret, "\(path).action_token_secret")
+            }
         }
     }
 
@@ -349,11 +428,14 @@ struct YAMLReader {
 
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
-        for (name, value) in try mapping(root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps"]) {
+        for (name, value) in try mapping(
+            root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits"])
+        {
             switch name {
             case "server":
-                for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections"]) {
+                for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections", "tls"]) {
                     if field == "host" { configuration.host = try string(node, "server.host") }
+                    if field == "tls" { configuration.tls = try tls(node) }
                     if field == "idle_timeout" {
                         configuration.idleTimeout = try int(node, "server.idle_timeout")
                         guard (1...3600).contains(configuration.idleTimeout) else {
@@ -372,6 +454,10 @@ struct YAMLReader {
                         configuration.port = port
                     }
                 }
+            case "dashboard":
+                configuration.dashboard = try dashboard(value)
+            case "limits":
+                configuration.limits = try limits(value)
             case "database":
                 for (_, node) in try mapping(value, "database", allowed: ["url"]) {
                     configuration.databaseURL = try string(node, "database.url")
@@ -402,6 +488,56 @@ struct YAMLReader {
         return configuration
     }
 
+    /// `server.tls: {cert_file, key_file}`: both required.
+    func tls(_ node: Node) throws(ConfigurationError) -> HeraldConfiguration.TLSFiles {
+        var values: [String: String] = [:]
+        for (name, value) in try mapping(node, "server.tls", allowed: ["cert_file", "key_file"]) {
+            values[name] = try path(value, "server.tls." + name)
+        }
+        guard let cert = values["cert_file"] else { throw fail(node, "server.tls.cert_file", "is required (the certificate chain, PEM)") }
+        guard let key = values["key_file"] else { throw fail(node, "server.tls.key_file", "is required (the private key, PEM)") }
+        return HeraldConfiguration.TLSFiles(certFile: cert, keyFile: key)
+    }
+
+    /// `dashboard: {enabled, host, port}`.
+    func dashboard(_ node: Node) throws(ConfigurationError) -> HeraldConfiguration.DashboardListener {
+        var listener = HeraldConfiguration.DashboardListener()
+        for (name, value) in try mapping(node, "dashboard", allowed: ["enabled", "host", "port"]) {
+            let path = "dashboard." + name
+            switch name {
+            case "enabled":
+                switch try string(value, path) {
+                case "true": listener.enabled = true
+                case "false": listener.enabled = false
+                default: throw fail(value, path, "is true or false")
+                }
+            case "host": listener.host = try string(value, path)
+            default:
+                let port = try int(value, path)
+                guard (0...65535).contains(port) else { throw fail(value, path, "must be 0–65535") }
+                listener.port = port
+            }
+        }
+        return listener
+    }
+
+    /// `limits: {user_per_minute, user_burst, address_per_minute, address_burst}`.
+    func limits(_ node: Node) throws(ConfigurationError) -> HeraldConfiguration.RateLimits {
+        var limits = HeraldConfiguration.RateLimits()
+        for (name, value) in try mapping(node, "limits", allowed: ["user_per_minute", "user_burst", "address_per_minute", "address_burst"]) {
+            let path = "limits." + name
+            let number = try int(value, path)
+            guard (1...1_000_000).contains(number) else { throw fail(value, path, "must be 1–1000000") }
+            switch name {
+            case "user_per_minute": limits.userPerMinute = number
+            case "user_burst": limits.userBurst = number
+            case "address_per_minute": limits.addressPerMinute = number
+            default: limits.addressBurst = number
+            }
+        }
+        return limits
+    }
+
     func app(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.AppConfiguration {
         let fields = try mapping(
             node, key,
@@ -428,11 +564,11 @@ struct YAMLReader {
                     if kind == "server" { app.serverKeys = secrets } else { app.clientKeys = secrets }
                 }
             case "user_token_secret":
-                let secret = try string(value, key + ".user_token_secret")
-                guard secret.utf8.count >= UserToken.minimumSecretBytes else {
+                let secrets = try rotating(value, key + ".user_token_secret", maximum: 2, "one secret, or a list of two while rotating (the first signs)")
+                for secret in secrets where secret.utf8.count < UserToken.minimumSecretBytes {
                     throw fail(value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
                 }
-                app.userTokenSecret = secret
+                app.userTokenSecrets = secrets
             case "client_registration":
                 guard let mode = HeraldConfiguration.ClientRegistration(rawValue: try string(value, key + ".client_registration")) else {
                     throw fail(value, key + ".client_registration", "is verified or unverified")
@@ -456,9 +592,11 @@ struct YAMLReader {
                 }
             case "webhook": app.webhook = try webhook(value, key + ".webhook")
             case "action_token_secret":
-                let secret = try string(value, key + ".action_token_secret")
-                guard secret.utf8.count >= 32 else { throw fail(value, key + ".action_token_secret", "needs at least 32 bytes") }
-                app.actionTokenSecret = secret
+                let secrets = try rotating(value, key + ".action_token_secret", maximum: 2, "one secret, or a list of two while rotating (the first signs)")
+                for secret in secrets where secret.utf8.count < 32 {
+                    throw fail(value, key + ".action_token_secret", "needs at least 32 bytes")
+                }
+                app.actionTokenSecrets = secrets
             case "apns": app.apns = try apns(value, key + ".apns")
             case "catalog": app.catalogFile = try path(value, key + ".catalog")
             case "fcm": app.fcm = try fcm(value, key + ".fcm")

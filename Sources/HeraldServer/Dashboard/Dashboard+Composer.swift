@@ -13,7 +13,7 @@ extension Dashboard {
     /// How many devices a preview shows.
     static let previewMaximumDevices = 50
 
-    static func addComposerRoutes(to router: Router<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addComposerRoutes(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {
         router.get("/dashboard/apps/:app/compose") { request, context in
             try await withApp(request, context, runtime) { session, app in
                 var form = ComposeForm()

@@ -7,7 +7,7 @@ import Hummingbird
 /// The Analytics and Catalog pages (issue #15): what `GET …/analytics` answers, drawn; and the
 /// catalog's types with their copy per locale as a lock screen shows it, and the checker's findings.
 extension Dashboard {
-    static func addInsightRoutes(to router: Router<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addInsightRoutes(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {
         router.get("/dashboard/apps/:app/analytics") { request, context in
             try await withApp(request, context, runtime) { session, app in
                 let query: AnalyticsQuery

@@ -7,10 +7,10 @@ import Mustache
 import NIOCore
 import Synchronization
 
-/// The dashboard (issue #15): server-rendered pages under `/dashboard` on the API's port, signed
-/// in with the admin key or an app's server key (a signed HttpOnly, SameSite=Strict cookie; a
-/// CSRF token in every form). Nothing secret is rendered: keys never, device tokens by their
-/// first 8 characters.
+/// The dashboard: server-rendered pages under `/dashboard` (on the API's listener or one of its
+/// own), signed in with the admin key or an app's server key (a signed HttpOnly, SameSite=Strict,
+/// Secure cookie; a CSRF token in every form). Nothing secret is rendered: keys never, device
+/// tokens by their first 8 characters.
 enum Dashboard {
     static let library: MustacheLibrary = {
         var library = MustacheLibrary()
@@ -19,54 +19,81 @@ enum Dashboard {
         return library
     }()
 
-    /// Sessions signed out on this node (their nonces), until they would have expired anyway.
-    static let signedOut = Mutex<[String: Date]>([:])
+    /// The router of the dashboard's own listener (`dashboard.port`): its pages, and `/livez`.
+    static func router(runtime: HeraldRuntime) -> Router<HeraldRequestContext> {
+        let router = Router(context: HeraldRequestContext.self)
+        router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
+        router.add(middleware: ListenerMiddleware(runtime: runtime))
+        router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
+        addRoutes(to: router, runtime: runtime)
+        return router
+    }
 
-    static func addRoutes(to router: Router<BasicRequestContext>, runtime: HeraldRuntime) {
+    static func addRoutes(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {
+        let secure = !runtime.configuration.development
         router.get("/dashboard/assets/herald.css") { _, _ in asset(DashboardTemplates.css, type: "text/css; charset=utf-8") }
         router.get("/dashboard/assets/herald.js") { _, _ in asset(DashboardTemplates.script, type: "text/javascript; charset=utf-8") }
         router.get("/dashboard") { request, _ in
-            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+            guard let session = try await session(request, runtime) else { return redirect("/dashboard/login") }
             switch session.role {
             case .admin: return redirect("/dashboard/overview")
             case .app(let id): return redirect("/dashboard/apps/\(escaped(id))")
             }
         }
-        router.get("/dashboard/login") { request, _ in
-            loginPage(error: nil, status: .ok)
+        router.get("/dashboard/login") { _, _ in
+            try await loginPage(error: nil, status: .ok, runtime: runtime)
         }
-        router.post("/dashboard/login") { request, _ in
+        router.post("/dashboard/login") { request, context in
+            let now = Date()
+            if let wait = runtime.signInThrottle.wait(peer: context.peer, now: now) {
+                runtime.metrics.signInRefused(reason: "throttled")
+                runtime.logger.notice("Dashboard sign-in throttled", metadata: ["herald.peer": "\(context.peer)", "herald.retry_after": "\(wait)"])
+                var response = message(
+                    "Too many attempts", "Too many failed sign-ins: try again in \(wait) s.", session: nil, app: nil, status: .tooManyRequests)
+                response.headers[.retryAfter] = "\(wait)"
+                return response
+            }
             let form = try await form(request)
-            guard let token = request.cookies[DashboardSession.loginCookie]?.value, let sent = form["csrf"],
-                HeraldAPI.constantTimeEquals(token, sent)
+            let secret = try await runtime.dashboardSecret()
+            guard let token = request.cookies[DashboardSession.loginCookie(secure: secure)]?.value, let sent = form["csrf"],
+                HeraldAPI.constantTimeEquals(token, sent), DashboardSession.checkLoginToken(sent, secret: secret, now: now)
             else {
-                return loginPage(error: "The form expired or was not sent from this page; try again.", status: .forbidden)
+                return try await loginPage(
+                    error: "The form expired or was not sent from this page; try again.", status: .forbidden, runtime: runtime)
             }
-            guard let session = DashboardSession.signIn(key: form["key"] ?? "", configuration: runtime.configuration, now: Date()) else {
-                runtime.logger.notice("Dashboard sign-in refused: not the admin key nor an app's server key")
-                return loginPage(error: "That is not the admin key nor an app's server key.", status: .unauthorized)
+            guard
+                let session = DashboardSession.signIn(
+                    key: form["key"] ?? "", configuration: runtime.configuration, secret: secret, now: now)
+            else {
+                runtime.signInThrottle.failed(peer: context.peer, now: now)
+                runtime.metrics.signInRefused(reason: "wrong_key")
+                runtime.logger.notice(
+                    "Dashboard sign-in refused: not the admin key nor an app's server key", metadata: ["herald.peer": "\(context.peer)"])
+                return try await loginPage(
+                    error: "That is not the admin key nor an app's server key of at least \(DashboardSession.minimumKeyLength) characters.",
+                    status: .unauthorized, runtime: runtime)
             }
-            runtime.logger.notice("Dashboard sign-in", metadata: ["herald.dashboard.role": "\(describe(session.role))"])
+            runtime.signInThrottle.succeeded(peer: context.peer)
+            runtime.logger.notice(
+                "Dashboard sign-in", metadata: ["herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)"])
             var response = redirect("/dashboard")
-            response.setCookie(cookie(DashboardSession.cookie, session.value, maxAge: Int(DashboardSession.lifetime)))
-            response.setCookie(cookie(DashboardSession.loginCookie, "", maxAge: 0))
+            response.setCookie(cookie(DashboardSession.cookie(secure: secure), session.value, maxAge: Int(DashboardSession.lifetime), secure: secure))
+            response.setCookie(cookie(DashboardSession.loginCookie(secure: secure), "", maxAge: 0, secure: secure))
             return response
         }
-        router.post("/dashboard/logout") { request, _ in
-            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+        router.post("/dashboard/logout") { request, context in
+            guard let session = try await session(request, runtime) else { return redirect("/dashboard/login") }
             let form = try await form(request)
             guard checkCSRF(form, session) else { return csrfRefused() }
-            signedOut.withLock { signedOut in
-                let now = Date()
-                signedOut = signedOut.filter { $0.value > now }
-                signedOut[session.nonce] = session.expires
-            }
+            try await runtime.store.recordSignOut(nonce: session.nonce, expiresAt: session.expiresAt)
+            runtime.logger.notice(
+                "Dashboard sign-out", metadata: ["herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)"])
             var response = redirect("/dashboard/login")
-            response.setCookie(cookie(DashboardSession.cookie, "", maxAge: 0))
+            response.setCookie(cookie(DashboardSession.cookie(secure: secure), "", maxAge: 0, secure: secure))
             return response
         }
         router.get("/dashboard/overview") { request, _ in
-            guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+            guard let session = try await session(request, runtime) else { return redirect("/dashboard/login") }
             let apps = runtime.apps.keys.sorted().filter { session.role.sees($0) }
             return try await overview(apps: apps, session: session, app: nil, runtime: runtime)
         }
@@ -215,10 +242,10 @@ enum Dashboard {
     /// Runs `body` for the app the path names when the session may see it; else a 404 page (an
     /// app key learns nothing about other apps, not even whether they exist).
     static func withApp(
-        _ request: Request, _ context: BasicRequestContext, _ runtime: HeraldRuntime,
+        _ request: Request, _ context: HeraldRequestContext, _ runtime: HeraldRuntime,
         _ body: (DashboardSession, AppRuntime) async throws -> Response
     ) async throws -> Response {
-        guard let session = session(request, runtime) else { return redirect("/dashboard/login") }
+        guard let session = try await session(request, runtime) else { return redirect("/dashboard/login") }
         let id = context.parameters.get("app")?.removingPercentEncoding ?? ""
         guard session.role.sees(id), let app = runtime.apps[id] else {
             return message("Not found", "No such app.", session: session, app: nil, status: .notFound)
@@ -226,11 +253,15 @@ enum Dashboard {
         return try await body(session, app)
     }
 
-    static func session(_ request: Request, _ runtime: HeraldRuntime) -> DashboardSession? {
-        guard let value = request.cookies[DashboardSession.cookie]?.value,
-            let session = DashboardSession.verify(value, configuration: runtime.configuration, now: Date())
-        else { return nil }
-        return signedOut.withLock { $0[session.nonce] } == nil ? session : nil
+    /// The request's session: its cookie's MAC holds, it has not expired, and it has not signed out.
+    static func session(_ request: Request, _ runtime: HeraldRuntime) async throws -> DashboardSession? {
+        let secure = !runtime.configuration.development
+        guard let value = request.cookies[DashboardSession.cookie(secure: secure)]?.value else { return nil }
+        let secret = try await runtime.dashboardSecret()
+        guard let session = DashboardSession.verify(value, configuration: runtime.configuration, secret: secret, now: Date()) else {
+            return nil
+        }
+        return try await runtime.store.isSignedOut(nonce: session.nonce) ? nil : session
     }
 
     static func checkCSRF(_ form: [String: String], _ session: DashboardSession) -> Bool {
@@ -242,22 +273,39 @@ enum Dashboard {
         message("Refused", "The form's CSRF token is missing or wrong: reload the page and try again.", session: nil, app: nil, status: .forbidden)
     }
 
-    /// A form body (`application/x-www-form-urlencoded`, at most 64 KB).
+    /// The largest form body the dashboard reads (the composer's data field included).
+    static let maximumFormBody = 64 * 1024
+
+    /// A form body: `application/x-www-form-urlencoded` only (a multipart or any other body is a
+    /// 415), at most `maximumFormBody` bytes (413), parsed by `FormBody` (a bad escape or bytes
+    /// that are not UTF-8 are a 400 naming `body`).
     static func form(_ request: Request) async throws -> [String: String] {
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
-        var components = URLComponents()
-        components.percentEncodedQuery = String(buffer: buffer).replacingOccurrences(of: "+", with: "%20")
-        var fields: [String: String] = [:]
-        for item in components.queryItems ?? [] where fields[item.name] == nil { fields[item.name] = item.value ?? "" }
-        return fields
+        let type = request.headers[.contentType]?.split(separator: ";", maxSplits: 1).first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard type == "application/x-www-form-urlencoded" else {
+            throw APIError(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                message: "dashboard forms are sent as application/x-www-form-urlencoded", field: "content-type")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: maximumFormBody)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "body_too_large", message: "the form is larger than 64 KB", field: "body")
+        }
+        switch FormBody.parse(buffer.readableBytesView) {
+        case .success(let fields): return fields
+        case .failure(let invalid): throw APIError(.badRequest, code: "invalid_form", message: invalid.message, field: "body")
+        }
     }
 
-    static func loginPage(error: String?, status: HTTPResponse.Status) -> Response {
-        let token = DashboardSession.randomToken()
+    static func loginPage(error: String?, status: HTTPResponse.Status, runtime: HeraldRuntime) async throws -> Response {
+        let secure = !runtime.configuration.development
+        let token = DashboardSession.loginToken(secret: try await runtime.dashboardSecret(), now: Date())
         var response = page(
             layout(title: "Sign in", content: render("login", LoginPage(csrf: token, error: error)), session: nil, app: nil, tab: nil),
             status: status)
-        response.setCookie(cookie(DashboardSession.loginCookie, token, maxAge: 3600))
+        response.setCookie(cookie(DashboardSession.loginCookie(secure: secure), token, maxAge: 3600, secure: secure))
         return response
     }
 
@@ -322,8 +370,10 @@ enum Dashboard {
         HTTPField.Name("X-Frame-Options")!: "DENY",
     ]
 
-    static func cookie(_ name: String, _ value: String, maxAge: Int) -> Cookie {
-        Cookie(name: name, value: value, maxAge: maxAge, path: "/dashboard", httpOnly: true, sameSite: .strict)
+    /// A dashboard cookie: HttpOnly, SameSite=Strict; `Secure` with `Path=/` (what the
+    /// `__Host-` prefix requires) unless over plain HTTP under `--dev`.
+    static func cookie(_ name: String, _ value: String, maxAge: Int, secure: Bool) -> Cookie {
+        Cookie(name: name, value: value, maxAge: maxAge, path: secure ? "/" : "/dashboard", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
     static func escaped(_ component: String) -> String {

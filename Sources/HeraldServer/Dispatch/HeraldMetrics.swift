@@ -178,6 +178,16 @@ package final class HeraldMetrics: Sendable {
         counter("herald_api_requests_total", [("route", route), ("method", method), ("status", "\(status)")]).increment()
     }
 
+    /// A client-key write refused by its rate limit.
+    func rateLimited(app: String) {
+        counter("herald_rate_limited_total", [("app", app)]).increment()
+    }
+
+    /// A dashboard sign-in refused (`reason`: wrong_key, throttled).
+    func signInRefused(reason: String) {
+        counter("herald_dashboard_signin_refused_total", [("reason", reason)]).increment()
+    }
+
     /// The exposition text. Gauges read at scrape time (queue, pauses, connections) are set first.
     package func render(
         queueDepth: Int, deferred: Int, oldestQueuedAge: TimeInterval, openConnections: Int,

@@ -26,6 +26,13 @@ package struct OutboxLoop: Service {
             "Dispatcher started",
             metadata: ["herald.node": "\(runtime.store.nodeID)", "herald.database": "\(runtime.store.dialect.rawValue)"])
         try await rescue()
+        // No pause is known after a start: what waits for a provider paused before it (a fixed
+        // key or topic, say) is due now, so the first of it probes the provider within seconds.
+        let released = try await runtime.store.releasePausedDeliveries(
+            apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
+        if released > 0 {
+            logger.notice("Deliveries held for a paused provider are due again: the provider is probed now", metadata: ["herald.deliveries": "\(released)"])
+        }
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
         let batches = BatchRegistry()

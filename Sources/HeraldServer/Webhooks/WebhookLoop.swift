@@ -57,7 +57,7 @@ package struct WebhookLoop: Service {
             webhook, messageID: message.messageID, body: Data(message.body.utf8), idempotencyKey: message.idempotencyKey, timeout: WebhookSender.retryTimeout)
         let outcome: HeraldStore.WebhookOutcome
         if attempt.delivered {
-            outcome = .delivered(status: attempt.status ?? 200, result: attempt.body)
+            outcome = .delivered(status: attempt.status ?? 200, result: WebhookSender.deviceResult(attempt.body))
         } else if attempt.abort {
             outcome = .failed(status: attempt.status, error: "the receiver answered webhook-delivery: abort", aborted: true)
         } else if let delay = WebhookSender.retryDelay(afterAttempts: message.attempts + 1) {

@@ -28,9 +28,27 @@ package struct WebhookSender: Sendable {
 
     let client: HTTPClient
 
-    package init(client: HTTPClient = .shared) {
+    package init(client: HTTPClient = WebhookSender.sharedClient) {
         self.client = client
     }
+
+    /// The process's webhook client: pooled, and it follows no redirect (a receiver's `302` to an
+    /// internal address is not fetched; it counts as a failed try). Made once, kept for the
+    /// process's life like `HTTPClient.shared`.
+    package static let sharedClient = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
+    /// What of a receiver's answer goes back to the device that committed the action: a JSON
+    /// document of at most `maximumDeviceResultBytes`, else nothing (the audit keeps the answer).
+    package static func deviceResult(_ body: String?) -> String? {
+        guard let body, !body.isEmpty, body.utf8.count <= maximumDeviceResultBytes,
+            (try? JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])) != nil
+        else { return nil }
+        return body
+    }
+
+    /// The largest answer passed on to a device.
+    package static let maximumDeviceResultBytes = 4 * 1024
 
     /// The wait after `attempts` failed tries; nil when none is left.
     package static func retryDelay(afterAttempts attempts: Int) -> TimeInterval? {
