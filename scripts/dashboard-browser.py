@@ -15,6 +15,9 @@ What it checks, in order (each failure names the step and keeps the page's text)
   6. a form posted without its CSRF token is refused with 403;
   7. every page fits 375 px without sideways scrolling, and light and dark render;
   8. sign-out ends the session.
+Herald serves HTTPS itself here (server.tls, a self-signed certificate made with openssl) and
+the dashboard on a listener of its own (dashboard.port): the session cookie is __Host-, Secure,
+and the API's listener serves no dashboard page.
 With --screenshots DIR it saves PNGs at 1440 and 375 px wide (dark for one) into DIR.
 """
 import argparse
@@ -22,6 +25,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -49,12 +53,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Trusts the run's self-signed certificate (set once it is made).
+TLS = None
+
+
 def wait_for(url, what, process, log):
     for _ in range(300):
         if process.poll() is not None:
             sys.exit(f"dashboard-browser: {what} exited ({process.returncode}):\n{open(log).read()[-4000:]}")
         try:
-            urllib.request.urlopen(url, timeout=1)
+            urllib.request.urlopen(url, timeout=1, context=TLS if url.startswith("https") else None)
             return
         except Exception:
             time.sleep(0.1)
@@ -65,7 +73,7 @@ def api(base, method, path, body=None, key=DEMO_SERVER):
     request = urllib.request.Request(
         base + path, method=method, data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=10, context=TLS) as response:
         return json.loads(response.read() or b"{}")
 
 
@@ -165,8 +173,16 @@ def main():
         wait_for(control + "/inbox", "herald sim", sim, sim_log)
         apns = (f'{{ team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.demo, '
                 f'environment: sandbox, endpoint: "https://127.0.0.1:{sim_port}", ca_file: "sim/sim-ca.pem" }}')
+        global TLS
+        cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=herald-browser",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        TLS = ssl.create_default_context(cafile=cert)
+        dashboard_port = free_port()
         with open(os.path.join(work, "herald.yaml"), "w") as f:
-            f.write(f"""server: {{ host: 127.0.0.1, port: {port} }}
+            f.write(f"""server: {{ host: 127.0.0.1, port: {port}, tls: {{ cert_file: cert.pem, key_file: key.pem }} }}
+dashboard: {{ host: 127.0.0.1, port: {dashboard_port} }}
 database: {{ url: "sqlite://{work}/herald.sqlite" }}
 admin_key: "{ADMIN}"
 apps:
@@ -184,8 +200,16 @@ apps:
         serve = subprocess.Popen([herald, "serve", "--config", "herald.yaml"], cwd=work, stdout=open(serve_log, "w"), stderr=subprocess.STDOUT,
                                  env={**os.environ, "HERALD_LOG_LEVEL": "notice"})
         processes.append(serve)
-        base = f"http://127.0.0.1:{port}"
+        base = f"https://127.0.0.1:{port}"
         wait_for(base + "/healthz", "herald serve", serve, serve_log)
+        board = f"https://127.0.0.1:{dashboard_port}"
+        wait_for(board + "/livez", "the dashboard listener", serve, serve_log)
+        try:
+            urllib.request.urlopen(base + "/dashboard/login", timeout=5, context=TLS)
+            sys.exit("dashboard-browser: FAILED: the API's listener serves the dashboard though dashboard.port is set")
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                sys.exit(f"dashboard-browser: FAILED: the API's listener answered /dashboard/login with {error.code}, not 404")
 
         # Ana's iPhone in a zone where it is night; Bob's iPhone too, to fill the pages.
         zone = night_zone()
@@ -206,10 +230,10 @@ apps:
         options = webdriver.ChromeOptions()
         options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
         for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--hide-scrollbars",
-                     "--window-size=1440,900", "--force-device-scale-factor=1"):
+                     "--window-size=1440,900", "--force-device-scale-factor=1", "--ignore-certificate-errors"):
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
-        run = Run(base, driver, shots)
+        run = Run(board, driver, shots)
         try:
             exercise(run, control, zone, deferred)
         except Exception as error:  # Selenium's: no such element, a timeout
@@ -242,8 +266,9 @@ def exercise(run, control, zone, deferred):
     run.wait_text("Overview")
     run.check(driver.current_url.endswith("/dashboard/apps/demo"), "a server key lands on its app")
     run.check("app demo" in run.text(), "the header names who is signed in")
-    cookie = driver.get_cookie("herald_session")
-    run.check(cookie is not None and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict", f"session cookie {cookie}")
+    cookie = driver.get_cookie("__Host-herald_session")
+    run.check(cookie is not None and cookie.get("httpOnly") and cookie.get("secure") and cookie.get("sameSite") == "Strict"
+              and cookie.get("path") == "/", f"session cookie {cookie}")
     run.check(DEMO_SERVER not in driver.page_source, "the key is not in the page")
     run.shoot("overview", 1440)
 

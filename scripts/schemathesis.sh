@@ -35,11 +35,13 @@ run() {
 }
 
 echo "== schemathesis 1/3: admin key, --dev: no 5xx"
-HERALD_ADMIN_KEY="$ADMIN" HERALD_LOG_LEVEL=warning "$HERALD" serve --dev --port "$PORT" --dev-dir "$WORK/dev" \
+# --dev ignores HERALD_ADMIN_KEY: its admin key is the one it wrote to its keys.json.
+HERALD_LOG_LEVEL=warning "$HERALD" serve --dev --port "$PORT" --dev-dir "$WORK/dev" \
     > "$WORK/serve.out" 2> "$WORK/serve.err" &
 PID=$!
 wait_up
-run --checks not_a_server_error --header "Authorization: Bearer $ADMIN"
+DEV_ADMIN=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["admin"])' "$WORK/dev/keys.json")
+run --checks not_a_server_error --header "Authorization: Bearer $DEV_ADMIN"
 kill -0 "$PID" || { echo "server died" >&2; exit 1; }
 stop
 

@@ -90,17 +90,25 @@ struct OperationsTests {
         }
     }
 
-    @Test("at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text")
+    @Test("at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text; --dev ignores HERALD_DATABASE_URL and HERALD_ADMIN_KEY")
     func traceLogIsClean() async throws {
         let directory = try makeTemporaryDirectory("herald-trace")
         var environment = ProcessInfo.processInfo.environment
         environment["HERALD_LOG_LEVEL"] = "trace"
+        // A dev run never reaches another database (nothing listens on port 1) nor takes this key.
+        let ignoredKey = "env-admin-key-a-dev-run-must-ignore-0123"
+        environment["HERALD_DATABASE_URL"] = "postgres://herald@127.0.0.1:1/production"
+        environment["HERALD_ADMIN_KEY"] = ignoredKey
         let (process, port) = try await startHerald(
             ["serve", "--dev", "--dev-dir", directory + "/dev"], environment: environment, log: directory + "/serve.err")
         defer { if process.isRunning { process.terminate() } }
         let base = "http://127.0.0.1:\(port)"
         let keys = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json"))) as? [String: String])
+        #expect(try await curl(["-H", "Authorization: Bearer \(ignoredKey)", "\(base)/metrics"]).status == 401)
+        #expect(try await curl(["-H", "Authorization: Bearer \(keys["admin"]!)", "\(base)/metrics"]).status == 200)
+        let startLog = (try? String(contentsOfFile: directory + "/serve.err", encoding: .utf8)) ?? ""
+        #expect(startLog.contains("HERALD_DATABASE_URL is ignored under --dev") && startLog.contains("HERALD_ADMIN_KEY is ignored under --dev"))
         // The secrets --dev writes are the owner's alone from the moment they exist.
         for file in ["keys.json", "demo-AuthKey.p8"] {
             let mode = try FileManager.default.attributesOfItem(atPath: directory + "/dev/" + file)[.posixPermissions] as? Int
