@@ -34,7 +34,9 @@
 #                                                  # p50 / p90 / p99 / max (each in latency.csv).
 #                                                  # PROBES=2000 also calls GET /healthz that often
 #                                                  # per second, keyless, from 16 connections, for
-#                                                  # the whole run (what a probe flood costs sends)
+#                                                  # the whole run (what a probe flood costs sends;
+#                                                  # the flood is Benchmarks/probe-flood.c, built
+#                                                  # with cc)
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
@@ -357,49 +359,9 @@ if [ "$MODE" = latency ]; then
     status=0
     PROBE_PID=
     if [ "${PROBES:-0}" -gt 0 ]; then
-        echo "== with GET /healthz at ${PROBES}/s from 16 connections"
-        python3 - "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" > "$WORK/probes.txt" <<'PY' &
-import asyncio, sys, time
-port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-statuses = {}
-
-async def worker(queue):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    while True:
-        item = await queue.get()
-        if item is None:
-            writer.close()
-            return
-        writer.write(request)
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        await reader.readexactly(length)
-        code = int(head.split(b" ")[1])
-        statuses[code] = statuses.get(code, 0) + 1
-
-async def main():
-    queue = asyncio.Queue()
-    workers = [asyncio.create_task(worker(queue)) for _ in range(16)]
-    begin = time.monotonic()
-    total = int(rate * seconds)
-    for n in range(total):
-        delay = begin + n / rate - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        queue.put_nowait(n)
-    for _ in workers:
-        queue.put_nowait(None)
-    await asyncio.gather(*workers)
-    return total, time.monotonic() - begin
-
-total, elapsed = asyncio.run(main())
-print("probes: %d in %.2fs (%.0f/s answered), statuses %s" % (sum(statuses.values()), elapsed, sum(statuses.values()) / elapsed, statuses))
-PY
+        echo "== with GET /healthz at ${PROBES}/s from 16 connections (Benchmarks/probe-flood.c)"
+        cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
+        "$WORK/probe-flood" "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" 16 /healthz > "$WORK/probes.txt" &
         PROBE_PID=$!
         sleep 0.5
     fi

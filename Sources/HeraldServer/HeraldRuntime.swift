@@ -392,25 +392,59 @@ package final class HeraldRuntime: Sendable {
 
 /// One health computation at a time, its answer reused while younger than the caller's
 /// `maximumAge`: callers that arrive while one runs wait for it instead of starting their own.
-package actor HealthCache {
-    private var last: (report: HealthReport, at: ContinuousClock.Instant)?
-    private var computing = false
-    private var waiters: [CheckedContinuation<HealthReport, Never>] = []
+/// A fresh answer is read under a lock, with no hop to another executor (a probe flood costs
+/// the request and nothing more).
+package final class HealthCache: Sendable {
+    private struct State {
+        var last: (report: HealthReport, at: ContinuousClock.Instant)?
+        var computing = false
+        var waiters: [CheckedContinuation<HealthReport, Never>] = []
+        var computations = 0
+    }
+
+    private enum Step {
+        case cached(HealthReport)
+        case wait
+        case compute
+    }
+
+    private let state = Mutex(State())
+
     /// How many times a report was computed (the tests count them).
-    package private(set) var computations = 0
+    package var computations: Int { state.withLock { $0.computations } }
 
     package func report(maximumAge: Duration, compute: @Sendable () async -> HealthReport) async -> HealthReport {
-        if let last, ContinuousClock.now - last.at < maximumAge { return last.report }
-        if computing { return await withCheckedContinuation { waiters.append($0) } }
-        computing = true
-        computations += 1
-        let report = await compute()
-        last = (report, ContinuousClock.now)
-        computing = false
-        let waiting = waiters
-        waiters = []
-        for waiter in waiting { waiter.resume(returning: report) }
-        return report
+        let step = state.withLock { state -> Step in
+            if let last = state.last, ContinuousClock.now - last.at < maximumAge { return .cached(last.report) }
+            if state.computing { return .wait }
+            state.computing = true
+            state.computations += 1
+            return .compute
+        }
+        switch step {
+        case .cached(let report):
+            return report
+        case .wait:
+            return await withCheckedContinuation { waiter in
+                // The computation may have ended between the two locks: then its answer now.
+                let ready = state.withLock { state -> HealthReport? in
+                    if !state.computing, let last = state.last { return last.report }
+                    state.waiters.append(waiter)
+                    return nil
+                }
+                if let ready { waiter.resume(returning: ready) }
+            }
+        case .compute:
+            let report = await compute()
+            let waiting = state.withLock { state -> [CheckedContinuation<HealthReport, Never>] in
+                state.last = (report, ContinuousClock.now)
+                state.computing = false
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiting { waiter.resume(returning: report) }
+            return report
+        }
     }
 }
 

@@ -346,6 +346,19 @@ extension HeraldStore {
     ) async throws -> Resolution {
         try await transaction(durable: true) { [self] session in
             if let earlier = try await Self.resolution(appID: appID, notificationID: notificationID, userID: userID, session) { return earlier }
+            // Only devices that had a delivery of the notification take part: the resolving one
+            // must have had one, and the replacement goes to the user's others that had one.
+            let reached = Set(
+                try await session.query(
+                    "SELECT device_id FROM deliveries WHERE notification_id = $1 AND user_id = $2", [.text(notificationID.uuidString), .text(userID)]
+                ).compactMap { $0.first?.text })
+            guard reached.contains(deviceID) else {
+                throw StoreError(.notFound, "the device had no delivery of this notification")
+            }
+            // …and still the user's (a device that moved to another user since is left out).
+            let current = Set(
+                try await session.query("SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
+                    .compactMap { $0.first?.text })
             let now = nowMilliseconds
             var cancelled = 0
             var undeferred = 0
@@ -365,8 +378,8 @@ extension HeraldStore {
                     [.integer(Int64(cancelled)), .integer(Int64(undeferred)), .text(notificationID.uuidString)])
             }
             let (devices, _) = try await writeNotification(
-                appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content, recipients: .users([userID]),
-                excludeDeviceIDs: [deviceID], due: now, lane: .urgent, now: now, session)
+                appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content,
+                recipients: .devices(reached.intersection(current).subtracting([deviceID]).sorted()), excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
             _ = try await session.query(
                 """
                 INSERT INTO resolutions (app_id, notification_id, user_id, device_id, label, replacement_id, created_at)

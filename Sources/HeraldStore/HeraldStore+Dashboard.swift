@@ -82,7 +82,11 @@ extension HeraldStore {
                 .compactMap { $0.first?.text }
             guard !types.isEmpty, !devices.isEmpty else { return [] }
             var found: [WaitingDelivery] = []
-            for chunk in types.keys.sorted().chunked(Self.waitingLookupChunk) {
+            // Both lists in chunks: at most 1,002 binds a statement, however many devices a user has.
+            for (chunk, deviceChunk) in types.keys.sorted().chunked(Self.waitingLookupChunk).flatMap({ notifications in
+                devices.chunked(Self.waitingLookupChunk).map { (notifications, $0) }
+            }) {
+                let devices = deviceChunk
                 // $1 the user, $2 the limit, then the devices, then the notifications.
                 let deviceList = devices.indices.map { "$\($0 + 3)" }.joined(separator: ", ")
                 let notificationList = chunk.indices.map { "$\($0 + 3 + devices.count)" }.joined(separator: ", ")

@@ -231,7 +231,24 @@ extension HeraldStore {
                 ) AS ranked WHERE position > \(bind: limit))
             """
         ).run()
+        // Rows beyond the limit that have been inactive for `inactiveDeviceLifetime` are deleted:
+        // a user registering device after device cannot grow the table without bound.
+        try await session.sql.raw(
+            """
+            DELETE FROM devices
+            WHERE app_id = \(bind: appID) AND active = 0 AND inactive_since <= \(bind: now - Self.inactiveDeviceLifetime) AND device_id IN (
+                SELECT device_id FROM (
+                    SELECT device_id, ROW_NUMBER() OVER (
+                        PARTITION BY user_id ORDER BY updated_at DESC, created_at DESC, device_id DESC) AS position
+                    FROM devices WHERE app_id = \(bind: appID) AND user_id IN (\(binds: users))
+                ) AS ranked WHERE position > \(bind: limit))
+            """
+        ).run()
     }
+
+    /// How long a device beyond its user's `max_devices_per_user` stays inactive before it is
+    /// deleted (30 days, in milliseconds).
+    static let inactiveDeviceLifetime: Int64 = 30 * 86_400_000
 
     /// `COALESCE(excluded.X, devices.X)` while the device stays with its user; the new value only
     /// when it moves to another user. (SQLite evaluates SET against the row before the update.)
@@ -287,13 +304,41 @@ extension HeraldStore {
         }
     }
 
-    /// A user's devices, active and inactive, oldest first.
-    package func devices(appID: String, userID: String) async throws -> [DeviceRecord] {
-        try await exclusive { session in
-            try await session.sql.raw(
-                "SELECT \(unsafeRaw: Self.deviceColumns) FROM devices WHERE app_id = \(bind: appID) AND user_id = \(bind: userID) ORDER BY created_at, device_id"
+    /// A user's devices, active and inactive, oldest first: at most `limit`, read where it holds
+    /// up no writer (a reading connection on SQLite).
+    package func devices(appID: String, userID: String, limit: Int = 1_000) async throws -> [DeviceRecord] {
+        try await devicePage(appID: appID, userID: userID, limit: limit, after: nil).devices
+    }
+
+    /// Where a page of a user's devices continues: after this registration time and device id.
+    package struct DeviceCursor: Sendable, Equatable {
+        package var createdAt: Int64
+        package var deviceID: String
+
+        package init(createdAt: Int64, deviceID: String) {
+            self.createdAt = createdAt
+            self.deviceID = deviceID
+        }
+    }
+
+    /// One page of a user's devices, oldest first, and where the next starts (nil: none).
+    package func devicePage(
+        appID: String, userID: String, limit: Int, after: DeviceCursor?
+    ) async throws -> (devices: [DeviceRecord], next: DeviceCursor?) {
+        let limit = max(1, limit)
+        let rows = try await reading { session in
+            let start = after.map { SQLQueryString("AND (created_at > \(bind: $0.createdAt) OR (created_at = \(bind: $0.createdAt) AND device_id > \(bind: $0.deviceID)))") }
+                ?? SQLQueryString("")
+            return try await session.sql.raw(
+                """
+                SELECT \(unsafeRaw: Self.deviceColumns) FROM devices WHERE app_id = \(bind: appID) AND user_id = \(bind: userID) \(start)
+                ORDER BY created_at, device_id LIMIT \(bind: limit + 1)
+                """
             ).all().map(Self.device(from:))
         }
+        let page = Array(rows.prefix(limit))
+        let next = rows.count > limit ? page.last.map { DeviceCursor(createdAt: Self.milliseconds($0.createdAt), deviceID: $0.deviceID) } : nil
+        return (page, next)
     }
 
     /// One device.

@@ -124,14 +124,14 @@ struct OpenInternetTests {
                 let detailed = try await server.request(.get, path, key: ServerHarness.admin)
                 #expect(detailed.body["database"] as? String == "writable" && detailed.body["dispatcher"] != nil, "\(path)")
             }
-            let before = await server.runtime.healthCache.computations
+            let before = server.runtime.healthCache.computations
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<16 {
                     group.addTask { for _ in 0..<20 { _ = try await server.request(.get, "/healthz", key: nil) } }
                 }
                 try await group.waitForAll()
             }
-            #expect(await server.runtime.healthCache.computations == before)
+            #expect(server.runtime.healthCache.computations == before)
         }
     }
 
@@ -166,6 +166,78 @@ struct OpenInternetTests {
             #expect(try await server.register("e0", user: "eve", token: tokens[4]) == .created)
             #expect(try await server.register("d3", user: "mallory", token: tokens[3], key: ServerHarness.server) == .created)
             #expect(try await server.metricsText().contains(#"herald_rate_limited_total{app="demo"} 1"#))
+        }
+    }
+
+    @Test("resolve: a device without a delivery of the notification cannot resolve it (403), and the replacement goes only to the user's devices that had one")
+    func resolveNeedsADelivery() async throws {
+        try await withServer { server in
+            let tokens = makeDeviceTokens(3)
+            #expect(try await server.register("alice-phone", user: "alice", token: tokens[0]) == .created)
+            #expect(try await server.register("alice-mac", user: "alice", token: tokens[1]) == .created)
+            let sent = try await server.send(#"{"to":{"user_ids":["alice"]},"alert":{"body":"Weekly digest"}}"#)
+            let id = try #require(sent.body["id"] as? String)
+            _ = try await server.settled(id)
+            // Registered after the send: it had no delivery of it.
+            #expect(try await server.register("evil", user: "alice", token: tokens[2]) == .created)
+            let refused = try await server.request(
+                .post, "/v1/apps/demo/notifications/\(id)/resolve", key: ServerHarness.client, userToken: ServerHarness.userToken("alice"),
+                json: #"{"device_id":"evil","label":"Security alert: call +1 555 0100"}"#)
+            #expect(refused.status == .forbidden && (refused.body["error"] as? [String: Any])?["field"] as? String == "device_id")
+            let resolved = try await server.request(
+                .post, "/v1/apps/demo/notifications/\(id)/resolve", json: #"{"device_id":"alice-phone","label":"✓ Read on iPhone"}"#)
+            #expect(resolved.status == .ok && resolved.body["devices"] as? Int == 1, "\(resolved.body)")
+            try await eventually { server.simulator.state.inbox(for: tokens[1]).count == 2 }
+            #expect(server.simulator.state.inbox(for: tokens[2]).isEmpty)
+        }
+    }
+
+    @Test("a user's devices come a page at a time (limit, next_cursor), oldest first; a bad limit or cursor is a 400 naming it")
+    func devicePages() async throws {
+        try await withServer { server in
+            let tokens = makeDeviceTokens(5)
+            for (index, token) in tokens.enumerated() {
+                #expect(try await server.register("d\(index)", user: "pat", token: token, key: ServerHarness.server) == .created)
+            }
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let query = "limit=2" + (cursor.map { "&cursor=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? "")
+                let page = try await server.request(.get, "/v1/apps/demo/users/pat/devices?\(query)")
+                #expect(page.status == .ok)
+                let devices = (page.body["devices"] as? [[String: Any]]) ?? []
+                #expect(devices.count <= 2)
+                seen += devices.compactMap { $0["device_id"] as? String }
+                cursor = page.body["next_cursor"] as? String
+            } while cursor != nil && seen.count < 10
+            #expect(seen == ["d0", "d1", "d2", "d3", "d4"])
+            for bad in ["limit=0", "limit=1001", "limit=1e3", "limit=-1", "cursor=%25", "cursor=1e300.x", "cursor=abc"] {
+                let answer = try await server.request(.get, "/v1/apps/demo/users/pat/devices?\(bad)")
+                #expect(answer.status == .badRequest, "\(bad)")
+            }
+        }
+    }
+
+    @Test("max_devices_per_user: devices beyond the limit are deactivated, and deleted once inactive for 30 days, so a user cannot grow the table without bound")
+    func deviceLimitDeletes() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        try await withServer(clock: clock, app: { $0.maxDevicesPerUser = 2 }) { (server: ServerHarness) async throws in
+            let tokens = makeDeviceTokens(4)
+            for index in 0..<3 {
+                #expect(try await server.register("m\(index)", user: "mallory", token: tokens[index], key: ServerHarness.server) == .created)
+                clock.advance(by: 1)
+            }
+            func devices() async throws -> [String: Bool] {
+                let body = try await server.request(.get, "/v1/apps/demo/users/mallory/devices").body
+                return Dictionary(uniqueKeysWithValues: ((body["devices"] as? [[String: Any]]) ?? []).compactMap { device in
+                    (device["device_id"] as? String).map { ($0, device["active"] as? Bool ?? false) }
+                })
+            }
+            #expect(try await devices() == ["m0": false, "m1": true, "m2": true])
+            clock.advance(by: 31 * 86_400)
+            #expect(try await server.register("m3", user: "mallory", token: tokens[3], key: ServerHarness.server) == .created)
+            // m0 was inactive for 31 days beyond the limit: gone; m1 just became inactive: kept.
+            #expect(try await devices() == ["m1": false, "m2": true, "m3": true])
         }
     }
 }

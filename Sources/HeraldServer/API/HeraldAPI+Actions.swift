@@ -315,8 +315,13 @@ enum Resolutions {
             data: ["resolved": .object(["n": .string(notificationID.uuidString.lowercased()), "label": .string(label)])],
             androidChannelID: original?.androidChannelID)
         let content = try JSONEncoder().encode(StoredNotificationContent(content: replacement))
-        let resolution = try await runtime.store.resolve(
-            appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label, replacement: (UUID.random(), content))
+        let resolution: HeraldStore.Resolution
+        do {
+            resolution = try await runtime.store.resolve(
+                appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label, replacement: (UUID.random(), content))
+        } catch let error as StoreError where error.code == .notFound {
+            throw APIError(.forbidden, code: "forbidden", message: "device_id had no delivery of this notification", field: "device_id")
+        }
         if resolution.first {
             if resolution.devices > 0 { runtime.wake.signal(outbox: true) }
             runtime.logger.info(

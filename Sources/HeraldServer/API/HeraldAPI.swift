@@ -23,14 +23,19 @@ package enum HeraldAPI {
         // /readyz (and its alias /healthz): the database takes writes and the dispatcher keeps
         // up; the details (problems, queue, paused providers) only for the admin or metrics key.
         router.get("/livez") { _, _ in
-            try JSONResponse.make(["status": "ok"])
+            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: Self.readyBody))
         }
         for path in ["/readyz", "/healthz"] {
             router.get(RouterPath(path)) { request, _ in
                 let report = await runtime.health()
-                let status: HTTPResponse.Status = report.status == "ok" ? .ok : .serviceUnavailable
-                guard isOperator(request, runtime) else { return try JSONResponse.make(["status": report.status], status: status) }
-                return try JSONResponse.make(report, status: status)
+                let ok = report.status == "ok"
+                guard request.headers[.authorization] != nil, isOperator(request, runtime) else {
+                    // The stranger's answer is one of two constant bodies: nothing to encode.
+                    return Response(
+                        status: ok ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ok ? Self.readyBody : Self.notReadyBody))
+                }
+                return try JSONResponse.make(report, status: ok ? .ok : .serviceUnavailable)
             }
         }
         router.get("/metrics") { request, _ in
@@ -121,8 +126,23 @@ package enum HeraldAPI {
         apps.get("users/:user/devices") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
-            let devices = try await runtime.store.devices(appID: app.id, userID: userID)
-            return try JSONResponse.make(["devices": devices.map(DeviceView.init)])
+            let parameters = request.uri.queryParameters
+            var limit = 100
+            if let text = parameters.get("limit") {
+                guard let value = DecimalText.int64(text, maximumDigits: 4), (1...1000).contains(value) else {
+                    throw APIError.invalid("limit", "limit is a whole number from 1 to 1000")
+                }
+                limit = Int(value)
+            }
+            var after: HeraldStore.DeviceCursor?
+            if let text = parameters.get("cursor"), !text.isEmpty {
+                guard let cursor = DeviceCursorText.decode(text) else {
+                    throw APIError.invalid("cursor", "cursor is the next_cursor of an earlier page")
+                }
+                after = cursor
+            }
+            let page = try await runtime.store.devicePage(appID: app.id, userID: userID, limit: limit, after: after)
+            return try JSONResponse.make(DevicePageView(devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
         }
         apps.get("catalog/categories") { request, context in
             let app = try authorize(request, context, runtime, allowClient: true)
@@ -321,6 +341,10 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// The keyless answers of `/livez`, `/readyz` and `/healthz`.
+    static let readyBody = ByteBuffer(string: #"{"status":"ok"}"#)
+    static let notReadyBody = ByteBuffer(string: #"{"status":"unhealthy"}"#)
 
     /// `POST …/notifications` (and the dashboard's composer): checks and stores a notification,
     /// then hands what it claimed to this node's dispatcher.
@@ -540,6 +564,29 @@ package enum HeraldAPI {
     }
 }
 
+/// `GET …/users/{user}/devices`: a page of devices and where the next starts.
+struct DevicePageView: Encodable {
+    var devices: [DeviceView]
+    var nextCursor: String?
+    enum CodingKeys: String, CodingKey { case devices, nextCursor = "next_cursor" }
+}
+
+/// A page cursor as the API shows it: `<created ms>.<base64url device id>`, opaque to callers.
+enum DeviceCursorText {
+    static func encode(_ cursor: HeraldStore.DeviceCursor) -> String {
+        "\(cursor.createdAt)." + Base64URL.encode(Data(cursor.deviceID.utf8))
+    }
+
+    static func decode(_ text: String) -> HeraldStore.DeviceCursor? {
+        guard text.utf8.count <= 1_024 else { return nil }
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let created = DecimalText.int64(parts[0], maximumDigits: 16),
+            let id = Base64URL.decode(parts[1]).flatMap({ String(validating: $0, as: UTF8.self) })
+        else { return nil }
+        return HeraldStore.DeviceCursor(createdAt: created, deviceID: id)
+    }
+}
+
 struct NotificationAccepted: Encodable {
     var id: String
     var recipients: Int
@@ -601,7 +648,8 @@ struct ListenerMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: HeraldRequestContext, next: (Request, HeraldRequestContext) async throws -> Response
     ) async throws -> Response {
-        let admin = (try? HeraldAPI.bearerKey(request)).map { HeraldAPI.isAdmin($0, runtime) } ?? false
+        // Most requests carry no admin key: the header is looked at only when present.
+        let admin = request.headers[.authorization] != nil && ((try? HeraldAPI.bearerKey(request)).map { HeraldAPI.isAdmin($0, runtime) } ?? false)
         var status: UInt16 = 500
         defer {
             if admin {

@@ -493,12 +493,14 @@ package enum OpenAPIDocument {
                 '404': { $ref: '#/components/responses/Error' }
           /v1/apps/{app}/users/{user_id}/devices:
             get:
-              summary: A user's devices.
+              summary: A user's devices, oldest first, a page at a time.
               parameters:
                 - { $ref: '#/components/parameters/app' }
                 - { name: user_id, in: path, required: true, schema: { type: string } }
+                - { name: limit, in: query, required: false, schema: { type: integer, minimum: 1, maximum: 1000, default: 100 } }
+                - { name: cursor, in: query, required: false, description: "next_cursor of the page before", schema: { type: string } }
               responses:
-                '200': { description: The devices., content: { application/json: { schema: { type: object, properties: { devices: { type: array, items: { $ref: '#/components/schemas/Device' } } } } } } }
+                '200': { description: "The devices; next_cursor when there are more.", content: { application/json: { schema: { type: object, properties: { devices: { type: array, items: { $ref: '#/components/schemas/Device' } }, next_cursor: { type: string } } } } } }
                 '400': { $ref: '#/components/responses/Error' }
                 '401': { $ref: '#/components/responses/Error' }
                 '403': { $ref: '#/components/responses/Error' }

@@ -77,7 +77,7 @@ extension Dashboard {
         var devices: [ComposePage.Device] = []
         for userID in body.to?.userIDs ?? [] {
             let user = try await runtime.store.user(appID: app.id, userID: userID)
-            let found = try await runtime.store.devices(appID: app.id, userID: userID)
+            let found = try await runtime.store.devices(appID: app.id, userID: userID, limit: previewMaximumDevices)
             if found.isEmpty {
                 devices.append(ComposePage.Device(user: userID, note: "no device registered"))
                 continue

@@ -24,7 +24,9 @@ enum Dashboard {
         let router = Router(context: HeraldRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
         router.add(middleware: ListenerMiddleware(runtime: runtime))
-        router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
+        router.get("/livez") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: HeraldAPI.readyBody))
+        }
         addRoutes(to: router, runtime: runtime)
         return router
     }
@@ -177,7 +179,7 @@ enum Dashboard {
         var view = UsersPage(app: appID, query: query, notFound: false, user: nil)
         if !query.isEmpty, query.utf8.count <= 256 {
             let record = try await runtime.store.user(appID: appID, userID: query)
-            let devices = try await runtime.store.devices(appID: appID, userID: query)
+            let devices = try await runtime.store.devices(appID: appID, userID: query, limit: 100)
             if record == nil && devices.isEmpty {
                 view.notFound = true
             } else {
