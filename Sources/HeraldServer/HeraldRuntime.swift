@@ -413,6 +413,14 @@ package final class HealthCache: Sendable {
     /// How many times a report was computed (the tests count them).
     package var computations: Int { state.withLock { $0.computations } }
 
+    /// The last report when it is younger than `maximumAge`, without waiting or computing.
+    package func fresh(maximumAge: Duration) -> HealthReport? {
+        state.withLock { state in
+            guard let last = state.last, ContinuousClock.now - last.at < maximumAge else { return nil }
+            return last.report
+        }
+    }
+
     package func report(maximumAge: Duration, compute: @Sendable () async -> HealthReport) async -> HealthReport {
         let step = state.withLock { state -> Step in
             if let last = state.last, ContinuousClock.now - last.at < maximumAge { return .cached(last.report) }

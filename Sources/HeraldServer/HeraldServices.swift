@@ -1,6 +1,7 @@
 package import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
+import HTTPTypes
 package import Logging
 package import NIOCore
 package import ServiceLifecycle
@@ -42,7 +43,7 @@ package enum HeraldServices {
             services.append(
                 Application(
                     router: Dashboard.router(runtime: runtime),
-                    server: try server(configuration, certificates),
+                    server: try server(configuration, certificates, runtime: runtime),
                     configuration: .init(
                         address: .hostname(configuration.dashboard.host ?? configuration.host, port: port), serverName: "herald-dashboard",
                         availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
@@ -51,7 +52,7 @@ package enum HeraldServices {
         }
         return Application(
             router: HeraldAPI.router(runtime: runtime),
-            server: try server(configuration, certificates),
+            server: try server(configuration, certificates, runtime: runtime),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
@@ -60,13 +61,36 @@ package enum HeraldServices {
             logger: logger)
     }
 
-    /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1.
-    static func server(_ configuration: HeraldConfiguration, _ certificates: ServerCertificates?) throws -> HTTPServerBuilder {
+    /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1; keyless
+    /// health probes answered on the event loop (`ProbeHandler`).
+    static func server(_ configuration: HeraldConfiguration, _ certificates: ServerCertificates?, runtime: HeraldRuntime) throws -> HTTPServerBuilder {
         let seconds = Int64(configuration.idleTimeout)
-        guard let certificates else { return .http1(configuration: .init(idleTimeout: .seconds(seconds))) }
+        let probes = probeHandlers(runtime)
+        guard let certificates else { return .http1(configuration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))) }
         return try .http2Upgrade(
             tlsConfiguration: certificates.tlsConfiguration,
-            configuration: .init(idleTimeout: .seconds(seconds), streamConfiguration: .init(idleTimeout: .seconds(seconds))))
+            configuration: .init(
+                idleTimeout: .seconds(seconds), streamConfiguration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))))
+    }
+
+    /// A new `ProbeHandler` per connection (or HTTP/2 stream).
+    static func probeHandlers(_ runtime: HeraldRuntime) -> @Sendable () -> [any RemovableChannelHandler] {
+        let interval = runtime.healthInterval
+        let cache = runtime.healthCache
+        let metrics = runtime.metrics
+        let extra: HTTPFields = runtime.configuration.tls == nil ? [:] : [.strictTransportSecurity: "max-age=31536000"]
+        return {
+            [
+                ProbeHandler(
+                    answer: { path in
+                        switch path {
+                        case "/livez": true
+                        case "/readyz", "/healthz": cache.fresh(maximumAge: interval).map { $0.status == "ok" }
+                        default: nil
+                        }
+                    }, extraHeaders: extra, counted: { path, status in metrics.apiRequest(route: path, method: "GET", status: status) })
+            ]
+        }
     }
 }
 

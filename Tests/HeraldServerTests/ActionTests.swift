@@ -268,8 +268,11 @@ struct ActionTests {
                 // The device's retry now gets the backend's answer.
                 let later = try await Self.commit(server, token: try token(0, first), device: "ana-phone", turn: "t1")
                 #expect(later.status == 200 && (later.body["result"] as? [String: Any])?["turn"] as? String == "t1", "\(later.body)")
-                let audit = try await server.request(.get, "/v1/apps/demo/audit?user_id=ana").body["commits"] as? [[String: Any]]
-                #expect(audit?.map { $0["status"] as? String } == ["committed", "committed"])
+                // The receiver has the second call a moment before its answer is recorded.
+                try await eventually {
+                    let audit = try await server.request(.get, "/v1/apps/demo/audit?user_id=ana").body["commits"] as? [[String: Any]]
+                    return audit?.map { $0["status"] as? String } == ["committed", "committed"]
+                }
 
                 // An abort answer: no more tries, the commit failed.
                 receiver.answer { _ in .init(status: 410, abort: true, body: "{}") }

@@ -8,6 +8,10 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a stranger can send to the API's port, with no key: every request below once killed the
 /// process or cost the store work. Each answers a 4xx, and the same server still answers
 /// `/livez` and delivers a send afterwards.
@@ -132,6 +136,37 @@ struct OpenInternetTests {
                 try await group.waitForAll()
             }
             #expect(server.runtime.healthCache.computations == before)
+        }
+    }
+
+    @Test("keyless probes are answered on the connection from the cached report, in order behind a request still being answered; with a key or a stale report the router answers")
+    func probesOnTheConnection() async throws {
+        try await withServer(healthInterval: .seconds(3600)) { server in
+            let port = try #require(server.client.port)
+            #expect(try await server.request(.get, "/readyz", key: ServerHarness.admin).status == .ok)
+            let before = server.runtime.healthCache.computations
+            let descriptor = try #require(openLoopbackConnection(port: port))
+            defer { close(descriptor) }
+            // A request the router answers, then two probes, pipelined on one connection.
+            let pipelined = Array(
+                ("GET /v1/apps/demo/users/nobody/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(ServerHarness.server)\r\n\r\n"
+                    + "GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").utf8)
+            #expect(send(descriptor, pipelined, pipelined.count, 0) == pipelined.count)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var received = ""
+            var buffer = [UInt8](repeating: 0, count: 8192)
+            while received.components(separatedBy: "HTTP/1.1 200").count < 4 {
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                guard count > 0 else { break }
+                received += String(decoding: buffer[0..<count], as: UTF8.self)
+            }
+            let devices = try #require(received.range(of: #"{"devices":[]}"#))
+            let statuses = received.ranges(of: #"{"status":"ok"}"#)
+            #expect(statuses.count == 2 && statuses.allSatisfy { $0.lowerBound > devices.upperBound }, "\(received)")
+            #expect(server.runtime.healthCache.computations == before)
+            let metrics = try await server.metricsText()
+            #expect(metrics.split(separator: "\n").contains { $0.hasPrefix("herald_api_requests_total{") && $0.contains(#"route="/livez""#) })
         }
     }
 

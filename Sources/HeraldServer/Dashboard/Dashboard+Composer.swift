@@ -34,7 +34,7 @@ extension Dashboard {
                             "Dashboard send",
                             metadata: [
                                 "herald.app": "\(app.id)", "herald.notification": "\(accepted.id)", "herald.devices": "\(accepted.recipients)",
-                                "herald.dashboard.role": "\(describe(session.role))",
+                                "herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)",
                             ])
                         return redirect("/dashboard/apps/\(escaped(app.id))/notifications/\(accepted.id)")
                     }
