@@ -141,6 +141,10 @@ struct OperationsTests {
         #expect(!text.contains(token), "a full device token is in the log")
         #expect(!text.contains(token.prefix(16)), "more than 8 characters of a device token are in the log")
         #expect(!text.contains("glucose"), "notification text is in the log")
+        // The admin key's use is logged with the route and the peer's address, never the key.
+        let adminLine = text.split(separator: "\n").first { $0.contains("Admin key used") && $0.contains("herald.route=/metrics") } ?? ""
+        #expect(adminLine.contains("herald.peer=127.0.0.1") && adminLine.contains("herald.status=200"), "\(adminLine)")
+        #expect(!text.contains(keys["admin"]!) && !text.contains(keys["server"]!) && !text.contains(keys["client"]!), "a key is in the log")
     }
 }
 
