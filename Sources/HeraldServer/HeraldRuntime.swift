@@ -344,25 +344,33 @@ package final class HeraldRuntime: Sendable {
     /// has been due for `dispatcherStallLimit` without the dispatcher finishing a batch; paused
     /// providers are listed but keep it 200 (restarting cannot fix a credential). Computed at
     /// most once per `healthInterval` behind one flight, so a flood of probes costs the store
-    /// nothing more; the writability probe (a write) runs at most once per `writeProbeInterval`.
+    /// nothing more. It writes nothing: the writability probe (a write) runs on its own timer
+    /// (`WriteProbeLoop`, every `writeProbeInterval`) and the report reads its last result.
     package func health() async -> HealthReport {
         await healthCache.report(maximumAge: healthInterval) { [self] in await computeHealth() }
     }
 
+    /// Writes the heartbeat row and keeps the result for the health report. Run by
+    /// `WriteProbeLoop`; the first report before its first run (and every report when the
+    /// interval is zero, as the tests set it) runs it itself.
+    func probeWritable() async -> String? {
+        var failure: String?
+        do {
+            try await store.checkWritable()
+        } catch {
+            failure = String(String(describing: error).prefix(200))
+        }
+        writeProbe.withLock { $0 = (failure, ContinuousClock.now) }
+        return failure
+    }
+
     private func computeHealth() async -> HealthReport {
         var problems: [String] = []
-        let now = ContinuousClock.now
-        let probe = writeProbe.withLock { $0 }
-        var failure: String?
-        if let probe, now - probe.at < writeProbeInterval {
+        let failure: String?
+        if writeProbeInterval > .zero, let probe = writeProbe.withLock({ $0 }) {
             failure = probe.failure
         } else {
-            do {
-                try await store.checkWritable()
-            } catch {
-                failure = String(String(describing: error).prefix(200))
-            }
-            writeProbe.withLock { $0 = (failure, now) }
+            failure = await probeWritable()
         }
         var database = "writable"
         if let failure {

@@ -37,6 +37,7 @@ package enum HeraldServices {
             // Only where an app has a webhook (messages of an app that lost its webhook wait for it).
             if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) { services.append(WebhookLoop(runtime: runtime)) }
         }
+        if runtime.writeProbeInterval > .zero { services.append(WriteProbeLoop(runtime: runtime)) }
         let certificates = try configuration.tls.map { files throws(ConfigurationError) in try ServerCertificates(files: files) }
         if let certificates { services.append(CertificateReloader(certificates: certificates, logger: runtime.logger)) }
         if configuration.dashboard.enabled, let port = configuration.dashboard.port {
@@ -90,6 +91,21 @@ package enum HeraldServices {
                         }
                     }, extraHeaders: extra, counted: { path, status in metrics.apiRequest(route: path, method: "GET", status: status) })
             ]
+        }
+    }
+}
+
+/// Probes every `writeProbeInterval` whether the database takes a write, for the health report
+/// to read: probes from outside never write.
+struct WriteProbeLoop: Service {
+    let runtime: HeraldRuntime
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let failure = await runtime.probeWritable()
+            if let failure { runtime.logger.error("The database does not take writes", metadata: ["error": "\(failure)"]) }
+            let interval = runtime.writeProbeInterval
+            _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }
     }
 }
