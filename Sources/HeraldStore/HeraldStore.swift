@@ -183,8 +183,12 @@ package final class HeraldStore: Sendable {
                 }
             }
         case .postgres(let client, _):
-            return try await client.withConnection { connection in
-                try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .postgres(connection)))
+            do {
+                return try await client.withConnection { connection in
+                    try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .postgres(connection)))
+                }
+            } catch let error as PSQLError where PostgresURL.isUnstorableText(error) {
+                throw StoreError(.unstorableText, "a text value holds a character PostgreSQL cannot store (NUL)")
             }
         }
     }

@@ -100,6 +100,15 @@ struct PostgresURL {
     }
 }
 
+extension PostgresURL {
+    /// Whether PostgreSQL refused a text value itself: a NUL character (22021) or bytes it
+    /// cannot convert (22P05). SQLite stores both.
+    static func isUnstorableText(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "22021" || state == "22P05"
+    }
+}
+
 extension PSQLError {
     /// What an operator needs of a database error, without the query's bound values (tokens,
     /// user data): the SQLSTATE and the server's message.

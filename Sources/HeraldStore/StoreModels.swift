@@ -274,6 +274,9 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         package static let corrupt = Code(rawValue: "corrupt_row")
         /// The database's files could not be opened or synced.
         package static let io = Code(rawValue: "io_error")
+        /// A text value the database cannot store (PostgreSQL: a NUL character, or bytes not in
+        /// its encoding): the caller's input, not a fault of the store.
+        package static let unstorableText = Code(rawValue: "unstorable_text")
     }
 
     package var code: Code

@@ -497,6 +497,7 @@ package enum HeraldAPI {
         guard let decoded = raw.removingPercentEncoding else {
             throw APIError.invalid(field, "\(field) in the path is not valid percent-encoding")
         }
+        guard !decoded.unicodeScalars.contains("\u{0}") else { throw APIError.invalid(field, "\(field) holds a NUL character") }
         return decoded
     }
 
@@ -666,6 +667,9 @@ struct ListenerMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as any HTTPResponseError {
             response = try error.response(from: request, context: context)
+        } catch let error as StoreError where error.code == .unstorableText {
+            // Input the database refuses (a NUL character in a text field) is the caller's: a 400.
+            response = try APIError(.badRequest, code: "invalid_text", message: error.message, field: "body").response(from: request, context: context)
         }
         status = UInt16(response.status.code)
         if runtime.configuration.tls != nil { response.headers[.strictTransportSecurity] = "max-age=31536000" }

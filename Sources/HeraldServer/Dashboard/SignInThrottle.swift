@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import Synchronization
 
 /// Slows down key guessing at the dashboard's sign-in: per client address, the first
@@ -39,7 +39,7 @@ package final class SignInThrottle: Sendable {
     }
 
     /// Counts a failed sign-in from `peer`.
-    func failed(peer: String, now: Date) {
+    package func failed(peer: String, now: Date) {
         state.withLock { state in
             if now.timeIntervalSince(state.windowStart) >= 60 {
                 state.windowStart = now
