@@ -658,7 +658,7 @@ struct ListenerMiddleware: RouterMiddleware {
                     "Admin key used",
                     metadata: [
                         "herald.route": "\(context.endpointPath ?? "unmatched")", "herald.method": "\(request.method.rawValue)",
-                        "herald.app": "\(context.parameters.get("app") ?? "-")", "herald.status": "\(status)", "herald.peer": "\(context.peer)",
+                        "herald.app": "\((context.parameters.get("app") ?? "-").prefix(64))", "herald.status": "\(status)", "herald.peer": "\(context.peer)",
                     ])
             }
         }
