@@ -267,9 +267,14 @@ struct OpenInternetTests {
                 cursor = page.body["next_cursor"] as? String
             } while cursor != nil && seen.count < 10
             #expect(seen == ["d0", "d1", "d2", "d3", "d4"])
-            for bad in ["limit=0", "limit=1001", "limit=1e3", "limit=-1", "cursor=%25", "cursor=1e300.x", "cursor=abc"] {
+            for bad in ["limit=0", "limit=1001", "limit=1e3", "limit=-1", "limit=abc", "cursor=%25", "cursor=1e300.x", "cursor=abc"] {
                 let answer = try await server.request(.get, "/v1/apps/demo/users/pat/devices?\(bad)")
                 #expect(answer.status == .badRequest, "\(bad)")
+            }
+            // The other lists refuse a limit that is not a whole number in range, too.
+            for path in ["/v1/apps/demo/audit?limit=abc", "/v1/apps/demo/audit?limit=99999999999999999999"] {
+                let answer = try await server.request(.get, path)
+                #expect(answer.status == .badRequest && (answer.body["error"] as? [String: Any])?["field"] as? String == "limit", "\(path)")
             }
         }
     }

@@ -166,8 +166,7 @@ extension HeraldAPI {
         apps.get("notifications/:id/responses") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let id = try notificationParameter(context)
-            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 100
-            guard (1...1000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 1000") }
+            let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
             let responses = try await runtime.store.responses(appID: app.id, notificationID: id, limit: limit)
             return try JSONResponse.make(["responses": responses.map(ResponseView.init)])
         }
@@ -181,8 +180,7 @@ extension HeraldAPI {
                 guard let date = HeraldTime.parse(text) else { throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
                 since = date
             }
-            let limit = parameters.get("limit", as: Int.self) ?? 100
-            guard (1...1000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 1000") }
+            let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
             let commits = try await runtime.store.commits(appID: app.id, userID: userID, since: since, limit: limit)
             return try JSONResponse.make(["commits": commits.map { AuditEntry($0) }])
         }

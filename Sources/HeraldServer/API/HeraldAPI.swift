@@ -127,13 +127,7 @@ package enum HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let parameters = request.uri.queryParameters
-            var limit = 100
-            if let text = parameters.get("limit") {
-                guard let value = DecimalText.int64(text, maximumDigits: 4), (1...1000).contains(value) else {
-                    throw APIError.invalid("limit", "limit is a whole number from 1 to 1000")
-                }
-                limit = Int(value)
-            }
+            let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
             var after: HeraldStore.DeviceCursor?
             if let text = parameters.get("cursor"), !text.isEmpty {
                 guard let cursor = DeviceCursorText.decode(text) else {
@@ -325,10 +319,8 @@ package enum HeraldAPI {
             guard let record = try await runtime.store.notification(appID: app.id, id: id) else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
-            let limit = request.uri.queryParameters.get("limit", as: Int.self) ?? 1000
-            let offset = request.uri.queryParameters.get("offset", as: Int.self) ?? 0
-            guard (1...10_000).contains(limit) else { throw APIError.invalid("limit", "limit is 1 to 10000") }
-            guard offset >= 0 else { throw APIError.invalid("offset", "offset is 0 or more") }
+            let limit = try queryNumber(request, "limit", default: 1000, in: 1...10_000)
+            let offset = try queryNumber(request, "offset", default: 0, in: 0...1_000_000_000)
             let counts = try await runtime.store.deliveryCounts(notificationID: id)
             let deliveries = try await runtime.store.deliveries(notificationID: id, limit: limit, offset: offset)
             return try JSONResponse.make(NotificationView(record: record, counts: counts, deliveries: deliveries))
@@ -390,6 +382,16 @@ package enum HeraldAPI {
                 field: "track")
         }
         return (catalog, track)
+    }
+
+    /// A whole-number query parameter: `default` when absent; digits only, within `range`, else a
+    /// 400 naming it (`abc`, `-1`, `1e3` and out-of-range values are refused, not defaulted).
+    static func queryNumber(_ request: Request, _ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+        guard let text = request.uri.queryParameters.get(name) else { return value }
+        guard let number = DecimalText.int64(text), number <= Int64(range.upperBound), range.contains(Int(number)) else {
+            throw APIError.invalid(name, "\(name) is a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int(number)
     }
 
     /// Whether the request carries the admin key or the metrics key.
