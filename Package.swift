@@ -12,7 +12,7 @@ let package = Package(
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldPayload", targets: ["HeraldPayload"]),
-        // Issue #14: the client library for apps (Foundation only; builds and is tested on
+        // The client library for apps (Foundation only; builds and is tested on
         // Linux) and its fakes for app teams' tests.
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .library(name: "HeraldKitTesting", targets: ["HeraldKitTesting"]),
@@ -40,10 +40,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        // Webhooks (issue #13 §2): HTTP/1.1 and HTTPS to the app's backend, pooled, with deadlines;
+        // Webhooks: HTTP/1.1 and HTTPS to the app's backend, pooled, with deadlines;
         // not a hot path, so the well-kept client rather than one of our own.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        // The dashboard (issue #15): server-rendered pages from Mustache templates (GUIDE.md's choice).
+        // The dashboard: server-rendered pages from Mustache templates (GUIDE.md's choice).
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [

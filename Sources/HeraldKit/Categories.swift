@@ -1,7 +1,7 @@
 import Foundation
 public import HeraldPayload
 
-/// The categories to register (issue #14 §3, C5, K6): Herald's catalog (`GET …/catalog/categories`)
+/// The categories to register: Herald's catalog (`GET …/catalog/categories`)
 /// merged with the app's own, at most 2 actions each (what a lock screen shows), and every action
 /// of a high-stakes type's category behind authentication. The last good copy from Herald is
 /// kept: offline, or when Herald answers an error, the app still registers what it had.

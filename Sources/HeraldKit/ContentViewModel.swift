@@ -1,7 +1,7 @@
 import Foundation
 public import HeraldPayload
 
-/// What the notification content extension shows (issue #14 §7: C2, C3), computed without UIKit
+/// What the notification content extension shows, computed without UIKit
 /// from the notification's text and app data; the Apple adapter only lays it out.
 public struct NotificationCardModel: Sendable, Equatable {
     /// One line, at most 50 characters.

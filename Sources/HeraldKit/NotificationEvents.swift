@@ -10,7 +10,7 @@ public enum NotificationEvent: Sendable, Equatable {
     case willPresent(appData: [String: JSONValue])
 }
 
-/// The notification center, behind a port (issue #14): the Apple adapter wraps
+/// The notification center, behind a port: the Apple adapter wraps
 /// `UNUserNotificationCenter` and its delegate; tests use `FakeNotificationCenter`.
 public protocol NotificationCenterPort: Sendable {
     func authorizationStatus() async -> AuthorizationStatus
@@ -19,7 +19,7 @@ public protocol NotificationCenterPort: Sendable {
     func setCategories(_ categories: [CategorySpec]) async
 }
 
-/// Delegate events, buffered until someone listens (issue #14 §9): a tap that launched the app
+/// Delegate events, buffered until someone listens: a tap that launched the app
 /// arrives before the app has made its `HeraldClient`; it waits here (in memory: a launch's
 /// response is handed to the delegate again by the system if the process dies) and the first
 /// listener gets it, then everything after as it comes.

@@ -1,7 +1,7 @@
 public import Foundation
 
-/// Requests to Herald that must arrive even if the device is offline now (issue #14 §1, §8,
-/// §9): kept in the key-value store, sent in order, each with its own idempotency key (the same
+/// Requests to Herald that must arrive even if the device is offline now: kept in the key-value
+/// store, sent in order, each with its own idempotency key (the same
 /// on every try), retried with backoff on a transport failure, a 5xx, 408 or 429, and dropped
 /// with a log line on an answer that no retry can change (another 4xx). A registration replaces
 /// one of the same device still waiting (only the newest token matters).

@@ -107,7 +107,7 @@ public struct PermissionFlow: Sendable {
     }
 }
 
-/// The permission flow run against the notification center (issue #14 §2): the app says what
+/// The permission flow run against the notification center: the app says what
 /// happened (`intent`), this asks the center for the status, shows the app's explanation when the
 /// flow says so (`explain` answers whether the user accepted), asks the system, or opens
 /// Settings for a denied user who asked to enable; the flow's history is kept in the store.
@@ -164,7 +164,7 @@ public struct PermissionPrompter: Sendable {
 }
 
 extension HeraldClient {
-    /// What an app does at every launch (issue #14 §1, §3): asks the OS for the device token
+    /// What an app does at every launch: asks the OS for the device token
     /// (no prompt: tokens come without permission; it arrives at the app delegate), registers
     /// Herald's categories merged with the app's own (the last good copy when offline), and
     /// answers the authorization status for `DeviceAttributes`.

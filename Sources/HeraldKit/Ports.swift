@@ -1,6 +1,6 @@
 public import Foundation
 
-// The seams in front of every system singleton (issue #14): the core reaches the network, the
+// The seams in front of every system singleton: the core reaches the network, the
 // disk, the clock and the log only through these, so it builds and is tested on Linux with
 // fakes (HeraldKitTesting) and each Apple adapter stays a few lines without logic.
 

@@ -1,7 +1,7 @@
 import Foundation
 public import HeraldPayload
 
-/// How a quick action's commit ended for now (issue #14 §8, C9), and the toast to show.
+/// How a quick action's commit ended for now, and the toast to show.
 public enum ActionCommitResult: Sendable, Equatable {
     /// The app's backend took it; `result` is what it answered (through Herald).
     case committed(result: JSONValue?)

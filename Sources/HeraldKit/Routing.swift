@@ -1,7 +1,7 @@
 public import Foundation
 public import HeraldPayload
 
-/// Where a tap on a notification leads (issue #14 §4: U5, S3, C13, LucidPal's taps).
+/// Where a tap on a notification leads (LucidPal's taps).
 public enum RouteDecision: Sendable, Codable, Equatable {
     /// Open this link in the app.
     case open(URL)

@@ -32,7 +32,7 @@ public struct ExtensionContent: Sendable, Equatable {
     }
 }
 
-/// One notification in the service extension (issue #14 §6, K5, C4): the body is decrypted
+/// One notification in the service extension: the body is decrypted
 /// first (a hook), then the media is fetched with an explicit budget (2 s: Cocotte's avatar falls
 /// back to the no-avatar variant), and the best content so far is delivered **exactly once** —
 /// when the work is done, when the budget runs out, or when the system calls

@@ -6,7 +6,7 @@ public enum BackgroundFetchOutcome: String, Sendable, Equatable {
     case newData, noData, failed
 }
 
-/// Herald's silent sync pushes (issue #14 §10: K3, L8): `{"cursor": "…"}` under the payload key,
+/// Herald's silent sync pushes: `{"cursor": "…"}` under the payload key,
 /// sent to a user's other devices when one of them changed data. The handler calls the app's
 /// pull-delta closure with the cursor within Apple's 30 s (less a margin, so the app's own
 /// completion still fits) and answers the fetch result; a pull that runs out of time is

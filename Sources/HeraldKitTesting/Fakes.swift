@@ -2,7 +2,7 @@ public import Foundation
 public import HeraldKit
 public import HeraldPayload
 
-// Fakes for an app team's tests (issue #14: `HeraldKitTesting`): the seams HeraldKit reaches
+// Fakes for an app team's tests (`HeraldKitTesting`): the seams HeraldKit reaches
 // the system through, in memory and under the test's control.
 
 /// Values in memory; `snapshot` is what a relaunch would read.

@@ -1,4 +1,4 @@
-// The catalog as devices read it (issue #14: wire types shared by the server and HeraldKit, so a
+// The catalog as devices read it (wire types shared by the server and HeraldKit, so a
 // change on one side breaks the other's build or tests): the categories and actions to register
 // (`GET …/catalog/categories`) and the lifecycle tracks to schedule locally (`GET …/catalog/tracks`).
 
@@ -70,7 +70,7 @@ public struct CategoryCatalog: Sendable, Codable, Equatable {
     }
 }
 
-/// A lifecycle track as the device schedules it (issue #14 §5, L1–L5): the catalog's `tracks:`
+/// A lifecycle track as the device schedules it: the catalog's `tracks:`
 /// entry (`{anchor, steps: [{id, type, after: "2d", at: "10:00"}]}`) with each step type's copy in
 /// one locale, as `GET …/catalog/tracks` answers, so the same definition drives Herald's
 /// server-side track and HeraldKit's `LocalTrackScheduler`.

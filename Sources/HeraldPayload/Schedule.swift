@@ -1,7 +1,7 @@
 package import Foundation
 
-// The schedule vocabulary the server's catalog and HeraldKit share (issue #14 §5: a track means
-// the same on the device as on the server): durations, placeholders and a step's due time.
+// The schedule vocabulary the server's catalog and HeraldKit share (a track means the same on
+// the device as on the server): durations, placeholders and a step's due time.
 
 /// Durations as configuration and the API write them: `90` or `90s`, `30m`, `48h`, `2d`, and
 /// sums such as `1h30m`; decimals allowed (`1.5h`).

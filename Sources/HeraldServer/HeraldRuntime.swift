@@ -185,7 +185,7 @@ package final class HeraldRuntime: Sendable {
     /// Wakes the timer loop (`TimerLoop`): steps enrolled or moved, the clock moved.
     package let timerWake = WakeSignal()
     package let metrics = HeraldMetrics()
-    /// Providers held back by answers that blame the configuration (issue #10 §2).
+    /// Providers held back by answers that blame the configuration.
     package let pauses = ProviderPauses()
     /// The event loops all apps' provider clients share.
     let providerLoops: ProviderEventLoops
@@ -195,7 +195,7 @@ package final class HeraldRuntime: Sendable {
     package let direct = DirectClaims()
     /// Types below their click-through goal, reported once a day.
     package let goalWatch = GoalWatch()
-    /// Calls the apps' webhooks (issue #13 §2).
+    /// Calls the apps' webhooks.
     package let webhooks = WebhookSender()
     /// Wakes the webhook loop when a message is queued.
     package let webhookWake = WakeSignal()

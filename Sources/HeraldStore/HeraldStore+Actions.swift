@@ -1,6 +1,6 @@
 package import Foundation
 
-/// Quick actions and webhooks (issue #13 §2): the keys Herald makes for an app, each delivery's
+/// Quick actions and webhooks: the keys Herald makes for an app, each delivery's
 /// commit (its audit row), and the webhook messages still to deliver — retried on a schedule,
 /// in order per user without one user's backlog holding up the others.
 extension HeraldStore {
@@ -300,7 +300,7 @@ extension HeraldStore {
     }
 }
 
-/// Resolved elsewhere (issue #13 §3): once a user dealt with a notification on one device,
+/// Resolved elsewhere: once a user dealt with a notification on one device,
 /// its deliveries to that user not yet sent are cancelled and the user's other devices get a
 /// replacement (the same collapse id) saying so.
 extension HeraldStore {
@@ -397,7 +397,7 @@ extension HeraldStore {
     }
 }
 
-/// Responses to a notification (issue #13 §4, U7): what the user answered (Lucid's reflection
+/// Responses to a notification: what the user answered (Lucid's reflection
 /// prompts: text, energy, mood, focus).
 extension HeraldStore {
     package struct NotificationResponse: Sendable, Equatable {
@@ -461,7 +461,7 @@ extension HeraldStore {
     }
 }
 
-/// Delivery events for the apps' webhooks (issue #13 §2): a delivery that failed, a device whose
+/// Delivery events for the apps' webhooks: a delivery that failed, a device whose
 /// token its provider called dead.
 extension HeraldStore {
     /// Which apps' webhooks take which delivery event.

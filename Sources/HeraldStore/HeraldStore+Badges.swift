@@ -1,7 +1,7 @@
 package import Foundation
 package import HeraldCore
 
-/// Badges (issue #12 §5) and events with their triggers' effects (§3), server-authoritative: a
+/// Badges and events with their triggers' effects, server-authoritative: a
 /// user's badge is the sum of their counters, and every change of the sum sends the new total
 /// (never a delta) to each of their active devices, in the transaction that changed it.
 extension HeraldStore {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Cancellation by cancel key (issue #12 §1), and what happens to a delivery that was already
+/// Cancellation by cancel key, and what happens to a delivery that was already
 /// being sent when it was cancelled.
 ///
 /// The order a cancel keeps: it is one transaction, so it falls between two accepts (or two

@@ -1,6 +1,6 @@
 package import Foundation
 
-// What the dashboard reads (issue #15): recent notifications with their counters, and a user's
+// What the dashboard reads: recent notifications with their counters, and a user's
 // deliveries still waiting. Both on the reading connection, bounded by a limit.
 
 /// A notification as a dashboard list shows it: its counters, not its deliveries.

@@ -1,6 +1,6 @@
 package import Foundation
 
-/// The engagement loop (issue #13 §1): opens reported by devices, one per delivery however
+/// The engagement loop: opens reported by devices, one per delivery however
 /// often reported, and the counters per (catalog type, day of sending) that analytics read.
 /// The counters are kept by a trigger on the notifications' counters (migration 16): every
 /// path that counts a delivery — results, cancels, pages, opens — counts it per type too, in

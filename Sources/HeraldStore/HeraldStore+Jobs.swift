@@ -1,6 +1,6 @@
 package import Foundation
 
-/// Time-based jobs over user attributes (issue #12 §4). A job runs once per (time zone, local
+/// Time-based jobs over user attributes. A job runs once per (time zone, local
 /// day): the run is claimed by one node (a `job_runs` row, taken over if its node dies), which
 /// pages through the zone's users, and each selected user's occurrence is a unique row written
 /// in the transaction that writes the notification: a user gets each occurrence at most once,

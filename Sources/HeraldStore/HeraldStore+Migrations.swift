@@ -129,7 +129,7 @@ extension HeraldStore {
         (
             7,
             [
-                // Issue #11: the user a delivery was planned for (a device that changed hands is
+                // The user a delivery was planned for (a device that changed hands is
                 // not sent another user's notification), and owned, fenced claims: the node that
                 // claimed a row and the claim's number, which every result write must match.
                 "ALTER TABLE deliveries ADD COLUMN user_id TEXT",
@@ -158,7 +158,7 @@ extension HeraldStore {
         ),
         (
             9,
-            // Fairness (issue #11): each delivery's lane (0 urgent: a transactional type or priority
+            // Fairness: each delivery's lane (0 urgent: a transactional type or priority
             // 10 asked for; 1 normal), and the outbox index by status, app and lane, so a claim
             // takes urgent rows first and shares itself between apps (one range per app and lane).
             // On PostgreSQL the index ends with the id, so a claim's `ORDER BY due_at, id` walks
@@ -176,7 +176,7 @@ extension HeraldStore {
         ),
         (
             10,
-            // Broadcasts (issue #11): a notification to all of an app's devices is a cursor over
+            // Broadcasts: a notification to all of an app's devices is a cursor over
             // its devices, not a million rows written at acceptance. Pages of devices are handed
             // out under a claim (the fence), and each device's row is written once, with its
             // result. A page whose node died is handed out again, without the devices that have
@@ -273,7 +273,7 @@ extension HeraldStore {
         ),
         (
             12,
-            // Cancellation (issue #12): a notification's cancel key (found by app and key), how
+            // Cancellation: a notification's cancel key (found by app and key), how
             // many of its deliveries were cancelled, and a broadcast page cancelled while a node
             // held it (its devices without an answer end cancelled, and it is never handed out
             // again).
@@ -287,7 +287,7 @@ extension HeraldStore {
         ),
         (
             13,
-            // Time and events (issue #12): enrolments in lifecycle tracks; timers, what fires later
+            // Time and events: enrolments in lifecycle tracks; timers, what fires later
             // (a track's step, a silent sync) as a row with a due time, claimed and fenced like a
             // delivery (pending → firing → fired, skipped, cancelled or failed); events users did
             // (what a step's `unless` and triggers read); badge counters; job occurrences.
@@ -419,7 +419,7 @@ extension HeraldStore {
                 "ALTER TABLE broadcast_pages ADD COLUMN trace TEXT",
             ]
         ),
-        // The engagement loop (issue #13 §1): each notification's catalog type and the day
+        // The engagement loop: each notification's catalog type and the day
         // (UTC, days since 1970) it was sent, or scheduled for, which is its analytics cohort;
         // its deliveries' opens (one per delivery, however often reported); per (type, day) the
         // counters the analytics read, kept by a trigger from the notifications' counters, so
@@ -509,7 +509,7 @@ extension HeraldStore {
                     """),
             ]
         ),
-        // Quick actions and webhooks (issue #13 §2): keys Herald makes for an app (the action
+        // Quick actions and webhooks: keys Herald makes for an app (the action
         // tokens' key, shared by every node); each delivery's commit (one per delivery: a replay
         // answers the first), its audit row; webhook messages not yet delivered, retried on a
         // schedule, in order per user.
@@ -613,7 +613,7 @@ extension HeraldStore {
                     postgresOnly("ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
                 }
         ),
-        // The opt-in rate's counts (issue #13 §1), kept by triggers on devices as the type
+        // The opt-in rate's counts, kept by triggers on devices as the type
         // counters are on notifications: the analytics read a row per (platform, app version,
         // permission), not the devices (1M devices: 247 ms through the covering index it replaces).
         (
@@ -725,13 +725,13 @@ extension HeraldStore {
                     """),
             ]
         ),
-        // The dashboard's recent notifications (issue #15): newest first per app, read from an
+        // The dashboard's recent notifications: newest first per app, read from an
         // index instead of sorting every notification of the app.
         (
             version: 19,
             statements: ["CREATE INDEX notifications_recent ON notifications (app_id, created_at)"]
         ),
-        // The dashboard's waiting deliveries of a user (issue #15): the notifications not yet
+        // The dashboard's waiting deliveries of a user: the notifications not yet
         // done (a delivery queued, sending or deferred), whose deliveries are looked up by the
         // user's devices — instead of every waiting delivery filtered by user (a million deferred
         // read for one user: 530 ms). Written as `recipients > …` so SQLite matches the query's term.

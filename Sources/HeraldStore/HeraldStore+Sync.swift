@@ -1,6 +1,6 @@
 package import Foundation
 
-/// Silent sync to a user's other devices (issue #12 §6): a timer per device (`kind = 'sync'`,
+/// Silent sync to a user's other devices: a timer per device (`kind = 'sync'`,
 /// `name` the device), one pending at a time. A sync while one is pending replaces its cursor
 /// (coalesced); otherwise a new one is due at once, or `debounce` after the last one to that
 /// device, or when the device's hourly budget frees up; what was coalesced or held is in its

@@ -1,7 +1,7 @@
 package import Foundation
 package import HeraldCore
 
-/// Lifecycle tracks (issue #12 §2): enrolments, and their steps as timers, rows with a due time
+/// Lifecycle tracks: enrolments, and their steps as timers, rows with a due time
 /// that a timer loop claims (fenced like deliveries) and fires into notifications.
 extension HeraldStore {
     /// A step of a user's track: when it is due and what became of it.

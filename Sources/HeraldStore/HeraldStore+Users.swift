@@ -1,7 +1,7 @@
 package import Foundation
 import SQLKit
 
-/// A user's state: time zone, locale, free attributes and notification preferences (issue #4).
+/// A user's state: time zone, locale, free attributes and notification preferences.
 package struct UserRecord: Sendable, Hashable {
     package var userID: String
     package var timeZone: String?

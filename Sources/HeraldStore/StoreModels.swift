@@ -65,7 +65,7 @@ package struct NotificationRecord: Sendable, Hashable {
     package var createdAt: Date
 }
 
-/// Delivery states (issue #3's `counts`). `cancelled`: by its cancel key before it was sent
+/// Delivery states (a notification's `counts`). `cancelled`: by its cancel key before it was sent
 /// (`HeraldStore.cancel`).
 package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
     case queued, sending, sent, failed, deferred, suppressed, cancelled

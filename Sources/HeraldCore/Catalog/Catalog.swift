@@ -1,10 +1,10 @@
 import Foundation
 
-/// An app's notification catalog (issue #4): app-wide settings and the notification types.
+/// An app's notification catalog: app-wide settings and the notification types.
 public struct Catalog: Sendable {
     public var app: CatalogApp
     public var types: [CatalogType]
-    /// Lifecycle tracks (issue #12 §2).
+    /// Lifecycle tracks.
     public var tracks: [CatalogTrack]
     /// What events do (§3), in the catalog's order.
     public var triggers: [CatalogTrigger]
@@ -150,7 +150,7 @@ public struct CatalogAction: Sendable, Hashable {
     public var authenticationRequired = false
     public var destructive = false
     public var textInput = false
-    /// What the user's other devices show once this action is committed (issue #13 §3), with
+    /// What the user's other devices show once this action is committed, with
     /// `{device}` the committing device's name: `"✓ Approved on {device}"`.
     public var resolvedLabel: String?
 

@@ -1,7 +1,7 @@
 public import Foundation
 import HeraldPayload
 
-/// A lifecycle track (issue #12 §2, SPEC L1–L6): steps that fire at offsets from an anchor (a
+/// A lifecycle track: steps that fire at offsets from an anchor (a
 /// trial's start, onboarding's end), each a send of a catalog type to the enrolled user.
 public struct CatalogTrack: Sendable {
     public var name: String

@@ -1,7 +1,7 @@
 public import Foundation
 public import HeraldPayload
 
-/// What an event does (issue #12 §3): `{event: sync.failed, type: PN-02, when: {…}, data: {…},
+/// What an event does: `{event: sync.failed, type: PN-02, when: {…}, data: {…},
 /// cancel: […], badge: {counter, delta}, attributes: {…}}`. An event drives every trigger that
 /// names it and whose `when` holds, their effects applied in a fixed order: attributes, cancels,
 /// badges, sends.
@@ -29,7 +29,7 @@ public struct CatalogTrigger: Sendable {
     }
 }
 
-/// A change to one of a user's badge counters (issue #12 §5): add `delta`, or set `value`. A
+/// A change to one of a user's badge counters: add `delta`, or set `value`. A
 /// trigger's `badge: {counter, delta | value}` and `POST …/badges` are one.
 public struct BadgeChange: Sendable, Hashable {
     public var counter: String
@@ -95,7 +95,7 @@ public struct TriggerCondition: Sendable, Hashable {
     }
 }
 
-/// A time-based job over user attributes (issue #12 §4): `{name, type, every: "day at 09:00",
+/// A time-based job over user attributes: `{name, type, every: "day at 09:00",
 /// when: {attribute: trial_ends_at, within: 24h} | {attribute: renews_at, in: 3d}}`, run in each
 /// user's time zone; each user gets each occurrence (the job and the local day) at most once.
 public struct CatalogJob: Sendable {

@@ -53,7 +53,7 @@ extension StoredNotificationContent: Codable {
     enum CodingKeys: String, CodingKey {
         case content, typed
         case deliverAt = "deliver_at_ms"
-        // Written before the neutral content (issue #11): the rendered APNs request.
+        // Written before the neutral content: the rendered APNs request.
         case pushType = "push_type", priority, collapseID = "collapse_id", expiration, payload, android
     }
 

@@ -1,4 +1,4 @@
-// Apple adapter (issue #14 §8): compiles only on Apple platforms (background URLSession
+// Apple adapter: compiles only on Apple platforms (background URLSession
 // configurations do nothing elsewhere); Linux CI does not build it. The outbox decides what to
 // send and retries; this only hands one request to the system and waits for its answer.
 #if canImport(UserNotifications)

@@ -1,4 +1,4 @@
-// Apple adapter (issue #14): compiles only where OSLog exists; Linux CI does not build it.
+// Apple adapter: compiles only where OSLog exists; Linux CI does not build it.
 #if canImport(OSLog)
 public import OSLog
 

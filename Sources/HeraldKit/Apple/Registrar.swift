@@ -1,4 +1,4 @@
-// Apple adapters (issue #14): compile only where UIKit / AppKit exist; Linux CI does not build
+// Apple adapters: compile only where UIKit / AppKit exist; Linux CI does not build
 // them. Glue only: what to do and when is in the core (`HeraldClient.launch`, `PermissionPrompter`).
 #if canImport(UIKit) && !os(watchOS)
 public import UIKit

@@ -1,4 +1,4 @@
-// Apple adapter (issue #14): compiles only where UserNotifications exists; Linux CI does not
+// Apple adapter: compiles only where UserNotifications exists; Linux CI does not
 // build it. Glue only — every decision is in the core (PermissionFlow, CategoryCatalog,
 // LocalTrackScheduler, NotificationEvents), which is tested on Linux with fakes.
 #if canImport(UserNotifications)

@@ -1,7 +1,7 @@
 import HeraldCore
 import HeraldPayload
 
-// What devices read of an app's catalog (issue #14), in the wire types HeraldKit decodes
+// What devices read of an app's catalog, in the wire types HeraldKit decodes
 // (HeraldPayload's CatalogWire.swift): the same Swift types on both sides.
 
 extension CategoryCatalog {

@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Hummingbird
 
-/// Quick actions (issue #13 §2): a device commits an action from the lock screen with the
+/// Quick actions: a device commits an action from the lock screen with the
 /// token its payload carried; the commit is forwarded to the app's webhook (first try at once,
 /// so the device gets the backend's answer) and kept as an audit row.
 extension HeraldAPI {
@@ -293,7 +293,7 @@ struct ResolveBody: Decodable {
     enum CodingKeys: String, CodingKey { case deviceID = "device_id", label }
 }
 
-/// Resolved elsewhere (issue #13 §3): the replacement the user's other devices get.
+/// Resolved elsewhere: the replacement the user's other devices get.
 enum Resolutions {
     /// Resolves `notificationID` for `userID` from `deviceID`: its waiting deliveries to the user
     /// are cancelled and the other devices get `label` as a visible alert with the same collapse

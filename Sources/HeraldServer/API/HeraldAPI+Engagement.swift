@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Hummingbird
 
-/// The engagement loop's routes (issue #13): opens reported by devices and the analytics per
+/// The engagement loop's routes: opens reported by devices and the analytics per
 /// type they feed.
 extension HeraldAPI {
     static func addEngagementRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
@@ -193,7 +193,7 @@ struct AnalyticsQuery {
     }
 }
 
-/// The analytics per type and the opt-in rate (issue #13 §1).
+/// The analytics per type and the opt-in rate.
 struct AnalyticsView: Encodable {
     struct Counts: Encodable {
         var sent: Int64 = 0

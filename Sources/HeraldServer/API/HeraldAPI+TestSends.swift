@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Hummingbird
 
-/// `POST /v1/apps/{app}/test` (issue #13 §4, Lucid's admin trigger): one typed notification to
+/// `POST /v1/apps/{app}/test` (Lucid's admin trigger): one typed notification to
 /// a user's devices now, waited for, answered with what each device was sent and how it went.
 extension HeraldAPI {
     /// How long the route waits for its deliveries' answers before it answers 202 with what it has.

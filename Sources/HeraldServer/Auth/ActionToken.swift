@@ -2,7 +2,7 @@ package import Crypto
 package import Foundation
 import HeraldCore
 
-/// A quick action's token (issue #13 §2): the capability to commit one action of one delivery
+/// A quick action's token: the capability to commit one action of one delivery
 /// without opening the app (`POST /v1/apps/{app}/actions`, no key), carried in the delivery's
 /// payload (`herald.a`). Base64url of
 /// `0x01 | delivery id (8 bytes) | expiry (4 bytes, unix seconds) | action id (UTF-8) | tag`,

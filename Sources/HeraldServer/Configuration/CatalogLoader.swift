@@ -3,7 +3,7 @@ import HeraldPayload
 package import HeraldCore
 import Yams
 
-/// Reads a catalog YAML file (issue #4) into `Catalog`; errors name the file, line and key.
+/// Reads a catalog YAML file into `Catalog`; errors name the file, line and key.
 package enum CatalogLoader {
     /// Loads and checks a catalog; the first problem (parse or check) is thrown.
     package static func load(file: String) throws(ConfigurationError) -> Catalog {

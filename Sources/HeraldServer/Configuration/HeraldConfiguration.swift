@@ -127,16 +127,16 @@ package struct HeraldConfiguration: Sendable {
         /// registered one (`max_devices_per_user`, default 20).
         package var maxDevicesPerUser = 20
         package var apns: APNSConfiguration?
-        /// The notification catalog file (issue #4), checked at start.
+        /// The notification catalog file, checked at start.
         package var catalogFile: String?
-        /// FCM HTTP v1 credentials (issue #5).
+        /// FCM HTTP v1 credentials.
         package var fcm: FCMConfiguration?
-        /// Silent sync to a user's other devices (issue #12 §6, `sync`): pushes to one device
+        /// Silent sync to a user's other devices (`sync`): pushes to one device
         /// at least `debounce` seconds apart (the ones between coalesce into the next), at most
         /// `hourly_budget` an hour (Apple delivers 2–3 background pushes an hour reliably).
         package var syncDebounce: TimeInterval = 5
         package var syncHourlyBudget = 3
-        /// Where quick-action commits and delivery events go (issue #13 §2, `webhook`).
+        /// Where quick-action commits and delivery events go (`webhook`).
         package var webhook: WebhookConfiguration?
         /// The keys of quick-action tokens (`action_token_secret`, ≥ 32 bytes each): the first signs,
         /// and while rotating a second still verifies; without any, a random key kept in the

@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Hummingbird
 
-/// The composer (issue #15): a catalog type or a plain alert to a few users, previewed per
+/// The composer: a catalog type or a plain alert to a few users, previewed per
 /// device as the provider would get it (and its size against the limit), then sent or scheduled
 /// through the same path as `POST …/notifications`, and followed on the notification's page.
 extension Dashboard {

@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Hummingbird
 
-/// The Analytics and Catalog pages (issue #15): what `GET …/analytics` answers, drawn; and the
+/// The Analytics and Catalog pages: what `GET …/analytics` answers, drawn; and the
 /// catalog's types with their copy per locale as a lock screen shows it, and the checker's findings.
 extension Dashboard {
     static func addInsightRoutes(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {

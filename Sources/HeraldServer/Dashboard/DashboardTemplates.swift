@@ -1,4 +1,4 @@
-// The dashboard's templates and assets (issue #15), compiled into the binary: nothing is read
+// The dashboard's templates and assets, compiled into the binary: nothing is read
 // from disk or a CDN, so the dashboard works offline. Mustache escapes every {{value}}; the
 // only unescaped one, {{{content}}}, is a page this code rendered.
 

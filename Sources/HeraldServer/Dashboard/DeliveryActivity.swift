@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// What this node sent lately, per app (the dashboard's overview, issue #15): finished
+/// What this node sent lately, per app (the dashboard's overview): finished
 /// deliveries per minute over the last hour, and failures by reason since the process started.
 /// Kept in memory by the metrics' delivery counter; each node shows its own.
 final class DeliveryActivity: Sendable {

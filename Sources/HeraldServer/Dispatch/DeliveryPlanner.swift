@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 
-/// The policy step (issue #4): per delivery of a typed notification, renders the copy in the
+/// The policy step: per delivery of a typed notification, renders the copy in the
 /// device's locale and asks the engine whether it goes now, later or not at all. Users are
 /// taken in claim order, and sends decided count at once for the next decisions (recorded in
 /// the store before sending), so pacing and grouping hold within a batch, across batches in

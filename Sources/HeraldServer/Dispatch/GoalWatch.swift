@@ -4,7 +4,7 @@ import HeraldStore
 import Logging
 import Synchronization
 
-/// Says when a type misses its click-through goal (issue #13 §1): a type with a `goal_ctr`,
+/// Says when a type misses its click-through goal: a type with a `goal_ctr`,
 /// at least 200 sends over the last 7 days (UTC, today included) and a rate under the goal is
 /// logged as a warning once a day (per process), from the retention loop.
 package final class GoalWatch: Sendable {

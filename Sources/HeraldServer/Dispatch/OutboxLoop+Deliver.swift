@@ -63,7 +63,7 @@ extension OutboxLoop {
         return batch
     }
 
-    /// Sends what the provider pauses let through (issue #10 §2). A paused provider's deliveries
+    /// Sends what the provider pauses let through. A paused provider's deliveries
     /// go back to the queue until its next try, not counted as attempts; when that try is due a
     /// few of them are sent first and their answers decide whether the rest go now. After the
     /// send, answers that blame the configuration pause the provider and keep its deliveries queued.

@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldStore
 
 extension OutboxLoop {
-    /// Reads a batch's held answers per provider (issue #10 §2): a refused credential or topic,
+    /// Reads a batch's held answers per provider: a refused credential or topic,
     /// or "bad token" for more than half of at least 50 answers, pauses the provider and turns
     /// those answers into retries at its next try; a probe that was not refused resumes it.
     func judge(tracker: BatchTracker, recorder: DeliveryRecorder, probed: [ProviderKey: ProviderPause]) {

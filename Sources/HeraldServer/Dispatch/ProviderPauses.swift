@@ -38,7 +38,7 @@ package struct ProviderPause: Sendable, Hashable {
     package var failures: Int
 }
 
-/// The providers that are paused and when each is tried again (issue #10 §2). While paused, an
+/// The providers that are paused and when each is tried again. While paused, an
 /// app's deliveries stay queued — never `failed`, never counted as attempts — and its devices
 /// are never deactivated; at `retryAt` a few deliveries probe the provider, and one answer that
 /// does not blame the configuration resumes it. Kept in memory: a restart (as after fixing the

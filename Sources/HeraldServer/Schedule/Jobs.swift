@@ -4,7 +4,7 @@ import HeraldPayload
 import HeraldStore
 import Synchronization
 
-/// Runs the catalogs' jobs (issue #12 §4): for each app, job and time zone its users have, once
+/// Runs the catalogs' jobs: for each app, job and time zone its users have, once
 /// the job's local time has passed today, the zone's users are read a page at a time and those
 /// whose attribute the job selects get its type, each user once per occurrence (the job and the
 /// local day). Users without a `time_zone` run in UTC. A day missed while no node ran is not

@@ -233,7 +233,7 @@ struct TimerLoop {
         return outcomes
     }
 
-    /// Silent syncs (issue #12 §6): `content-available`, push type background, priority 5, the
+    /// Silent syncs: `content-available`, push type background, priority 5, the
     /// cursor under the payload key; one notification per cursor (and trace) for its devices.
     private func syncOutcomes(appID: String, _ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
         guard !timers.isEmpty else { return [] }

@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 
-/// Lifecycle tracks on the server (issue #12 §2): a user's zone, enrolment, re-planning when the
+/// Lifecycle tracks on the server: a user's zone, enrolment, re-planning when the
 /// zone changes, and the API's models.
 enum Tracks {
     /// The zone a user's wall-clock steps are planned in: the user's `time_zone`, else one of

@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 
-/// Events and their triggers (issue #12 §3) and badges (§5) on the server: what an event does,
+/// Events and their triggers and badges on the server: what an event does,
 /// prepared (rendered, checked) before the transaction that stores it and applies it.
 enum Triggers {
     /// The effects of `event` for its user, their attributes read from the store only when a

@@ -3,7 +3,7 @@ import HeraldStore
 import Logging
 import ServiceLifecycle
 
-/// Delivers queued webhook messages (issue #13 §2): due ones, each user's oldest first (a
+/// Delivers queued webhook messages: due ones, each user's oldest first (a
 /// user's next message waits for the one before it; other users' do not), several at a time,
 /// retried on `WebhookSender.schedule` until a 2xx, a `webhook-delivery: abort`, or the last
 /// try. A message whose app has no webhook configured any more waits (a configuration error

@@ -3,7 +3,7 @@ package import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// Calls an app's webhook (issue #13 §2): one POST per try, signed per Standard Webhooks
+/// Calls an app's webhook: one POST per try, signed per Standard Webhooks
 /// (`WebhookSignature`), with `Idempotency-Key` when the message has one; the answer's status,
 /// body (at most 64 KB) and `webhook-delivery: abort` come back. Never throws: a failure is an
 /// attempt without a status.
