@@ -22,14 +22,12 @@ package enum HeraldAPI {
         // Probes for load balancers and orchestrators. /livez: the process answers (no I/O).
         // /readyz (and its alias /healthz): the database takes writes and the dispatcher keeps
         // up; the details (problems, queue, paused providers) only for the admin or metrics key.
-        router.get("/livez") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: Self.readyBody))
-        }
+        router.get("/livez") { _, _ in alive() }
         for path in ["/readyz", "/healthz"] {
             router.get(RouterPath(path)) { request, _ in
                 let report = await runtime.health()
                 let ok = report.status == "ok"
-                guard request.headers[.authorization] != nil, isOperator(request, runtime) else {
+                guard isOperator(request, runtime) else {
                     // The stranger's answer is one of two constant bodies: nothing to encode.
                     return Response(
                         status: ok ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
@@ -65,7 +63,7 @@ package enum HeraldAPI {
             guard let devClock = runtime.devClock else {
                 throw APIError(.notFound, code: "not_found", message: "the clock moves only under --dev or clock: manual", field: "path")
             }
-            guard let key = try? bearerKey(request), isAdmin(key, runtime) else {
+            guard let key = presentedKey(request), isAdmin(key, runtime) else {
                 throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key>", field: "authorization")
             }
             let body = try await decode(ClockBody.self, request)
@@ -338,6 +336,11 @@ package enum HeraldAPI {
     static let readyBody = ByteBuffer(string: #"{"status":"ok"}"#)
     static let notReadyBody = ByteBuffer(string: #"{"status":"unhealthy"}"#)
 
+    /// `/livez`'s answer on every listener: the process serves requests.
+    static func alive() -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: readyBody))
+    }
+
     /// `POST …/notifications` (and the dashboard's composer): checks and stores a notification,
     /// then hands what it claimed to this node's dispatcher.
     static func send(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> NotificationAccepted {
@@ -396,7 +399,7 @@ package enum HeraldAPI {
 
     /// Whether the request carries the admin key or the metrics key.
     static func isOperator(_ request: Request, _ runtime: HeraldRuntime) -> Bool {
-        guard let key = try? bearerKey(request) else { return false }
+        guard let key = presentedKey(request) else { return false }
         let keys = [runtime.configuration.adminKey, runtime.configuration.metricsKey].compactMap { $0 }
         return keys.map { constantTimeEquals($0, key) }.contains(true)
     }
@@ -453,16 +456,20 @@ package enum HeraldAPI {
         runtime.configuration.adminKey.map { constantTimeEquals($0, key) } ?? false
     }
 
-    /// The key in `Authorization: Bearer <key>`.
-    static func bearerKey(_ request: Request) throws -> String {
-        guard let header = request.headers[.authorization] else {
-            throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
-        }
+    /// The key in `Authorization: Bearer <key>`, or nil when there is none.
+    static func presentedKey(_ request: Request) -> String? {
+        guard let header = request.headers[.authorization] else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1])
+    }
+
+    /// The key in `Authorization: Bearer <key>`; a 401 without one.
+    static func bearerKey(_ request: Request) throws -> String {
+        guard let key = presentedKey(request) else {
             throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
         }
-        return String(parts[1])
+        return key
     }
 
     /// For a client-key call: the user the `X-Herald-User-Token` proves (nil when the app's
@@ -651,8 +658,7 @@ struct ListenerMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: HeraldRequestContext, next: (Request, HeraldRequestContext) async throws -> Response
     ) async throws -> Response {
-        // Most requests carry no admin key: the header is looked at only when present.
-        let admin = request.headers[.authorization] != nil && ((try? HeraldAPI.bearerKey(request)).map { HeraldAPI.isAdmin($0, runtime) } ?? false)
+        let admin = HeraldAPI.presentedKey(request).map { HeraldAPI.isAdmin($0, runtime) } ?? false
         var status: UInt16 = 500
         defer {
             if admin {

@@ -39,6 +39,8 @@ package struct HeraldConfiguration: Sendable {
     package var dashboard = DashboardListener()
     /// `--dev`: cookies without `Secure` (plain HTTP on loopback), `http://` webhooks allowed.
     package var development = false
+    /// Whether the dashboard's cookies are `Secure` and `__Host-` (everywhere but `--dev`).
+    package var secureCookies: Bool { !development }
     /// `http://` webhook URLs outside `--dev` (the tests' receivers on loopback); never from YAML.
     package var allowPlainHTTPWebhooks = false
     /// `limits.*`: how often client-key calls may write.

@@ -24,15 +24,13 @@ enum Dashboard {
         let router = Router(context: HeraldRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
         router.add(middleware: ListenerMiddleware(runtime: runtime))
-        router.get("/livez") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: HeraldAPI.readyBody))
-        }
+        router.get("/livez") { _, _ in HeraldAPI.alive() }
         addRoutes(to: router, runtime: runtime)
         return router
     }
 
     static func addRoutes(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {
-        let secure = !runtime.configuration.development
+        let secure = runtime.configuration.secureCookies
         router.get("/dashboard/assets/herald.css") { _, _ in asset(DashboardTemplates.css, type: "text/css; charset=utf-8") }
         router.get("/dashboard/assets/herald.js") { _, _ in asset(DashboardTemplates.script, type: "text/javascript; charset=utf-8") }
         router.get("/dashboard") { request, _ in
@@ -257,7 +255,7 @@ enum Dashboard {
 
     /// The request's session: its cookie's MAC holds, it has not expired, and it has not signed out.
     static func session(_ request: Request, _ runtime: HeraldRuntime) async throws -> DashboardSession? {
-        let secure = !runtime.configuration.development
+        let secure = runtime.configuration.secureCookies
         guard let value = request.cookies[DashboardSession.cookie(secure: secure)]?.value else { return nil }
         let secret = try await runtime.dashboardSecret()
         guard let session = DashboardSession.verify(value, configuration: runtime.configuration, secret: secret, now: Date()) else {
@@ -302,7 +300,7 @@ enum Dashboard {
     }
 
     static func loginPage(error: String?, status: HTTPResponse.Status, runtime: HeraldRuntime) async throws -> Response {
-        let secure = !runtime.configuration.development
+        let secure = runtime.configuration.secureCookies
         let token = DashboardSession.loginToken(secret: try await runtime.dashboardSecret(), now: Date())
         var response = page(
             layout(title: "Sign in", content: render("login", LoginPage(csrf: token, error: error)), session: nil, app: nil, tab: nil),
