@@ -42,7 +42,7 @@ public struct FCMClientConfiguration: Sendable {
 /// Sends to FCM HTTP v1 (protocols.md §10–§13): a service account's RS256 assertion is exchanged
 /// for an OAuth2 access token (cached, renewed before expiry, one exchange in flight at a time);
 /// messages go one request per token over long-lived HTTP/2 connections; answers are classified
-/// per §12 and retried with backoff, honouring `Retry-After`. A project-wide `QUOTA_EXCEEDED`
+/// per protocols.md §12 and retried with backoff, honouring `Retry-After`. A project-wide `QUOTA_EXCEEDED`
 /// pauses every send; a per-device one slows only that message.
 public final class FCMClient: Sendable {
     public let account: FCMServiceAccount
@@ -133,7 +133,7 @@ public final class FCMClient: Sendable {
         }
     }
 
-    /// Sends one message, retrying what §12 says to retry.
+    /// Sends one message, retrying what protocols.md §12 says to retry.
     public func send(_ message: FCMMessage) async -> FCMResult {
         var latency: TimeInterval?
         func result(_ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil, retryAfter: TimeInterval? = nil) -> FCMResult {
@@ -266,7 +266,7 @@ public final class FCMClient: Sendable {
         return result(lastStatus, lastReason, .retryLater, attempts, retryAfter: lastRetryAfter)
     }
 
-    /// §12's table.
+    /// protocols.md §12's table.
     static func classify(status: Int, errorCode: String?, googleStatus: String?) -> FCMDisposition {
         switch errorCode {
         case "UNREGISTERED", "SENDER_ID_MISMATCH": return .tokenDead

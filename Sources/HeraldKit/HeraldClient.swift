@@ -55,8 +55,8 @@ public struct DeviceAttributes: Sendable, Codable, Hashable {
     }
 }
 
-/// HeraldKit's entry point in an app: the device's registration (tokens, K1, K2, L7), the opens
-/// it reports (S8), all through a persistent outbox. One per app process.
+/// HeraldKit's entry point in an app: the device's registration (tokens), the opens
+/// it reports, all through a persistent outbox. One per app process.
 public actor HeraldClient {
     public let configuration: HeraldKitConfiguration
     public let outbox: Outbox
@@ -142,7 +142,7 @@ public actor HeraldClient {
     /// The token Herald acknowledged last (nil: none yet, or signed out).
     public var acknowledgedToken: String? { registration.acknowledged?.token }
 
-    // MARK: Tokens (K1, K2, L7)
+    // MARK: Tokens
 
     /// The OS gave a device token (each launch calls `registerForRemoteNotifications`): hex-
     /// encoded and sent to Herald for `userID` when it differs from what Herald has, the user or
@@ -237,7 +237,7 @@ public actor HeraldClient {
         save()
     }
 
-    // MARK: Opens (S8)
+    // MARK: Opens
 
     /// The user opened a delivered notification (tapped it: `action` "default", or chose one
     /// of its actions): reported to Herald once per delivery, however often this is called

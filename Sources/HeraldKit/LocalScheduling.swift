@@ -36,9 +36,9 @@ public struct ScheduleDiff: Sendable, Equatable {
 }
 
 /// Schedules a track's steps as local notifications, idempotently: each step's identifier is
-/// deterministic (track, step, anchor), so scheduling again adds nothing twice (L2), a new anchor
-/// replaces the old steps, steps already past are left out, and `cancelAll` clears a track (L4:
-/// the Pro upgrade). Test mode fires the steps `testSeconds` apart (L5, LucidPal's DevPushTestView).
+/// deterministic (track, step, anchor), so scheduling again adds nothing twice, a new anchor
+/// replaces the old steps, steps already past are left out, and `cancelAll` clears a track (on
+/// the Pro upgrade). Test mode fires the steps `testSeconds` apart (LucidPal's DevPushTestView).
 public struct LocalTrackScheduler: Sendable {
     public let scheduler: any LocalNotificationScheduler
     public let clock: any KitClock

@@ -1,7 +1,7 @@
 public import Foundation
 public import HeraldPayload
 
-/// What the OS says the app may do with notifications (K4).
+/// What the OS says the app may do with notifications.
 public enum AuthorizationStatus: String, Sendable, Codable, CaseIterable {
     case notDetermined = "not_determined", denied, authorized, provisional, ephemeral
 }
@@ -31,8 +31,8 @@ public enum PermissionStep: Sendable, Equatable {
     case openSettings
 }
 
-/// The permission flow as a pure function of the status, the intent and what happened before
-/// (K4): denied never re-asks; nothing is asked at launch unless the policy says so;
+/// The permission flow as a pure function of the status, the intent and what happened
+/// before: denied never re-asks; nothing is asked at launch unless the policy says so;
 /// provisional and ephemeral are upgraded only when the user shows interest; a declined
 /// explanation waits `cooldown` before it is offered again.
 public struct PermissionFlow: Sendable {

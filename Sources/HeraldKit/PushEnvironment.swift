@@ -16,7 +16,7 @@ public enum PushEnvironment: String, Sendable, Codable {
     }
 }
 
-/// A device token as Herald stores it: lowercase hex of the raw bytes the OS gave (K2), not
+/// A device token as Herald stores it: lowercase hex of the raw bytes the OS gave, not
 /// `description` of the `Data` (which is `"32 bytes"` since iOS 13).
 public enum DeviceToken {
     private static let digits = Array("0123456789abcdef".utf8)

@@ -94,7 +94,7 @@ public struct LocalTrack: Sendable, Codable, Equatable {
         }
     }
 
-    /// A type's copy: `{placeholder}`s filled from the enrolment's data, `fallbackBody` when one is missing (L3).
+    /// A type's copy: `{placeholder}`s filled from the enrolment's data, `fallbackBody` when one is missing.
     public struct Copy: Sendable, Codable, Equatable {
         public var title: String
         public var body: String

@@ -73,7 +73,7 @@ package enum Placeholders {
         render(template, data: data) ?? stripped(template)
     }
 
-    /// A body: filled from `data`; when a placeholder has no value, the fallback (S9, L3), or
+    /// A body: filled from `data`; when a placeholder has no value, the fallback, or
     /// with its placeholders removed as a last resort.
     package static func body(_ template: String, fallback: String?, data: [String: String]) -> String {
         render(template, data: data) ?? fallback ?? stripped(template)

@@ -1,4 +1,4 @@
-/// How much is at stake in a notification (C1): drives vacation mode and Do-Not-Disturb bypass
+/// How much is at stake in a notification: drives vacation mode and Do-Not-Disturb bypass
 /// on the server, and on the device the card's stripe and whether a tap opens behind
 /// authentication. The catalog's `stakes:` and `GET …/catalog/categories`' `types[].stakes`.
 public enum Stakes: String, Sendable, Hashable, Codable, CaseIterable, Comparable {

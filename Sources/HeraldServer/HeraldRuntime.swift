@@ -291,7 +291,7 @@ package final class HeraldRuntime: Sendable {
             deactivated: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }.map(\.id)))
     }
 
-    /// Logs, per app, whether APNs is enabled and why not (L9).
+    /// Logs, per app, whether APNs is enabled and why not.
     package func logStatus() {
         if !configuration.development {
             if configuration.tls == nil {

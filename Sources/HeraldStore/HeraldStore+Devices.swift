@@ -6,8 +6,8 @@ extension HeraldStore {
     private static let deviceColumns =
         "device_id, user_id, platform, token, environment, name, model, locale, time_zone, app_version, authorization_status, active, inactive_reason, inactive_since, created_at, updated_at"
 
-    /// Registers or updates a device by `device_id` (U2). A token held by another device moves to
-    /// this one (K1); a new token replaces the old (K2); registering makes the device active again.
+    /// Registers or updates a device by `device_id`. A token held by another device moves to
+    /// this one; a new token replaces the old; registering makes the device active again.
     /// Returns the stored device and whether it was new.
     ///
     /// - `rules.keepUserUnlessSameToken`: a `device_id` registered to another user moves to this
@@ -99,7 +99,7 @@ extension HeraldStore {
         var newToken: [String: String] = [:]
         for device in unique { newToken[device.deviceID] = device.token }
         // Who holds the batch's tokens now: a device outside the batch loses its token and is
-        // removed (K1); a device of the batch that holds a token another row of it takes (Z takes
+        // removed; a device of the batch that holds a token another row of it takes (Z takes
         // X's token while X gets a new one) parks its own on a unique placeholder until the upsert.
         // A device that keeps its token is left alone (a re-import writes each row once).
         var removed: [String] = []
@@ -264,7 +264,7 @@ extension HeraldStore {
         case ownedByAnotherUser
     }
 
-    /// Removes a device (logout, K1), only when it belongs to `ownedBy` if that is given. Its
+    /// Removes a device (logout), only when it belongs to `ownedBy` if that is given. Its
     /// queued deliveries fail as `DeviceUnregistered` when claimed.
     package func removeDevice(appID: String, deviceID: String, ownedBy userID: String?) async throws -> DeviceRemoval {
         try await transaction { session in
@@ -294,7 +294,7 @@ extension HeraldStore {
         }
     }
 
-    /// Removes a device (logout, K1). Its queued deliveries fail as `DeviceUnregistered` when claimed.
+    /// Removes a device (logout). Its queued deliveries fail as `DeviceUnregistered` when claimed.
     package func deleteDevice(appID: String, deviceID: String) async throws -> Bool {
         try await exclusive { session in
             let rows = try await session.sql.raw(

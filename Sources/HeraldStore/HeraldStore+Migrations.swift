@@ -345,7 +345,7 @@ extension HeraldStore {
                 "CREATE INDEX events_user ON events (app_id, user_id, name, occurred_at)",
                 "CREATE UNIQUE INDEX events_idempotency ON events (app_id, idempotency_key)",
                 "CREATE INDEX events_received ON events (received_at)",
-                // Badges (§5): each user's counters; the badge is their sum.
+                // Badges: each user's counters; the badge is their sum.
                 """
                 CREATE TABLE badges (
                     app_id TEXT NOT NULL,
@@ -356,7 +356,7 @@ extension HeraldStore {
                     PRIMARY KEY (app_id, user_id, counter)
                 )
                 """,
-                // Jobs (§4): each user gets each occurrence of a job at most once (the key), and
+                // Jobs: each user gets each occurrence of a job at most once (the key), and
                 // each (job, zone, local day) is run once.
                 """
                 CREATE TABLE job_occurrences (
@@ -569,7 +569,7 @@ extension HeraldStore {
                 "CREATE INDEX webhook_messages_due ON webhook_messages (next_at) WHERE status = 'pending'",
                 "CREATE INDEX webhook_messages_user ON webhook_messages (app_id, user_id, id) WHERE status = 'pending'",
                 "CREATE INDEX webhook_messages_created ON webhook_messages (app_id, created_at)",
-                // Resolved elsewhere (§3): the first resolution of a notification for a user.
+                // Resolved elsewhere: the first resolution of a notification for a user.
                 """
                 CREATE TABLE resolutions (
                     app_id TEXT NOT NULL,
@@ -582,7 +582,7 @@ extension HeraldStore {
                     PRIMARY KEY (app_id, notification_id, user_id)
                 )
                 """,
-                // Responses to a notification (§4, Lucid's respond endpoint).
+                // Responses to a notification (Lucid's respond endpoint).
                 """
                 CREATE TABLE responses (
                     id TEXT PRIMARY KEY,

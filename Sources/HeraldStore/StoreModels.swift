@@ -1,6 +1,6 @@
 package import Foundation
 
-/// A registered device (SPEC U2, K1, K2, L7).
+/// A registered device.
 package struct DeviceRecord: Sendable, Hashable, Codable {
     package var deviceID: String
     package var userID: String

@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldPayload
 import Testing
 
-/// The neutral content and the two renderers (issue #11): each provider's message is made from
+/// The neutral content and the two renderers: each provider's message is made from
 /// `NotificationContent`, never from the other's wire format.
 @Suite("Rendering")
 struct RenderingTests {
@@ -90,7 +90,7 @@ struct RenderingTests {
         let decoded = try JSONDecoder().decode(StoredNotificationContent.self, from: JSONEncoder().encode(stored))
         #expect(decoded == stored)
 
-        // The shape issue #10's server stored: the rendered APNs payload and a few headers.
+        // The shape an earlier server stored: the rendered APNs payload and a few headers.
         let legacy = #"""
             {"push_type":"alert","priority":10,"collapse_id":"c1","expiration":99,
              "payload":"{\"aps\":{\"alert\":{\"body\":\"B\",\"title\":\"T\"},\"badge\":1,\"content-available\":1,\"thread-id\":\"th\",\"relevance-score\":1},\"app\":{\"k\":\"v\"}}",

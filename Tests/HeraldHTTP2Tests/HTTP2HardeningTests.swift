@@ -4,7 +4,7 @@ import NIOEmbedded
 import NIOHPACK
 import Testing
 
-/// Issue #10 §3: what a hostile or broken HTTP/2 peer can send the client. The handler runs in an
+/// What a hostile or broken HTTP/2 peer can send the client. The handler runs in an
 /// `EmbeddedChannel` playing the server byte for byte: every answer here is a frame on the wire.
 @Suite("HTTP/2 hardening")
 struct HTTP2HardeningTests {

@@ -4,7 +4,7 @@ import HeraldKitTesting
 import HeraldPayload
 import Testing
 
-/// Delegate events buffered until the app attaches (issue #14 §9): the cold-start tap is reported once.
+/// Delegate events buffered until the app attaches: the cold-start tap is reported once.
 @Suite("HeraldKit delegate events")
 struct DelegateEventTests {
     static func card(_ delivery: Int) -> [String: JSONValue] { ["herald": .object(["n": .string("n"), "d": .int(delivery)])] }

@@ -4,7 +4,7 @@ import HeraldKitTesting
 import HeraldPayload
 import Testing
 
-/// LucidPal's trial and onboarding tracks scheduled on the device (issue #14 §5, L1–L5).
+/// LucidPal's trial and onboarding tracks scheduled on the device.
 @Suite("HeraldKit local lifecycle scheduling")
 struct LocalSchedulingTests {
     /// Examples/lucidpal.yaml's tracks and copy.

@@ -4,7 +4,7 @@ import HeraldKitTesting
 import HeraldPayload
 import Testing
 
-/// K4's permission flow as a pure function.
+/// The permission flow as a pure function.
 @Suite("HeraldKit permission flow")
 struct PermissionFlowTests {
     let flow = PermissionFlow()

@@ -4,7 +4,7 @@ import HeraldKitTesting
 import HeraldPayload
 import Testing
 
-/// Categories (issue #14 §3) and routing (§4).
+/// Categories and routing.
 @Suite("HeraldKit categories and routing")
 struct RoutingTests {
     static let herald = CategoryCatalog(

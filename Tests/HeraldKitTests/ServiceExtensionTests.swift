@@ -5,7 +5,7 @@ import HeraldPayload
 import Synchronization
 import Testing
 
-/// The service extension helper (issue #14 §6, K5, C4) with a stepped clock: decrypt first,
+/// The service extension helper with a stepped clock: decrypt first,
 /// media within 2 s, the best attempt delivered exactly once whatever calls come late or twice.
 @Suite("HeraldKit service extension")
 struct ServiceExtensionTests {

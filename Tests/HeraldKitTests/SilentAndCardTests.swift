@@ -5,7 +5,7 @@ import HeraldPayload
 import Synchronization
 import Testing
 
-/// Silent sync pushes (issue #14 §10) and the content extension's card (§7).
+/// Silent sync pushes and the content extension's card.
 @Suite("HeraldKit silent push and card model")
 struct SilentAndCardTests {
     @Test("a sync push calls the pull with its cursor and answers newData / noData / failed; a push without a cursor is not Herald's")

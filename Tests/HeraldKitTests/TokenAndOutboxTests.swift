@@ -4,7 +4,7 @@ import HeraldKitTesting
 import HeraldPayload
 import Testing
 
-/// HeraldKit's token handling and outbox (issue #14 §1, §9) with fakes for the network, the
+/// HeraldKit's token handling and outbox with fakes for the network, the
 /// disk and the clock.
 @Suite("HeraldKit tokens and outbox")
 struct TokenAndOutboxTests {

@@ -8,7 +8,7 @@ import HeraldTesting
 import HTTPTypes
 import Testing
 
-/// Quick actions that commit without opening the app (issue #13 §2), replayed as Cocotte does
+/// Quick actions that commit without opening the app, replayed as Cocotte does
 /// them: tokens in each delivery's payload, commits forwarded to a live webhook receiver that
 /// checks their signatures, retried on the published schedule, ordered per user.
 @Suite("Quick actions and webhooks")
@@ -299,7 +299,7 @@ struct ActionTests {
     }
 }
 
-/// The delivery events an app's webhook takes besides commits (issue #13 §2): failed deliveries
+/// The delivery events an app's webhook takes besides commits: failed deliveries
 /// and deactivated devices, queued with the results that make them.
 @Suite("Delivery webhooks")
 struct DeliveryWebhookTests {
@@ -345,7 +345,7 @@ struct DeliveryWebhookTests {
     }
 }
 
-/// Lucid's respond endpoint (issue #13 §4, U7): the user's answer to a notification.
+/// Lucid's respond endpoint: the user's answer to a notification.
 @Suite("Responses")
 struct ResponseTests {
     @Test("Lucid: a response (text, energy, mood, focus 1–10) to a delivered notification is stored (201) and listed; bad values name their field; another user's device is refused with a client key")

@@ -6,7 +6,7 @@ import HeraldTesting
 import Synchronization
 import Testing
 
-/// Scheduled sends with cancel keys (issue #12 §1): a cancel is one transaction, ordered with
+/// Scheduled sends with cancel keys: a cancel is one transaction, ordered with
 /// the sends around it; what it covers is never sent, and a delivery it caught being sent is
 /// never tried again.
 @Suite("Cancel keys")

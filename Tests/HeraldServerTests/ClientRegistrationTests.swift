@@ -7,7 +7,7 @@ import HeraldTesting
 import Hummingbird
 import Testing
 
-/// Issue #10 §1: the public client key cannot register, move or delete another user's devices.
+/// The public client key cannot register, move or delete another user's devices.
 @Suite("Client registration is bounded by user tokens", .serialized)
 struct ClientRegistrationTests {
     static func errorField(_ response: (status: HTTPResponse.Status, body: [String: Any])) -> String? {

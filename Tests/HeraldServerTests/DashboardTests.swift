@@ -7,7 +7,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// The dashboard over HTTP against a live server (issue #15): sign-in, CSRF, an app key's
+/// The dashboard over HTTP against a live server: sign-in, CSRF, an app key's
 /// scope, and the SyncWell deferral's trace on the Users and Notification pages. (The Chromium
 /// run of the same pages is scripts/dashboard-browser.py.)
 @Suite("Dashboard")

@@ -6,7 +6,7 @@ import HeraldStore
 import HeraldTesting
 import Testing
 
-/// The engagement loop (issue #13): the ids every delivered payload carries, opens reported by
+/// The engagement loop: the ids every delivered payload carries, opens reported by
 /// devices and the analytics they feed, replayed over HTTP with the simulator's inbox as the
 /// witness of what each device got.
 @Suite("Engagement")
@@ -279,7 +279,7 @@ struct OptInCounterTests {
             let lines = [4, 5].map { #"{"device_id":"i\#($0)","user_id":"u\#($0)","token":"\#(tokens[$0])","authorization_status":"authorized","app_version":"2.0"}"# }
             let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n"))
             #expect(imported.status == .ok, "\(imported.body)")
-            // The same token moved to another device of another user (K1): counted once.
+            // The same token moved to another device of another user: counted once.
             try await register("b2", "bea", tokens[1], "authorized", "1.1")
             let expected: [String: [String: Int]] = ["1.0": ["provisional": 1], "1.1": ["authorized": 1], "unknown": ["authorized": 1], "2.0": ["authorized": 2]]
             #expect(try await Self.statuses(server) == expected)

@@ -5,7 +5,7 @@ import HeraldStore
 import HeraldTesting
 import Testing
 
-/// Events and triggers, badges and nightly jobs (issue #12 §3–§5), replayed as SyncWell does
+/// Events and triggers, badges and nightly jobs, replayed as SyncWell does
 /// them over HTTP, the simulator's inbox as the witness.
 @Suite("Events, badges and jobs")
 struct EventTests {

@@ -6,7 +6,7 @@ import HeraldServer
 import HeraldTesting
 import Testing
 
-/// HeraldKit's networking against a live Herald (issue #14, "Done when"): the app registers
+/// HeraldKit's networking against a live Herald: the app registers
 /// with its user token, receives a typed notification (the simulator's inbox), reports it
 /// opened (the type's analytics move) and signs out (the device is gone).
 @Suite("HeraldKit against a live Herald")

@@ -8,7 +8,7 @@ import HeraldTesting
 import Hummingbird
 import Testing
 
-/// Issue #10 §2–§3: odd or hostile input gets a clear 4xx, and nothing breaks or leaks.
+/// Odd or hostile input gets a clear 4xx, and nothing breaks or leaks.
 @Suite("Hostile and odd input", .serialized)
 struct HostileInputTests {
     static func field(_ response: (status: HTTPResponse.Status, body: [String: Any])) -> String? {

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue #10 §4: what an operator sees — `/metrics` behind a key, its labels bounded and escaped,
+/// What an operator sees — `/metrics` behind a key, its labels bounded and escaped,
 /// `/healthz` that fails when the database or the dispatcher does, logs without tokens or copy.
 @Suite("Operations: metrics, health, logs")
 struct OperationsTests {

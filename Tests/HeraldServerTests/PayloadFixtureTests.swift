@@ -2,7 +2,7 @@ import Foundation
 import HeraldTesting
 import Testing
 
-/// The contract between the server and HeraldKit (issue #14): payloads the server delivers,
+/// The contract between the server and HeraldKit: payloads the server delivers,
 /// taken from the simulator's inbox, with their per-delivery ids made constant, must equal the
 /// fixtures under Tests/Fixtures/payloads/ — which HeraldKit's tests decode. A change to what the
 /// server sends fails here until the fixture is rewritten (HERALD_UPDATE_FIXTURES=1), and then

@@ -11,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-/// The delivery pipeline of issue #11: overlapping batches, bounded shutdown, `outbox.*`.
+/// The delivery pipeline: overlapping batches, bounded shutdown, `outbox.*`.
 @Suite("Delivery pipeline")
 struct PipelineTests {
     @Test("a hung token does not hold back another user's delivery: it arrives while the hung one is still unanswered")

@@ -4,7 +4,7 @@ import HeraldSimulator
 import HeraldTesting
 import Testing
 
-/// Issue #4's scenarios, replayed over HTTP against a live server, the simulator and a temp SQLite
+/// The policy engine's scenarios, replayed over HTTP against a live server, the simulator and a temp SQLite
 /// file, with a manual clock for the store, API and policy engine. What the tests assert is what
 /// the simulator's inbox received: what actually went over the wire.
 @Suite("Policy scenarios (SyncWell, Lucid, Cocotte)")

@@ -4,7 +4,7 @@ import HeraldServer
 import HeraldTesting
 import Testing
 
-/// Issue #10 §2: a configuration mistake never loses notifications or deactivates a fleet. The
+/// A configuration mistake never loses notifications or deactivates a fleet. The
 /// simulator plays APNs and FCM refusing the credential or most tokens; the witnesses are the
 /// notification's counts, the devices' `active` flags, `/healthz` and `/metrics`.
 @Suite("Provider pauses")

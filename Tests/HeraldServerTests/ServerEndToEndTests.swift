@@ -71,7 +71,7 @@ struct ServerEndToEndTests {
             #expect((carol.body["devices"] as? [Any])?.isEmpty == true)
             #expect(try await server.send(#"{"to":{"user_ids":["carol"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
             #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 1)
-            // A fresh token replaces the stored one (K2).
+            // A fresh token replaces the stored one.
             let fresh = makeDeviceTokens(1)[0]
             _ = try await server.register("new-phone", user: "dave", token: fresh)
             let dave = try await server.request(.get, "/v1/apps/demo/users/dave/devices")

@@ -4,7 +4,7 @@ import HeraldSimulator
 import HeraldTesting
 import Testing
 
-/// Issue #13 §4: `POST /v1/apps/{app}/test`, the admin's "send me one now" (Lucid's guide):
+/// `POST /v1/apps/{app}/test`, the admin's "send me one now" (Lucid's guide):
 /// rendered and sent at once past quiet hours and pacing, not past preferences, answered with
 /// what each device was sent and how it went. The simulator's inbox is the witness.
 @Suite("Test sends")

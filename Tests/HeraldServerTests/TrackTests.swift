@@ -5,7 +5,7 @@ import HeraldStore
 import HeraldTesting
 import Testing
 
-/// Lifecycle tracks (issue #12 §2), replayed as LucidPal does them, over HTTP with the
+/// Lifecycle tracks, replayed as LucidPal does them, over HTTP with the
 /// simulator's inbox as the witness and the server's clock moved by `POST /v1/dev/clock`.
 @Suite("Lifecycle tracks")
 struct TrackTests {
@@ -344,7 +344,7 @@ struct TrackTests {
     }
 }
 
-/// LucidPal's silent sync (issue #12 §6): a device uploads a batch; the user's other devices get
+/// LucidPal's silent sync: a device uploads a batch; the user's other devices get
 /// a background push with the cursor, coalesced and within Apple's budget.
 @Suite("Silent sync")
 struct SyncTests {

@@ -3,7 +3,7 @@ public import Foundation
 /// One notification for one device token, ready for the wire: the headers APNs reads and the
 /// encoded payload. Built once per device; validated before anything is sent.
 public struct APNSNotification: Sendable, Hashable {
-    /// The device token as lowercase hex of the raw token bytes (K2).
+    /// The device token as lowercase hex of the raw token bytes.
     public var deviceToken: String
     public var pushType: APNSPushType
     /// The app's bundle id; the push type's suffix is added for `apns-topic`.

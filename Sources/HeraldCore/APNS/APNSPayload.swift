@@ -7,7 +7,7 @@ public import HeraldPayload
 /// that the same payload always has the same bytes.
 public struct APNSPayload: Sendable, Hashable, Encodable {
     public var aps: APS
-    /// Custom top-level keys, siblings of `aps` (U3: the app's payload key lives here).
+    /// Custom top-level keys, siblings of `aps` (the app's payload key lives here).
     public var custom: [String: JSONValue]
 
     public init(aps: APS = APS(), custom: [String: JSONValue] = [:]) {

@@ -6,9 +6,9 @@ public struct Catalog: Sendable {
     public var types: [CatalogType]
     /// Lifecycle tracks.
     public var tracks: [CatalogTrack]
-    /// What events do (§3), in the catalog's order.
+    /// What events do, in the catalog's order.
     public var triggers: [CatalogTrigger]
-    /// Time-based jobs over user attributes (§4).
+    /// Time-based jobs over user attributes.
     public var jobs: [CatalogJob]
 
     public init(
@@ -37,9 +37,9 @@ public struct CatalogApp: Sendable {
     public var payloadKey: String?
     public var defaultLocale: String = "en"
     public var quietHours: QuietHours?
-    /// At most this many notifications per user per rolling hour (U7); 0 turns pacing off.
+    /// At most this many notifications per user per rolling hour; 0 turns pacing off.
     public var pacingLimit: Int = 5
-    /// Grouping (C7) is on when the catalog has a `grouping` section; its threshold defaults to 5.
+    /// Grouping is on when the catalog has a `grouping` section; its threshold defaults to 5.
     public var groupingThreshold: Int?
     public var groupThreadID: String = "group"
     public var groupSummaryFormat: String = "{app} · {count} updates"
@@ -68,7 +68,7 @@ public struct CatalogApp: Sendable {
     }
 }
 
-/// Copy rules checked when the catalog loads (L10, C2).
+/// Copy rules checked when the catalog loads.
 public struct CopyRules: Sendable {
     public var titleMaximum: Int = 50
     public var bodyMaximum: Int = 178
@@ -92,7 +92,7 @@ public struct CatalogType: Sendable {
     public var pushType: APNSPushType = .alert
     public var priority: APNSPriority?
     public var sound: String?
-    /// `mutable-content: 1`, for a notification service extension (rich content, K4).
+    /// `mutable-content: 1`, for a notification service extension (rich content).
     public var mutableContent = false
     public var interruptionLevel: APSInterruptionLevel?
     public var category: String?
@@ -107,12 +107,12 @@ public struct CatalogType: Sendable {
     public var copy: [String: CatalogCopy] = [:]
     /// Deterministic body used when a placeholder's data is missing.
     public var fallbackBody: String?
-    /// Shown instead of title and body when they contain personal data (C10); the app's
+    /// Shown instead of title and body when they contain personal data; the app's
     /// opaque text when `nil`.
     public var opaqueTitle: String?
     public var opaqueBody: String?
     public var actions: [CatalogAction] = []
-    /// Click-through goal (S8), a fraction.
+    /// Click-through goal, a fraction.
     public var goalCTR: Double?
     /// Where the type starts in its file, for error messages.
     public var line: Int?
@@ -143,7 +143,7 @@ public struct CatalogCopy: Sendable, Hashable {
     }
 }
 
-/// A quick action (K6, C5).
+/// A quick action.
 public struct CatalogAction: Sendable, Hashable {
     public var id: String
     public var title: String

@@ -159,7 +159,7 @@ extension CatalogType {
     }
 
     /// The copy for a device locale with placeholders filled; a missing placeholder's data
-    /// makes the body the type's fallback (S9, L3).
+    /// makes the body the type's fallback.
     public func render(locale: String?, defaultLocale: String, data: [String: String]) -> CatalogCopy? {
         guard let chosen = copy(locale: locale, defaultLocale: defaultLocale) else { return nil }
         var rendered = CatalogCopy()

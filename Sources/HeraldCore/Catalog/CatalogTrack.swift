@@ -71,7 +71,7 @@ public struct PlannedStep: Sendable, Hashable {
 
 extension CatalogTrack {
     /// The steps' due times for an anchor in `zone`; with `testSeconds`, every step that many
-    /// seconds after the one before, from `now` (L5: a test of the whole track in seconds).
+    /// seconds after the one before, from `now` (a test of the whole track in seconds).
     public func plan(anchor: Date, zone: TimeZone, testSeconds: Int? = nil, now: Date) -> [PlannedStep] {
         steps.enumerated().map { index, step in
             if let testSeconds { return PlannedStep(id: step.id, dueAt: now.addingTimeInterval(Double((index + 1) * testSeconds))) }

@@ -2,7 +2,7 @@ import Foundation
 public import HeraldPayload
 import Synchronization
 
-/// Finds personal data in notification text (C10). Built-in detectors cover e-mail addresses,
+/// Finds personal data in notification text. Built-in detectors cover e-mail addresses,
 /// phone numbers, card numbers (Luhn-checked) and street addresses; apps add their own patterns.
 public struct PIIDetector: Sendable {
     public var name: String

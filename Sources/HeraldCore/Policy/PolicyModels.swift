@@ -1,7 +1,7 @@
 public import Foundation
 public import HeraldPayload
 
-/// How much is at stake in a notification (C1): the wire type HeraldKit shares.
+/// How much is at stake in a notification: the wire type HeraldKit shares.
 public typealias Stakes = HeraldPayload.Stakes
 
 /// A time of day, minutes after midnight.
@@ -24,7 +24,7 @@ public struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
     public var description: String { String(format: "%02d:%02d", hour, minute) }
 }
 
-/// A daily quiet window in the user's time zone, e.g. 22:00–09:00 (S10). It may wrap midnight.
+/// A daily quiet window in the user's time zone, e.g. 22:00–09:00. It may wrap midnight.
 public struct QuietHours: Sendable, Hashable, Codable {
     public var start: LocalTime
     public var end: LocalTime
@@ -40,13 +40,13 @@ public struct QuietHours: Sendable, Hashable, Codable {
 /// What the catalog says about a notification type, as far as policy is concerned.
 public struct PolicyType: Sendable, Hashable {
     public var id: String
-    /// Transactional types ignore quiet hours (S10).
+    /// Transactional types ignore quiet hours.
     public var transactional: Bool
-    /// Only user-controllable types can be switched off (S2).
+    /// Only user-controllable types can be switched off.
     public var userControllable: Bool
     public var defaultEnabled: Bool
     public var stakes: Stakes
-    /// The opaque text used when the PII guard fires (C10).
+    /// The opaque text used when the PII guard fires.
     public var opaqueTitle: String
     public var opaqueBody: String
 
@@ -64,7 +64,7 @@ public struct PolicyType: Sendable, Hashable {
     }
 }
 
-/// A user's settings (S2, S10, C11, C12).
+/// A user's settings.
 public struct PolicyUser: Sendable, Hashable {
     public var timeZone: TimeZone
     /// Per-type on/off; types missing here use the catalog default.
@@ -87,12 +87,12 @@ public struct PolicyUser: Sendable, Hashable {
     }
 }
 
-/// App-wide policy settings (U7, C7, C10, C6).
+/// App-wide policy settings.
 public struct PolicyApp: Sendable {
     public var name: String
-    /// At most this many notifications per user per rolling hour; `nil` turns pacing off (U7: 5).
+    /// At most this many notifications per user per rolling hour; `nil` turns pacing off (default 5).
     public var pacingLimit: Int?
-    /// From this many notifications within a rolling hour, the group thread and summary are used (C7: 5).
+    /// From this many notifications within a rolling hour, the group thread and summary are used (default 5).
     public var groupingThreshold: Int?
     public var groupThreadID: String
     /// `{app}` and `{count}` are filled in: "Cocotte · {count} updates".

@@ -3,7 +3,7 @@ package import HeraldCore
 import HeraldPayload
 import HeraldStore
 
-/// A user's notification preferences as the API and the store keep them (S2, S10, C11, C12).
+/// A user's notification preferences as the API and the store keep them.
 package struct UserPreferences: Codable, Sendable, Hashable {
     package struct QuietHoursSetting: Codable, Sendable, Hashable {
         package var enabled: Bool
@@ -51,7 +51,7 @@ package struct UserPreferences: Codable, Sendable, Hashable {
     }
 
     /// What the API shows: every user-controllable type of the catalog with its effective
-    /// setting (the user's choice, else the catalog default), keyed by type name (S2).
+    /// setting (the user's choice, else the catalog default), keyed by type name.
     func withDefaults(from catalog: Catalog?) -> UserPreferences {
         guard let catalog else { return self }
         var copy = self

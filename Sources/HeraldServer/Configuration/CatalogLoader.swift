@@ -255,7 +255,7 @@ package enum CatalogLoader {
         return value
     }
 
-    /// `opaque: { title: …, body: … }`: the text shown when the PII guard fires (C10).
+    /// `opaque: { title: …, body: … }`: the text shown when the PII guard fires.
     private static func opaque(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> (String?, String?) {
         var title: String?
         var body: String?

@@ -104,7 +104,7 @@ package struct HeraldConfiguration: Sendable {
     /// One app: its keys, payload key and push credentials.
     package struct AppConfiguration: Sendable {
         package var id: String
-        /// Custom data goes under this top-level payload key (U3). Defaults to the catalog's
+        /// Custom data goes under this top-level payload key. Defaults to the catalog's
         /// `app.payload_key`, else the app id.
         package var payloadKey: String {
             didSet { payloadKeyIsExplicit = true }
@@ -219,7 +219,7 @@ package struct HeraldConfiguration: Sendable {
         }
     }
 
-    /// An app's APNs credentials (U1).
+    /// An app's APNs credentials.
     package struct APNSConfiguration: Sendable {
         package var teamID: String
         package var keyID: String
