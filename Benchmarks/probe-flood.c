@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -143,5 +144,9 @@ int main(int argc, char **argv) {
     double elapsed = now() - begin;
     printf("probes: %ld answered in %.2fs (%.0f/s), 2xx %ld, 4xx %ld, 5xx %ld, skipped (all %d connections waiting) %ld\n", answered, elapsed,
            answered / elapsed, classes[2], classes[4], classes[5], count, skipped);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("probe-flood CPU: %.2f s user, %.2f s system\n", usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6,
+           usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6);
     return classes[5] > 0 || answered < sent ? 1 : 0;
 }

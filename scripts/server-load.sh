@@ -361,7 +361,7 @@ if [ "$MODE" = latency ]; then
     if [ "${PROBES:-0}" -gt 0 ]; then
         echo "== with GET /healthz at ${PROBES}/s from 16 connections (Benchmarks/probe-flood.c)"
         cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
-        "$WORK/probe-flood" "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" 16 /healthz > "$WORK/probes.txt" &
+        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" 16 /healthz > "$WORK/probes.txt" &
         PROBE_PID=$!
         sleep 0.5
     fi
