@@ -36,7 +36,8 @@
 #                                                  # per second, keyless, from 16 connections, for
 #                                                  # the whole run (what a probe flood costs sends;
 #                                                  # the flood is Benchmarks/probe-flood.c, built
-#                                                  # with cc)
+#                                                  # with cc; it prints its own CPU time;
+#                                                  # PROBE_NICE=19 runs it at that nice level)
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
