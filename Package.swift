@@ -65,7 +65,6 @@ let package = Package(
                 "HeraldCore", "HeraldHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -76,7 +75,7 @@ let package = Package(
         .target(
             name: "HeraldFCM",
             dependencies: [
-                "HeraldCore", "HeraldHTTP2", "HeraldPayload",
+                "HeraldCore", "HeraldHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -94,7 +93,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -124,7 +122,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore", "HeraldSimulator",
+                "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -149,7 +147,7 @@ let package = Package(
         .target(
             name: "HeraldTesting",
             dependencies: [
-                "HeraldAPNs", "HeraldSimulator", .product(name: "Crypto", package: "swift-crypto"),
+                "HeraldAPNs", "HeraldCore", "HeraldSimulator", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strict
@@ -157,8 +155,9 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldAPNs", "HeraldFCM", "HeraldSimulator", "HeraldServer", "HeraldStore",
+                "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator", "HeraldServer", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -178,13 +177,15 @@ let package = Package(
             path: "Fuzz/HTTP2Frames",
             swiftSettings: strict
         ),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: strict),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldPayload"], swiftSettings: strict),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit", "HeraldKitTesting", "HeraldPayload"], swiftSettings: strict),
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
                 "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
+                "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -205,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "HeraldSimulatorTests",
             dependencies: [
-                "HeraldSimulator", "HeraldAPNs", "HeraldTesting",
+                "HeraldSimulator", "HeraldAPNs", "HeraldCore", "HeraldTesting",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -223,7 +224,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldAPNsTests",
-            dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldTesting"],
+            dependencies: ["HeraldAPNs", "HeraldCore", "HeraldSimulator", "HeraldTesting", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
     ]

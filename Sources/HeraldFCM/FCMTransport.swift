@@ -27,16 +27,20 @@ struct FCMEndpoint: Sendable, Hashable {
 final class FCMConnection: Sendable {
     let channel: any Channel
     let status: HTTP2ConnectionStatus
+    /// The connection's HTTP/2 handler, looked up once: every request is handed to it on the
+    /// channel's event loop.
+    private let handler: NIOLoopBound<HTTP2ClientHandler>
 
-    private init(channel: any Channel, status: HTTP2ConnectionStatus) {
+    private init(channel: any Channel, status: HTTP2ConnectionStatus, handler: NIOLoopBound<HTTP2ClientHandler>) {
         self.channel = channel
         self.status = status
+        self.handler = handler
     }
 
     static func connect(
         to endpoint: FCMEndpoint, sslContext: NIOSSLContext, eventLoop: any EventLoop, timeout: TimeAmount
     ) async throws -> FCMConnection {
-        let serverHostname = endpoint.host.first?.isNumber == true || endpoint.host.contains(":") ? nil : endpoint.host
+        let serverHostname = endpoint.host.isIPAddress ? nil : endpoint.host
         let status = HTTP2ConnectionStatus()
         let channel = try await ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
@@ -49,7 +53,10 @@ final class FCMConnection: Sendable {
                 }
             }
             .connect(host: endpoint.host, port: endpoint.port).get()
-        return FCMConnection(channel: channel, status: status)
+        let handler = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: HTTP2ClientHandler.self), eventLoop: channel.eventLoop)
+        }.get()
+        return FCMConnection(channel: channel, status: status, handler: handler)
     }
 
     var isUsable: Bool { status.isUsable && channel.isActive }
@@ -64,14 +71,9 @@ final class FCMConnection: Sendable {
         }
         let deadline = NIODeadline.now() + timeout
         let sendable = hpack
-        let channel = self.channel
+        let handler = self.handler
         channel.eventLoop.execute {
-            do {
-                let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ClientHandler.self)
-                handler.submit(method: method, path: path, headers: sendable, body: body, deadline: deadline, promise: promise)
-            } catch {
-                promise.fail(HTTP2RequestFailure.unanswered)
-            }
+            handler.value.submit(method: method, path: path, headers: sendable, body: body, deadline: deadline, promise: promise)
         }
         return try await promise.futureResult.get()
     }

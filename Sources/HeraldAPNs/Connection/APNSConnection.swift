@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldHTTP2
 import Logging
 import NIOCore
 import NIOPosix
@@ -330,14 +331,5 @@ extension APNSConnection: APNSConnectionHandlerDelegate {
         } else {
             connectIfNeeded()
         }
-    }
-}
-
-extension String {
-    /// Whether this is an IPv4 or IPv6 literal (no SNI is sent for those).
-    var isIPAddress: Bool {
-        var ipv4 = in_addr()
-        var ipv6 = in6_addr()
-        return withCString { inet_pton(AF_INET, $0, &ipv4) == 1 || inet_pton(AF_INET6, $0, &ipv6) == 1 }
     }
 }

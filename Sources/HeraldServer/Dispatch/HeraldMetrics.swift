@@ -241,7 +241,7 @@ enum MetricReason {
             "InvalidMessage", "MessageTooBig", "ReservedDataKey",
             // Herald's.
             OutboxLoop.pausedReason, "Shutdown", "DeviceReassigned", "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
-            "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired",
+            "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired", "ActionKeyUnavailable",
         ])
         return known
     }()
