@@ -75,6 +75,8 @@ package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
 /// priority 10 asked for) before normal ones (a bulk fan-out's).
 package enum DeliveryLane: Int, Sendable, Hashable, CaseIterable {
     case urgent = 0, normal = 1
+
+    package init(urgent: Bool) { self = urgent ? .urgent : .normal }
 }
 
 /// One row of the outbox: a notification for one device.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldKit
 import HeraldKitTesting
 import HeraldPayload

@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 package import Hummingbird
 import HeraldCore
 
@@ -19,12 +19,21 @@ package struct APIError: HTTPResponseError, Sendable {
         self.retryAfter = retryAfter
     }
 
-    /// A rendering refused by a provider's rules: 413 for size, else 400; names the field.
-    init(rendering error: RenderingError) {
-        if error.code == .payloadTooLarge {
-            self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
-        } else {
-            self.init(.badRequest, code: "invalid_field", message: error.message, field: error.field)
+    /// A draft the composer refused: 413 for size, else 400; names the field.
+    init(composition error: CompositionError) {
+        switch error.code {
+        case .payloadTooLarge: self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
+        case .missing: self.init(.badRequest, code: "missing_field", message: error.message, field: error.field)
+        case .invalid: self.init(.badRequest, code: "invalid_field", message: error.message, field: error.field)
+        }
+    }
+
+    /// `body`'s result, its `CompositionError` as the API's answer.
+    static func composing<T>(_ body: () throws(CompositionError) -> T) throws(APIError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw APIError(composition: error)
         }
     }
 
@@ -65,18 +74,3 @@ enum JSONResponse {
     }
 }
 
-/// RFC 3339 times as the API writes and reads them. `Date.ISO8601FormatStyle` is a value type:
-/// no formatter object is shared between threads (swift-corelibs-foundation's
-/// `ISO8601DateFormatter` is not safe to share).
-package enum HeraldTime {
-    private static let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-    private static let plain = Date.ISO8601FormatStyle()
-
-    /// `2026-11-23T09:00:00.000Z`: UTC, with milliseconds.
-    package static func format(_ date: Date) -> String { withFraction.format(date) }
-
-    /// Parses an RFC 3339 time with or without fractional seconds.
-    package static func parse(_ text: String) -> Date? {
-        (try? withFraction.parse(text)) ?? (try? plain.parse(text))
-    }
-}

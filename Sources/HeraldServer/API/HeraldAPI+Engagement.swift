@@ -42,7 +42,7 @@ extension HeraldAPI {
                 ]
                 if let type { data["type"] = .string(type.name) }
                 let text = String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
-                let checked = EventBody.Checked(
+                let checked = UserEvent(
                     name: HeraldStore.openedEvent, userID: userID, data: text, occurredAt: open.at, idempotencyKey: nil)
                 event = HeraldStore.OpenEvent(
                     id: UUID.random(), userID: userID, data: text,

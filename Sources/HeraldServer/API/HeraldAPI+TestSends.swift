@@ -14,23 +14,22 @@ extension HeraldAPI {
         apps.post("test") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(TestSendBody.self, request)
-            let (userID, notification) = try body.validated()
+            let (userID, draft) = try body.validated()
             let devices = try await runtime.store.devices(appID: app.id, userID: userID).filter(\.active)
             guard !devices.isEmpty else {
                 throw APIError(.notFound, code: "no_devices", message: "the user has no active device in this app", field: "user_id")
             }
             let id = UUID.random()
-            var (selector, content, _, _) = try notification.prepared(
-                payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil, now: runtime.store.now, id: id)
-            content.typed?.test = true
             // Watched before it is stored: a direct claim may be sent before the accept returns.
             runtime.testSends.watch(id)
             defer { runtime.testSends.forget(id) }
-            let accepted = try await runtime.store.acceptNotification(
-                appID: app.id, id: id, idempotencyKey: nil, content: try JSONEncoder().encode(content), recipients: selector,
-                excludeDeviceIDs: [], dueAt: runtime.store.now, lane: .urgent,
-                directUpTo: runtime.direct.bulkRoom == nil ? 0 : DirectClaims.perNotification)
-            await handOver(accepted, app: app, runtime: runtime)
+            let accepted: HeraldStore.Accepted
+            do {
+                accepted = try await NotificationSends.accept(
+                    SendRequest(recipients: .users([userID]), draft: draft), app: app, runtime: runtime, id: id, test: true)
+            } catch let error as CompositionError {
+                throw APIError(composition: error)
+            }
             runtime.logger.info(
                 "Test send",
                 metadata: ["herald.app": "\(app.id)", "herald.type": "\(body.type ?? "")", "herald.notification": "\(id)", "herald.devices": "\(accepted.record.recipients)"])
@@ -46,7 +45,7 @@ extension HeraldAPI {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let view = TestSendView(
-                id: id, userID: userID, type: content.typed?.type ?? "", complete: complete, deliveries: deliveries,
+                id: id, userID: userID, type: app.catalog?.type(body.type ?? "")?.name ?? "", complete: complete, deliveries: deliveries,
                 platforms: Dictionary(devices.map { ($0.deviceID, $0.platform) }, uniquingKeysWith: { first, _ in first }),
                 sent: runtime.testSends.sent(id))
             return try JSONResponse.make(view, status: complete ? .ok : .accepted)
@@ -63,11 +62,11 @@ struct TestSendBody: Decodable {
     enum CodingKeys: String, CodingKey { case userID = "user_id", type, data }
 
     /// The user, and the notification a send of the type to them would be; the first problem names its field.
-    func validated() throws(APIError) -> (String, NotificationBody) {
+    func validated() throws(APIError) -> (String, NotificationDraft) {
         guard let userID else { throw APIError.missing("user_id") }
         guard !userID.isEmpty, userID.utf8.count <= 256 else { throw APIError.invalid("user_id", "user_id is 1 to 256 bytes") }
         guard let type else { throw APIError.missing("type") }
-        return (userID, NotificationBody(to: .init(userIDs: [userID]), data: data, type: type))
+        return (userID, NotificationDraft(data: data, type: type))
     }
 }
 

@@ -341,38 +341,17 @@ package enum HeraldAPI {
         Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: readyBody))
     }
 
-    /// `POST …/notifications` (and the dashboard's composer): checks and stores a notification,
-    /// then hands what it claimed to this node's dispatcher.
+    /// `POST …/notifications`: checks the request and stores the notification.
     static func send(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> NotificationAccepted {
-        let id = UUID.random()
-        let (selector, content, dueAt, apnsPayload) = try body.prepared(
-            payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
-            now: runtime.store.now, id: id)
-        let contentData = try JSONEncoder().encode(content)
-        // Before the commit: the dispatcher may claim the deliveries as soon as it lands.
-        runtime.recentContents.insert(id, content, apnsPayload: apnsPayload)
-        let started = ContinuousClock.now
-        // A due send to a few named devices or users is claimed as it is stored, for this
-        // node's dispatcher to send at once (when it has room).
-        let accepted = try await runtime.store.acceptNotification(
-            appID: app.id, id: id, idempotencyKey: body.idempotencyKey, content: contentData,
-            recipients: selector, excludeDeviceIDs: body.excludeDeviceIDs ?? [], dueAt: dueAt, lane: body.lane(catalog: app.catalog),
-            cancelKey: body.cancelKey, directUpTo: runtime.direct.room)
-        let (record, created) = (accepted.record, accepted.created)
-        runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds)
-        await handOver(accepted, app: app, runtime: runtime)
-        return NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !created)
-    }
-
-    /// After an accept's commit (`POST …/notifications`, `POST …/test`): the deliveries claimed
-    /// with it go to this node's dispatcher (back to the queue if it stopped meanwhile), and a new
-    /// notification is counted and wakes the dispatcher (the outbox's, when none was claimed).
-    static func handOver(_ accepted: HeraldStore.Accepted, app: AppRuntime, runtime: HeraldRuntime) async {
-        let stopped = runtime.direct.add(accepted.claimed)
-        if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
-        guard accepted.created else { return }
-        runtime.metrics.notificationCreated(app: app.id)
-        runtime.wake.signal(outbox: accepted.claimed.isEmpty)
+        let request = try body.sendRequest()
+        let accepted: HeraldStore.Accepted
+        do {
+            accepted = try await NotificationSends.accept(request, app: app, runtime: runtime)
+        } catch let error as CompositionError {
+            throw APIError(composition: error)
+        }
+        let record = accepted.record
+        return NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !accepted.created)
     }
 
     /// The app's catalog and the track the path names (404 naming `track` when there is none).
@@ -678,6 +657,9 @@ struct ListenerMiddleware: RouterMiddleware {
         } catch let error as StoreError where error.code == .unstorableText {
             // Input the database refuses (a NUL character in a text field) is the caller's: a 400.
             response = try APIError(.badRequest, code: "invalid_text", message: error.message, field: "body").response(from: request, context: context)
+        } catch let error as CompositionError {
+            // A notification the composer refused, from any route that sends one: 400 or 413.
+            response = try APIError(composition: error).response(from: request, context: context)
         }
         status = UInt16(response.status.code)
         if runtime.configuration.tls != nil { response.headers[.strictTransportSecurity] = "max-age=31536000" }

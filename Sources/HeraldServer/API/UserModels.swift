@@ -104,9 +104,9 @@ struct UserBody: Decodable {
         if let attributes, attributes.objectValue == nil {
             throw APIError.invalid("attributes", "attributes must be a JSON object")
         }
-        if let attributes, attributes.depth > NotificationBody.maximumDataDepth {
+        if let attributes, attributes.depth > NotificationDraft.maximumDataDepth {
             throw APIError.invalid(
-                "attributes", "attributes nest objects and arrays more than \(NotificationBody.maximumDataDepth) levels deep")
+                "attributes", "attributes nest objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
         }
     }
 }

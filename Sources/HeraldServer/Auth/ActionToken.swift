@@ -21,7 +21,7 @@ package struct ActionToken: Sendable, Equatable {
     }
 
     static let version: UInt8 = 1
-    static let tagBytes = 16
+    static let tagBytes = ActionTokenLayout.tagBytes
     /// The longest action id a token carries (the catalog refuses longer ones).
     package static let maximumActionBytes = 64
     /// How long a token is good for when the notification does not expire sooner.
@@ -34,10 +34,7 @@ package struct ActionToken: Sendable, Equatable {
     }
 
     /// The length of a token for `action` (every token for it has this length).
-    package static func length(action: String) -> Int {
-        let bytes = 1 + 8 + 4 + action.utf8.count + tagBytes
-        return (bytes * 4 + 2) / 3
-    }
+    package static func length(action: String) -> Int { ActionTokenLayout.length(action: action) }
 
     /// The token, signed for `appID` with `key`.
     package func signed(appID: String, key: SymmetricKey) -> String {

@@ -27,22 +27,23 @@ extension Dashboard {
                 guard checkCSRF(fields, session) else { return csrfRefused() }
                 let form = ComposeForm(fields)
                 do {
-                    let body = try form.notification()
+                    let send = try form.sendRequest()
                     if fields["action"] == "send" {
-                        let accepted = try await HeraldAPI.send(body, app: app, runtime: runtime)
+                        let accepted = try await NotificationSends.accept(send, app: app, runtime: runtime)
+                        let id = accepted.record.id.uuidString.lowercased()
                         runtime.logger.notice(
                             "Dashboard send",
                             metadata: [
-                                "herald.app": "\(app.id)", "herald.notification": "\(accepted.id)", "herald.devices": "\(accepted.recipients)",
+                                "herald.app": "\(app.id)", "herald.notification": "\(id)", "herald.devices": "\(accepted.record.recipients)",
                                 "herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)",
                             ])
-                        return redirect("/dashboard/apps/\(escaped(app.id))/notifications/\(accepted.id)")
+                        return redirect("/dashboard/apps/\(escaped(app.id))/notifications/\(id)")
                     }
-                    let previews = try await preview(body, app: app, runtime: runtime)
+                    let previews = try await preview(send, app: app, runtime: runtime)
                     return composePage(form, previews: previews, error: nil, session: session, app: app, status: .ok)
-                } catch let error as APIError {
-                    let field = error.field.map { "\(ComposeForm.label(of: $0)): " } ?? ""
-                    return composePage(form, previews: nil, error: field + error.message, session: session, app: app, status: .badRequest)
+                } catch let error as CompositionError {
+                    let message = "\(ComposeForm.label(of: error.field)): \(error.message)"
+                    return composePage(form, previews: nil, error: message, session: session, app: app, status: .badRequest)
                 } catch let error as RenderingError {
                     return composePage(form, previews: nil, error: error.message, session: session, app: app, status: .badRequest)
                 }
@@ -69,13 +70,15 @@ extension Dashboard {
     /// request as the provider gets it (a delivery's stamp with id 0; tokens by 8 characters)
     /// and its size against the limit. Quiet hours, pacing and preferences decide when it is
     /// sent; the preview shows what is sent.
-    static func preview(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> [ComposePage.Device] {
+    static func preview(_ send: SendRequest, app: AppRuntime, runtime: HeraldRuntime) async throws -> [ComposePage.Device] {
         let id = UUID.random()
         let now = runtime.store.now
-        let (_, stored, _, _) = try body.prepared(
-            payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil, now: now, id: id)
+        let stored = try NotificationComposer.compose(
+            send.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil, now: now, id: id
+        ).content
+        guard case .users(let userIDs) = send.recipients else { return [] }
         var devices: [ComposePage.Device] = []
-        for userID in body.to?.userIDs ?? [] {
+        for userID in userIDs {
             let user = try await runtime.store.user(appID: app.id, userID: userID)
             let found = try await runtime.store.devices(appID: app.id, userID: userID, limit: previewMaximumDevices)
             if found.isEmpty {
@@ -179,36 +182,37 @@ struct ComposeForm {
         return userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init).filter { seen.insert($0).inserted }
     }
 
-    /// The request `POST …/notifications` would take; the first problem names its field.
-    func notification() throws(APIError) -> NotificationBody {
-        var notification = NotificationBody()
+    /// The send the form asks for (what `POST …/notifications` would take); the first problem
+    /// names its field.
+    func sendRequest() throws(CompositionError) -> SendRequest {
         let users = self.users
-        guard !users.isEmpty else { throw APIError.missing("to.user_ids") }
+        guard !users.isEmpty else { throw CompositionError(.missing, field: "to.user_ids", message: "to.user_ids is required") }
         guard users.count <= Dashboard.composerMaximumUsers else {
-            throw APIError.invalid("to.user_ids", "at most \(Dashboard.composerMaximumUsers) users; send to more with the API")
+            throw .invalid("to.user_ids", "at most \(Dashboard.composerMaximumUsers) users; send to more with the API")
         }
-        notification.to = .init(userIDs: users)
-        if !type.isEmpty { notification.type = type }
+        var draft = NotificationDraft()
+        if !type.isEmpty { draft.type = type }
         if !title.isEmpty || !body.isEmpty {
-            notification.alert = .init(title: title.isEmpty ? nil : title, body: body.isEmpty ? nil : body)
+            draft.alert = .init(title: title.isEmpty ? nil : title, body: body.isEmpty ? nil : body)
         } else if type.isEmpty {
-            throw APIError.invalid("alert.body", "pick a type or write a title or body")
+            throw .invalid("alert.body", "pick a type or write a title or body")
         }
-        if !data.isEmpty { notification.data = try parsedData() }
+        if !data.isEmpty { draft.data = try parsedData() }
         if !deliverAt.isEmpty {
             // An RFC 3339 time, or the browser's date-time field (taken as UTC).
-            let text = HeraldTime.parse(deliverAt) != nil ? deliverAt : deliverAt + (deliverAt.count == 16 ? ":00Z" : "Z")
-            notification.deliverAt = text
+            draft.deliverAt = HeraldTime.parse(deliverAt) != nil ? deliverAt : deliverAt + (deliverAt.count == 16 ? ":00Z" : "Z")
         }
-        if !cancelKey.isEmpty { notification.cancelKey = cancelKey }
-        return notification
+        if !cancelKey.isEmpty, !SendLimits.isValidCancelKey(cancelKey) {
+            throw .invalid("cancel_key", "cancel_key is 1 to \(SendLimits.maximumCancelKey) bytes")
+        }
+        return SendRequest(recipients: .users(users), draft: draft, cancelKey: cancelKey.isEmpty ? nil : cancelKey)
     }
 
     /// `data`: a JSON object, or `key=value` lines.
-    func parsedData() throws(APIError) -> JSONValue {
+    func parsedData() throws(CompositionError) -> JSONValue {
         if data.hasPrefix("{") {
             guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)), value.objectValue != nil else {
-                throw APIError.invalid("data", "data is a JSON object or key=value lines")
+                throw .invalid("data", "data is a JSON object or key=value lines")
             }
             return value
         }
@@ -217,7 +221,7 @@ struct ComposeForm {
             let line = line.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty else { continue }
             guard let equals = line.firstIndex(of: "="), equals != line.startIndex else {
-                throw APIError.invalid("data", "\"\(line.prefix(40))\" is not key=value")
+                throw .invalid("data", "\"\(line.prefix(40))\" is not key=value")
             }
             object[String(line[..<equals]).trimmingCharacters(in: .whitespaces)] = .string(
                 String(line[line.index(after: equals)...]).trimmingCharacters(in: .whitespaces))

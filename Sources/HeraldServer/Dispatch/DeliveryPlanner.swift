@@ -151,13 +151,6 @@ struct PlannedDelivery: Sendable {
     var actions: [String] = []
 }
 
-extension CatalogType {
-    /// The byte lengths of each action's id and token (what a stamp's `a` adds to a payload).
-    var actionTokenLengths: [(id: Int, token: Int)] {
-        actions.map { ($0.id.utf8.count, ActionToken.length(action: $0.id)) }
-    }
-}
-
 /// What the policy step needs of a notification, found once per batch: its content, its
 /// catalog type and that type's policy terms (a test send's as a transactional type's).
 private struct NotificationEntry {

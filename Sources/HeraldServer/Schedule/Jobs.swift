@@ -45,11 +45,12 @@ package final class JobRunner: Sendable {
     private func run(
         _ job: CatalogJob, app: AppRuntime, catalog: Catalog, zone: TimeZone, zoneName: String?, occurrence: String, now: Date
     ) async throws {
-        let body = NotificationBody(to: .init(userIDs: ["job"]), cancelKey: "job:" + job.name, type: job.type)
         let prepared: (content: Data, lane: DeliveryLane)
         do {
-            let rendered = try body.prepared(payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: now)
-            prepared = (try JSONEncoder().encode(rendered.content), body.lane(catalog: catalog))
+            let composed = try NotificationComposer.compose(
+                NotificationDraft(type: job.type), payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil,
+                now: now)
+            prepared = (try JSONEncoder().encode(composed.content), DeliveryLane(urgent: composed.urgent))
         } catch {
             runtime.logger.error("A job's type cannot be rendered; the job is skipped", metadata: ["herald.job": "\(job.name)", "error": "\(error)"])
             return

@@ -216,18 +216,17 @@ struct TimerLoop {
             if let enrolled = try? JSONDecoder().decode(JSONValue.self, from: Data(key.data.utf8)).objectValue {
                 data.merge(enrolled) { _, new in new }
             }
-            let body = NotificationBody(
-                to: .init(userIDs: Array(Set(members.map(\.userID))).sorted()), data: .object(data), cancelKey: track.cancelKey, type: step.type)
+            let draft = NotificationDraft(data: .object(data), type: step.type)
             do {
-                let prepared = try body.prepared(
-                    payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: runtime.store.now)
-                let content = try JSONEncoder().encode(prepared.content)
+                let composed = try NotificationComposer.compose(
+                    draft, payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                let content = try JSONEncoder().encode(composed.content)
                 outcomes.append(
                     .send(
-                        appID: appID, notification: UUID.random(), content: content, lane: body.lane(catalog: catalog),
+                        appID: appID, notification: UUID.random(), content: content, lane: DeliveryLane(urgent: composed.urgent),
                         cancelKey: track.cancelKey, trace: key.trace, timers: members.map(\.id)))
-            } catch let error as APIError {
-                outcomes.append(.failed(timers: members.map(\.id), reason: "\(error.field ?? "step"): \(error.message)"))
+            } catch let error as CompositionError {
+                outcomes.append(.failed(timers: members.map(\.id), reason: "\(error.field): \(error.message)"))
             }
         }
         return outcomes
@@ -245,13 +244,13 @@ struct TimerLoop {
         var groups: [Key: [HeraldStore.DueTimer]] = [:]
         for timer in timers { groups[Key(cursor: timer.data ?? "", trace: timer.trace), default: []].append(timer) }
         return groups.sorted { $0.key.cursor < $1.key.cursor }.map { key, members in
-            let body = NotificationBody(
-                to: .init(deviceIDs: members.map(\.name)), data: .object(["cursor": .string(key.cursor)]), pushType: "background", priority: 5,
-                contentAvailable: true)
+            let draft = NotificationDraft(
+                data: .object(["cursor": .string(key.cursor)]), pushType: "background", priority: 5, contentAvailable: true)
             do {
-                let prepared = try body.prepared(payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                let composed = try NotificationComposer.compose(
+                    draft, payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil, now: runtime.store.now)
                 return .send(
-                    appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(prepared.content), lane: .normal, cancelKey: nil,
+                    appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(composed.content), lane: .normal, cancelKey: nil,
                     trace: key.trace, timers: members.map(\.id))
             } catch {
                 return .failed(timers: members.map(\.id), reason: "\(error)")
