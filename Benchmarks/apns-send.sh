@@ -19,7 +19,7 @@ done
 OUT=bench-out
 mkdir -p "$OUT"
 [ "$BUILD" = 1 ] && swift build -c release >&2
-HERALD=.build/release/herald
+HERALD=${HERALD_BIN:-.build/release/herald}
 TOKENS="$OUT/tokens-20000.txt"
 COUNT=20000
 PORT=${HERALD_BENCH_PORT:-18443}

@@ -22,7 +22,7 @@ done
 OUT=bench-out
 mkdir -p "$OUT"
 [ "$BUILD" = 1 ] && swift build -c release --product herald >&2
-HERALD=.build/release/herald
+HERALD=${HERALD_BIN:-.build/release/herald}
 TOKENS="$OUT/fcm-tokens-20000.txt"
 COUNT=20000
 PORT=${HERALD_BENCH_PORT:-18443}

@@ -184,6 +184,8 @@ package final class HeraldRuntime: Sendable {
     package let wake = WakeSignal()
     /// Wakes the timer loop (`TimerLoop`): steps enrolled or moved, the clock moved.
     package let timerWake = WakeSignal()
+    /// The background loops' finished passes, for tests to wait on.
+    package let passes = LoopPasses()
     package let metrics = HeraldMetrics()
     /// Providers held back by answers that blame the configuration.
     package let pauses = ProviderPauses()

@@ -206,7 +206,7 @@ struct ActionTests {
                 #expect((view["counts"] as? [String: Int])?["cancelled"] == 2)
                 // The hour passes: the original goes nowhere.
                 try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(3700))
-                try await Task.sleep(for: .milliseconds(300))
+                try await server.settle()
                 #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty && server.simulator.state.inbox(for: tokens[1]).count == 1)
                 let again = try await server.request(
                     .post, "/v1/apps/demo/notifications/\(id)/resolve", json: #"{"device_id":"ana-mac","label":"other"}"#)
@@ -252,7 +252,7 @@ struct ActionTests {
                 try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(6))
                 server.runtime.webhookWake.signal()
                 try await eventually { receiver.calls.count == 3 }
-                try await Task.sleep(for: .milliseconds(700))
+                try await server.settle()
                 #expect(receiver.calls.count == 3)
                 // The backend is back; at 5 min the first lands, then the second, in order.
                 receiver.answer { call in .init(body: #"{"ok":true,"turn":"\#(call.data["turn_id"] as? String ?? "")"}"#) }
@@ -282,7 +282,7 @@ struct ActionTests {
                 let calls = receiver.calls.count
                 try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(3600))
                 server.runtime.webhookWake.signal()
-                try await Task.sleep(for: .milliseconds(700))
+                try await server.settle()
                 #expect(receiver.calls.count == calls)
 
                 // A replay sends the messages since then again (idempotency keys unchanged).

@@ -66,7 +66,7 @@ struct CancelTests {
                 }
             }
             try await eventually { bodies(0).count == 2 && bodies(1).count == 2 && bodies(2).count == 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Set(bodies(0)) == ["C", "E"] && Set(bodies(1)) == ["C", "E"])
             #expect(bodies(2) == ["D"])
             #expect(bodies(3).isEmpty && bodies(4).isEmpty)
@@ -130,7 +130,7 @@ struct CancelTests {
             let expected = untouched * 12
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"10m"}"#)
             try await eventually { tokens.reduce(0) { $0 + server.simulator.state.inbox(for: $1).count } == expected }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(tokens.allSatisfy { server.simulator.state.inbox(for: $0).count == expected / 12 })
         }
     }

@@ -220,7 +220,7 @@ struct EngagementTests {
             #expect(answer.status == .ok && answer.body["event_id"] is String, "\(answer.body)")
             try await TrackTests.advance(server, to: start.addingTimeInterval(32 * 86_400))
             try await eventually { TrackTests.bodies(server, tokens[0]).count == 2 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(TrackTests.bodies(server, tokens[1]) == ["A plain hello"])
             let cy = try await server.request(.get, "/v1/apps/demo/users/cy/tracks")
             let step = try #require(((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)

@@ -86,7 +86,7 @@ struct EventTests {
             #expect(resolved.status == .accepted && (resolved.body["events"] as? [[String: Any]])?.count == 1)
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1h"}"#)
             try await eventually { server.simulator.state.inbox(for: tokens[1]).count == 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty)
         }
     }
@@ -123,12 +123,12 @@ struct EventTests {
                     .put, "/v1/apps/demo/users/\(user)", json: #"{"time_zone":"\#(zone)","attributes":\#(attributes)}"#).status == .ok)
             }
             try await TrackTests.advance(server, to: run.addingTimeInterval(-60))
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(tokens.allSatisfy { server.simulator.state.inbox(for: $0).isEmpty })
             try await TrackTests.advance(server, to: run)
             try await eventually { Self.titles(server, tokens[0]) == ["Trial Ending Soon"] && Self.titles(server, tokens[2]) == ["Subscription Renewal"] }
             // New York's 09:00 comes later: its user gets it then; Paris users get nothing more.
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: tokens[3]).isEmpty && server.simulator.state.inbox(for: tokens[1]).isEmpty)
             try await TrackTests.advance(server, to: nyRun.addingTimeInterval(120))
             try await eventually { Self.titles(server, tokens[3]) == ["Trial Ending Soon"] }
@@ -139,7 +139,7 @@ struct EventTests {
             #expect(try await server.runtime.store.sendJobOccurrence(
                 appID: "demo", job: "trial_ending", occurrence: day, userIDs: ["soon", "later"], notification: UUID(), content: Data("{}".utf8),
                 lane: .urgent) == 1)
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Self.titles(server, tokens[0]).count == 1 && Self.titles(server, tokens[2]).count == 1 && Self.titles(server, tokens[3]).count == 1)
             #expect(server.simulator.state.inbox(for: tokens[1]).isEmpty && server.simulator.state.inbox(for: tokens[4]).isEmpty)
         }

@@ -190,7 +190,7 @@ func startHerald(
     process.standardOutput = FileHandle.nullDevice
     try process.run()
     var port: Int?
-    for _ in 0..<600 where process.isRunning {
+    for _ in 0..<1200 where process.isRunning {
         if port == nil, let text = try? String(contentsOfFile: log, encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.contains("Herald listening") }),
             let field = line.split(separator: " ").first(where: { $0.hasPrefix("herald.address=") }),
@@ -201,7 +201,7 @@ func startHerald(
         if let port, (try? await curl(curlOptions + ["--max-time", "1", "\(scheme)://127.0.0.1:\(port)/healthz"]))?.status == 200 {
             return (process, port)
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Task.sleep(for: .milliseconds(50))
     }
     if process.isRunning { process.terminate() }
     let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(20).joined(separator: "\n")

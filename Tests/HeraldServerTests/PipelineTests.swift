@@ -102,7 +102,7 @@ struct PipelineTests {
         let stopping = ContinuousClock.now
         process.terminate()
         while process.isRunning && ContinuousClock.now - stopping < .seconds(40) {
-            try await Task.sleep(for: .milliseconds(100))
+            try await Task.sleep(for: .milliseconds(20))
         }
         let took = ContinuousClock.now - stopping
         #expect(!process.isRunning && took < .seconds(30), "herald serve took \(took) to stop")
@@ -252,7 +252,7 @@ struct PipelineTests {
             let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"in two days"},"deliver_at":"\#(later)"}"#)
             #expect(sent.status == .accepted)
             // The clock stands still: nothing is due, however long the test waits.
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: token).isEmpty)
 
             let noKey = try await server.request(.post, "/v1/dev/clock", json: #"{"advance":"48h"}"#)
@@ -265,7 +265,7 @@ struct PipelineTests {
             let moved = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1d23h59m"}"#)
             #expect(moved.status == .ok)
             #expect(moved.body["advanced_seconds"] as? Double == 172_740)
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: token).isEmpty, "a minute early")
             let due = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"60s"}"#)
             #expect(due.body["now"] as? String == later)
@@ -303,14 +303,18 @@ struct PipelineTests {
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
     func expired() async throws {
         let token = String(repeating: "2b", count: 32)
-        try await withServer { server in
+        let clock = ManualClock(Date())
+        try await withServer(clock: clock) { server in
             #expect(try await server.register("old-phone", user: "carol", token: token, key: ServerHarness.server) == .created)
-            let expiration = Int(Date().timeIntervalSince1970) + 1
-            let deliverAt = HeraldTime.format(Date().addingTimeInterval(2.5))
+            let expiration = Int(clock.now.timeIntervalSince1970) + 1
+            let deliverAt = HeraldTime.format(clock.now.addingTimeInterval(2.5))
             let sent = try await server.send(
                 #"{"to":{"user_ids":["carol"]},"alert":{"body":"stale"},"expiration":\#(expiration),"deliver_at":"\#(deliverAt)"}"#)
             let id = try #require(sent.body["id"] as? String)
-            try await Task.sleep(for: .seconds(3))
+            try await server.settle()
+            #expect(server.simulator.state.inbox(for: token).isEmpty)
+            // Due at 2.5 s and expired at 1 s: when it falls due, it ends Expired, unsent.
+            clock.advance(by: 3)
             let view = try await server.settled(id)
             #expect((view["deliveries"] as? [[String: Any]])?.first?["reason"] as? String == "Expired")
             #expect(server.simulator.state.inbox(for: token).isEmpty)

@@ -136,7 +136,7 @@ struct PolicyScenarioTests {
             clock.advance(by: 3601)
             server.runtime.wake.signal()
             try await eventually { bodies(tokens[0]).count == 10 && bodies(tokens[1]).count == 10 }
-            try await Task.sleep(for: .milliseconds(200))
+            try await server.settle()
             #expect(bodies(tokens[0]).count == 10)  // still at most 5 in the rolling hour
             clock.advance(by: 3601)
             server.runtime.wake.signal()

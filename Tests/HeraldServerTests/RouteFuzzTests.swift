@@ -316,3 +316,31 @@ struct FuzzGenerator {
         return Request(method: method, uri: path(route.1), headers: headers, body: body.map { ByteBuffer(bytes: $0) })
     }
 }
+
+/// The OpenAPI document and the router agree: every route the API serves is documented, and
+/// every documented route is served. The dashboard's HTML pages and assets are the only routes
+/// the document leaves out (its form routes are in it, for schemathesis).
+@Suite("OpenAPI document against the router")
+struct OpenAPIRouterTests {
+    /// A path with its parameters unnamed: the router's `/v1/apps/:app/users/:user` and the
+    /// document's `/v1/apps/{app}/users/{user_id}` are both `/v1/apps/{}/users/{}`.
+    static func shape(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.hasPrefix(":") || segment.hasPrefix("{") ? "{}" : String(segment)
+        }.joined(separator: "/")
+    }
+
+    @Test("every served route is in /openapi.yaml and every documented route is served")
+    func routesMatch() async throws {
+        try await withServer(dispatcher: false) { server in
+            let served = Set(HeraldAPI.router(runtime: server.runtime).routes.map { "\($0.method.rawValue) \(Self.shape("\($0.path)"))" })
+            let documented = Set(try RouteFuzzTests.documentedRoutes().map { "\($0.0.rawValue) \(Self.shape($0.1))" })
+            let pages = Set(RouteFuzzTests.dashboardRoutes.map { "\($0.0.rawValue) \(Self.shape($0.1))" })
+            #expect(documented.count >= 40)
+            #expect(documented.subtracting(served).isEmpty, "documented but not served: \(documented.subtracting(served).sorted())")
+            #expect(
+                served.subtracting(documented).subtracting(pages).isEmpty,
+                "served but not documented: \(served.subtracting(documented).subtracting(pages).sorted())")
+        }
+    }
+}

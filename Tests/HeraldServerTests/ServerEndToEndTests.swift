@@ -205,7 +205,7 @@ struct ServerEndToEndTests {
             let text = when.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
             let later = try await server.send(#"{"to":{"user_ids":["gina"]},"alert":{"body":"later"},"deliver_at":"\#(text)"}"#)
             let id = try #require(later.body["id"] as? String)
-            try await Task.sleep(for: .milliseconds(200))
+            try await server.settle()
             let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body
             #expect((view["counts"] as? [String: Int])?["queued"] == 1)
             let delivery = try #require((view["deliveries"] as? [[String: Any]])?.first)

@@ -55,6 +55,29 @@ struct ServerHarness {
         try await request(.post, "/v1/apps/demo/notifications", json: json)
     }
 
+    /// Waits until the server has nothing left to do at this moment: its timer, outbox and (when
+    /// an app has a webhook) webhook loops have each finished two passes since the call (so one
+    /// began after it) and no delivery is due or being sent. What a test asserts afterwards has
+    /// not merely "not happened yet": it will not happen until the clock moves.
+    func settle() async throws {
+        let start = runtime.passes.snapshot
+        // The webhook loop runs only when an app has a webhook.
+        let webhooks = runtime.apps.values.contains { $0.configuration.webhook != nil }
+        for _ in 0..<1000 {
+            runtime.wake.signal()
+            runtime.timerWake.signal()
+            runtime.webhookWake.signal()
+            let now = runtime.passes.snapshot
+            if now.timer >= start.timer + 2, now.outboxIdle >= start.outboxIdle + 2, !webhooks || now.webhook >= start.webhook + 2,
+                try await runtime.store.queueDepth() == 0
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the server did not settle within 10 s: \(runtime.passes.snapshot) against \(start)")
+    }
+
     /// Polls a notification until nothing is queued (or 10 s pass), returning its last view.
     func settled(_ id: String) async throws -> [String: Any] {
         var last: [String: Any] = [:]

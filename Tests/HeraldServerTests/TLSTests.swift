@@ -65,9 +65,9 @@ struct TLSTests {
         try FileManager.default.copyItem(atPath: second.key, toPath: served.key)
         kill(process.processIdentifier, SIGHUP)
         var swapped = false
-        for _ in 0..<100 where !swapped {
+        for _ in 0..<500 where !swapped {
             swapped = try await curl(["--max-time", "2", "--cacert", second.cert, base + "/livez"]).status == 200
-            if !swapped { try await Task.sleep(for: .milliseconds(100)) }
+            if !swapped { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(swapped)
         #expect(try await curl(["--max-time", "2", "--cacert", first.cert, base + "/livez"]).status == 0)
@@ -79,9 +79,9 @@ struct TLSTests {
         try "not a certificate".write(toFile: served.cert, atomically: true, encoding: .utf8)
         kill(process.processIdentifier, SIGHUP)
         var refused = false
-        for _ in 0..<100 where !refused {
+        for _ in 0..<500 where !refused {
             refused = ((try? String(contentsOfFile: directory + "/serve.err", encoding: .utf8)) ?? "").contains("TLS certificate not reloaded")
-            if !refused { try await Task.sleep(for: .milliseconds(100)) }
+            if !refused { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(refused)
         #expect(try await curl(["--max-time", "2", "--cacert", second.cert, base + "/livez"]).status == 200)

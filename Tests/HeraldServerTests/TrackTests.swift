@@ -77,7 +77,7 @@ struct TrackTests {
             }
             // Nothing before its time.
             try await Self.advance(server, to: nudge.addingTimeInterval(-60))
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty)
             try await Self.advance(server, to: nudge)
             try await eventually { Self.titles(server, tokens[0]) == ["Your AI is still waiting"] && Self.titles(server, tokens[1]).count == 1 }
@@ -88,7 +88,7 @@ struct TrackTests {
             #expect(Self.bodies(server, tokens[0]).last?.hasPrefix("Your cloud AI trial ends in 2 days.") == true)
             try await Self.advance(server, to: expired)
             try await eventually { Self.titles(server, tokens[0]).count == 3 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Self.titles(server, tokens[0]) == ["Your AI is still waiting", "2 days of AI left", "Your cloud AI trial ended"])
             #expect(Self.titles(server, tokens[2]) == ["2 days of AI left", "Your cloud AI trial ended"])
             // The deep link of the type rides along (the app routes the tap to TrialExpiredSheet).
@@ -115,7 +115,7 @@ struct TrackTests {
             #expect(upgrade.body["cancelled"] as? Int == 2 && upgrade.body["steps"] as? Int == 2)
             #expect(try await server.request(.delete, "/v1/apps/demo/users/leo/tracks/trial").status == .notFound)
             try await Self.advance(server, to: start.addingTimeInterval(8 * 86_400))
-            try await Task.sleep(for: .milliseconds(400))
+            try await server.settle()
             #expect(Self.titles(server, token) == ["Your AI is still waiting"])
             // The track's cancel key does the same for anyone: POST …/cancel names the track.
             #expect(try await server.request(.put, "/v1/apps/demo/users/zoe/tracks/trial", json: "{}").body["enrolled"] as? Bool == true)
@@ -154,7 +154,7 @@ struct TrackTests {
             #expect(opened.status == .accepted && opened.body["duplicate"] as? Bool == false)
             try await Self.advance(server, to: start.addingTimeInterval(32 * 86_400))
             try await eventually { Self.bodies(server, tokens[0]).count == 1 && Self.bodies(server, tokens[1]).count == 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Self.bodies(server, tokens[0]) == ["You have 3 events this week. I can help you prepare for all of them."])
             #expect(Self.bodies(server, tokens[1]) == ["Ask about your schedule, prep for meetings, set reminders — all from one place."])
             #expect(server.simulator.state.inbox(for: tokens[2]).isEmpty)
@@ -191,7 +191,7 @@ struct TrackTests {
             #expect((trace.first?["message"] as? String)?.contains("Europe/Paris → America/New_York") == true)
             // Still nothing at 10:00 Paris time; sent at 10:00 New York time, with the move in its trace.
             try await Self.advance(server, to: Self.tenOClock(2, after: start, in: "Europe/Paris"))
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty)
             try await Self.advance(server, to: nudge)
             try await eventually { Self.titles(server, tokens[0]).count == 1 }
@@ -375,7 +375,7 @@ struct SyncTests {
             let second = try await sync("c2")
             #expect(second.allSatisfy { $0["coalesced"] as? Bool == false })
             for cursor in ["c3", "c4"] { #expect(try await sync(cursor).allSatisfy { $0["coalesced"] as? Bool == true }) }
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Self.cursors(server, tokens[1]) == ["c1"])
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"5s"}"#)
             try await eventually { Self.cursors(server, tokens[1]) == ["c1", "c4"] && Self.cursors(server, tokens[2]) == ["c1", "c4"] }
@@ -387,7 +387,7 @@ struct SyncTests {
             let held = try await sync("c6")
             #expect(held.allSatisfy { $0["held"] as? Bool == true })
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"30m"}"#)
-            try await Task.sleep(for: .milliseconds(300))
+            try await server.settle()
             #expect(Self.cursors(server, tokens[1]).count == 3)
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"30m"}"#)
             try await eventually { Self.cursors(server, tokens[1]) == ["c1", "c4", "c5", "c6"] && Self.cursors(server, tokens[2]).count == 4 }

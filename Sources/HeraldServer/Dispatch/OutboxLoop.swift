@@ -89,6 +89,7 @@ package struct OutboxLoop: Service {
                         }
                         guard !claimed.isEmpty else {
                             failures = 0
+                            runtime.passes.outboxWentIdle()
                             await runtime.wake.wait(timeout: configuration.idleInterval)
                             continue
                         }

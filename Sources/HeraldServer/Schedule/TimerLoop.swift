@@ -36,6 +36,7 @@ struct TimerLoop {
                         metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
                 }
             }
+            runtime.passes.timerPassed()
             await runtime.timerWake.wait(timeout: failures > 0 ? .seconds(1) : interval)
         }
         next?.cancel()

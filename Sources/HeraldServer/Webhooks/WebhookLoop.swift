@@ -31,6 +31,7 @@ package struct WebhookLoop: Service {
                     runtime.logger.error("Webhook messages cannot be read; trying again", metadata: ["error": "\(String(describing: error).prefix(300))"])
                 }
             }
+            runtime.passes.webhookPassed()
             await runtime.webhookWake.wait(timeout: .milliseconds(500))
         }
     }
