@@ -155,7 +155,8 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator", "HeraldServer", "HeraldStore",
+                "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator", "HeraldServer",
+                "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -178,11 +179,14 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldPayload"], swiftSettings: strict),
-        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit", "HeraldKitTesting", "HeraldPayload"], swiftSettings: strict),
+        .testTarget(
+            name: "HeraldKitTests", dependencies: ["HeraldKit", "HeraldKitTesting", "HeraldPayload"],
+            swiftSettings: strict),
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
+                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore",
+                "HeraldFCM", "HeraldKit", "HeraldKitTesting",
                 "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -224,7 +228,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldAPNsTests",
-            dependencies: ["HeraldAPNs", "HeraldCore", "HeraldSimulator", "HeraldTesting", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "HeraldAPNs", "HeraldCore", "HeraldSimulator", "HeraldTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
     ]

@@ -50,48 +50,53 @@ enum HTTP2FrameFuzzer {
 }
 
 #if FUZZING
-/// libFuzzer's driver (linked in by -sanitize=fuzzer); run from `main` because SwiftPM names the
-/// executable's entry point itself.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    /// libFuzzer's driver (linked in by -sanitize=fuzzer); run from `main` because SwiftPM names the
+    /// executable's entry point itself.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 
-/// The entry libFuzzer's own `main` calls, when that is the one linked.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzHTTP2Frames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    HTTP2FrameFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
-    return 0
-}
-
-@main
-struct FuzzHTTP2Frames {
-    static func main() {
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        let status = LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-            HTTP2FrameFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
-            return 0
-        }
-        exit(status)
+    /// The entry libFuzzer's own `main` calls, when that is the one linked.
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzzHTTP2Frames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+        HTTP2FrameFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
+        return 0
     }
-}
-#else
-/// Without libFuzzer: replays the files given (the seed corpus, a crash reproducer).
-@main
-struct ReplayHTTP2Frames {
-    static func main() throws {
-        var count = 0
-        for path in CommandLine.arguments.dropFirst() {
-            let files = (try? FileManager.default.contentsOfDirectory(atPath: path)).map { $0.map { path + "/" + $0 } } ?? [path]
-            for file in files.sorted() {
-                let data = try Data(contentsOf: URL(fileURLWithPath: file))
-                data.withUnsafeBytes { HTTP2FrameFuzzer.run($0) }
-                count += 1
+
+    @main
+    struct FuzzHTTP2Frames {
+        static func main() {
+            var argc = CommandLine.argc
+            var argv = CommandLine.unsafeArgv
+            let status = LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+                HTTP2FrameFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
+                return 0
             }
+            exit(status)
         }
-        print("replayed \(count) inputs")
     }
-}
+#else
+    /// Without libFuzzer: replays the files given (the seed corpus, a crash reproducer).
+    @main
+    struct ReplayHTTP2Frames {
+        static func main() throws {
+            var count = 0
+            for path in CommandLine.arguments.dropFirst() {
+                let files =
+                    (try? FileManager.default.contentsOfDirectory(atPath: path)).map { $0.map { path + "/" + $0 } } ?? [
+                        path
+                    ]
+                for file in files.sorted() {
+                    let data = try Data(contentsOf: URL(fileURLWithPath: file))
+                    data.withUnsafeBytes { HTTP2FrameFuzzer.run($0) }
+                    count += 1
+                }
+            }
+            print("replayed \(count) inputs")
+        }
+    }
 #endif

@@ -1,7 +1,7 @@
 public import Foundation
 public import HeraldCore
-public import Logging
 import HeraldHTTP2
+public import Logging
 public import NIOCore
 import NIOPosix
 import NIOSSL
@@ -58,7 +58,8 @@ public final class FCMClient: Sendable {
     private let tokens: FCMAccessTokenCache
     private let clock: HeraldClock
     private let logger: Logger
-    private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int, exchangeAttempts: Int)>((nil, nil, 0, 0))
+    private let state = Mutex<(pausedUntil: Date?, disabledReason: String?, exchanges: Int, exchangeAttempts: Int)>(
+        (nil, nil, 0, 0))
     /// Devices FCM said are over their own rate, until when (per-device `QUOTA_EXCEEDED`).
     private let devicePauses = Mutex<[String: Date]>([:])
     private let isShutDown = Atomic<Bool>(false)
@@ -67,7 +68,8 @@ public final class FCMClient: Sendable {
     /// owner shuts them down); without it the client runs on one loop of its own.
     public init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
-        clock: HeraldClock = .system, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger = Logger(label: "herald.fcm")
+        clock: HeraldClock = .system, eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger = Logger(label: "herald.fcm")
     ) throws(FCMConfigurationError) {
         self.account = account
         self.configuration = configuration
@@ -136,9 +138,13 @@ public final class FCMClient: Sendable {
     /// Sends one message, retrying what protocols.md §12 says to retry.
     public func send(_ message: FCMMessage) async -> FCMResult {
         var latency: TimeInterval?
-        func result(_ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil, retryAfter: TimeInterval? = nil) -> FCMResult {
+        func result(
+            _ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil,
+            retryAfter: TimeInterval? = nil
+        ) -> FCMResult {
             FCMResult(
-                token: message.token, status: status, reason: reason, disposition: disposition, attempts: attempts, messageName: name,
+                token: message.token, status: status, reason: reason, disposition: disposition, attempts: attempts,
+                messageName: name,
                 retryAfter: retryAfter, latency: latency)
         }
         if let reason = disabledReason { return result(nil, reason, .configurationError, 0) }
@@ -292,7 +298,10 @@ public final class FCMClient: Sendable {
         if first {
             logger.critical(
                 "FCM credentials refused; FCM sends are disabled until the configuration is fixed",
-                metadata: ["fcm.reason": "\(reason)", "fcm.project": "\(account.projectID)", "fcm.client_email": "\(account.clientEmail)"])
+                metadata: [
+                    "fcm.reason": "\(reason)", "fcm.project": "\(account.projectID)",
+                    "fcm.client_email": "\(account.clientEmail)",
+                ])
         }
     }
 
@@ -308,7 +317,8 @@ public final class FCMClient: Sendable {
 
     /// `Retry-After` in seconds, within 0…``maximumRetryAfter``; `nil` when absent or not a number.
     package static func retryAfter(_ header: String?) -> TimeInterval? {
-        guard let header, let seconds = TimeInterval(header.trimmingCharacters(in: .whitespaces)), seconds.isFinite else {
+        guard let header, let seconds = TimeInterval(header.trimmingCharacters(in: .whitespaces)), seconds.isFinite
+        else {
             return nil
         }
         return min(max(seconds, 0), maximumRetryAfter)
@@ -383,7 +393,8 @@ public final class FCMClient: Sendable {
         var index = bytes.startIndex
         var found = false
         while index + key.count <= bytes.endIndex {
-            if bytes[index] == key[0], bytes[index + 1] == key[1], bytes[index + 2] == key[2], bytes[index + 3] == key[3],
+            if bytes[index] == key[0], bytes[index + 1] == key[1], bytes[index + 2] == key[2],
+                bytes[index + 3] == key[3],
                 bytes[index + 4] == key[4], bytes[index + 5] == key[5]
             {
                 found = true
@@ -393,7 +404,9 @@ public final class FCMClient: Sendable {
         }
         guard found else { return nil }
         index += key.count
-        func skipSpace() { while index < bytes.endIndex, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 } }
+        func skipSpace() {
+            while index < bytes.endIndex, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+        }
         skipSpace()
         guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ":") else { return nil }
         index += 1
@@ -425,14 +438,17 @@ struct FCMErrorBody {
     var isPerDevice = false
 
     init(_ response: HTTP2Response) {
-        guard let object = response.body.flatMap(FCMClient.json), let error = object["error"] as? [String: Any] else { return }
+        guard let object = response.body.flatMap(FCMClient.json), let error = object["error"] as? [String: Any] else {
+            return
+        }
         status = error["status"] as? String
         for detail in error["details"] as? [[String: Any]] ?? [] {
             let type = detail["@type"] as? String ?? ""
             if type.hasSuffix("FcmError") { errorCode = detail["errorCode"] as? String }
             if type.hasSuffix("QuotaFailure") {
                 for violation in detail["violations"] as? [[String: Any]] ?? [] {
-                    let text = ((violation["subject"] as? String) ?? "") + " " + ((violation["description"] as? String) ?? "")
+                    let text =
+                        ((violation["subject"] as? String) ?? "") + " " + ((violation["description"] as? String) ?? "")
                     if text.lowercased().contains("device") { isPerDevice = true }
                 }
             }

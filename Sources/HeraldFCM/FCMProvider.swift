@@ -20,7 +20,10 @@ package struct FCMProvider: PushProvider {
         // for another token of it blames that token (protocols.md §12).
         let knownGood = Set(zip(batch, results).filter { $0.1.isDelivered }.map(\.0.notificationID))
         for (request, result) in zip(batch, results) {
-            answer(Self.answer(result, deliveryID: request.deliveryID, payloadKnownGood: knownGood.contains(request.notificationID)))
+            answer(
+                Self.answer(
+                    result, deliveryID: request.deliveryID, payloadKnownGood: knownGood.contains(request.notificationID)
+                ))
         }
     }
 
@@ -56,7 +59,8 @@ package struct FCMProvider: PushProvider {
             disposition = .retry(after: result.retryAfter)
         }
         return ProviderAnswer(
-            deliveryID: deliveryID, disposition: disposition, reason: result.isDelivered ? nil : reason, attempts: result.attempts,
+            deliveryID: deliveryID, disposition: disposition, reason: result.isDelivered ? nil : reason,
+            attempts: result.attempts,
             latency: result.latency, suspect: suspect)
     }
 }

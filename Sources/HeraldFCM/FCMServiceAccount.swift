@@ -1,7 +1,7 @@
-public import Foundation
-import _CryptoExtras
 import Crypto
+public import Foundation
 import HeraldCore
+import _CryptoExtras
 
 /// A Google service account key file (`sa.json`): what signs the OAuth2 assertion. The private
 /// key never leaves this value: `description` shows the e-mail and key id only.

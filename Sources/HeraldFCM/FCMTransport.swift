@@ -54,7 +54,9 @@ final class FCMConnection: Sendable {
             }
             .connect(host: endpoint.host, port: endpoint.port).get()
         let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: HTTP2ClientHandler.self), eventLoop: channel.eventLoop)
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: HTTP2ClientHandler.self), eventLoop: channel.eventLoop
+            )
         }.get()
         return FCMConnection(channel: channel, status: status, handler: handler)
     }
@@ -73,7 +75,8 @@ final class FCMConnection: Sendable {
         let sendable = hpack
         let handler = self.handler
         channel.eventLoop.execute {
-            handler.value.submit(method: method, path: path, headers: sendable, body: body, deadline: deadline, promise: promise)
+            handler.value.submit(
+                method: method, path: path, headers: sendable, body: body, deadline: deadline, promise: promise)
         }
         return try await promise.futureResult.get()
     }

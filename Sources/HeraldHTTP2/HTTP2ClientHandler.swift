@@ -65,7 +65,8 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private var sweepTask: RepeatedTask?
 
     public init(
-        authority: String, status: HTTP2ConnectionStatus = HTTP2ConnectionStatus(), idlePingInterval: TimeAmount = .seconds(60),
+        authority: String, status: HTTP2ConnectionStatus = HTTP2ConnectionStatus(),
+        idlePingInterval: TimeAmount = .seconds(60),
         pingTimeout: TimeAmount = .seconds(10)
     ) {
         self.authority = authority
@@ -110,9 +111,12 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
 
     private func drain() {
         guard !isClosed else { return }
-        while streams.availableStreams > 0, let next = waiting.first, streams.mayOpen(bodySize: next.body.readableBytes) {
+        while streams.availableStreams > 0, let next = waiting.first, streams.mayOpen(bodySize: next.body.readableBytes)
+        {
             let pending = waiting.removeFirst()
-            if !streams.open(PromiseBox(pending.promise), headers: pending.headers, body: pending.body, deadline: pending.deadline) {
+            if !streams.open(
+                PromiseBox(pending.promise), headers: pending.headers, body: pending.body, deadline: pending.deadline)
+            {
                 pending.promise.fail(HTTP2RequestFailure.invalidRequest)
             }
         }
@@ -138,7 +142,8 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         self.context = context
         streams.output = context.channel.allocator.buffer(capacity: 4096)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        sweepTask = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { _ in
+        sweepTask = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100))
+        { _ in
             bound.value.sweep()
         }
         if context.channel.isActive { sendPreface() }

@@ -33,8 +33,10 @@ package struct HTTP2ClientPeerState {
     package static func writePreface(into output: inout ByteBuffer) {
         output.writeBytes(HTTP2Wire.clientPreface)
         HTTP2Wire.writeSettings(
-            into: &output, [(.enablePush, 0), (.initialWindowSize, streamReceiveWindow), (.maximumConcurrentStreams, 0)])
-        HTTP2Wire.writeWindowUpdate(into: &output, streamID: 0, increment: connectionReceiveWindow - HTTP2Wire.defaultWindow)
+            into: &output,
+            [(.enablePush, 0), (.initialWindowSize, streamReceiveWindow), (.maximumConcurrentStreams, 0)])
+        HTTP2Wire.writeWindowUpdate(
+            into: &output, streamID: 0, increment: connectionReceiveWindow - HTTP2Wire.defaultWindow)
     }
 
     /// Whether a body of this size may go out whole on a new stream now.
@@ -51,7 +53,9 @@ package struct HTTP2ClientPeerState {
 
     /// Writes as much of a request body as the stream's and the connection's windows allow, in
     /// frames the server accepts, END_STREAM on the last; `true` once it is all out.
-    package mutating func writeBody(_ body: inout HTTP2OutgoingBody, streamID: Int32, into output: inout ByteBuffer) -> Bool {
+    package mutating func writeBody(_ body: inout HTTP2OutgoingBody, streamID: Int32, into output: inout ByteBuffer)
+        -> Bool
+    {
         if body.remaining.readableBytes == 0 {
             guard !body.finished else { return true }
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: body.remaining, endStream: true)
@@ -88,7 +92,9 @@ package struct HTTP2ClientPeerState {
             throw HTTP2ConnectionError(.frameSizeError, "SETTINGS payload not a multiple of 6 bytes")
         }
         guard !frame.isAcknowledgement else {
-            guard frame.payload.readableBytes == 0 else { throw HTTP2ConnectionError(.frameSizeError, "SETTINGS ACK with a payload") }
+            guard frame.payload.readableBytes == 0 else {
+                throw HTTP2ConnectionError(.frameSizeError, "SETTINGS ACK with a payload")
+            }
             return 0
         }
         if !receivedSettings {
@@ -100,17 +106,23 @@ package struct HTTP2ClientPeerState {
             switch HTTP2Wire.Setting(rawValue: identifier) {
             case .maximumConcurrentStreams?: remoteStreamLimit = min(Int(value), streamLimitCap)
             case .initialWindowSize?:
-                guard value <= UInt32(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1") }
+                guard value <= UInt32(Int32.max) else {
+                    throw HTTP2ConnectionError(.flowControlError, "initial window over 2^31-1")
+                }
                 delta += Int(value) - streamInitialSendWindow
                 streamInitialSendWindow = Int(value)
             case .maximumFrameSize?:
                 guard (HTTP2Wire.defaultMaximumFrameSize...16_777_215).contains(Int(value)) else {
-                    throw HTTP2ConnectionError(.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value) outside 16384…16777215")
+                    throw HTTP2ConnectionError(
+                        .protocolError, "SETTINGS_MAX_FRAME_SIZE \(value) outside 16384…16777215")
                 }
                 peerMaximumFrameSize = Int(value)
             case .enablePush?:
-                guard value <= 1 else { throw HTTP2ConnectionError(.protocolError, "SETTINGS_ENABLE_PUSH \(value) is not 0 or 1") }
-            case .headerTableSize?: try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+                guard value <= 1 else {
+                    throw HTTP2ConnectionError(.protocolError, "SETTINGS_ENABLE_PUSH \(value) is not 0 or 1")
+                }
+            case .headerTableSize?:
+                try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
             default: break
             }
         }
@@ -120,7 +132,9 @@ package struct HTTP2ClientPeerState {
 
     /// Applies a WINDOW_UPDATE. The connection's is applied here; a stream's is returned
     /// (stream id, increment) for the handler to add to that stream's window.
-    package mutating func apply(windowUpdate frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) -> (streamID: Int32, increment: Int)? {
+    package mutating func apply(windowUpdate frame: HTTP2ReadFrame) throws(HTTP2ConnectionError) -> (
+        streamID: Int32, increment: Int
+    )? {
         var payload = frame.payload
         guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
             throw HTTP2ConnectionError(.frameSizeError, "WINDOW_UPDATE of \(frame.payload.readableBytes) bytes")
@@ -179,7 +193,9 @@ package struct HTTP2ClientPeerState {
 
     /// Keep-alive: PING after `idle` without reads; `false` when a PING went unanswered for
     /// `timeout` (the connection is dead and should be closed).
-    package mutating func keepAlive(now: NIODeadline, idle: TimeAmount, timeout: TimeAmount, output: inout ByteBuffer) -> Bool {
+    package mutating func keepAlive(now: NIODeadline, idle: TimeAmount, timeout: TimeAmount, output: inout ByteBuffer)
+        -> Bool
+    {
         if let pingSentAt {
             return now - pingSentAt <= timeout
         }
@@ -208,7 +224,9 @@ package struct HTTP2OutgoingBody {
     /// Adds a WINDOW_UPDATE's increment or a SETTINGS change; over 2^31-1 is a FLOW_CONTROL_ERROR.
     package mutating func grow(by increment: Int) throws(HTTP2ConnectionError) {
         window += increment
-        guard window <= Int(Int32.max) else { throw HTTP2ConnectionError(.flowControlError, "stream window over 2^31-1") }
+        guard window <= Int(Int32.max) else {
+            throw HTTP2ConnectionError(.flowControlError, "stream window over 2^31-1")
+        }
     }
 }
 

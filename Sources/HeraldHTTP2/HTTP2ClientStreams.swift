@@ -102,7 +102,9 @@ package struct HTTP2ClientStreams {
     /// ``availableStreams`` and ``mayOpen(bodySize:)``. `false` when the headers cannot be
     /// encoded: nothing was written.
     @inlinable
-    package mutating func open(_ request: Request, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) -> Bool {
+    package mutating func open(_ request: Request, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline)
+        -> Bool
+    {
         let streamID = nextStreamID
         do {
             try HTTP2Wire.writeHeaders(
@@ -148,7 +150,8 @@ package struct HTTP2ClientStreams {
             try peer.received(data: frame)
             // Taken out so the body is appended in place, not copied per frame.
             guard var stream = streams.removeValue(forKey: frame.streamID) else { return nil }
-            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &stream.body, streamReceived: &stream.received) else {
+            guard try HTTP2ClientPeerState.appendResponseData(frame, to: &stream.body, streamReceived: &stream.received)
+            else {
                 HTTP2Wire.writeResetStream(into: &output, streamID: frame.streamID, code: .cancel)
                 waitingBodies.remove(frame.streamID)
                 return .responseTooLarge(stream.request, status: stream.status)
@@ -180,7 +183,9 @@ package struct HTTP2ClientStreams {
             }
             return .goingAway(code: code, debugData: payload, unanswered: orphans)
         case .windowUpdate?:
-            if let (streamID, increment) = try peer.apply(windowUpdate: frame) { try waitingBodies.grow(streamID, by: increment) }
+            if let (streamID, increment) = try peer.apply(windowUpdate: frame) {
+                try waitingBodies.grow(streamID, by: increment)
+            }
             return nil
         case .pushPromise?:
             throw HTTP2ConnectionError(.protocolError, "PUSH_PROMISE although push is disabled")

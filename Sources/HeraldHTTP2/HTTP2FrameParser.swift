@@ -30,7 +30,10 @@ package struct HTTP2FrameParser {
     /// The most CONTINUATION frames one header block may take (a flood of tiny ones is an attack).
     package static let maximumContinuationFrames = 64
 
-    package init(allocator: ByteBufferAllocator = ByteBufferAllocator(), maximumFrameSize: Int = HTTP2Wire.defaultMaximumFrameSize) {
+    package init(
+        allocator: ByteBufferAllocator = ByteBufferAllocator(),
+        maximumFrameSize: Int = HTTP2Wire.defaultMaximumFrameSize
+    ) {
         buffer = allocator.buffer(capacity: 0)
         self.maximumFrameSize = maximumFrameSize
     }
@@ -66,10 +69,12 @@ package struct HTTP2FrameParser {
                 pendingHeaders = nil
                 continuations += 1
                 guard continuations <= Self.maximumContinuationFrames else {
-                    throw HTTP2ConnectionError(.enhanceYourCalm, "more than \(Self.maximumContinuationFrames) CONTINUATION frames")
+                    throw HTTP2ConnectionError(
+                        .enhanceYourCalm, "more than \(Self.maximumContinuationFrames) CONTINUATION frames")
                 }
                 guard joined.payload.readableBytes + frame.payload.readableBytes <= Self.maximumHeaderBlockSize else {
-                    throw HTTP2ConnectionError(.enhanceYourCalm, "header block over \(Self.maximumHeaderBlockSize) bytes")
+                    throw HTTP2ConnectionError(
+                        .enhanceYourCalm, "header block over \(Self.maximumHeaderBlockSize) bytes")
                 }
                 var fragment = frame.payload
                 joined.payload.writeBuffer(&fragment)
@@ -133,7 +138,8 @@ package struct HTTP2FrameParser {
         default:
             break
         }
-        return HTTP2ReadFrame(type: type, flags: flags, streamID: streamID, payload: payload, flowControlledLength: length)
+        return HTTP2ReadFrame(
+            type: type, flags: flags, streamID: streamID, payload: payload, flowControlledLength: length)
     }
 
     private mutating func compactIfNeeded() {

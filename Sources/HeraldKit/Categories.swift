@@ -43,7 +43,9 @@ extension HeraldClient {
     /// own definition, so a step fires on the device when the server would send it. Fetched now
     /// and kept as the last good copy (per locale); offline, the copy kept last time (or none).
     public func tracks(locale: String? = nil) async -> TrackCatalog? {
-        let query = locale.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) }.map { "?locale=\($0)" } ?? ""
+        let query =
+            locale.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) }.map { "?locale=\($0)" }
+            ?? ""
         return await catalogDocument("catalog/tracks" + query, storeKey: "herald.tracks." + (locale ?? ""))
     }
 

@@ -34,7 +34,9 @@ public struct NotificationCardModel: Sendable, Equatable {
         fullBody = body
         var chips: [String] = []
         if let specialist = appData["specialist"]?.stringValue, !specialist.isEmpty { chips.append(specialist) }
-        if let confidence = Self.confidence(appData["confidence"]) { chips.append(String(format: "conf %.2f", confidence)) }
+        if let confidence = Self.confidence(appData["confidence"]) {
+            chips.append(String(format: "conf %.2f", confidence))
+        }
         self.chips = chips
         self.stakes = stakes
         switch stakes {

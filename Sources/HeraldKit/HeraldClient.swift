@@ -21,7 +21,8 @@ public struct HeraldKitConfiguration: Sendable {
 
     public init(
         appID: String, clientKey: String, platform: String = "apns", environment: PushEnvironment = .fromBuild,
-        heartbeat: TimeInterval = 7 * 86_400, userToken: @escaping @Sendable (_ userID: String) async throws -> String? = { _ in nil }
+        heartbeat: TimeInterval = 7 * 86_400,
+        userToken: @escaping @Sendable (_ userID: String) async throws -> String? = { _ in nil }
     ) {
         self.appID = appID
         self.clientKey = clientKey
@@ -43,7 +44,8 @@ public struct DeviceAttributes: Sendable, Codable, Hashable {
     public var authorizationStatus: String?
 
     public init(
-        name: String? = nil, model: String? = nil, locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
+        name: String? = nil, model: String? = nil, locale: String? = nil, timeZone: String? = nil,
+        appVersion: String? = nil,
         authorizationStatus: String? = nil
     ) {
         self.name = name
@@ -108,26 +110,32 @@ public actor HeraldClient {
     /// this install, if it has one (else HeraldKit makes one and keeps it); when it differs from
     /// the one stored, the device registered under the old id is removed from Herald.
     public init(
-        configuration: HeraldKitConfiguration, transport: any HTTPTransport, backgroundUploader: (any BackgroundUploader)? = nil,
-        store: any KeyValueStore, clock: any KitClock = SystemKitClock(), logger: any KitLogger = SilentKitLogger(), deviceID: String? = nil
+        configuration: HeraldKitConfiguration, transport: any HTTPTransport,
+        backgroundUploader: (any BackgroundUploader)? = nil,
+        store: any KeyValueStore, clock: any KitClock = SystemKitClock(), logger: any KitLogger = SilentKitLogger(),
+        deviceID: String? = nil
     ) {
         self.configuration = configuration
         self.store = store
         self.transport = transport
         self.clock = clock
         self.logger = logger
-        var registration = store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(Registration.self, from: $0) }
+        var registration =
+            store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(Registration.self, from: $0) }
             ?? Registration(deviceID: deviceID ?? UUID().uuidString.lowercased())
         if let deviceID, deviceID != registration.deviceID {
             var retired = registration.retired ?? []
-            if let userID = registration.userID { retired.append(RetiredDevice(deviceID: registration.deviceID, userID: userID)) }
+            if let userID = registration.userID {
+                retired.append(RetiredDevice(deviceID: registration.deviceID, userID: userID))
+            }
             registration = Registration(deviceID: deviceID)
             registration.retired = retired.isEmpty ? nil : retired
         }
         self.registration = registration
         let key = configuration.clientKey
         let userToken = configuration.userToken
-        outbox = Outbox(transport: transport, uploader: backgroundUploader, store: store, clock: clock, logger: logger) { request, userID in
+        outbox = Outbox(transport: transport, uploader: backgroundUploader, store: store, clock: clock, logger: logger)
+        { request, userID in
             var request = request
             request.headers["Authorization"] = "Bearer \(key)"
             if let userID, let token = try await userToken(userID) { request.headers["X-Herald-User-Token"] = token }
@@ -148,7 +156,9 @@ public actor HeraldClient {
     /// encoded and sent to Herald for `userID` when it differs from what Herald has, the user or
     /// the attributes changed, or the heartbeat is due; otherwise nothing is sent. Returns the hex.
     @discardableResult
-    public func register(rawToken: Data, userID: String, attributes: DeviceAttributes = DeviceAttributes()) async -> String {
+    public func register(rawToken: Data, userID: String, attributes: DeviceAttributes = DeviceAttributes()) async
+        -> String
+    {
         let token = DeviceToken.hex(rawToken)
         registration.userID = userID
         registration.token = token
@@ -194,7 +204,8 @@ public actor HeraldClient {
     /// Queues the removal of a device (one Herald no longer has counts as removed).
     private func enqueueRemoval(deviceID: String, userID: String) async {
         await outbox.enqueue(
-            kind: "unregister", request: HTTPRequestSpec(method: "DELETE", path: path("devices/\(Self.escaped(deviceID))")), userID: userID,
+            kind: "unregister",
+            request: HTTPRequestSpec(method: "DELETE", path: path("devices/\(Self.escaped(deviceID))")), userID: userID,
             coalesceKey: "device:\(deviceID)", notFoundIsDone: true)
     }
 
@@ -204,7 +215,9 @@ public actor HeraldClient {
         guard let retired = registration.retired else { return }
         for device in retired {
             await enqueueRemoval(deviceID: device.deviceID, userID: device.userID)
-            logger.log(.info, "HeraldKit: device \(device.deviceID), registered under an earlier device id, is removed from Herald")
+            logger.log(
+                .info,
+                "HeraldKit: device \(device.deviceID), registered under an earlier device id, is removed from Herald")
         }
         registration.retired = nil
         save()
@@ -221,9 +234,13 @@ public actor HeraldClient {
         body["time_zone"] = attributes.timeZone
         body["app_version"] = attributes.appVersion
         body["authorization_status"] = attributes.authorizationStatus
-        let acknowledged = Acknowledged(token: token, userID: userID, attributes: attributes, environment: configuration.environment, at: clock.now)
-        let request = HTTPRequestSpec(method: "POST", path: path("devices"), headers: ["Content-Type": "application/json"], body: Self.json(body))
-        await outbox.enqueue(kind: "register", request: request, userID: userID, coalesceKey: "device:\(registration.deviceID)") { [weak self] outcome in
+        let acknowledged = Acknowledged(
+            token: token, userID: userID, attributes: attributes, environment: configuration.environment, at: clock.now)
+        let request = HTTPRequestSpec(
+            method: "POST", path: path("devices"), headers: ["Content-Type": "application/json"], body: Self.json(body))
+        await outbox.enqueue(
+            kind: "register", request: request, userID: userID, coalesceKey: "device:\(registration.deviceID)"
+        ) { [weak self] outcome in
             guard case .delivered = outcome else { return }
             await self?.acknowledge(acknowledged)
         }
@@ -248,10 +265,13 @@ public actor HeraldClient {
         guard let stamp = HeraldStamp(appData: appData) else { return false }
         guard !registration.opened.contains(stamp.deliveryID) else { return true }
         registration.opened.append(stamp.deliveryID)
-        if registration.opened.count > Self.openedMemory { registration.opened.removeFirst(registration.opened.count - Self.openedMemory) }
+        if registration.opened.count > Self.openedMemory {
+            registration.opened.removeFirst(registration.opened.count - Self.openedMemory)
+        }
         save()
         let body: [String: JSONValue] = [
-            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID), "action": .string(action),
+            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID),
+            "action": .string(action),
             "at": .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
         ]
         await outbox.enqueue(
@@ -269,7 +289,8 @@ public actor HeraldClient {
     private func path(_ tail: String) -> String { "/v1/apps/\(Self.escaped(configuration.appID))/\(tail)" }
 
     static func escaped(_ component: String) -> String {
-        component.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? component
+        component.addingPercentEncoding(
+            withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? component
     }
 
     static func json(_ object: [String: String]) -> Data {

@@ -45,7 +45,10 @@ public struct LocalTrackScheduler: Sendable {
     /// Seconds between steps in test mode (interval triggers); nil in production (calendar triggers).
     public var testSeconds: TimeInterval?
 
-    public init(scheduler: any LocalNotificationScheduler, clock: any KitClock = SystemKitClock(), testSeconds: TimeInterval? = nil) {
+    public init(
+        scheduler: any LocalNotificationScheduler, clock: any KitClock = SystemKitClock(),
+        testSeconds: TimeInterval? = nil
+    ) {
         self.scheduler = scheduler
         self.clock = clock
         self.testSeconds = testSeconds
@@ -54,7 +57,9 @@ public struct LocalTrackScheduler: Sendable {
     static func prefix(_ track: String) -> String { "herald.track.\(track)." }
 
     /// The requests `track` makes for an anchor, in a zone, with the enrolment's data.
-    public func plan(_ track: LocalTrack, anchor: Date, zone: TimeZone, data: [String: String]) -> [LocalNotificationRequest] {
+    public func plan(_ track: LocalTrack, anchor: Date, zone: TimeZone, data: [String: String])
+        -> [LocalNotificationRequest]
+    {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let now = clock.now
@@ -72,19 +77,26 @@ public struct LocalTrackScheduler: Sendable {
                 trigger = .interval(seconds)
             } else {
                 // The server's due time for the same step (`StepTime`, shared through HeraldPayload).
-                let date = StepTime.due(anchor: anchor, after: offset, at: step.at.flatMap(StepTime.clockTime), zone: zone)
+                let date = StepTime.due(
+                    anchor: anchor, after: offset, at: step.at.flatMap(StepTime.clockTime), zone: zone)
                 guard date > now else { continue }
                 fireDate = date
                 var components = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
                 components.timeZone = zone
                 trigger = .calendar(components)
             }
-            var appData: [String: JSONValue] = ["type": .string(step.type), "track": .string(track.name), "step": .string(step.id)]
-            if let link = copy.deepLink.flatMap({ Placeholders.render($0, data: data) }) { appData["deep_link"] = .string(link) }
+            var appData: [String: JSONValue] = [
+                "type": .string(step.type), "track": .string(track.name), "step": .string(step.id),
+            ]
+            if let link = copy.deepLink.flatMap({ Placeholders.render($0, data: data) }) {
+                appData["deep_link"] = .string(link)
+            }
             requests.append(
                 LocalNotificationRequest(
-                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)", title: Placeholders.title(copy.title, data: data),
-                    body: Placeholders.body(copy.body, fallback: copy.fallbackBody, data: data), appData: appData, trigger: trigger,
+                    identifier: Self.prefix(track.name) + "\(step.id).\(anchorKey)",
+                    title: Placeholders.title(copy.title, data: data),
+                    body: Placeholders.body(copy.body, fallback: copy.fallbackBody, data: data), appData: appData,
+                    trigger: trigger,
                     fireDate: fireDate))
         }
         return requests
@@ -93,7 +105,9 @@ public struct LocalTrackScheduler: Sendable {
     /// Makes the pending notifications of `track` what the plan says: adds what is missing,
     /// removes what is no longer planned (another anchor, a step now past), keeps the rest.
     @discardableResult
-    public func schedule(_ track: LocalTrack, anchor: Date, zone: TimeZone = .current, data: [String: String] = [:]) async throws -> ScheduleDiff {
+    public func schedule(_ track: LocalTrack, anchor: Date, zone: TimeZone = .current, data: [String: String] = [:])
+        async throws -> ScheduleDiff
+    {
         let planned = plan(track, anchor: anchor, zone: zone, data: data)
         let pending = Set(await scheduler.pendingIdentifiers().filter { $0.hasPrefix(Self.prefix(track.name)) })
         let wanted = Set(planned.map(\.identifier))

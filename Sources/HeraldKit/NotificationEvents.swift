@@ -54,7 +54,8 @@ public final class NotificationEvents: Sendable {
     /// `events()` ends the first stream).
     public func events() -> AsyncStream<NotificationEvent> {
         let (stream, continuation) = AsyncStream<NotificationEvent>.makeStream()
-        let (previous, buffered, listener) = state.withLock { state -> (AsyncStream<NotificationEvent>.Continuation?, [NotificationEvent], Int) in
+        let (previous, buffered, listener) = state.withLock {
+            state -> (AsyncStream<NotificationEvent>.Continuation?, [NotificationEvent], Int) in
             let previous = state.continuation
             state.continuation = continuation
             state.listener += 1

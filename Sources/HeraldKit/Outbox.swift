@@ -60,9 +60,12 @@ public actor Outbox {
     /// `prepare` adds what is decided when a request is sent (the key and the user token);
     /// `uploader` sends the entries marked `background` (else `transport` does).
     public init(
-        transport: any HTTPTransport, uploader: (any BackgroundUploader)? = nil, store: any KeyValueStore, clock: any KitClock,
+        transport: any HTTPTransport, uploader: (any BackgroundUploader)? = nil, store: any KeyValueStore,
+        clock: any KitClock,
         logger: any KitLogger,
-        prepare: @escaping @Sendable (HTTPRequestSpec, _ userID: String?) async throws -> HTTPRequestSpec = { request, _ in request }
+        prepare: @escaping @Sendable (HTTPRequestSpec, _ userID: String?) async throws -> HTTPRequestSpec = {
+            request, _ in request
+        }
     ) {
         self.transport = transport
         self.uploader = uploader
@@ -80,7 +83,8 @@ public actor Outbox {
     /// delivered or dropped in this process (an entry left from an earlier launch has none).
     @discardableResult
     public func enqueue(
-        kind: String, request: HTTPRequestSpec, userID: String? = nil, coalesceKey: String? = nil, retryNotFound: Bool = false,
+        kind: String, request: HTTPRequestSpec, userID: String? = nil, coalesceKey: String? = nil,
+        retryNotFound: Bool = false,
         background: Bool = false, notFoundIsDone: Bool = false, onFinish: (@Sendable (Outcome) async -> Void)? = nil
     ) -> UUID {
         let id = UUID()
@@ -96,7 +100,8 @@ public actor Outbox {
         }
         entries.append(
             Entry(
-                id: id, kind: kind, coalesceKey: coalesceKey, request: request, attempts: 0, notBefore: clock.now, createdAt: clock.now,
+                id: id, kind: kind, coalesceKey: coalesceKey, request: request, attempts: 0, notBefore: clock.now,
+                createdAt: clock.now,
                 retryNotFound: retryNotFound, userID: userID, background: background ? true : nil,
                 notFoundIsDone: notFoundIsDone ? true : nil))
         if let onFinish { finished[id] = onFinish }
@@ -171,7 +176,9 @@ public actor Outbox {
         entries[index].attempts += 1
         let delay = min(Self.maximumDelay, Self.baseDelay * pow(2, Double(entries[index].attempts - 1)))
         entries[index].notBefore = clock.now.addingTimeInterval(delay)
-        logger.log(.info, "HeraldKit: \(entry.kind) waits \(Int(delay)) s (\(reason)), try \(entries[index].attempts + 1) next")
+        logger.log(
+            .info, "HeraldKit: \(entry.kind) waits \(Int(delay)) s (\(reason)), try \(entries[index].attempts + 1) next"
+        )
         save()
     }
 

@@ -3,7 +3,8 @@ public import HeraldPayload
 
 /// What the OS says the app may do with notifications.
 public enum AuthorizationStatus: String, Sendable, Codable, CaseIterable {
-    case notDetermined = "not_determined", denied, authorized, provisional, ephemeral
+    case notDetermined = "not_determined"
+    case denied, authorized, provisional, ephemeral
 }
 
 /// What just happened that could lead to asking.
@@ -46,7 +47,10 @@ public struct PermissionFlow: Sendable {
         /// How often the explanation may be declined before it is never offered unasked.
         public var maximumDeclines: Int
 
-        public init(provisionalAtLaunch: Bool = false, offerAtLaunch: Bool = false, cooldown: TimeInterval = 7 * 86_400, maximumDeclines: Int = 2) {
+        public init(
+            provisionalAtLaunch: Bool = false, offerAtLaunch: Bool = false, cooldown: TimeInterval = 7 * 86_400,
+            maximumDeclines: Int = 2
+        ) {
             self.provisionalAtLaunch = provisionalAtLaunch
             self.offerAtLaunch = offerAtLaunch
             self.cooldown = cooldown
@@ -72,7 +76,9 @@ public struct PermissionFlow: Sendable {
     }
 
     /// The next step, and the history after it.
-    public func next(status: AuthorizationStatus, intent: PermissionIntent, history: History = History(), now: Date = Date()) -> (
+    public func next(
+        status: AuthorizationStatus, intent: PermissionIntent, history: History = History(), now: Date = Date()
+    ) -> (
         step: PermissionStep, history: History
     ) {
         var history = history
@@ -121,7 +127,8 @@ public struct PermissionPrompter: Sendable {
     static let storeKey = "herald.permission"
 
     public init(
-        flow: PermissionFlow = PermissionFlow(), center: any NotificationCenterPort, settings: (any SettingsOpener)? = nil,
+        flow: PermissionFlow = PermissionFlow(), center: any NotificationCenterPort,
+        settings: (any SettingsOpener)? = nil,
         store: any KeyValueStore, clock: any KitClock = SystemKitClock()
     ) {
         self.flow = flow
@@ -133,13 +140,16 @@ public struct PermissionPrompter: Sendable {
 
     /// What the flow remembers (declines), as stored.
     public var history: PermissionFlow.History {
-        store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(PermissionFlow.History.self, from: $0) } ?? PermissionFlow.History()
+        store.data(forKey: Self.storeKey).flatMap { try? JSONDecoder().decode(PermissionFlow.History.self, from: $0) }
+            ?? PermissionFlow.History()
     }
 
     /// Runs the flow for `intent` to its end; answers the status after (put it in
     /// `DeviceAttributes.authorizationStatus` at the next registration).
     @discardableResult
-    public func handle(_ intent: PermissionIntent, explain: @Sendable () async -> Bool = { true }) async -> AuthorizationStatus {
+    public func handle(_ intent: PermissionIntent, explain: @Sendable () async -> Bool = { true }) async
+        -> AuthorizationStatus
+    {
         var intent = intent
         var status = await center.authorizationStatus()
         // At most: explanation, then the prompt.
@@ -170,7 +180,8 @@ extension HeraldClient {
     /// answers the authorization status for `DeviceAttributes`.
     @discardableResult
     public func launch(
-        center: any NotificationCenterPort, registrar: any RemoteNotificationRegistrar, ownCategories: [CategorySpec] = []
+        center: any NotificationCenterPort, registrar: any RemoteNotificationRegistrar,
+        ownCategories: [CategorySpec] = []
     ) async -> AuthorizationStatus {
         await registrar.registerForRemoteNotifications()
         let catalog = await categories() ?? CategoryCatalog()

@@ -9,9 +9,9 @@ public enum PushEnvironment: String, Sendable, Codable {
     /// distribution (production). Set it explicitly for a release build installed from Xcode.
     public static var fromBuild: PushEnvironment {
         #if DEBUG
-        .sandbox
+            .sandbox
         #else
-        .production
+            .production
         #endif
     }
 }

@@ -21,7 +21,8 @@ public enum ActionCommitResult: Sendable, Equatable {
         case .committed: ActionToast(text: "Done", style: .success)
         case .queuedByHerald: ActionToast(text: "Sent — your answer is on its way", style: .pending)
         case .waitingForNetwork: ActionToast(text: "Queued — will commit on reconnect", style: .pending)
-        case .refused(409, let message): ActionToast(text: message.isEmpty ? "Already handled on another device" : message, style: .info)
+        case .refused(409, let message):
+            ActionToast(text: message.isEmpty ? "Already handled on another device" : message, style: .info)
         case .refused: ActionToast(text: "Could not be done — open the app to retry", style: .failure)
         case .notHerald: ActionToast(text: "", style: .info)
         }
@@ -42,16 +43,23 @@ extension HeraldClient {
     /// if the system suspends the app right after). Idempotent: the token is the capability and Herald answers a replay with the
     /// first result, so a retry after a lost answer never commits twice. Also reports the open
     /// with that action.
-    public func commitAction(appData: [String: JSONValue], action: String, turnID: String? = nil, text: String? = nil) async -> ActionCommitResult {
-        guard let stamp = HeraldStamp(appData: appData), let token = stamp.actionTokens?[action] else { return .notHerald }
+    public func commitAction(appData: [String: JSONValue], action: String, turnID: String? = nil, text: String? = nil)
+        async -> ActionCommitResult
+    {
+        guard let stamp = HeraldStamp(appData: appData), let token = stamp.actionTokens?[action] else {
+            return .notHerald
+        }
         var body: [String: JSONValue] = ["token": .string(token), "device_id": .string(deviceID)]
         if let turnID { body["turn_id"] = .string(turnID) }
         if let text { body["text"] = .string(text) }
         let request = HTTPRequestSpec(
-            method: "POST", path: "/v1/apps/\(Self.escaped(configuration.appID))/actions", headers: ["Content-Type": "application/json"],
+            method: "POST", path: "/v1/apps/\(Self.escaped(configuration.appID))/actions",
+            headers: ["Content-Type": "application/json"],
             body: try? JSONEncoder().encode(JSONValue.object(body)))
         let box = OutcomeBox()
-        let id = await outbox.enqueue(kind: "action", request: request, userID: userID, retryNotFound: true, background: true) { outcome in
+        let id = await outbox.enqueue(
+            kind: "action", request: request, userID: userID, retryNotFound: true, background: true
+        ) { outcome in
             await box.set(outcome)
         }
         await outbox.drain()
@@ -68,7 +76,8 @@ extension HeraldClient {
             default: return .refused(status: 200, message: "the backend did not take it")
             }
         case .dropped(let status, let reason):
-            let message = (try? JSONDecoder().decode(JSONValue.self, from: Data(reason.utf8)))?.objectValue?["error"]?.objectValue?["message"]?
+            let message = (try? JSONDecoder().decode(JSONValue.self, from: Data(reason.utf8)))?.objectValue?["error"]?
+                .objectValue?["message"]?
                 .stringValue
             return .refused(status: status ?? 0, message: message ?? reason)
         }

@@ -26,7 +26,8 @@ public struct NotificationRouter: Sendable {
     public var stakes: @Sendable (_ type: String) -> Stakes?
 
     public init(
-        schemes: Set<String>, hosts: Set<String> = [], resolve: @escaping @Sendable ([String: JSONValue], String) -> URL? = { _, _ in nil },
+        schemes: Set<String>, hosts: Set<String> = [],
+        resolve: @escaping @Sendable ([String: JSONValue], String) -> URL? = { _, _ in nil },
         stakes: @escaping @Sendable (String) -> Stakes? = { _ in nil }
     ) {
         self.schemes = Set(schemes.map { $0.lowercased() })

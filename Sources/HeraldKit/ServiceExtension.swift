@@ -23,7 +23,10 @@ public struct ExtensionContent: Sendable, Equatable {
     /// The object under the app's payload key (`media_url`, `encrypted_body`, the herald stamp…).
     public var appData: [String: JSONValue]
 
-    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, attachments: [URL] = [], appData: [String: JSONValue] = [:]) {
+    public init(
+        title: String? = nil, subtitle: String? = nil, body: String? = nil, attachments: [URL] = [],
+        appData: [String: JSONValue] = [:]
+    ) {
         self.title = title
         self.subtitle = subtitle
         self.body = body
@@ -56,7 +59,8 @@ public final class ServiceExtensionSession: Sendable {
     private let logger: any KitLogger
 
     public init(
-        content: ExtensionContent, decryptor: (any PayloadDecryptor)?, fetcher: (any MediaFetcher)?, clock: any KitClock = SystemKitClock(),
+        content: ExtensionContent, decryptor: (any PayloadDecryptor)?, fetcher: (any MediaFetcher)?,
+        clock: any KitClock = SystemKitClock(),
         mediaBudget: TimeInterval = 2, maximumBytes: Int = 10 << 20, logger: any KitLogger = SilentKitLogger(),
         deliver: @escaping @Sendable (ExtensionContent) -> Void
     ) {
@@ -81,10 +85,12 @@ public final class ServiceExtensionSession: Sendable {
                 improve(content)
             } catch {
                 // The payload's own body (a neutral "New message") stays.
-                logger.log(.warning, "HeraldKit: the body could not be decrypted (\(error)); the payload's text is shown")
+                logger.log(
+                    .warning, "HeraldKit: the body could not be decrypted (\(error)); the payload's text is shown")
             }
         }
-        if let fetcher, let text = content.appData[Self.mediaKey]?.stringValue, let url = URL(string: text), !delivered {
+        if let fetcher, let text = content.appData[Self.mediaKey]?.stringValue, let url = URL(string: text), !delivered
+        {
             let budget = mediaBudget
             let clock = clock
             let maximum = maximumBytes
@@ -120,7 +126,8 @@ public final class ServiceExtensionSession: Sendable {
     }
 
     private func finish() {
-        let (deliver, content) = state.withLock { state -> ((@Sendable (ExtensionContent) -> Void)?, ExtensionContent) in
+        let (deliver, content) = state.withLock {
+            state -> ((@Sendable (ExtensionContent) -> Void)?, ExtensionContent) in
             guard !state.delivered else { return (nil, state.best) }
             state.delivered = true
             defer { state.deliver = nil }

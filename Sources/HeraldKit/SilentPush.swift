@@ -19,7 +19,10 @@ public struct SilentPushHandler: Sendable {
     private let pull: @Sendable (_ cursor: String) async throws -> Bool
 
     /// `pull` fetches what changed since `cursor`; true when something did.
-    public init(budget: TimeInterval = 25, clock: any KitClock = SystemKitClock(), pull: @escaping @Sendable (_ cursor: String) async throws -> Bool) {
+    public init(
+        budget: TimeInterval = 25, clock: any KitClock = SystemKitClock(),
+        pull: @escaping @Sendable (_ cursor: String) async throws -> Bool
+    ) {
         self.budget = budget
         self.clock = clock
         self.pull = pull

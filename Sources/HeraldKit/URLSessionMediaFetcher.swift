@@ -1,6 +1,7 @@
 public import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The media fetcher over `URLSession`: a download task streams the file to disk (an extension
@@ -25,13 +26,16 @@ public struct URLSessionMediaFetcher: MediaFetcher {
         guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http" else {
             throw Refused(description: "media URLs are http(s): \(url.scheme ?? "none")")
         }
-        let (downloaded, response) = try await URLSession.shared.download(for: URLRequest(url: url, timeoutInterval: timeout))
+        let (downloaded, response) = try await URLSession.shared.download(
+            for: URLRequest(url: url, timeoutInterval: timeout))
         defer { try? FileManager.default.removeItem(at: downloaded) }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard (200..<300).contains(status) else { throw Refused(description: "the media answered HTTP \(status)") }
         let size = (try? FileManager.default.attributesOfItem(atPath: downloaded.path)[.size] as? Int) ?? 0
         guard response.expectedContentLength <= Int64(maximumBytes), size <= maximumBytes else {
-            throw Refused(description: "the media is \(max(Int64(size), response.expectedContentLength)) bytes, over \(maximumBytes)")
+            throw Refused(
+                description:
+                    "the media is \(max(Int64(size), response.expectedContentLength)) bytes, over \(maximumBytes)")
         }
         try Task.checkCancellation()
         let name = UUID().uuidString + (url.pathExtension.isEmpty ? "" : ".\(url.pathExtension)")

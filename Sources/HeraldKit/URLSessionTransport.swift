@@ -1,6 +1,7 @@
 public import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The transport over `URLSession` to Herald at `baseURL` (Linux too, through FoundationNetworking).

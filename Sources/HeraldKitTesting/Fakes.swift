@@ -158,10 +158,14 @@ public final class FakeLocalScheduler: LocalNotificationScheduler, @unchecked Se
 
     public init() {}
 
-    public var pending: [LocalNotificationRequest] { lock.withLock { requests.values.sorted { $0.fireDate < $1.fireDate } } }
+    public var pending: [LocalNotificationRequest] {
+        lock.withLock { requests.values.sorted { $0.fireDate < $1.fireDate } }
+    }
 
     public func pendingIdentifiers() async -> [String] { lock.withLock { Array(requests.keys) } }
-    public func add(_ request: LocalNotificationRequest) async throws { lock.withLock { requests[request.identifier] = request } }
+    public func add(_ request: LocalNotificationRequest) async throws {
+        lock.withLock { requests[request.identifier] = request }
+    }
     public func remove(identifiers: [String]) async { lock.withLock { for id in identifiers { requests[id] = nil } } }
 }
 

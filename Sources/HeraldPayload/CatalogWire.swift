@@ -10,7 +10,10 @@ public struct ActionSpec: Sendable, Codable, Equatable {
     public var destructive: Bool
     public var textInput: Bool
 
-    public init(id: String, title: String, authenticationRequired: Bool = false, destructive: Bool = false, textInput: Bool = false) {
+    public init(
+        id: String, title: String, authenticationRequired: Bool = false, destructive: Bool = false,
+        textInput: Bool = false
+    ) {
         self.id = id
         self.title = title
         self.authenticationRequired = authenticationRequired
@@ -20,7 +23,8 @@ public struct ActionSpec: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id, title, destructive
-        case authenticationRequired = "authentication_required", textInput = "text_input"
+        case authenticationRequired = "authentication_required"
+        case textInput = "text_input"
     }
 }
 
@@ -108,7 +112,11 @@ public struct LocalTrack: Sendable, Codable, Equatable {
             self.deepLink = deepLink
         }
 
-        enum CodingKeys: String, CodingKey { case title, body, fallbackBody = "fallback_body", deepLink = "deep_link" }
+        enum CodingKeys: String, CodingKey {
+            case title, body
+            case fallbackBody = "fallback_body"
+            case deepLink = "deep_link"
+        }
     }
 
     public var name: String

@@ -24,7 +24,9 @@ public struct HeraldStamp: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case notificationID = "n", deliveryID = "d", actionTokens = "a"
+        case notificationID = "n"
+        case deliveryID = "d"
+        case actionTokens = "a"
     }
 
     /// Reads the stamp out of a delivered payload's app data (the object under the payload key,
@@ -38,7 +40,9 @@ public struct HeraldStamp: Sendable, Hashable, Codable {
             value = decoded
         default: return nil
         }
-        guard case .object(let object) = value, case .string(let notification)? = object["n"], case .int(let delivery)? = object["d"] else {
+        guard case .object(let object) = value, case .string(let notification)? = object["n"],
+            case .int(let delivery)? = object["d"]
+        else {
             return nil
         }
         var tokens: [String: String]?

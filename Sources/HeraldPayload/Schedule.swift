@@ -32,7 +32,8 @@ package enum HeraldDuration {
     /// `seconds` as the catalog writes a duration, in its largest whole unit (`2d`, `36h`,
     /// `90m`, `45s`); `seconds(text(x)) == x`.
     package static func text(_ seconds: TimeInterval) -> String {
-        for (unit, size) in [("d", 86_400.0), ("h", 3600), ("m", 60)] where seconds != 0 && seconds.truncatingRemainder(dividingBy: size) == 0 {
+        for (unit, size) in [("d", 86_400.0), ("h", 3600), ("m", 60)]
+        where seconds != 0 && seconds.truncatingRemainder(dividingBy: size) == 0 {
             return "\(Int64(seconds / size))\(unit)"
         }
         return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int64(seconds))s" : "\(seconds)s"
@@ -92,7 +93,8 @@ package enum StepTime {
     /// A wall-clock time `HH:MM` (a step's `at`, quiet hours' bounds): hour and minute, or nil.
     package static func clockTime(_ text: String) -> (hour: Int, minute: Int)? {
         let parts = text.split(separator: ":")
-        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour), (0..<60).contains(minute)
+        guard parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour),
+            (0..<60).contains(minute)
         else { return nil }
         return (hour, minute)
     }
@@ -108,11 +110,13 @@ package enum StepTime {
         calendar.timeZone = zone
         let days = Int((after / 86_400).rounded(.down))
         let rest = after - Double(days) * 86_400
-        let reached = (calendar.date(byAdding: .day, value: days, to: anchor) ?? anchor.addingTimeInterval(Double(days) * 86_400))
+        let reached =
+            (calendar.date(byAdding: .day, value: days, to: anchor) ?? anchor.addingTimeInterval(Double(days) * 86_400))
             .addingTimeInterval(rest)
         let day = calendar.startOfDay(for: reached)
         return calendar.nextDate(
             after: day.addingTimeInterval(-1), matching: DateComponents(hour: at.hour, minute: at.minute, second: 0),
-            matchingPolicy: .nextTimePreservingSmallerComponents, repeatedTimePolicy: .first, direction: .forward) ?? reached
+            matchingPolicy: .nextTimePreservingSmallerComponents, repeatedTimePolicy: .first, direction: .forward)
+            ?? reached
     }
 }

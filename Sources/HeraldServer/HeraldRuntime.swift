@@ -1,10 +1,10 @@
+package import Crypto
 package import Foundation
 package import HeraldAPNs
 package import HeraldCore
 package import HeraldFCM
 package import HeraldStore
 package import Logging
-package import Crypto
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -67,7 +67,8 @@ package final class AppRuntime: Sendable {
     private let loops: ProviderEventLoops
 
     init(
-        configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, loops: ProviderEventLoops, logger: Logger,
+        configuration: HeraldConfiguration.AppConfiguration, catalog: Catalog?, loops: ProviderEventLoops,
+        logger: Logger,
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void,
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) {
@@ -77,7 +78,8 @@ package final class AppRuntime: Sendable {
         self.logger = logger
         self.clientAdjustment = clientAdjustment
         self.loops = loops
-        (fcmClient, fcmDisabledReason) = Self.makeFCMClient(configuration.fcm, loops: loops, logger: logger, adjust: fcmAdjustment)
+        (fcmClient, fcmDisabledReason) = Self.makeFCMClient(
+            configuration.fcm, loops: loops, logger: logger, adjust: fcmAdjustment)
         guard let apns = configuration.apns else {
             signingKey = nil
             apnsDisabledReason = "no credentials"
@@ -120,7 +122,10 @@ package final class AppRuntime: Sendable {
             configuration.caFile = fcm.caFile
             adjust(&configuration)
             guard let group = loops.group else { return (nil, "the server is stopping") }
-            return (try FCMClient(account: account, configuration: configuration, eventLoopGroup: group, logger: logger), nil)
+            return (
+                try FCMClient(account: account, configuration: configuration, eventLoopGroup: group, logger: logger),
+                nil
+            )
         } catch {
             return (nil, error.message)
         }
@@ -128,7 +133,9 @@ package final class AppRuntime: Sendable {
 
     /// The client for a device environment, or why there is none.
     package func apnsClient(environment: String) -> ClientLookup {
-        guard let signingKey, let apns = configuration.apns else { return .unavailable(APNSReason("APNsNotConfigured")) }
+        guard let signingKey, let apns = configuration.apns else {
+            return .unavailable(APNSReason("APNsNotConfigured"))
+        }
         let environment = APNSEnvironment(rawValue: environment) ?? .production
         return clients.withLock { clients in
             if let client = clients[environment] { return .client(client) }
@@ -136,7 +143,8 @@ package final class AppRuntime: Sendable {
             guard let group = loops.group else { return .unavailable(.clientShutdown) }
             do {
                 let endpoint = try apns.endpoint.map(APNSEndpoint.init(url:)) ?? environment.endpoint
-                var configuration = APNSClientConfiguration(endpoint: endpoint, additionalCAFile: apns.caFile, connections: 4)
+                var configuration = APNSClientConfiguration(
+                    endpoint: endpoint, additionalCAFile: apns.caFile, connections: 4)
                 clientAdjustment(&configuration)
                 var clientLogger = logger
                 clientLogger[metadataKey: "herald.app"] = "\(self.configuration.id)"
@@ -248,7 +256,8 @@ package final class HeraldRuntime: Sendable {
     /// The keys `app`'s action tokens verify with: the signing key, and the previous secret
     /// while one rotates out.
     package func actionVerificationKeys(_ app: AppRuntime) async throws -> [SymmetricKey] {
-        [try await actionKey(app)] + app.configuration.actionTokenSecrets.dropFirst().map { SymmetricKey(data: Data($0.utf8)) }
+        [try await actionKey(app)]
+            + app.configuration.actionTokenSecrets.dropFirst().map { SymmetricKey(data: Data($0.utf8)) }
     }
     let logger: Logger
     /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
@@ -279,7 +288,9 @@ package final class HeraldRuntime: Sendable {
         providerLoops = loops
         var apps: [String: AppRuntime] = [:]
         for var app in configuration.apps {
-            let catalog = try app.catalogFile.map { file throws(ConfigurationError) in try CatalogLoader.load(file: file) }
+            let catalog = try app.catalogFile.map { file throws(ConfigurationError) in
+                try CatalogLoader.load(file: file)
+            }
             if !app.payloadKeyIsExplicit, let key = catalog?.app.payloadKey { app.payloadKey = key }
             apps[app.id] = AppRuntime(
                 configuration: app, catalog: catalog, loops: loops, logger: logger, clientAdjustment: clientAdjustment,
@@ -289,8 +300,12 @@ package final class HeraldRuntime: Sendable {
         // Due work of apps this node has no configuration for waits for a node that has it.
         store.serve(apps: Set(apps.keys))
         resultWebhooks = HeraldStore.ResultWebhooks(
-            failed: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deliveryFailedEvent) == true }.map(\.id)),
-            deactivated: Set(configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }.map(\.id)))
+            failed: Set(
+                configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deliveryFailedEvent) == true }.map(
+                    \.id)),
+            deactivated: Set(
+                configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }
+                    .map(\.id)))
     }
 
     /// Logs, per app, whether APNs is enabled and why not.
@@ -298,10 +313,13 @@ package final class HeraldRuntime: Sendable {
         if !configuration.development {
             if configuration.tls == nil {
                 logger.notice(
-                    "Serving plain HTTP: Herald expects a TLS proxy in front (Caddy, nginx, a load balancer); set server.tls to serve HTTPS itself")
+                    "Serving plain HTTP: Herald expects a TLS proxy in front (Caddy, nginx, a load balancer); set server.tls to serve HTTPS itself"
+                )
             }
             if configuration.clock == .manual {
-                logger.warning("clock: manual — the server's clock stands still and POST /v1/dev/clock moves it: for tests only, never production")
+                logger.warning(
+                    "clock: manual — the server's clock stands still and POST /v1/dev/clock moves it: for tests only, never production"
+                )
             }
             for app in configuration.apps where app.clientRegistration == .unverified {
                 logger.warning(
@@ -312,13 +330,19 @@ package final class HeraldRuntime: Sendable {
         switch (configuration.dashboard.enabled, configuration.dashboard.port) {
         case (false, _): logger.info("Dashboard disabled (dashboard.enabled: false)")
         case (true, .some): break
-        case (true, .none): logger.info("Dashboard served on the API's listener under /dashboard (dashboard.port gives it a listener of its own)")
+        case (true, .none):
+            logger.info(
+                "Dashboard served on the API's listener under /dashboard (dashboard.port gives it a listener of its own)"
+            )
         }
         for app in apps.values.sorted(by: { $0.id < $1.id }) {
             if let client = app.fcmClient {
                 logger.info(
                     "FCM enabled for app \"\(app.id)\"",
-                    metadata: ["fcm.project": "\(client.account.projectID)", "fcm.endpoint": "\(client.configuration.endpoint)"])
+                    metadata: [
+                        "fcm.project": "\(client.account.projectID)",
+                        "fcm.endpoint": "\(client.configuration.endpoint)",
+                    ])
             } else {
                 logger.info("FCM disabled for app \"\(app.id)\": \(app.fcmDisabledReason ?? "no credentials")")
             }
@@ -386,7 +410,8 @@ package final class HeraldRuntime: Sendable {
             let idle = Date().timeIntervalSince(lastBatch ?? started)
             if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {
                 problems.append(
-                    "dispatcher: no batch finished in \(Int(idle)) s while \(outbox.due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)")
+                    "dispatcher: no batch finished in \(Int(idle)) s while \(outbox.due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)"
+                )
             }
         }
         let paused = pauses.all.sorted { $0.key < $1.key }.map { key, pause in

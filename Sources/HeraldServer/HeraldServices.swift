@@ -1,7 +1,7 @@
+import HTTPTypes
 package import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
-import HTTPTypes
 package import Logging
 package import NIOCore
 package import ServiceLifecycle
@@ -35,10 +35,14 @@ package enum HeraldServices {
         if dispatcher {
             services.append(OutboxLoop(runtime: runtime, configuration: outbox))
             // Only where an app has a webhook (messages of an app that lost its webhook wait for it).
-            if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) { services.append(WebhookLoop(runtime: runtime)) }
+            if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) {
+                services.append(WebhookLoop(runtime: runtime))
+            }
         }
         if runtime.writeProbeInterval > .zero { services.append(WriteProbeLoop(runtime: runtime)) }
-        let certificates = try configuration.tls.map { files throws(ConfigurationError) in try ServerCertificates(files: files) }
+        let certificates = try configuration.tls.map { files throws(ConfigurationError) in
+            try ServerCertificates(files: files)
+        }
         if let certificates { services.append(CertificateReloader(certificates: certificates, logger: runtime.logger)) }
         if configuration.dashboard.enabled, let port = configuration.dashboard.port {
             services.append(
@@ -46,7 +50,8 @@ package enum HeraldServices {
                     router: Dashboard.router(runtime: runtime),
                     server: try server(configuration, certificates, runtime: runtime),
                     configuration: .init(
-                        address: .hostname(configuration.dashboard.host ?? configuration.host, port: port), serverName: "herald-dashboard",
+                        address: .hostname(configuration.dashboard.host ?? configuration.host, port: port),
+                        serverName: "herald-dashboard",
                         availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
                     onServerRunning: onDashboardRunning,
                     logger: logger))
@@ -64,14 +69,19 @@ package enum HeraldServices {
 
     /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1; keyless
     /// health probes answered on the event loop (`ProbeHandler`).
-    static func server(_ configuration: HeraldConfiguration, _ certificates: ServerCertificates?, runtime: HeraldRuntime) throws -> HTTPServerBuilder {
+    static func server(
+        _ configuration: HeraldConfiguration, _ certificates: ServerCertificates?, runtime: HeraldRuntime
+    ) throws -> HTTPServerBuilder {
         let seconds = Int64(configuration.idleTimeout)
         let probes = probeHandlers(runtime)
-        guard let certificates else { return .http1(configuration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))) }
+        guard let certificates else {
+            return .http1(configuration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds)))
+        }
         return try .http2Upgrade(
             tlsConfiguration: certificates.tlsConfiguration,
             configuration: .init(
-                idleTimeout: .seconds(seconds), streamConfiguration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))))
+                idleTimeout: .seconds(seconds),
+                streamConfiguration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))))
     }
 
     /// A new `ProbeHandler` per connection (or HTTP/2 stream).
@@ -89,7 +99,8 @@ package enum HeraldServices {
                         case "/readyz", "/healthz": cache.fresh(maximumAge: interval).map { $0.status == "ok" }
                         default: nil
                         }
-                    }, extraHeaders: extra, counted: { path, status in metrics.apiRequest(route: path, method: "GET", status: status) })
+                    }, extraHeaders: extra,
+                    counted: { path, status in metrics.apiRequest(route: path, method: "GET", status: status) })
             ]
         }
     }
@@ -103,7 +114,9 @@ struct WriteProbeLoop: Service {
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let failure = await runtime.probeWritable()
-            if let failure { runtime.logger.error("The database does not take writes", metadata: ["error": "\(failure)"]) }
+            if let failure {
+                runtime.logger.error("The database does not take writes", metadata: ["error": "\(failure)"])
+            }
             let interval = runtime.writeProbeInterval
             _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }

@@ -40,16 +40,22 @@ package final class ServerCertificates: Sendable {
         current.withLock { $0 = Self.override(loaded) }
     }
 
-    private static func override(_ loaded: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey)) -> NIOSSLContextConfigurationOverride {
+    private static func override(_ loaded: (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey))
+        -> NIOSSLContextConfigurationOverride
+    {
         var override = NIOSSLContextConfigurationOverride()
         override.certificateChain = loaded.chain.map { .certificate($0) }
         override.privateKey = .privateKey(loaded.key)
         return override
     }
 
-    private static func load(_ files: HeraldConfiguration.TLSFiles) throws(ConfigurationError) -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+    private static func load(_ files: HeraldConfiguration.TLSFiles) throws(ConfigurationError) -> (
+        chain: [NIOSSLCertificate], key: NIOSSLPrivateKey
+    ) {
         func fail(_ key: String, _ message: String) -> ConfigurationError {
-            ConfigurationError(file: key == "server.tls.cert_file" ? files.certFile : files.keyFile, line: nil, key: key, message: message)
+            ConfigurationError(
+                file: key == "server.tls.cert_file" ? files.certFile : files.keyFile, line: nil, key: key,
+                message: message)
         }
         let chain: [NIOSSLCertificate]
         do {
@@ -66,7 +72,8 @@ package final class ServerCertificates: Sendable {
         }
         // A key that does not match the certificate would fail every handshake: refuse it here.
         do {
-            var check = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            var check = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
             check.minimumTLSVersion = .tlsv12
             _ = try NIOSSLContext(configuration: check)
         } catch {
@@ -86,7 +93,8 @@ struct CertificateReloader: Service {
         for await _ in signals.cancelOnGracefulShutdown() {
             do {
                 try certificates.reload()
-                logger.notice("TLS certificate reloaded", metadata: ["herald.tls.cert_file": "\(certificates.files.certFile)"])
+                logger.notice(
+                    "TLS certificate reloaded", metadata: ["herald.tls.cert_file": "\(certificates.files.certFile)"])
             } catch {
                 logger.error("TLS certificate not reloaded: the one in use is kept", metadata: ["error": "\(error)"])
             }

@@ -34,7 +34,6 @@ package struct APNSRequestEvaluator {
         self.keys = Dictionary(configuration.keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
-
     package func evaluate(
         headers: HPACKHeaders, body: ByteBuffer?, authentication: inout SimulatorConnectionAuthentication,
         state: SimulatorState, faults: SimulatorFaults, random: inout SimulatorRandom
@@ -203,7 +202,9 @@ package struct APNSRequestEvaluator {
         guard header["alg"] as? String == "ES256", let keyID = header["kid"] as? String, let key = keys[keyID] else {
             return .failure(JWTFailure(reason: "InvalidProviderToken"))
         }
-        guard claims["iss"] as? String == key.teamID else { return .failure(JWTFailure(reason: "InvalidProviderToken")) }
+        guard claims["iss"] as? String == key.teamID else {
+            return .failure(JWTFailure(reason: "InvalidProviderToken"))
+        }
         // APNSwift sends `iat` as a string; accept both.
         let issuedAtSeconds: Double
         if let number = claims["iat"] as? NSNumber {

@@ -66,7 +66,8 @@ package final class APNSSimulator: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try sync.addHandler(SimulatorAPNSHandler(evaluator: evaluator, state: state, isSandbox: isSandbox))
+                        try sync.addHandler(
+                            SimulatorAPNSHandler(evaluator: evaluator, state: state, isSandbox: isSandbox))
                         let id = ObjectIdentifier(channel)
                         connections.channels.withLock { $0[id] = channel }
                         channel.closeFuture.whenComplete { _ in
@@ -91,7 +92,8 @@ package final class APNSSimulator: Sendable {
             }
             let caFile = configuration.tlsDirectory + "/sim-ca.pem"
             let simulator = APNSSimulator(
-                configuration: configuration, state: state, port: serverChannel.localAddress?.port ?? configuration.port,
+                configuration: configuration, state: state,
+                port: serverChannel.localAddress?.port ?? configuration.port,
                 controlPort: controlChannel?.localAddress?.port, caFile: caFile, group: group,
                 serverChannel: serverChannel, controlChannel: controlChannel, connections: connections, logger: logger)
             logger.info(

@@ -77,7 +77,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
                 try process(frame, context: context)
             }
         } catch let error as HTTP2ConnectionError {
-            HTTP2Wire.writeGoAway(into: &output, lastStreamID: highestStreamID, code: error.code, debugData: error.message)
+            HTTP2Wire.writeGoAway(
+                into: &output, lastStreamID: highestStreamID, code: error.code, debugData: error.message)
             flush(context: context)
             context.close(promise: nil)
         } catch {
@@ -146,7 +147,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
                     }
                 }
             } else {
-                for (identifier, value) in frame.settings where identifier == HTTP2Wire.Setting.headerTableSize.rawValue {
+                for (identifier, value) in frame.settings where identifier == HTTP2Wire.Setting.headerTableSize.rawValue
+                {
                     try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
                 }
                 HTTP2Wire.writeSettingsAcknowledgement(into: &output)
@@ -189,7 +191,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         guard goAwayLastStreamID == nil else { return }
         goAwayLastStreamID = highestStreamID
         state.count { $0.goAways += 1 }
-        HTTP2Wire.writeGoAway(into: &output, lastStreamID: highestStreamID, code: .noError, debugData: #"{"reason":"Shutdown"}"#)
+        HTTP2Wire.writeGoAway(
+            into: &output, lastStreamID: highestStreamID, code: .noError, debugData: #"{"reason":"Shutdown"}"#)
         flush(context: context)
         closeIfGoneAway(context: context)
     }
@@ -210,7 +213,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
         let faults = state.faults
         if let path = headers.first(name: ":path"), FCMRequestEvaluator.handles(path: path) {
             speaksFCM = true
-            let answer = fcmEvaluator.evaluate(headers: headers, body: body, state: state, faults: faults, random: &random)
+            let answer = fcmEvaluator.evaluate(
+                headers: headers, body: body, state: state, faults: faults, random: &random)
             adjustStreamLimit(faults)
             processed += 1
             if let reason = answer.reason { state.reject(status: answer.status, reason: reason) }
@@ -222,7 +226,8 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
             return
         }
         let (verdict, apnsID) = evaluator.evaluate(
-            headers: headers, body: body, authentication: &authentication, state: state, faults: faults, random: &random)
+            headers: headers, body: body, authentication: &authentication, state: state, faults: faults, random: &random
+        )
         adjustStreamLimit(faults)
         processed += 1
         switch verdict {
@@ -230,13 +235,17 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
             break
         case .accepted(let entry):
             state.accept(entry)
-            answer(streamID: streamID, status: 200, apnsID: apnsID, body: nil, latency: faults.latencyMilliseconds, context: context)
+            answer(
+                streamID: streamID, status: 200, apnsID: apnsID, body: nil, latency: faults.latencyMilliseconds,
+                context: context)
         case .rejected(let status, let reason, let timestamp):
             state.reject(status: status, reason: reason)
             var json = #"{"reason":"\#(reason)""#
             if let timestamp { json += #","timestamp":\#(timestamp)"# }
             json += "}"
-            answer(streamID: streamID, status: status, apnsID: apnsID, body: json, latency: faults.latencyMilliseconds, context: context)
+            answer(
+                streamID: streamID, status: status, apnsID: apnsID, body: json, latency: faults.latencyMilliseconds,
+                context: context)
         }
         if let limit = faults.goAwayAfterStreams, limit > 0, processed >= limit {
             goAway(context: context)

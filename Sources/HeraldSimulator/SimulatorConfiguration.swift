@@ -1,7 +1,7 @@
 package import Crypto
-package import _CryptoExtras
 package import Foundation
 package import HeraldCore
+package import _CryptoExtras
 
 /// A signing key the simulator trusts: the public half of a `.p8` key with its ids.
 package struct SimulatorKey: Sendable {
@@ -58,9 +58,12 @@ package struct SimulatorFCMAccount: Sendable {
     ) throws -> (account: SimulatorFCMAccount, file: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let path = directory + "/demo-service-account.json"
-        var object = FileManager.default.contents(atPath: path)
+        var object =
+            FileManager.default.contents(atPath: path)
             .flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
-        let existing = (object["private_key"] as? String).flatMap { try? _RSA.Signing.PrivateKey(pemRepresentation: $0) }
+        let existing = (object["private_key"] as? String).flatMap {
+            try? _RSA.Signing.PrivateKey(pemRepresentation: $0)
+        }
         let key = try existing ?? _RSA.Signing.PrivateKey(keySize: .bits2048)
         if existing == nil || object["token_uri"] as? String != tokenURI {
             object = [
@@ -115,15 +118,18 @@ package struct SimulatorFaults: Sendable, Hashable, Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let defaults = SimulatorFaults()
         internalServerErrorRate =
-            try container.decodeIfPresent(Double.self, forKey: .internalServerErrorRate) ?? defaults.internalServerErrorRate
+            try container.decodeIfPresent(Double.self, forKey: .internalServerErrorRate)
+            ?? defaults.internalServerErrorRate
         serviceUnavailableRate =
-            try container.decodeIfPresent(Double.self, forKey: .serviceUnavailableRate) ?? defaults.serviceUnavailableRate
+            try container.decodeIfPresent(Double.self, forKey: .serviceUnavailableRate)
+            ?? defaults.serviceUnavailableRate
         tooManyRequestsRate =
             try container.decodeIfPresent(Double.self, forKey: .tooManyRequestsRate) ?? defaults.tooManyRequestsRate
         latencyMilliseconds = try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
         goAwayAfterStreams = try container.decodeIfPresent(Int.self, forKey: .goAwayAfterStreams)
         maximumConcurrentStreams =
-            try container.decodeIfPresent(Int.self, forKey: .maximumConcurrentStreams) ?? defaults.maximumConcurrentStreams
+            try container.decodeIfPresent(Int.self, forKey: .maximumConcurrentStreams)
+            ?? defaults.maximumConcurrentStreams
         hangTokens = try container.decodeIfPresent(Set<String>.self, forKey: .hangTokens) ?? []
     }
 }

@@ -37,7 +37,9 @@ final class SimulatorControlHandler: ChannelInboundHandler {
             var headers = HTTPHeaders()
             headers.add(name: "content-type", value: "application/json")
             headers.add(name: "content-length", value: String(json.utf8.count))
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+                promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: json)))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             self.head = nil
@@ -50,7 +52,9 @@ final class SimulatorControlHandler: ChannelInboundHandler {
         switch (head.method, parts.first, parts.count) {
         case (.GET, "inbox", 1):
             let summary = state.inboxSummary()
-            return (.ok, #"{"total":\#(summary.total),"tokens":\#(summary.tokens),"duplicates":\#(summary.duplicates)}"#)
+            return (
+                .ok, #"{"total":\#(summary.total),"tokens":\#(summary.tokens),"duplicates":\#(summary.duplicates)}"#
+            )
         case (.DELETE, "inbox", 1):
             state.clearInbox()
             return (.ok, #"{"cleared":true}"#)
@@ -67,13 +71,19 @@ final class SimulatorControlHandler: ChannelInboundHandler {
                 state.faults = try JSONDecoder().decode(SimulatorFaults.self, from: body)
                 return (.ok, Self.encode(state.faults))
             } catch {
-                return (.badRequest, #"{"error":{"code":"invalid_faults","message":"the body is not a faults object","field":"body"}}"#)
+                return (
+                    .badRequest,
+                    #"{"error":{"code":"invalid_faults","message":"the body is not a faults object","field":"body"}}"#
+                )
             }
         case (.POST, "tokens", 3) where parts[2] == "unregister":
             let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
             let reason = object?["reason"] as? String ?? "Unregistered"
             guard reason == "Unregistered" || reason == "ExpiredToken" else {
-                return (.badRequest, #"{"error":{"code":"invalid_reason","message":"reason is Unregistered or ExpiredToken","field":"reason"}}"#)
+                return (
+                    .badRequest,
+                    #"{"error":{"code":"invalid_reason","message":"reason is Unregistered or ExpiredToken","field":"reason"}}"#
+                )
             }
             state.markDead(parts[1], reason: reason)
             return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"reason":\#(Self.quote(reason))}"#)
@@ -84,15 +94,24 @@ final class SimulatorControlHandler: ChannelInboundHandler {
             guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any],
                 let status = object["status"] as? Int, let reason = object["reason"] as? String
             else {
-                return (.badRequest, #"{"error":{"code":"invalid_script","message":"body needs status (number) and reason (string)","field":"status"}}"#)
+                return (
+                    .badRequest,
+                    #"{"error":{"code":"invalid_script","message":"body needs status (number) and reason (string)","field":"status"}}"#
+                )
             }
             state.script(parts[1], status: status, reason: reason, retryAfter: object["retry_after"] as? String)
-            return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"status":\#(status),"reason":\#(Self.quote(reason))}"#)
+            return (
+                .ok,
+                #"{"token":\#(Self.quote(parts[1].lowercased())),"status":\#(status),"reason":\#(Self.quote(reason))}"#
+            )
         case (.DELETE, "tokens", 3) where parts[2] == "script":
             state.removeScript(parts[1])
             return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"scripted":false}"#)
         default:
-            return (.notFound, #"{"error":{"code":"not_found","message":"no such route: \#(head.method) \#(path)","field":"path"}}"#)
+            return (
+                .notFound,
+                #"{"error":{"code":"not_found","message":"no such route: \#(head.method) \#(path)","field":"path"}}"#
+            )
         }
     }
 
@@ -115,7 +134,8 @@ final class SimulatorControlHandler: ChannelInboundHandler {
     static func json(for counters: SimulatorCounters) -> String {
         let statuses = counters.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
         let reasons = counters.byReason.sorted { $0.key < $1.key }.map { #"\#(quote($0.key)):\#($0.value)"# }
-        return #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges),"refused_streams":\#(counters.refusedStreams),"fcm_token_exchanges":\#(counters.fcmTokenExchanges),"fcm_requests":\#(counters.fcmRequests)}"#
+        return
+            #"{"requests":\#(counters.requests),"accepted":\#(counters.accepted),"by_status":{\#(statuses.joined(separator: ","))},"by_reason":{\#(reasons.joined(separator: ","))},"connections":\#(counters.connections),"goaways":\#(counters.goAways),"signature_verifications":\#(counters.signatureVerifications),"token_changes":\#(counters.tokenChanges),"refused_streams":\#(counters.refusedStreams),"fcm_token_exchanges":\#(counters.fcmTokenExchanges),"fcm_requests":\#(counters.fcmRequests)}"#
     }
 
     static func encode(_ faults: SimulatorFaults) -> String {

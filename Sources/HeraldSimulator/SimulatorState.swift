@@ -133,7 +133,9 @@ package final class SimulatorState: Sendable {
 
     // MARK: FCM access tokens
 
-    func issueFCMAccessToken(project: String, lifetime: TimeInterval, now: Date, random: inout SimulatorRandom) -> String {
+    func issueFCMAccessToken(project: String, lifetime: TimeInterval, now: Date, random: inout SimulatorRandom)
+        -> String
+    {
         let token = "ya29.sim-" + SimulatorIdentifiers.randomUUIDString(using: &random)
         storage.withLock {
             $0.fcmAccessTokens[token] = (project, now.addingTimeInterval(lifetime))
@@ -155,7 +157,9 @@ package final class SimulatorState: Sendable {
     func takeFCMDeviceSlot(_ token: String, limit: Int, now: Date) -> TimeInterval? {
         storage.withLock { storage in
             if storage.fcmDeviceWindows.count > 100_000 {
-                storage.fcmDeviceWindows = storage.fcmDeviceWindows.filter { now.timeIntervalSince($0.value.start) < 60 }
+                storage.fcmDeviceWindows = storage.fcmDeviceWindows.filter {
+                    now.timeIntervalSince($0.value.start) < 60
+                }
             }
             var window = storage.fcmDeviceWindows[token] ?? (now, 0)
             if now.timeIntervalSince(window.start) >= 60 { window = (now, 0) }

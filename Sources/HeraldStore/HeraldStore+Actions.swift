@@ -16,7 +16,9 @@ extension HeraldStore {
                 "SELECT secret FROM app_secrets WHERE app_id = $1 AND purpose = $2", [.text(appID), .text(purpose)]
             ).first?.first?.text
         }
-        guard let stored, let secret = Data(base64Encoded: stored) else { throw StoreError(.corrupt, "app_secrets: a secret that is not base64") }
+        guard let stored, let secret = Data(base64Encoded: stored) else {
+            throw StoreError(.corrupt, "app_secrets: a secret that is not base64")
+        }
         return secret
     }
 
@@ -49,8 +51,10 @@ extension HeraldStore {
         package var updatedAt: Date
 
         package init(
-            deliveryID: Int64, action: String, notificationID: UUID, deviceID: String, userID: String?, turnID: String?, text: String?,
-            status: Status, result: String? = nil, latencyMilliseconds: Int64? = nil, messageID: String? = nil, createdAt: Date, updatedAt: Date
+            deliveryID: Int64, action: String, notificationID: UUID, deviceID: String, userID: String?, turnID: String?,
+            text: String?,
+            status: Status, result: String? = nil, latencyMilliseconds: Int64? = nil, messageID: String? = nil,
+            createdAt: Date, updatedAt: Date
         ) {
             self.deliveryID = deliveryID
             self.action = action
@@ -72,13 +76,17 @@ extension HeraldStore {
         "delivery_id, action, notification_id, device_id, user_id, turn_id, text, status, result, latency_ms, message_id, created_at, updated_at"
 
     static func commit(_ row: [Session.Value]) -> ActionCommit? {
-        guard row.count == 13, let delivery = row[0].integer, let action = row[1].text, let notification = row[2].text.flatMap(UUID.init(uuidString:)),
-            let device = row[3].text, let status = row[7].text.flatMap(ActionCommit.Status.init(rawValue:)), let created = row[11].integer,
+        guard row.count == 13, let delivery = row[0].integer, let action = row[1].text,
+            let notification = row[2].text.flatMap(UUID.init(uuidString:)),
+            let device = row[3].text, let status = row[7].text.flatMap(ActionCommit.Status.init(rawValue:)),
+            let created = row[11].integer,
             let updated = row[12].integer
         else { return nil }
         return ActionCommit(
-            deliveryID: delivery, action: action, notificationID: notification, deviceID: device, userID: row[4].text, turnID: row[5].text,
-            text: row[6].text, status: status, result: row[8].text, latencyMilliseconds: row[9].integer, messageID: row[10].text,
+            deliveryID: delivery, action: action, notificationID: notification, deviceID: device, userID: row[4].text,
+            turnID: row[5].text,
+            text: row[6].text, status: status, result: row[8].text, latencyMilliseconds: row[9].integer,
+            messageID: row[10].text,
             createdAt: date(created), updatedAt: date(updated))
     }
 
@@ -86,7 +94,9 @@ extension HeraldStore {
     /// the stored commit and whether it is this one (false: a replay, or another action of the
     /// same delivery, which the first answers). Also says whether the user has webhook messages
     /// waiting (a new one must queue behind them, in order).
-    package func beginCommit(appID: String, _ commit: ActionCommit) async throws -> (stored: ActionCommit, new: Bool, userBacklog: Bool) {
+    package func beginCommit(appID: String, _ commit: ActionCommit) async throws -> (
+        stored: ActionCommit, new: Bool, userBacklog: Bool
+    ) {
         try await transaction(durable: true) { session in
             let inserted = try await session.query(
                 """
@@ -95,14 +105,19 @@ extension HeraldStore {
                 ON CONFLICT (app_id, delivery_id) DO NOTHING RETURNING delivery_id
                 """,
                 [
-                    .text(appID), .integer(commit.deliveryID), .text(commit.action), .text(commit.notificationID.uuidString), .text(commit.deviceID),
-                    commit.userID.map { .text($0) } ?? .null, commit.turnID.map { .text($0) } ?? .null, commit.text.map { .text($0) } ?? .null,
-                    .text(commit.status.rawValue), commit.result.map { .text($0) } ?? .null, commit.latencyMilliseconds.map { .integer($0) } ?? .null,
-                    commit.messageID.map { .text($0) } ?? .null, .integer(Self.milliseconds(commit.createdAt)), .integer(Self.milliseconds(commit.updatedAt)),
+                    .text(appID), .integer(commit.deliveryID), .text(commit.action),
+                    .text(commit.notificationID.uuidString), .text(commit.deviceID),
+                    commit.userID.map { .text($0) } ?? .null, commit.turnID.map { .text($0) } ?? .null,
+                    commit.text.map { .text($0) } ?? .null,
+                    .text(commit.status.rawValue), commit.result.map { .text($0) } ?? .null,
+                    commit.latencyMilliseconds.map { .integer($0) } ?? .null,
+                    commit.messageID.map { .text($0) } ?? .null, .integer(Self.milliseconds(commit.createdAt)),
+                    .integer(Self.milliseconds(commit.updatedAt)),
                 ])
             guard
                 let row = try await session.query(
-                    "SELECT \(Self.commitColumns) FROM action_commits WHERE app_id = $1 AND delivery_id = $2", [.text(appID), .integer(commit.deliveryID)]
+                    "SELECT \(Self.commitColumns) FROM action_commits WHERE app_id = $1 AND delivery_id = $2",
+                    [.text(appID), .integer(commit.deliveryID)]
                 ).first, let stored = Self.commit(row)
             else { throw StoreError(.corrupt, "action_commits: a commit that cannot be read back") }
             let backlog = try await !session.query(
@@ -114,12 +129,15 @@ extension HeraldStore {
     }
 
     /// Ends a commit: the backend's answer (or its refusal).
-    package func finishCommit(appID: String, deliveryID: Int64, status: ActionCommit.Status, result: String?, latencyMilliseconds: Int64?) async throws {
+    package func finishCommit(
+        appID: String, deliveryID: Int64, status: ActionCommit.Status, result: String?, latencyMilliseconds: Int64?
+    ) async throws {
         try await transaction(durable: true) { [self] session in
             _ = try await session.query(
                 "UPDATE action_commits SET status = $1, result = $2, latency_ms = $3, updated_at = $4 WHERE app_id = $5 AND delivery_id = $6",
                 [
-                    .text(status.rawValue), result.map { .text($0) } ?? .null, latencyMilliseconds.map { .integer($0) } ?? .null,
+                    .text(status.rawValue), result.map { .text($0) } ?? .null,
+                    latencyMilliseconds.map { .integer($0) } ?? .null,
                     .integer(nowMilliseconds), .text(appID), .integer(deliveryID),
                 ])
         }
@@ -158,7 +176,8 @@ extension HeraldStore {
     /// synchronous first try of a commit counts), or already `delivered` or `aborted` by that
     /// try (kept for the replay). When it carries a commit, the commit's row names it.
     package func queueWebhook(
-        appID: String, messageID: String, userID: String?, event: String, idempotencyKey: String?, body: String, attempts: Int, dueAt: Date,
+        appID: String, messageID: String, userID: String?, event: String, idempotencyKey: String?, body: String,
+        attempts: Int, dueAt: Date,
         lastStatus: Int?, lastError: String?, commitDelivery: Int64? = nil, status: String = "pending"
     ) async throws {
         try await transaction(durable: true) { [self] session in
@@ -169,8 +188,10 @@ extension HeraldStore {
                 VALUES ($1, $2, $3, $4, $5, $6, $12, $7, $8, $9, $10, $11, $11)
                 """,
                 [
-                    .text(messageID), .text(appID), .text(userID ?? ""), .text(event), idempotencyKey.map { .text($0) } ?? .null, .text(body),
-                    .integer(Int64(attempts)), .integer(Self.milliseconds(dueAt)), lastStatus.map { .integer(Int64($0)) } ?? .null,
+                    .text(messageID), .text(appID), .text(userID ?? ""), .text(event),
+                    idempotencyKey.map { .text($0) } ?? .null, .text(body),
+                    .integer(Int64(attempts)), .integer(Self.milliseconds(dueAt)),
+                    lastStatus.map { .integer(Int64($0)) } ?? .null,
                     lastError.map { .text(String($0.prefix(500))) } ?? .null, .integer(now), .text(status),
                 ])
             if let commitDelivery {
@@ -202,11 +223,13 @@ extension HeraldStore {
                 ORDER BY m.next_at, m.id LIMIT $2\(dialect == .postgres ? " FOR UPDATE OF m SKIP LOCKED" : "")
                 """, [.integer(now), .integer(Int64(limit))])
             let messages = rows.compactMap { row -> WebhookMessage? in
-                guard row.count == 8, let id = row[0].integer, let messageID = row[1].text, let app = row[2].text, let user = row[3].text,
+                guard row.count == 8, let id = row[0].integer, let messageID = row[1].text, let app = row[2].text,
+                    let user = row[3].text,
                     let event = row[4].text, let body = row[6].text, let attempts = row[7].integer
                 else { return nil }
                 return WebhookMessage(
-                    id: id, messageID: messageID, appID: app, userID: user, event: event, idempotencyKey: row[5].text, body: body, attempts: Int(attempts))
+                    id: id, messageID: messageID, appID: app, userID: user, event: event, idempotencyKey: row[5].text,
+                    body: body, attempts: Int(attempts))
             }
             guard !messages.isEmpty else { return [] }
             let ids = dialect == .sqlite ? Self.jsonEach("$3") : "(SELECT json_array_elements_text($3::json)::bigint)"
@@ -231,7 +254,9 @@ extension HeraldStore {
 
     /// Records a try of `message`; a commit it carries ends with it (delivered: committed with
     /// the answer; failed: failed).
-    package func recordWebhook(_ message: WebhookMessage, _ outcome: WebhookOutcome, latencyMilliseconds: Int64?) async throws {
+    package func recordWebhook(_ message: WebhookMessage, _ outcome: WebhookOutcome, latencyMilliseconds: Int64?)
+        async throws
+    {
         try await transaction(durable: true) { [self] session in
             let now = nowMilliseconds
             let (status, next, code, error): (String, Int64, Int?, String?)
@@ -257,7 +282,8 @@ extension HeraldStore {
                 WHERE id = $6
                 """,
                 [
-                    .text(status), .integer(next), code.map { .integer(Int64($0)) } ?? .null, error.map { .text(String($0.prefix(500))) } ?? .null,
+                    .text(status), .integer(next), code.map { .integer(Int64($0)) } ?? .null,
+                    error.map { .text(String($0.prefix(500))) } ?? .null,
                     .integer(now), .integer(message.id), .integer(Int64(tried)),
                 ])
             if let (commitStatus, result) = commit {
@@ -267,7 +293,8 @@ extension HeraldStore {
                     WHERE app_id = $5 AND message_id = $6 AND status = 'queued'
                     """,
                     [
-                        .text(commitStatus.rawValue), result.map { .text($0) } ?? .null, latencyMilliseconds.map { .integer($0) } ?? .null,
+                        .text(commitStatus.rawValue), result.map { .text($0) } ?? .null,
+                        latencyMilliseconds.map { .integer($0) } ?? .null,
                         .integer(now), .text(message.appID), .text(message.messageID),
                     ])
             }
@@ -292,7 +319,9 @@ extension HeraldStore {
     package func webhookCounts(appID: String) async throws -> [String: Int] {
         try await reading { session in
             var counts: [String: Int] = [:]
-            for row in try await session.query("SELECT status, count(*) FROM webhook_messages WHERE app_id = $1 GROUP BY status", [.text(appID)]) {
+            for row in try await session.query(
+                "SELECT status, count(*) FROM webhook_messages WHERE app_id = $1 GROUP BY status", [.text(appID)])
+            {
                 if let status = row[0].text { counts[status] = Int(row[1].integer ?? 0) }
             }
             return counts
@@ -325,7 +354,9 @@ extension HeraldStore {
         }
     }
 
-    private static func resolution(appID: String, notificationID: UUID, userID: String, _ session: Session) async throws -> Resolution? {
+    private static func resolution(appID: String, notificationID: UUID, userID: String, _ session: Session) async throws
+        -> Resolution?
+    {
         guard
             let row = try await session.query(
                 "SELECT device_id, label, replacement_id, created_at FROM resolutions WHERE app_id = $1 AND notification_id = $2 AND user_id = $3",
@@ -333,7 +364,8 @@ extension HeraldStore {
             ).first, let device = row[0].text, let label = row[1].text, let created = row[3].integer
         else { return nil }
         return Resolution(
-            deviceID: device, label: label, replacementID: row[2].text.flatMap(UUID.init(uuidString:)), createdAt: date(created), first: false,
+            deviceID: device, label: label, replacementID: row[2].text.flatMap(UUID.init(uuidString:)),
+            createdAt: date(created), first: false,
             cancelled: 0, devices: 0)
     }
 
@@ -342,23 +374,31 @@ extension HeraldStore {
     /// replacement (`replacement`, content as stored) to the user's other active devices. A
     /// notification already resolved for the user answers the first resolution and does nothing.
     package func resolve(
-        appID: String, notificationID: UUID, userID: String, deviceID: String, label: String, replacement: (id: UUID, content: Data)
+        appID: String, notificationID: UUID, userID: String, deviceID: String, label: String,
+        replacement: (id: UUID, content: Data)
     ) async throws -> Resolution {
         try await transaction(durable: true) { [self] session in
-            if let earlier = try await Self.resolution(appID: appID, notificationID: notificationID, userID: userID, session) { return earlier }
+            if let earlier = try await Self.resolution(
+                appID: appID, notificationID: notificationID, userID: userID, session)
+            {
+                return earlier
+            }
             // Only devices that had a delivery of the notification take part: the resolving one
             // must have had one, and the replacement goes to the user's others that had one.
             let reached = Set(
                 try await session.query(
-                    "SELECT device_id FROM deliveries WHERE notification_id = $1 AND user_id = $2", [.text(notificationID.uuidString), .text(userID)]
+                    "SELECT device_id FROM deliveries WHERE notification_id = $1 AND user_id = $2",
+                    [.text(notificationID.uuidString), .text(userID)]
                 ).compactMap { $0.first?.text })
             guard reached.contains(deviceID) else {
                 throw StoreError(.notFound, "the device had no delivery of this notification")
             }
             // …and still the user's (a device that moved to another user since is left out).
             let current = Set(
-                try await session.query("SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
-                    .compactMap { $0.first?.text })
+                try await session.query(
+                    "SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
+                )
+                .compactMap { $0.first?.text })
             let now = nowMilliseconds
             var cancelled = 0
             var undeferred = 0
@@ -379,7 +419,8 @@ extension HeraldStore {
             }
             let (devices, _) = try await writeNotification(
                 appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content,
-                recipients: .devices(reached.intersection(current).subtracting([deviceID]).sorted()), excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
+                recipients: .devices(reached.intersection(current).subtracting([deviceID]).sorted()),
+                excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
             _ = try await session.query(
                 """
                 INSERT INTO resolutions (app_id, notification_id, user_id, device_id, label, replacement_id, created_at)
@@ -391,7 +432,8 @@ extension HeraldStore {
                 ])
             if devices > 0 { try await notifyOutbox(session) }
             return Resolution(
-                deviceID: deviceID, label: label, replacementID: devices > 0 ? replacement.id : nil, createdAt: Self.date(now), first: true,
+                deviceID: deviceID, label: label, replacementID: devices > 0 ? replacement.id : nil,
+                createdAt: Self.date(now), first: true,
                 cancelled: cancelled, devices: devices)
         }
     }
@@ -412,7 +454,8 @@ extension HeraldStore {
         package var createdAt: Date
 
         package init(
-            id: UUID, notificationID: UUID, userID: String?, deviceID: String, text: String?, energy: Int?, mood: Int?, focus: Int?, createdAt: Date
+            id: UUID, notificationID: UUID, userID: String?, deviceID: String, text: String?, energy: Int?, mood: Int?,
+            focus: Int?, createdAt: Date
         ) {
             self.id = id
             self.notificationID = notificationID
@@ -435,8 +478,10 @@ extension HeraldStore {
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                 """,
                 [
-                    .text(response.id.uuidString), .text(appID), .text(response.notificationID.uuidString), response.userID.map { .text($0) } ?? .null,
-                    .text(response.deviceID), response.text.map { .text($0) } ?? .null, number(response.energy), number(response.mood),
+                    .text(response.id.uuidString), .text(appID), .text(response.notificationID.uuidString),
+                    response.userID.map { .text($0) } ?? .null,
+                    .text(response.deviceID), response.text.map { .text($0) } ?? .null, number(response.energy),
+                    number(response.mood),
                     number(response.focus), .integer(Self.milliseconds(response.createdAt)),
                 ])
         }
@@ -451,10 +496,13 @@ extension HeraldStore {
                 WHERE app_id = $1 AND notification_id = $2 ORDER BY created_at, id LIMIT $3
                 """, [.text(appID), .text(notificationID.uuidString), .integer(Int64(limit))]
             ).compactMap { row in
-                guard let id = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[2].text, let created = row[7].integer else { return nil }
+                guard let id = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[2].text,
+                    let created = row[7].integer
+                else { return nil }
                 return NotificationResponse(
                     id: id, notificationID: notificationID, userID: row[1].text, deviceID: device, text: row[3].text,
-                    energy: row[4].integer.map(Int.init), mood: row[5].integer.map(Int.init), focus: row[6].integer.map(Int.init),
+                    energy: row[4].integer.map(Int.init), mood: row[5].integer.map(Int.init),
+                    focus: row[6].integer.map(Int.init),
                     createdAt: Self.date(created))
             }
         }
@@ -495,7 +543,9 @@ extension HeraldStore {
     /// deactivated among `results` whose app takes it: only for rows this transaction wrote
     /// (failed, updated since `since`: a result of a claim taken back wrote nothing). The
     /// body is built from the rows (`{"type", "timestamp", "data"}`); each user's in delivery order.
-    func queueResultWebhooks(_ results: [DeliveryResult], _ webhooks: ResultWebhooks, since: Int64, now: Int64, _ session: Session) async throws -> Int {
+    func queueResultWebhooks(
+        _ results: [DeliveryResult], _ webhooks: ResultWebhooks, since: Int64, now: Int64, _ session: Session
+    ) async throws -> Int {
         var failed: [Int64] = []
         var dead: [Int64] = []
         for result in results {
@@ -510,11 +560,13 @@ extension HeraldStore {
         }
         let postgres = dialect == .postgres
         let object = postgres ? "json_build_object" : "json_object"
-        let messageID = postgres ? "'msg_' || replace(gen_random_uuid()::text, '-', '')" : "'msg_' || lower(hex(randomblob(16)))"
+        let messageID =
+            postgres ? "'msg_' || replace(gen_random_uuid()::text, '-', '')" : "'msg_' || lower(hex(randomblob(16)))"
         let ids = postgres ? "(SELECT json_array_elements_text($1::json)::bigint)" : Self.jsonEach("$1")
         // RFC 3339 in UTC with milliseconds, as the API writes times.
         func time(_ milliseconds: String) -> String {
-            postgres ? "to_char(to_timestamp(\(milliseconds) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+            postgres
+                ? "to_char(to_timestamp(\(milliseconds) / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
                 : "strftime('%Y-%m-%dT%H:%M:%fZ', \(milliseconds) / 1000.0, 'unixepoch')"
         }
         let body = postgres ? "::text" : ""

@@ -21,7 +21,8 @@ extension HeraldStore {
         appID: String, userID: String, _ changes: [BadgeChange], content: BadgeContent
     ) async throws -> (counters: [String: Int64], notification: UUID?) {
         try await transaction(durable: true) { [self] session in
-            try await changeBadges(appID: appID, userID: userID, changes, content: content, now: nowMilliseconds, session)
+            try await changeBadges(
+                appID: appID, userID: userID, changes, content: content, now: nowMilliseconds, session)
         }
     }
 
@@ -55,7 +56,8 @@ extension HeraldStore {
         guard total != before else { return (counters, nil) }
         let id = UUID.random()
         _ = try await writeNotification(
-            appID: appID, id: id, idempotencyKey: nil, cancelKey: nil, content: try content(total), recipients: .users([userID]),
+            appID: appID, id: id, idempotencyKey: nil, cancelKey: nil, content: try content(total),
+            recipients: .users([userID]),
             excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
         return (counters, id)
     }
@@ -79,7 +81,8 @@ extension HeraldStore {
     ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
         try await transaction(durable: true) { [self] session in
             try await applyEvent(
-                appID: appID, id: id, userID: userID, name: name, data: data, occurredAt: occurredAt, idempotencyKey: idempotencyKey,
+                appID: appID, id: id, userID: userID, name: name, data: data, occurredAt: occurredAt,
+                idempotencyKey: idempotencyKey,
                 effects: effects, badgeContent: badgeContent, session)
         }
     }
@@ -91,7 +94,8 @@ extension HeraldStore {
     ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
         if let idempotencyKey,
             let existing = try await session.query(
-                "SELECT id, notifications FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(idempotencyKey)]
+                "SELECT id, notifications FROM events WHERE app_id = $1 AND idempotency_key = $2",
+                [.text(appID), .text(idempotencyKey)]
             ).first, let existingID = existing[0].text
         {
             let sent = existing[1].text.map { $0.split(separator: ",").map(String.init) } ?? []
@@ -103,9 +107,11 @@ extension HeraldStore {
             let stored = try await session.query(
                 "SELECT attributes FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
             ).first?.first?.text
-            var attributes = (stored.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]) ?? [:]
+            var attributes =
+                (stored.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]) ?? [:]
             for (key, value) in effects.attributes { attributes[key] = value }
-            let text = String(decoding: try JSONSerialization.data(withJSONObject: attributes, options: [.sortedKeys]), as: UTF8.self)
+            let text = String(
+                decoding: try JSONSerialization.data(withJSONObject: attributes, options: [.sortedKeys]), as: UTF8.self)
             _ = try await session.query(
                 """
                 INSERT INTO users (app_id, user_id, attributes, preferences, created_at, updated_at) VALUES ($1, $2, $3, '{}', $4, $4)
@@ -115,7 +121,9 @@ extension HeraldStore {
         for key in effects.cancels {
             _ = try await cancel(appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
         }
-        if let badge = try await changeBadges(appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session).notification {
+        if let badge = try await changeBadges(
+            appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session
+        ).notification {
             notifications.append(badge.uuidString.lowercased())
         }
         for send in effects.sends {
@@ -131,7 +139,8 @@ extension HeraldStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
             """,
             [
-                .text(eventID), .text(appID), .text(userID), .text(name), .text(data), .integer(Self.milliseconds(occurredAt)),
+                .text(eventID), .text(appID), .text(userID), .text(name), .text(data),
+                .integer(Self.milliseconds(occurredAt)),
                 .integer(now), idempotencyKey.map { .text($0) } ?? .null,
                 notifications.isEmpty ? .null : .text(notifications.joined(separator: ",")),
             ])

@@ -18,7 +18,8 @@ extension HeraldStore {
     /// recipients (all of them less the inactive ones: two index counts, where counting the
     /// active ones reads every device row), and its cursor. Returns the recipients.
     func acceptBroadcast(
-        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, dueAt: Int64, lane: DeliveryLane, now: Int64,
+        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, dueAt: Int64,
+        lane: DeliveryLane, now: Int64,
         _ session: Session
     ) async throws -> Int {
         let cohort = Self.cohort(content, now: now)
@@ -30,13 +31,18 @@ extension HeraldStore {
             RETURNING recipients
             """,
             [
-                .text(id.uuidString), .text(appID), idempotencyKey.map { .text($0) } ?? .null, .text(String(decoding: content, as: UTF8.self)),
-                .integer(now), cancelKey.map { .text($0) } ?? .null, cohort.map { .text($0.type) } ?? .null, cohort.map { .integer($0.day) } ?? .null,
+                .text(id.uuidString), .text(appID), idempotencyKey.map { .text($0) } ?? .null,
+                .text(String(decoding: content, as: UTF8.self)),
+                .integer(now), cancelKey.map { .text($0) } ?? .null, cohort.map { .text($0.type) } ?? .null,
+                cohort.map { .integer($0.day) } ?? .null,
             ])
         let recipients = counted.first?.first?.integer ?? 0
         _ = try await session.query(
             "INSERT INTO broadcasts (notification_id, app_id, lane, due_at, accepted_at, expected) VALUES ($1, $2, $3, $4, $5, $6)",
-            [.text(id.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(dueAt), .integer(now), .integer(recipients)])
+            [
+                .text(id.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(dueAt), .integer(now),
+                .integer(recipients),
+            ])
         try await notifyOutbox(session)
         noBroadcastsSince.store(0, ordering: .relaxed)
         return Int(recipients)
@@ -61,7 +67,8 @@ extension HeraldStore {
         for _ in 0..<16 where claimed.count < limit {
             var apps = Set<String>()
             let firsts = try await session.query(
-                "SELECT notification_id, app_id FROM broadcasts WHERE due_at <= $1 ORDER BY due_at, notification_id LIMIT 64", [.integer(now)]
+                "SELECT notification_id, app_id FROM broadcasts WHERE due_at <= $1 ORDER BY due_at, notification_id LIMIT 64",
+                [.integer(now)]
             ).compactMap { row in row[1].text.flatMap { serves($0) && apps.insert($0).inserted ? row[0].text : nil } }
             guard !firsts.isEmpty else { break }
             let room = limit - claimed.count
@@ -90,30 +97,38 @@ extension HeraldStore {
     /// have their row; nil when there is none. One whose devices all have their row is deleted
     /// (an empty page).
     private func rehandPage(now: Int64, _ session: Session) async throws -> [ClaimedDelivery]? {
-        guard let page = try await session.query(
-            """
-            SELECT id, notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, remaining, first_id, size
-            FROM broadcast_pages WHERE claimed_by IS NULL AND due_at <= $1 ORDER BY id LIMIT 1\(dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : "")
-            """, [.integer(now)]
-        ).first, page.count == 11, let pageID = page[0].integer, let notification = page[1].text, let app = page[2].text,
-            let lane = page[3].integer, let due = page[4].integer, let accepted = page[5].integer, let after = page[6].text,
-            let through = page[7].text, let remaining = page[8].integer, let firstID = page[9].integer, let size = page[10].integer
+        guard
+            let page = try await session.query(
+                """
+                SELECT id, notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, remaining, first_id, size
+                FROM broadcast_pages WHERE claimed_by IS NULL AND due_at <= $1 ORDER BY id LIMIT 1\(dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : "")
+                """, [.integer(now)]
+            ).first, page.count == 11, let pageID = page[0].integer, let notification = page[1].text,
+            let app = page[2].text,
+            let lane = page[3].integer, let due = page[4].integer, let accepted = page[5].integer,
+            let after = page[6].text,
+            let through = page[7].text, let remaining = page[8].integer, let firstID = page[9].integer,
+            let size = page[10].integer
         else { return nil }
         // (Asked apart: a page handed back is rare, and the claim's query stays the one every
         // schema since broadcasts reads.)
-        let more = try await session.query(
-            "SELECT cancelled, devices, cancelled_users, trace FROM broadcast_pages WHERE id = $1", [.integer(pageID)]
-        ).first ?? []
+        let more =
+            try await session.query(
+                "SELECT cancelled, devices, cancelled_users, trace FROM broadcast_pages WHERE id = $1",
+                [.integer(pageID)]
+            ).first ?? []
         if more.first?.integer == 1 {
             // Cancelled while a node held it (which died, or gave it back): never handed out again.
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
             _ = try await session.query(
-                "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(remaining), .text(notification)])
+                "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2",
+                [.integer(remaining), .text(notification)])
             return []
         }
         if more.count == 4, let listed = more[1].text {
             let page = StepPage(
-                id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID, size: size,
+                id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
+                size: size,
                 remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text)
             return try await rehandStepPage(page, due: due, session)
         }
@@ -124,10 +139,13 @@ extension HeraldStore {
         let free = (firstID..<(firstID + size)).filter { !used.contains($0) }
         let devices = Array(
             try await session.query(
-                Self.pageDevicesSQL(rehanding: true), [.text(app), .text(after), .integer(accepted), .text(through), .text(notification)]
+                Self.pageDevicesSQL(rehanding: true),
+                [.text(app), .text(after), .integer(accepted), .text(through), .text(notification)]
             ).prefix(free.count))
-        guard let claim = try await reclaim(
-            page: pageID, notification: notification, handing: devices.count, lost: remaining - Int64(devices.count), session)
+        guard
+            let claim = try await reclaim(
+                page: pageID, notification: notification, handing: devices.count,
+                lost: remaining - Int64(devices.count), session)
         else { return [] }
         let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
         return try handOut(devices, ids: free, notification: notification, app: app, claim: claim, slot: slot)
@@ -144,9 +162,13 @@ extension HeraldStore {
     /// A page handed out again to `handing` devices, `lost` others gone or deactivated since
     /// it was first handed out (no longer recipients): this node's, under a new claim (returned);
     /// nil, the page deleted, when there is none to hand out.
-    func reclaim(page: Int64, notification: String, handing: Int, lost: Int64, _ session: Session) async throws -> Int64? {
+    func reclaim(page: Int64, notification: String, handing: Int, lost: Int64, _ session: Session) async throws
+        -> Int64?
+    {
         if lost != 0 {
-            _ = try await session.query("UPDATE notifications SET recipients = recipients - $1 WHERE id = $2", [.integer(lost), .text(notification)])
+            _ = try await session.query(
+                "UPDATE notifications SET recipients = recipients - $1 WHERE id = $2",
+                [.integer(lost), .text(notification)])
         }
         guard handing > 0 else {
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page)])
@@ -165,12 +187,14 @@ extension HeraldStore {
     private func nextPage(
         of notification: String, limit: Int, now: Int64, prefetched: PrefetchedPage?, _ session: Session
     ) async throws -> (claimed: [ClaimedDelivery], ended: Bool) {
-        guard let broadcast = try await session.query(
-            """
-            SELECT app_id, lane, due_at, accepted_at, cursor, handed, expected FROM broadcasts
-            WHERE notification_id = $1\(dialect == .postgres ? " FOR UPDATE" : "")
-            """, [.text(notification)]
-        ).first, broadcast.count == 7, let app = broadcast[0].text, let lane = broadcast[1].integer, let due = broadcast[2].integer,
+        guard
+            let broadcast = try await session.query(
+                """
+                SELECT app_id, lane, due_at, accepted_at, cursor, handed, expected FROM broadcasts
+                WHERE notification_id = $1\(dialect == .postgres ? " FOR UPDATE" : "")
+                """, [.text(notification)]
+            ).first, broadcast.count == 7, let app = broadcast[0].text, let lane = broadcast[1].integer,
+            let due = broadcast[2].integer,
             let accepted = broadcast[3].integer, let cursor = broadcast[4].text, let handed = broadcast[5].integer,
             let expected = broadcast[6].integer
         else { return ([], false) }
@@ -179,7 +203,8 @@ extension HeraldStore {
             devices = ready
         } else {
             devices = try await session.query(
-                Self.pageDevicesSQL(rehanding: false), [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
+                Self.pageDevicesSQL(rehanding: false),
+                [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
         }
         let ended = devices.count < limit
         if ended {
@@ -189,7 +214,8 @@ extension HeraldStore {
             let correction = expected - handed - Int64(devices.count)
             if correction != 0 {
                 _ = try await session.query(
-                    "UPDATE notifications SET recipients = recipients - $1 WHERE id = $2", [.integer(correction), .text(notification)])
+                    "UPDATE notifications SET recipients = recipients - $1 WHERE id = $2",
+                    [.integer(correction), .text(notification)])
             }
         } else {
             _ = try await session.query(
@@ -199,18 +225,25 @@ extension HeraldStore {
         guard let last = devices.last?[0] else { return ([], ended) }
         let count = Int64(devices.count)
         let firstID = try await reserveDeliveryIDs(count, session)
-        guard let pageID = try await session.query(
-            """
-            INSERT INTO broadcast_pages
-                (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, 1) RETURNING id
-            """,
-            [.text(notification), .text(app), .integer(lane), .integer(due), .integer(accepted), .text(cursor), last,
-             .integer(firstID), .integer(count), .text(nodeID)]
-        ).first?.first?.integer else { throw StoreError(.corrupt, "broadcast_pages: no id for a new page") }
+        guard
+            let pageID = try await session.query(
+                """
+                INSERT INTO broadcast_pages
+                    (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, 1) RETURNING id
+                """,
+                [
+                    .text(notification), .text(app), .integer(lane), .integer(due), .integer(accepted), .text(cursor),
+                    last,
+                    .integer(firstID), .integer(count), .text(nodeID),
+                ]
+            ).first?.first?.integer
+        else { throw StoreError(.corrupt, "broadcast_pages: no id for a new page") }
         let slot = BroadcastSlot(page: pageID, lane: Int(lane), dueAt: due, acceptedAt: accepted, userID: "")
         return (
-            try handOut(devices, ids: Array(firstID..<(firstID + count)), notification: notification, app: app, claim: 1, slot: slot), ended
+            try handOut(
+                devices, ids: Array(firstID..<(firstID + count)), notification: notification, app: app, claim: 1,
+                slot: slot), ended
         )
     }
 
@@ -219,9 +252,12 @@ extension HeraldStore {
     func reserveDeliveryIDs(_ count: Int64, _ session: Session) async throws -> Int64 {
         switch dialect {
         case .sqlite:
-            guard let reserved = try await session.query(
-                "UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'deliveries' RETURNING seq", [.integer(count)]
-            ).first?.first?.integer else { throw StoreError(.corrupt, "sqlite_sequence: no counter for deliveries") }
+            guard
+                let reserved = try await session.query(
+                    "UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'deliveries' RETURNING seq",
+                    [.integer(count)]
+                ).first?.first?.integer
+            else { throw StoreError(.corrupt, "sqlite_sequence: no counter for deliveries") }
             return reserved - count + 1
         case .postgres:
             guard let block = try await session.query("SELECT nextval('broadcast_blocks')").first?.first?.integer
@@ -278,7 +314,8 @@ extension HeraldStore {
                     let accepted = row[3].integer
                 else { continue }
                 let devices = try await session.query(
-                    Self.pageDevicesSQL(rehanding: false), [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
+                    Self.pageDevicesSQL(rehanding: false),
+                    [.text(app), .text(cursor), .integer(accepted), .integer(Int64(limit))])
                 pages[notification] = PrefetchedPage(cursor: cursor, devices: devices, complete: devices.count < limit)
             }
             return pages
@@ -289,7 +326,8 @@ extension HeraldStore {
     /// ($3); the first $4 of them, or (`rehanding` a page) those through $4 without a row of
     /// notification $5.
     static func pageDevicesSQL(rehanding: Bool) -> String {
-        let range = rehanding
+        let range =
+            rehanding
             ? "AND v.device_id <= $4 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = $5 AND d.device_id = v.device_id)"
             : ""
         return """
@@ -301,23 +339,29 @@ extension HeraldStore {
 
     /// The page's devices as claimed deliveries, each with its reserved row id.
     func handOut(
-        _ devices: [[Session.Value]], ids: [Int64], notification: String, app: String, claim: Int64, slot: BroadcastSlot, trace: String? = nil
+        _ devices: [[Session.Value]], ids: [Int64], notification: String, app: String, claim: Int64,
+        slot: BroadcastSlot, trace: String? = nil
     ) throws -> [ClaimedDelivery] {
-        guard let notificationID = UUID(uuidString: notification) else { throw StoreError(.corrupt, "broadcasts: a notification id that is not a UUID") }
+        guard let notificationID = UUID(uuidString: notification) else {
+            throw StoreError(.corrupt, "broadcasts: a notification id that is not a UUID")
+        }
         guard ids.count >= devices.count else { throw StoreError(.corrupt, "deliveries: fewer row ids than devices") }
         let createdAt = Date(timeIntervalSince1970: Double(slot.acceptedAt) / 1000)
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(devices.count)
         for (index, columns) in devices.enumerated() {
-            guard columns.count == 7, let deviceID = columns[0].text, let platform = columns[1].text, let token = columns[2].text,
+            guard columns.count == 7, let deviceID = columns[0].text, let platform = columns[1].text,
+                let token = columns[2].text,
                 let environment = columns[3].text, let userID = columns[4].text
             else { throw StoreError(.corrupt, "devices: a row a broadcast cannot read") }
             var deviceSlot = slot
             deviceSlot.userID = userID
             claimed.append(
                 ClaimedDelivery(
-                    id: ids[index], notificationID: notificationID, appID: app, deviceID: deviceID, platform: platform, token: token,
-                    environment: environment, attempts: 0, userID: userID, locale: columns[5].text, timeZone: columns[6].text, trace: trace,
+                    id: ids[index], notificationID: notificationID, appID: app, deviceID: deviceID, platform: platform,
+                    token: token,
+                    environment: environment, attempts: 0, userID: userID, locale: columns[5].text,
+                    timeZone: columns[6].text, trace: trace,
                     claim: claim, createdAt: createdAt, broadcast: deviceSlot))
         }
         return claimed
@@ -351,12 +395,15 @@ extension HeraldStore {
     /// JSON, not eight (each `->>` parses its element). PostgreSQL takes them as arrays
     /// (`unnest`).
     static func broadcastWrites(_ results: [DeliveryResult], now: Int64, dialect: Dialect) -> [BroadcastWrite] {
-        Dictionary(grouping: results, by: { $0.broadcast?.page ?? 0 }).sorted(by: { $0.key < $1.key }).compactMap { page, group in
+        Dictionary(grouping: results, by: { $0.broadcast?.page ?? 0 }).sorted(by: { $0.key < $1.key }).compactMap {
+            page, group in
             guard let slot = group.first?.broadcast else { return nil }
             var write = BroadcastWrite(
-                page: page, claim: group[0].claim, count: group.count, notificationID: group[0].notificationID, statements: [], counts: [:], dead: [])
+                page: page, claim: group[0].claim, count: group.count, notificationID: group[0].notificationID,
+                statements: [], counts: [:], dead: [])
             let constants: [Session.Value] = [
-                .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID), .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
+                .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID),
+                .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
             ]
             var plain: [PlainRowsKey: [DeliveryResult]] = [:]
             var full: [DeliveryResult] = []
@@ -374,7 +421,8 @@ extension HeraldStore {
                 case .postgres:
                     arrays.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
                 case .sqlite where reason == nil && result.trace == nil:
-                    plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(result)
+                    plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(
+                        result)
                 case .sqlite:
                     full.append(result)
                 }
@@ -386,7 +434,12 @@ extension HeraldStore {
             for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
                 let json = jsonRows(rows) { _, _ in }
                 write.statements.append(
-                    (sqlitePlainBroadcastInsertSQL, constants + [.text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json)]))
+                    (
+                        sqlitePlainBroadcastInsertSQL,
+                        constants + [
+                            .text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json),
+                        ]
+                    ))
             }
             if !full.isEmpty {
                 let json = jsonRows(full) { result, json in
@@ -459,7 +512,9 @@ extension HeraldStore {
         var ids: [Int64] = [], devices: [String] = [], users: [String] = [], statuses: [String] = []
         var reasons: [String] = [], attempts: [Int64] = [], dues: [Int64] = [], traces: [String] = []
 
-        mutating func append(_ result: DeliveryResult, status: DeliveryStatus, reason: String?, attempts count: Int, due: Int64) {
+        mutating func append(
+            _ result: DeliveryResult, status: DeliveryStatus, reason: String?, attempts count: Int, due: Int64
+        ) {
             ids.append(result.deliveryID)
             devices.append(result.deviceID)
             users.append(result.broadcast?.userID ?? "")
@@ -522,7 +577,9 @@ extension HeraldStore {
                 "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled, cancelled_users",
                 [.integer(Int64(write.count)), .integer(write.page), .integer(write.claim), .text(nodeID)])
             guard let remaining = left.first?.first?.integer else { continue }
-            if remaining <= 0 { _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)]) }
+            if remaining <= 0 {
+                _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)])
+            }
             for statement in write.statements { _ = try await session.query(statement.sql, statement.binds) }
             if let rows = write.arrays, case .postgres(let connection) = session.raw {
                 _ = try await Session.query(connection, Self.postgresBroadcastInsertSQL, rows.bindings)
@@ -549,7 +606,9 @@ extension HeraldStore {
             }
             finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
             for dead in write.dead {
-                try await deactivateDevice(appID: dead.appID, deviceID: dead.deviceID, reason: dead.reason, since: dead.since, now: now, session)
+                try await deactivateDevice(
+                    appID: dead.appID, deviceID: dead.deviceID, reason: dead.reason, since: dead.since, now: now,
+                    session)
             }
             written += write.count
         }
@@ -559,16 +618,22 @@ extension HeraldStore {
             }
             guard !sets.isEmpty else { continue }
             _ = try await session.query(
-                "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1", [.text(notification.uuidString)])
+                "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1",
+                [.text(notification.uuidString)])
         }
         return written
     }
 
     /// A dead token's device becomes inactive, with the provider's timestamp (else now).
-    func deactivateDevice(appID: String, deviceID: String, reason: String, since: Date?, now: Int64, _ session: Session) async throws {
+    func deactivateDevice(appID: String, deviceID: String, reason: String, since: Date?, now: Int64, _ session: Session)
+        async throws
+    {
         _ = try await session.query(
             "UPDATE devices SET active = 0, inactive_reason = $1, inactive_since = $2, updated_at = $3 WHERE app_id = $4 AND device_id = $5",
-            [.text(reason), .integer(Self.milliseconds(since ?? clock.now())), .integer(now), .text(appID), .text(deviceID)])
+            [
+                .text(reason), .integer(Self.milliseconds(since ?? clock.now())), .integer(now), .text(appID),
+                .text(deviceID),
+            ])
     }
 
     /// Gives pages back unsent (their deliveries' results will never come from this node).
@@ -576,7 +641,8 @@ extension HeraldStore {
         guard !pages.isEmpty else { return }
         for page in pages.sorted() {
             _ = try await session.query(
-                "UPDATE broadcast_pages SET claimed_by = NULL WHERE id = $1 AND claimed_by = $2", [.integer(page), .text(nodeID)])
+                "UPDATE broadcast_pages SET claimed_by = NULL WHERE id = $1 AND claimed_by = $2",
+                [.integer(page), .text(nodeID)])
         }
     }
 

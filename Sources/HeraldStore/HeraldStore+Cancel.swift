@@ -47,7 +47,9 @@ extension HeraldStore {
 
     /// The cancel, in `session`'s transaction (a track's restart and removal cancel with it):
     /// the timers with the key that have not fired, then the deliveries.
-    func cancel(appID: String, cancelKey: String, userIDs: [String]?, now: Int64, _ session: Session) async throws -> Cancellation {
+    func cancel(appID: String, cancelKey: String, userIDs: [String]?, now: Int64, _ session: Session) async throws
+        -> Cancellation
+    {
         var result = Cancellation()
         var timerBinds: [Session.Value] = [.integer(now), .text(appID), .text(cancelKey)]
         var timerUsers = ""
@@ -143,7 +145,8 @@ extension HeraldStore {
             logger.info(
                 "Cancelled by key",
                 metadata: [
-                    "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)", "herald.in_flight": "\(result.inFlight)",
+                    "herald.app": "\(appID)", "herald.cancelled": "\(result.cancelled)",
+                    "herald.in_flight": "\(result.inFlight)",
                     "herald.steps": "\(result.steps)", "herald.notifications": "\(ids.count)",
                 ])
         }
@@ -167,7 +170,8 @@ extension HeraldStore {
                 """,
                 [
                     .text(final ? status.rawValue : DeliveryStatus.cancelled.rawValue),
-                    final ? (reason.map { .text($0) } ?? .null) : .text(Self.cancelledReason), .integer(Int64(attempts)),
+                    final ? (reason.map { .text($0) } ?? .null) : .text(Self.cancelledReason),
+                    .integer(Int64(attempts)),
                     result.trace.map { .text($0) } ?? .null, .integer(now), .integer(result.deliveryID),
                     .integer(Self.milliseconds(result.createdAt)), .integer(result.claim),
                 ])
@@ -178,7 +182,8 @@ extension HeraldStore {
                 "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
                 [.text(result.notificationID.uuidString)])
             if case .tokenDead(let reason, let since) = result.outcome {
-                try await deactivateDevice(appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
+                try await deactivateDevice(
+                    appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
             }
         }
         return written

@@ -33,7 +33,9 @@ extension HeraldStore {
 
     /// The app's newest notifications (created before `before`, when given), of `type` and
     /// with a delivery in `status` (one of `summaryFilters`) when given.
-    package func recentNotifications(appID: String, type: String?, status: String?, before: Date?, limit: Int) async throws -> [NotificationSummary] {
+    package func recentNotifications(appID: String, type: String?, status: String?, before: Date?, limit: Int)
+        async throws -> [NotificationSummary]
+    {
         var conditions = ["app_id = $1"]
         var binds: [Session.Value] = [.text(appID)]
         if let type {
@@ -52,10 +54,13 @@ extension HeraldStore {
             """
         return try await reading { session in
             try await session.query(sql, binds).compactMap { columns in
-                guard columns.count == 10, let id = columns[0].text.flatMap(UUID.init(uuidString:)), let created = columns[3].integer else { return nil }
+                guard columns.count == 10, let id = columns[0].text.flatMap(UUID.init(uuidString:)),
+                    let created = columns[3].integer
+                else { return nil }
                 func count(_ index: Int) -> Int { Int(columns[index].integer ?? 0) }
                 return NotificationSummary(
-                    id: id, type: columns[1].text, recipients: count(2), createdAt: Self.date(created), sent: count(4), failed: count(5),
+                    id: id, type: columns[1].text, recipients: count(2), createdAt: Self.date(created), sent: count(4),
+                    failed: count(5),
                     deferred: count(6), suppressed: count(7), cancelled: count(8), opened: count(9))
             }
         }
@@ -78,8 +83,10 @@ extension HeraldStore {
             {
                 if let id = row.first?.text { types[id] = row.count > 1 ? row[1].text : nil }
             }
-            let devices = try await session.query("SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
-                .compactMap { $0.first?.text }
+            let devices = try await session.query(
+                "SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
+            )
+            .compactMap { $0.first?.text }
             guard !types.isEmpty, !devices.isEmpty else { return [] }
             var found: [WaitingDelivery] = []
             // Both lists in chunks: at most 1,002 binds a statement, however many devices a user has.
@@ -105,11 +112,15 @@ extension HeraldStore {
                     return WaitingDelivery(
                         notificationID: notification, type: types[notificationText] ?? nil,
                         delivery: DeliveryRecord(
-                            id: id, deviceID: device, status: status, reason: columns[4].text, attempts: Int(columns[5].integer ?? 0),
-                            trace: columns[6].text, dueAt: Self.date(due), createdAt: Self.date(created), updatedAt: Self.date(updated)))
+                            id: id, deviceID: device, status: status, reason: columns[4].text,
+                            attempts: Int(columns[5].integer ?? 0),
+                            trace: columns[6].text, dueAt: Self.date(due), createdAt: Self.date(created),
+                            updatedAt: Self.date(updated)))
                 }
             }
-            return Array(found.sorted { ($0.delivery.dueAt, $0.delivery.id) < ($1.delivery.dueAt, $1.delivery.id) }.prefix(limit))
+            return Array(
+                found.sorted { ($0.delivery.dueAt, $0.delivery.id) < ($1.delivery.dueAt, $1.delivery.id) }.prefix(limit)
+            )
         }
     }
 }

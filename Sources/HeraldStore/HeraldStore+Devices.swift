@@ -61,7 +61,9 @@ extension HeraldStore {
 
     /// Inside a transaction: frees the batch's tokens from other devices, then upserts the batch
     /// (any size; statements of `batchSize` rows).
-    private func writeDevices(appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules, _ session: Session) async throws {
+    private func writeDevices(
+        appID: String, _ devices: [DeviceRecord], rules: DeviceRegistrationRules, _ session: Session
+    ) async throws {
         // Later rows win within a batch, like a sequence of single upserts would. Indices, not
         // copies: a record is ~400 bytes and a batch 10,000 of them.
         var last: [String: Int] = [:]
@@ -85,7 +87,8 @@ extension HeraldStore {
                 for row in try await session.sql.raw(
                     "SELECT device_id, environment FROM devices WHERE app_id = \(bind: appID) AND device_id IN (\(binds: chunk))"
                 ).all() {
-                    stored[try row.decode(column: "device_id", as: String.self)] = try row.decode(column: "environment", as: String.self)
+                    stored[try row.decode(column: "device_id", as: String.self)] = try row.decode(
+                        column: "environment", as: String.self)
                 }
             }
             for index in unique.indices where unique[index].environment.isEmpty {
@@ -115,7 +118,9 @@ extension HeraldStore {
             }
         }
         for chunk in removed.chunked(Self.batchSize) {
-            try await session.sql.raw("DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id IN (\(binds: chunk))").run()
+            try await session.sql.raw(
+                "DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id IN (\(binds: chunk))"
+            ).run()
         }
         for chunk in parked.chunked(Self.batchSize) {
             try await session.sql.raw(
@@ -136,7 +141,9 @@ extension HeraldStore {
     /// The devices holding any of `tokens` (device id, token), `batchSize` tokens per statement.
     /// (One PostgreSQL statement over a 15,000-token array was slower: 21.0 s vs 19.7 s for a
     /// million-line import.)
-    private func tokenHolders(appID: String, platform: String, _ tokens: [String], _ session: Session) async throws -> [(String, String)] {
+    private func tokenHolders(appID: String, platform: String, _ tokens: [String], _ session: Session) async throws
+        -> [(String, String)]
+    {
         var holders: [(String, String)] = []
         for chunk in tokens.chunked(Self.batchSize) {
             let list = Self.placeholders(chunk.count, from: 3)
@@ -150,9 +157,11 @@ extension HeraldStore {
 
     /// The columns an upsert writes from a record, in `deviceColumns` order (nil is NULL).
     private static let upsertColumns: [(name: String, value: @Sendable (DeviceRecord) -> String?)] = [
-        ("device_id", { $0.deviceID }), ("user_id", { $0.userID }), ("platform", { $0.platform }), ("token", { $0.token }),
+        ("device_id", { $0.deviceID }), ("user_id", { $0.userID }), ("platform", { $0.platform }),
+        ("token", { $0.token }),
         ("environment", { $0.environment }), ("name", { $0.name }), ("model", { $0.model }), ("locale", { $0.locale }),
-        ("time_zone", { $0.timeZone }), ("app_version", { $0.appVersion }), ("authorization_status", { $0.authorizationStatus }),
+        ("time_zone", { $0.timeZone }), ("app_version", { $0.appVersion }),
+        ("authorization_status", { $0.authorizationStatus }),
     ]
 
     /// One multi-row upsert, without SQLKit's per-value encoding: SQLite gets `VALUES` rows with
@@ -219,7 +228,9 @@ extension HeraldStore {
         """
 
     /// Deactivates the least recently registered active devices of `users` beyond `limit` each.
-    private func enforceDeviceLimit(appID: String, users: [String], limit: Int, now: Int64, _ session: Session) async throws {
+    private func enforceDeviceLimit(appID: String, users: [String], limit: Int, now: Int64, _ session: Session)
+        async throws
+    {
         try await session.sql.raw(
             """
             UPDATE devices SET active = 0, inactive_reason = 'DeviceLimit', inactive_since = \(bind: now)
@@ -268,11 +279,15 @@ extension HeraldStore {
     /// queued deliveries fail as `DeviceUnregistered` when claimed.
     package func removeDevice(appID: String, deviceID: String, ownedBy userID: String?) async throws -> DeviceRemoval {
         try await transaction { session in
-            guard let owner = try await session.sql.raw(
-                "SELECT user_id FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
-            ).first()?.decode(column: "user_id", as: String.self) else { return .notFound }
+            guard
+                let owner = try await session.sql.raw(
+                    "SELECT user_id FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+                ).first()?.decode(column: "user_id", as: String.self)
+            else { return .notFound }
             if let userID, owner != userID { return .ownedByAnotherUser }
-            try await session.sql.raw("DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)").run()
+            try await session.sql.raw(
+                "DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+            ).run()
             return .removed
         }
     }
@@ -327,7 +342,12 @@ extension HeraldStore {
     ) async throws -> (devices: [DeviceRecord], next: DeviceCursor?) {
         let limit = max(1, limit)
         let rows = try await reading { session in
-            let start = after.map { SQLQueryString("AND (created_at > \(bind: $0.createdAt) OR (created_at = \(bind: $0.createdAt) AND device_id > \(bind: $0.deviceID)))") }
+            let start =
+                after.map {
+                    SQLQueryString(
+                        "AND (created_at > \(bind: $0.createdAt) OR (created_at = \(bind: $0.createdAt) AND device_id > \(bind: $0.deviceID)))"
+                    )
+                }
                 ?? SQLQueryString("")
             return try await session.sql.raw(
                 """
@@ -337,7 +357,9 @@ extension HeraldStore {
             ).all().map(Self.device(from:))
         }
         let page = Array(rows.prefix(limit))
-        let next = rows.count > limit ? page.last.map { DeviceCursor(createdAt: Self.milliseconds($0.createdAt), deviceID: $0.deviceID) } : nil
+        let next =
+            rows.count > limit
+            ? page.last.map { DeviceCursor(createdAt: Self.milliseconds($0.createdAt), deviceID: $0.deviceID) } : nil
         return (page, next)
     }
 
@@ -398,7 +420,9 @@ package struct DeviceRegistrationRules: Sendable {
     /// A device registered to another user moves only with the token it holds (client calls).
     package var keepUserUnlessSameToken = false
 
-    package init(defaultEnvironment: String = "production", maxDevicesPerUser: Int? = nil, keepUserUnlessSameToken: Bool = false) {
+    package init(
+        defaultEnvironment: String = "production", maxDevicesPerUser: Int? = nil, keepUserUnlessSameToken: Bool = false
+    ) {
         self.defaultEnvironment = defaultEnvironment
         self.maxDevicesPerUser = maxDevicesPerUser
         self.keepUserUnlessSameToken = keepUserUnlessSameToken

@@ -16,10 +16,14 @@ extension HeraldStore {
             }
             var typed: Typed?
             var deliverAt: Int64?
-            enum CodingKeys: String, CodingKey { case typed, deliverAt = "deliver_at_ms" }
+            enum CodingKeys: String, CodingKey {
+                case typed
+                case deliverAt = "deliver_at_ms"
+            }
         }
         // A plain notification (most single sends) is not decoded at all.
-        guard content.range(of: Self.typedKey) != nil, let header = try? JSONDecoder().decode(Header.self, from: content),
+        guard content.range(of: Self.typedKey) != nil,
+            let header = try? JSONDecoder().decode(Header.self, from: content),
             let type = header.typed?.type,
             header.typed?.test != true  // a test send is not in its type's figures
         else { return nil }
@@ -54,7 +58,8 @@ extension HeraldStore {
                 let status = row[3].text.flatMap(DeliveryStatus.init(rawValue:))
             else { return nil }
             return DeliveryReference(
-                id: deliveryID, notificationID: notification, deviceID: device, userID: row[2].text, status: status, type: row[4].text)
+                id: deliveryID, notificationID: notification, deviceID: device, userID: row[2].text, status: status,
+                type: row[4].text)
         }
     }
 
@@ -65,7 +70,9 @@ extension HeraldStore {
         package var data: String
         package var effects: EventEffects
         package var badgeContent: BadgeContent
-        package init(id: UUID, userID: String, data: String, effects: EventEffects, badgeContent: @escaping BadgeContent) {
+        package init(
+            id: UUID, userID: String, data: String, effects: EventEffects, badgeContent: @escaping BadgeContent
+        ) {
             self.id = id
             self.userID = userID
             self.data = data
@@ -104,12 +111,16 @@ extension HeraldStore {
                 RETURNING reports, action
                 """,
                 [
-                    .text(appID), .integer(delivery.id), .text(delivery.notificationID.uuidString), .text(delivery.deviceID),
-                    delivery.userID.map { .text($0) } ?? .null, .text(action), .integer(Self.milliseconds(openedAt)), .integer(now),
+                    .text(appID), .integer(delivery.id), .text(delivery.notificationID.uuidString),
+                    .text(delivery.deviceID),
+                    delivery.userID.map { .text($0) } ?? .null, .text(action), .integer(Self.milliseconds(openedAt)),
+                    .integer(now),
                 ]
             ).first
             let reports = row?[0].integer ?? 1
-            var recorded = OpenRecorded(counted: reports == 1, reports: reports, action: row?[1].text ?? action, eventID: nil, notifications: [])
+            var recorded = OpenRecorded(
+                counted: reports == 1, reports: reports, action: row?[1].text ?? action, eventID: nil, notifications: []
+            )
             let eventKey = "opened:\(delivery.id)"
             guard recorded.counted else {
                 recorded.eventID = try await session.query(
@@ -118,10 +129,12 @@ extension HeraldStore {
                 return recorded
             }
             _ = try await session.query(
-                "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1", [.text(delivery.notificationID.uuidString)])
+                "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1",
+                [.text(delivery.notificationID.uuidString)])
             if let event {
                 let applied = try await applyEvent(
-                    appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data, occurredAt: openedAt,
+                    appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data,
+                    occurredAt: openedAt,
                     idempotencyKey: eventKey, effects: event.effects, badgeContent: event.badgeContent, session)
                 recorded.eventID = applied.id
                 recorded.notifications = applied.notifications
@@ -148,7 +161,9 @@ extension HeraldStore {
 
     /// The counters of an app's types on the days `days` (days since 1970, UTC), of one type
     /// when `type` is given; in type and day order, days without sends left out.
-    package func typeCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws -> [TypeDayCounts] {
+    package func typeCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws
+        -> [TypeDayCounts]
+    {
         try await reading { session in
             var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
             if let type { binds.append(.text(type)) }
@@ -160,7 +175,8 @@ extension HeraldStore {
             ).compactMap { row in
                 guard let type = row[0].text, let day = row[1].integer else { return nil }
                 return TypeDayCounts(
-                    type: type, day: day, sent: row[2].integer ?? 0, failed: row[3].integer ?? 0, deferred: row[4].integer ?? 0,
+                    type: type, day: day, sent: row[2].integer ?? 0, failed: row[3].integer ?? 0,
+                    deferred: row[4].integer ?? 0,
                     suppressed: row[5].integer ?? 0, cancelled: row[6].integer ?? 0, opened: row[7].integer ?? 0)
             }
         }
@@ -179,10 +195,15 @@ extension HeraldStore {
     package func permissionCounts(appID: String) async throws -> [PermissionCount] {
         try await reading { session in
             try await session.query(
-                "SELECT platform, app_version, permission, devices FROM permission_stats WHERE app_id = $1 AND devices > 0", [.text(appID)]
+                "SELECT platform, app_version, permission, devices FROM permission_stats WHERE app_id = $1 AND devices > 0",
+                [.text(appID)]
             ).compactMap { row in
-                guard let platform = row[0].text, let version = row[1].text, let status = row[2].text else { return nil }
-                return PermissionCount(platform: platform, appVersion: version.isEmpty ? nil : version, status: status, devices: row[3].integer ?? 0)
+                guard let platform = row[0].text, let version = row[1].text, let status = row[2].text else {
+                    return nil
+                }
+                return PermissionCount(
+                    platform: platform, appVersion: version.isEmpty ? nil : version, status: status,
+                    devices: row[3].integer ?? 0)
             }
         }
     }

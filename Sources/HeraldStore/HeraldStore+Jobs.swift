@@ -10,7 +10,9 @@ extension HeraldStore {
     /// writer's connection, as the pages of users are: a job's scan holds no write up.
     package func userZones(appID: String) async throws -> [String?] {
         try await reading { session in
-            try await session.query("SELECT DISTINCT time_zone FROM users WHERE app_id = $1", [.text(appID)]).map { $0.first?.text }
+            try await session.query("SELECT DISTINCT time_zone FROM users WHERE app_id = $1", [.text(appID)]).map {
+                $0.first?.text
+            }
         }
     }
 
@@ -26,25 +28,33 @@ extension HeraldStore {
                 """, [.text(appID), .text(job), .text(zone), .text(occurrence), .text(nodeID), .integer(now)])
             if !inserted.isEmpty { return true }
             let alive = now - Int64(Self.nodeDeadAfter * 1000)
-            return !(try await session.query(
-                """
-                UPDATE job_runs SET claimed_by = $5, started_at = $6
-                WHERE app_id = $1 AND job = $2 AND zone = $3 AND occurrence = $4 AND status = 'running'
-                  AND claimed_by <> $5 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= $7)
-                RETURNING job
-                """, [.text(appID), .text(job), .text(zone), .text(occurrence), .text(nodeID), .integer(now), .integer(alive)]
-            ).isEmpty)
+            return
+                !(try await session.query(
+                    """
+                    UPDATE job_runs SET claimed_by = $5, started_at = $6
+                    WHERE app_id = $1 AND job = $2 AND zone = $3 AND occurrence = $4 AND status = 'running'
+                      AND claimed_by <> $5 AND claimed_by NOT IN (SELECT id FROM nodes WHERE heartbeat_at >= $7)
+                    RETURNING job
+                    """,
+                    [
+                        .text(appID), .text(job), .text(zone), .text(occurrence), .text(nodeID), .integer(now),
+                        .integer(alive),
+                    ]
+                ).isEmpty)
         }
     }
 
     /// A page of a zone's users with their attributes (JSON), after `cursor` in id order.
-    package func zoneUsers(appID: String, zone: String?, after cursor: String, limit: Int) async throws -> [(userID: String, attributes: String)] {
+    package func zoneUsers(appID: String, zone: String?, after cursor: String, limit: Int) async throws -> [(
+        userID: String, attributes: String
+    )] {
         try await reading { session in
             let zoneTerm = zone == nil ? "time_zone IS NULL" : "time_zone = $4"
             var binds: [Session.Value] = [.text(appID), .text(cursor), .integer(Int64(limit))]
             if let zone { binds.append(.text(zone)) }
             return try await session.query(
-                "SELECT user_id, attributes FROM users WHERE app_id = $1 AND \(zoneTerm) AND user_id > $2 ORDER BY user_id LIMIT $3", binds
+                "SELECT user_id, attributes FROM users WHERE app_id = $1 AND \(zoneTerm) AND user_id > $2 ORDER BY user_id LIMIT $3",
+                binds
             ).compactMap { row in row[0].text.map { ($0, row[1].text ?? "{}") } }
         }
     }
@@ -52,7 +62,8 @@ extension HeraldStore {
     /// Sends a job's occurrence to the users who have not had it: their occurrence rows and the
     /// notification in one transaction. Returns how many were sent to.
     package func sendJobOccurrence(
-        appID: String, job: String, occurrence: String, userIDs: [String], notification: UUID, content: Data, lane: DeliveryLane
+        appID: String, job: String, occurrence: String, userIDs: [String], notification: UUID, content: Data,
+        lane: DeliveryLane
     ) async throws -> Int {
         guard !userIDs.isEmpty else { return 0 }
         return try await transaction { [self] session in
@@ -60,7 +71,9 @@ extension HeraldStore {
             var fresh: [String] = []
             for chunk in userIDs.chunked(Self.batchSize) {
                 var values: [String] = []
-                var binds: [Session.Value] = [.text(appID), .text(job), .text(occurrence), .text(notification.uuidString), .integer(now)]
+                var binds: [Session.Value] = [
+                    .text(appID), .text(job), .text(occurrence), .text(notification.uuidString), .integer(now),
+                ]
                 for user in chunk {
                     binds.append(.text(user))
                     values.append("($1, $2, $\(binds.count), $3, $4, $5)")
@@ -74,7 +87,8 @@ extension HeraldStore {
             }
             guard !fresh.isEmpty else { return 0 }
             _ = try await writeNotification(
-                appID: appID, id: notification, idempotencyKey: nil, cancelKey: "job:" + job, content: content, recipients: .users(fresh.sorted()),
+                appID: appID, id: notification, idempotencyKey: nil, cancelKey: "job:" + job, content: content,
+                recipients: .users(fresh.sorted()),
                 excludeDeviceIDs: [], due: now, lane: lane, now: now, session)
             try await notifyOutbox(session)
             return fresh.count
@@ -82,7 +96,9 @@ extension HeraldStore {
     }
 
     /// Marks a job's run for a zone and day done, with how many users it looked at and sent to.
-    package func finishJobRun(appID: String, job: String, zone: String, occurrence: String, users: Int, sent: Int) async throws {
+    package func finishJobRun(appID: String, job: String, zone: String, occurrence: String, users: Int, sent: Int)
+        async throws
+    {
         try await exclusive { [self] session in
             _ = try await session.query(
                 """
@@ -90,7 +106,8 @@ extension HeraldStore {
                 WHERE app_id = $1 AND job = $2 AND zone = $3 AND occurrence = $4 AND claimed_by = $8
                 """,
                 [
-                    .text(appID), .text(job), .text(zone), .text(occurrence), .integer(Int64(users)), .integer(Int64(sent)), .integer(nowMilliseconds),
+                    .text(appID), .text(job), .text(zone), .text(occurrence), .integer(Int64(users)),
+                    .integer(Int64(sent)), .integer(nowMilliseconds),
                     .text(nodeID),
                 ])
         }

@@ -153,7 +153,8 @@ extension HeraldStore {
                 ("user_sends", ["app_id", "user_id", "notification_id"]),
             ].map { table, columns in
                 postgresOnly(
-                    "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
+                    "ALTER TABLE \(table) "
+                        + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
             }
         ),
         (
@@ -169,9 +170,11 @@ extension HeraldStore {
                 "ALTER TABLE deliveries ADD COLUMN lane INTEGER NOT NULL DEFAULT 1",
                 "DROP INDEX deliveries_due",
                 sqliteOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at) WHERE status IN ('queued', 'deferred', 'sending')"),
+                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at) WHERE status IN ('queued', 'deferred', 'sending')"
+                ),
                 postgresOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"),
+                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"
+                ),
             ]
         ),
         (
@@ -213,9 +216,11 @@ extension HeraldStore {
                 )
                 """,
                 postgresOnly(
-                    "ALTER TABLE broadcasts ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN cursor TYPE TEXT COLLATE \"C\""),
+                    "ALTER TABLE broadcasts ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN cursor TYPE TEXT COLLATE \"C\""
+                ),
                 postgresOnly(
-                    "ALTER TABLE broadcast_pages ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN after_device TYPE TEXT COLLATE \"C\", ALTER COLUMN through_device TYPE TEXT COLLATE \"C\""),
+                    "ALTER TABLE broadcast_pages ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN after_device TYPE TEXT COLLATE \"C\", ALTER COLUMN through_device TYPE TEXT COLLATE \"C\""
+                ),
                 // A broadcast counts its recipients from two indexes: the app's devices (by
                 // user) less its inactive ones (this partial index: only inactive devices).
                 "CREATE INDEX devices_inactive ON devices (app_id) WHERE active = 0",
@@ -267,7 +272,8 @@ extension HeraldStore {
                 ),
                 postgresOnly("DROP TABLE deliveries_unpartitioned"),
                 postgresOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"),
+                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"
+                ),
                 postgresOnly("CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)"),
             ]
         ),
@@ -385,17 +391,19 @@ extension HeraldStore {
                 )
                 """,
                 "CREATE INDEX users_zone ON users (app_id, time_zone)",
-            ] + [
-                ("enrolments", ["app_id", "user_id", "track"]),
-                ("timers", ["app_id", "user_id", "kind", "name", "step", "status", "cancel_key"]),
-                ("events", ["id", "app_id", "user_id", "name", "idempotency_key"]),
-                ("badges", ["app_id", "user_id", "counter"]),
-                ("job_occurrences", ["app_id", "job", "user_id", "occurrence"]),
-                ("job_runs", ["app_id", "job", "zone", "occurrence"]),
-            ].map { table, columns in
-                postgresOnly(
-                    "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
-            }
+            ]
+                + [
+                    ("enrolments", ["app_id", "user_id", "track"]),
+                    ("timers", ["app_id", "user_id", "kind", "name", "step", "status", "cancel_key"]),
+                    ("events", ["id", "app_id", "user_id", "name", "idempotency_key"]),
+                    ("badges", ["app_id", "user_id", "counter"]),
+                    ("job_occurrences", ["app_id", "job", "user_id", "occurrence"]),
+                    ("job_runs", ["app_id", "job", "zone", "occurrence"]),
+                ].map { table, columns in
+                    postgresOnly(
+                        "ALTER TABLE \(table) "
+                            + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
+                }
         ),
         // The key's index no longer names the status, so a step that fires does not touch it
         // (a cancel by key tests the status on the rows it finds; one for some users finds them
@@ -445,7 +453,9 @@ extension HeraldStore {
                     PRIMARY KEY (app_id, type, day)
                 )
                 """,
-                postgresOnly("ALTER TABLE type_stats ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN type TYPE TEXT COLLATE \"C\""),
+                postgresOnly(
+                    "ALTER TABLE type_stats ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN type TYPE TEXT COLLATE \"C\""
+                ),
                 """
                 CREATE TABLE opens (
                     app_id TEXT NOT NULL,
@@ -605,12 +615,16 @@ extension HeraldStore {
                 CREATE INDEX devices_permission ON devices (app_id, platform, app_version, authorization_status)
                 WHERE active = 1 AND authorization_status IS NOT NULL
                 """,
-            ] + [
-                ("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]), ("webhook_messages", ["app_id", "user_id"]),
-                ("resolutions", ["app_id", "user_id"]),
             ]
+                + [
+                    ("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]),
+                    ("webhook_messages", ["app_id", "user_id"]),
+                    ("resolutions", ["app_id", "user_id"]),
+                ]
                 .map { table, columns in
-                    postgresOnly("ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
+                    postgresOnly(
+                        "ALTER TABLE \(table) "
+                            + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
                 }
         ),
         // The opt-in rate's counts, kept by triggers on devices as the type
@@ -775,10 +789,14 @@ extension HeraldStore {
             do {
                 try await applyMigrations(session, through: version)
             } catch {
-                if dialect == .postgres { try? await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+                if dialect == .postgres {
+                    try? await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run()
+                }
                 throw error
             }
-            if dialect == .postgres { try await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run() }
+            if dialect == .postgres {
+                try await session.sql.raw("SELECT pg_advisory_unlock(\(unsafeRaw: Self.migrationLock))").run()
+            }
         }
     }
 
@@ -800,7 +818,9 @@ extension HeraldStore {
     static let retentionLock = "724865726103"
 
     private func applyMigrations(_ session: Session, through version: Int) async throws {
-        try await session.sql.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+        try await session.sql.raw(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)"
+        ).run()
         let applied = Set(
             try await session.sql.raw("SELECT version FROM schema_migrations").all().map {
                 try $0.decode(column: "version", as: Int.self)
@@ -824,11 +844,18 @@ extension HeraldStore {
     /// PostgreSQL integers are 64-bit and row ids come from an identity column. A
     /// `postgresOnly` statement is empty (skipped) on SQLite, a `sqliteOnly` one on PostgreSQL.
     static func translate(_ statement: String, to dialect: Dialect) -> String {
-        if statement.hasPrefix(postgresOnlyMarker) { return dialect == .postgres ? String(statement.dropFirst(postgresOnlyMarker.count)) : "" }
-        if statement.hasPrefix(sqliteOnlyMarker) { return dialect == .sqlite ? String(statement.dropFirst(sqliteOnlyMarker.count)) : "" }
+        if statement.hasPrefix(postgresOnlyMarker) {
+            return dialect == .postgres ? String(statement.dropFirst(postgresOnlyMarker.count)) : ""
+        }
+        if statement.hasPrefix(sqliteOnlyMarker) {
+            return dialect == .sqlite ? String(statement.dropFirst(sqliteOnlyMarker.count)) : ""
+        }
         guard dialect == .postgres else { return statement }
-        return statement
-            .replacingOccurrences(of: "INTEGER PRIMARY KEY AUTOINCREMENT", with: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
+        return
+            statement
+            .replacingOccurrences(
+                of: "INTEGER PRIMARY KEY AUTOINCREMENT", with: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"
+            )
             .replacingOccurrences(of: " INTEGER", with: " BIGINT")
     }
 }

@@ -38,7 +38,8 @@ extension HeraldStore {
     /// with no claim transaction of their own (the trip a single send waited for).
     package func acceptNotification(
         appID: String, id: UUID, idempotencyKey: String?, content: Data, recipients: RecipientSelector,
-        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, cancelKey: String? = nil, directUpTo: Int = 0
+        excludeDeviceIDs: [String], dueAt: Date, lane: DeliveryLane = .normal, cancelKey: String? = nil,
+        directUpTo: Int = 0
     ) async throws -> Accepted {
         try await acceptTransaction { [self] session in
             let now = nowMilliseconds
@@ -56,10 +57,13 @@ extension HeraldStore {
                 }
             }
             let (count, direct) = try await writeNotification(
-                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: recipients,
-                excludeDeviceIDs: excludeDeviceIDs, due: Self.milliseconds(dueAt), lane: lane, now: now, directUpTo: directUpTo, session)
+                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content,
+                recipients: recipients,
+                excludeDeviceIDs: excludeDeviceIDs, due: Self.milliseconds(dueAt), lane: lane, now: now,
+                directUpTo: directUpTo, session)
             let record = NotificationRecord(
-                id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, recipients: count,
+                id: id, appID: appID, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content,
+                recipients: count,
                 createdAt: Date(timeIntervalSince1970: Double(now) / 1000))
             guard direct, count > 0 else { return Accepted(record: record, created: true, claimed: []) }
             // What sending needs, as a claim reads it (the devices were active a moment ago, in
@@ -74,12 +78,15 @@ extension HeraldStore {
     /// when it fires. `trace` starts every delivery's decision trace. Returns the recipients, and
     /// whether the deliveries were claimed for this node (`directUpTo`).
     func writeNotification(
-        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data, recipients: RecipientSelector,
-        excludeDeviceIDs: [String], due: Int64, lane: DeliveryLane, now: Int64, directUpTo: Int = 0, trace: String? = nil, _ session: Session
+        appID: String, id: UUID, idempotencyKey: String?, cancelKey: String?, content: Data,
+        recipients: RecipientSelector,
+        excludeDeviceIDs: [String], due: Int64, lane: DeliveryLane, now: Int64, directUpTo: Int = 0,
+        trace: String? = nil, _ session: Session
     ) async throws -> (count: Int, direct: Bool) {
         if case .all = recipients, excludeDeviceIDs.isEmpty {
             let count = try await acceptBroadcast(
-                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content, dueAt: due, lane: lane,
+                appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content,
+                dueAt: due, lane: lane,
                 now: now, session)
             return (count, false)
         }
@@ -101,7 +108,8 @@ extension HeraldStore {
         let claimedBy: String? = direct ? nodeID : nil
         // A trace to start the deliveries with (a track step's re-planning) is a column named
         // only when there is one: the accept of a send keeps its statement.
-        var insert: SQLQueryString = "INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane, claimed_by, claim"
+        var insert: SQLQueryString =
+            "INSERT INTO deliveries (notification_id, app_id, device_id, user_id, status, due_at, attempts, created_at, updated_at, lane, claimed_by, claim"
         insert += trace == nil ? ") " : ", trace) "
         insert += """
             SELECT \(bind: id.uuidString), app_id, device_id, user_id, \(bind: direct ? "sending" : "queued"), \(bind: due), 0, \(bind: now), \(bind: now), \(bind: lane.rawValue), \(bind: claimedBy), \(bind: direct ? 1 : 0)
@@ -148,7 +156,8 @@ extension HeraldStore {
             try await session.sql.raw(record).run()
             var counted: SQLQueryString = "WITH inserted AS ("
             counted += insert
-            counted += " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
+            counted +=
+                " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
             count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
             if !direct { try await notifyOutbox(session) }
         }
@@ -171,7 +180,9 @@ extension HeraldStore {
     /// with `direct`), with what sending needs from their devices. What the transaction wrote
     /// is known (the app, no attempts yet, claim 1, the trace it started with, created now); the
     /// statement reads only what the devices add (a due wave reads 5,000 at a time).
-    func directClaims(notification id: UUID, appID: String, trace: String?, now: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
+    func directClaims(notification id: UUID, appID: String, trace: String?, now: Int64, _ session: Session) async throws
+        -> [ClaimedDelivery]
+    {
         let createdAt = Date(timeIntervalSince1970: Double(now) / 1000)
         return try await session.query(
             """
@@ -180,12 +191,15 @@ extension HeraldStore {
             WHERE d.notification_id = $1
             """, [.text(id.uuidString)]
         ).map { columns in
-            guard columns.count == 8, let delivery = columns[0].integer, let deviceID = columns[1].text, let platform = columns[2].text,
+            guard columns.count == 8, let delivery = columns[0].integer, let deviceID = columns[1].text,
+                let platform = columns[2].text,
                 let token = columns[3].text, let environment = columns[4].text
             else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
             return ClaimedDelivery(
-                id: delivery, notificationID: id, appID: appID, deviceID: deviceID, platform: platform, token: token, environment: environment,
-                attempts: 0, userID: columns[5].text ?? "", locale: columns[6].text, timeZone: columns[7].text, trace: trace, claim: 1,
+                id: delivery, notificationID: id, appID: appID, deviceID: deviceID, platform: platform, token: token,
+                environment: environment,
+                attempts: 0, userID: columns[5].text ?? "", locale: columns[6].text, timeZone: columns[7].text,
+                trace: trace, claim: 1,
                 createdAt: createdAt)
         }
     }
@@ -226,9 +240,11 @@ extension HeraldStore {
     /// sent count as queued.
     package func deliveryCounts(notificationID: UUID) async throws -> [DeliveryStatus: Int] {
         try await reading { session in
-            guard let row = try await session.sql.raw(
-                "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count, cancelled_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
-            ).first() else { return [:] }
+            guard
+                let row = try await session.sql.raw(
+                    "SELECT recipients, sent_count, failed_count, deferred_count, suppressed_count, cancelled_count FROM notifications WHERE id = \(bind: notificationID.uuidString)"
+                ).first()
+            else { return [:] }
             let recipients = try row.decode(column: "recipients", as: Int.self)
             var counts: [DeliveryStatus: Int] = [
                 .sent: try row.decode(column: "sent_count", as: Int.self),
@@ -266,7 +282,8 @@ extension HeraldStore {
         }
     }
 
-    static func notification(from row: any SQLRow, appID: String, idempotencyKey: String?) throws -> NotificationRecord {
+    static func notification(from row: any SQLRow, appID: String, idempotencyKey: String?) throws -> NotificationRecord
+    {
         NotificationRecord(
             id: UUID(uuidString: try row.decode(column: "id", as: String.self)) ?? UUID(),
             appID: appID, idempotencyKey: idempotencyKey,

@@ -44,7 +44,9 @@ extension HeraldStore {
         // loop's transactions): the dispatcher goes on taking what was claimed for it. (Its
         // heartbeat is written apart, every few seconds.)
         if dialect == .sqlite, prefetched.isEmpty, try await !hasDueWork(now: now, broadcasts: lookForBroadcasts) {
-            if lookForBroadcasts { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed) }
+            if lookForBroadcasts {
+                _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed)
+            }
             return []
         }
         let claimed = try await transaction { session in
@@ -61,7 +63,9 @@ extension HeraldStore {
             // nothing is due.
             var apps: [DeliveryStatus: [DeliveryLane: [String]]] = [:]
             for row in try await session.query(AppsWithWork.self, [.integer(now)]) {
-                guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text, serves(app) else { continue }
+                guard let status = row[0].text.flatMap(DeliveryStatus.init(rawValue:)), let app = row[1].text,
+                    serves(app)
+                else { continue }
                 if row[2].integer == 1 { apps[status, default: [:]][.urgent, default: []].append(app) }
                 if row[3].integer == 1 { apps[status, default: [:]][.normal, default: []].append(app) }
             }
@@ -77,8 +81,11 @@ extension HeraldStore {
                 if lane == .normal, lookForBroadcasts, limit - rows.count > 0 {
                     let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
                     let room = limit - rows.count
-                    page = try await claimBroadcastPages(limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
-                    if page.isEmpty, dialect == .sqlite { _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed) }
+                    page = try await claimBroadcastPages(
+                        limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
+                    if page.isEmpty, dialect == .sqlite {
+                        _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed)
+                    }
                 }
                 let room = limit - rows.count - page.count
                 guard room > 0 else { break }
@@ -96,14 +103,18 @@ extension HeraldStore {
                     let deferred = try await due(.deferred, deferredShare)
                     rows += deferred
                     rows += try await due(.queued, room - deferred.count)
-                    if deferred.count == deferredShare { rows += try await due(.deferred, limit - rows.count - page.count) }
+                    if deferred.count == deferredShare {
+                        rows += try await due(.deferred, limit - rows.count - page.count)
+                    }
                 }
             }
             // SQLite's rows hold the claim before this one; PostgreSQL's the one just taken.
             let claimOffset: Int64 = dialect == .sqlite ? 1 : 0
             var claimed: [ClaimedDelivery] = []
             claimed.reserveCapacity(rows.count)
-            var unsendable: [(ids: [Int64], reason: String)] = [([], "DeviceUnregistered"), ([], "DeviceInactive"), ([], "DeviceReassigned")]
+            var unsendable: [(ids: [Int64], reason: String)] = [
+                ([], "DeviceUnregistered"), ([], "DeviceInactive"), ([], "DeviceReassigned"),
+            ]
             var failedByNotification: [String: Int] = [:]
             var undeferredByNotification: [String: Int] = [:]
             for columns in rows {
@@ -128,7 +139,9 @@ extension HeraldStore {
                     failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                if let delivery = try Self.claimedDelivery(columns, claimOffset: claimOffset) { claimed.append(delivery) }
+                if let delivery = try Self.claimedDelivery(columns, claimOffset: claimOffset) {
+                    claimed.append(delivery)
+                }
             }
             for (ids, reason) in unsendable where !ids.isEmpty {
                 for chunk in ids.chunked(Self.batchSize) {
@@ -189,15 +202,20 @@ extension HeraldStore {
         func take(_ app: String, _ limit: Int, after: [Session.Value]? = nil) async throws -> [[Session.Value]] {
             switch dialect {
             case .sqlite:
-                var binds: [Session.Value] = [.integer(now), .integer(Int64(limit)), .text(app), .integer(Int64(lane.rawValue))]
+                var binds: [Session.Value] = [
+                    .integer(now), .integer(Int64(limit)), .text(app), .integer(Int64(lane.rawValue)),
+                ]
                 if let after, let due = after[Self.claimDueColumn].integer, let id = after[0].integer {
                     binds += [.integer(due), .integer(id)]
                     return try await session.query(Self.claimSQL(status, after: true), binds)
                 }
                 return try await session.query(Self.claimSQL(status, after: false), binds)
             case .postgres:
-                let binds: [Session.Value] = [.integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue))]
-                let rows = try await status == .deferred
+                let binds: [Session.Value] = [
+                    .integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue)),
+                ]
+                let rows =
+                    try await status == .deferred
                     ? session.query(ClaimDeferred.self, binds) : session.query(ClaimQueued.self, binds)
                 // An UPDATE returns its rows in no promised order (a join may shuffle them): put
                 // them back in claim order, (due_at, id), which a device's sends keep.
@@ -221,7 +239,8 @@ extension HeraldStore {
         }
         // What the apps with less work left over, for those whose share was full.
         for index in byApp.indices where total < count && byApp[index].rows.count == share {
-            let more = try await take(byApp[index].app, count - total, after: dialect == .sqlite ? byApp[index].rows.last : nil)
+            let more = try await take(
+                byApp[index].app, count - total, after: dialect == .sqlite ? byApp[index].rows.last : nil)
             total += more.count
             byApp[index].rows += more
         }
@@ -296,7 +315,8 @@ extension HeraldStore {
     }
 
     /// Deliveries a dead node was sending go back to the queue (`requeueStatement`).
-    static let requeueSQL = requeueStatement(table: "deliveries", claimed: "sending", back: "queued", indexTerm: outboxIndexTerm)
+    static let requeueSQL = requeueStatement(
+        table: "deliveries", claimed: "sending", back: "queued", indexTerm: outboxIndexTerm)
 
     /// Rows of `table` claimed (`claimed`) by nodes not heard from since $2 (or by no node: written
     /// before owners existed) go back to `back`; never those of $3, the node asking. $1 is now.
@@ -315,13 +335,17 @@ extension HeraldStore {
         try await exclusive { session in
             var plans: [String: String] = [:]
             let queries = [
-                ("claim queued", Self.claimSQL(.queued, after: false)), ("claim deferred", Self.claimSQL(.deferred, after: false)),
-                ("claim queued, second round", Self.claimSQL(.queued, after: true)), ("apps with work", Self.appsWithWorkSQL),
+                ("claim queued", Self.claimSQL(.queued, after: false)),
+                ("claim deferred", Self.claimSQL(.deferred, after: false)),
+                ("claim queued, second round", Self.claimSQL(.queued, after: true)),
+                ("apps with work", Self.appsWithWorkSQL),
                 ("requeue", Self.requeueSQL), ("queue depth", Self.queueDepthSQL),
             ]
             for (name, sql) in queries {
                 // Sample values for as many parameters as the statement has ($1 … $6).
-                let samples: [Session.Value] = [.integer(0), .integer(1), .text(""), .integer(1), .integer(0), .integer(0)]
+                let samples: [Session.Value] = [
+                    .integer(0), .integer(1), .text(""), .integer(1), .integer(0), .integer(0),
+                ]
                 let binds = Array(samples.prefix((1...6).last(where: { sql.contains("$\($0)") }) ?? 0))
                 let rows = try await session.query("EXPLAIN QUERY PLAN " + sql, binds)
                 plans[name] = rows.compactMap { $0.last?.text }.joined(separator: "; ")
@@ -346,8 +370,11 @@ extension HeraldStore {
                     ORDER BY sent_at
                     """
                 ).all() {
-                    guard let id = UUID(uuidString: try row.decode(column: "notification_id", as: String.self)) else { continue }
-                    let at = Date(timeIntervalSince1970: Double(try row.decode(column: "sent_at", as: Int64.self)) / 1000)
+                    guard let id = UUID(uuidString: try row.decode(column: "notification_id", as: String.self)) else {
+                        continue
+                    }
+                    let at = Date(
+                        timeIntervalSince1970: Double(try row.decode(column: "sent_at", as: Int64.self)) / 1000)
                     result[try row.decode(column: "user_id", as: String.self), default: []].append((id, at))
                 }
             }
@@ -362,10 +389,13 @@ extension HeraldStore {
     /// provider's timestamp. The failures and deactivations whose app's webhook takes them are
     /// queued as webhook messages in the same transaction. Returns how many results were written.
     @discardableResult
-    package func recordResults(_ results: [DeliveryResult], webhooks: ResultWebhooks = ResultWebhooks()) async throws -> Int {
+    package func recordResults(_ results: [DeliveryResult], webhooks: ResultWebhooks = ResultWebhooks()) async throws
+        -> Int
+    {
         guard !results.isEmpty else { return 0 }
         let broadcastNow = nowMilliseconds
-        let broadcast = results.contains { $0.broadcast != nil }
+        let broadcast =
+            results.contains { $0.broadcast != nil }
             ? Self.broadcastWrites(results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect) : []
         return try await transaction { session in
             let now = nowMilliseconds
@@ -399,12 +429,12 @@ extension HeraldStore {
         }
     }
 
-
     typealias ResultRow = (result: DeliveryResult, reason: String?, due: Int64?, attempts: Int)
 
     /// What a result writes to its row: the status, the reason, the new due time (a retry's or
     /// a deferral's) and the attempts to add (none for the policy's decisions).
-    static func row(for result: DeliveryResult) -> (status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int) {
+    static func row(for result: DeliveryResult) -> (status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int)
+    {
         switch result.outcome {
         case .sent: (.sent, nil, nil, result.attempts)
         case .failed(let reason), .tokenDead(let reason, _): (.failed, reason, nil, result.attempts)
@@ -444,8 +474,12 @@ extension HeraldStore {
             var plain: [PlainResults: [ResultRow]] = [:]
             for row in all {
                 if row.reason == nil, row.due == nil, row.result.trace == nil, dead[row.result.deliveryID] == nil {
-                    plain[PlainResults(notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts), default: []]
-                        .append(row)
+                    plain[
+                        PlainResults(
+                            notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts),
+                        default: []
+                    ]
+                    .append(row)
                 } else {
                     rows.append(row)
                 }
@@ -462,8 +496,12 @@ extension HeraldStore {
                         UPDATE deliveries SET status = '\(status.rawValue)', reason = NULL, attempts = attempts + ?, claimed_by = NULL, updated_at = ?
                         WHERE id IN \(Self.jsonEach("?")) AND claim = ? AND status = 'sending'
                         """,
-                        [.integer(key.attempts), .integer(Int(now)), .text(Self.jsonArray(chunk)), .integer(Int(key.claim))])
-                    let applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
+                        [
+                            .integer(key.attempts), .integer(Int(now)), .text(Self.jsonArray(chunk)),
+                            .integer(Int(key.claim)),
+                        ])
+                    let applied =
+                        try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
                     count(status, key.notificationID, applied)
                 }
@@ -494,19 +532,27 @@ extension HeraldStore {
                 let hasDead = status == .failed && chunk.contains(where: { dead[$0.result.deliveryID] != nil })
                 guard hasDead || chunk.contains(where: { $0.result.notificationID != notificationID }) else {
                     _ = try await connection.query(sql, binds)
-                    let applied = try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
+                    let applied =
+                        try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
                     count(status, notificationID, applied)
                     continue
                 }
-                let notificationOf = Dictionary(chunk.map { ($0.result.deliveryID, $0.result.notificationID) }, uniquingKeysWith: { first, _ in first })
-                let returned = try await connection.query(sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
+                let notificationOf = Dictionary(
+                    chunk.map { ($0.result.deliveryID, $0.result.notificationID) },
+                    uniquingKeysWith: { first, _ in first })
+                let returned = try await connection.query(
+                    sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
                 written += returned.count
                 for row in returned {
                     let columns = row.columns.map(\.data)
-                    guard columns.count == 3, case .integer(let id) = columns[0], let notification = notificationOf[Int64(id)] else { continue }
+                    guard columns.count == 3, case .integer(let id) = columns[0],
+                        let notification = notificationOf[Int64(id)]
+                    else { continue }
                     count(status, notification, 1)
-                    guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2], let (reason, since) = dead[Int64(id)] else { continue }
+                    guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2],
+                        let (reason, since) = dead[Int64(id)]
+                    else { continue }
                     try await session.sql.raw(
                         "UPDATE devices SET active = 0, inactive_reason = \(bind: reason), inactive_since = \(bind: Self.milliseconds(since ?? clock.now())), updated_at = \(bind: now) WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
                     ).run()
@@ -519,7 +565,10 @@ extension HeraldStore {
             binds.reserveCapacity(chunk.count * 5)
             for (index, (notificationID, counts)) in chunk.enumerated() {
                 sql += index == 0 ? "(?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?)"
-                binds += [.text(notificationID.uuidString), .integer(counts.sent), .integer(counts.failed), .integer(counts.deferred), .integer(counts.suppressed)]
+                binds += [
+                    .text(notificationID.uuidString), .integer(counts.sent), .integer(counts.failed),
+                    .integer(counts.deferred), .integer(counts.suppressed),
+                ]
             }
             sql += """
                 ) UPDATE notifications SET sent_count = sent_count + c.sent, failed_count = failed_count + c.failed,
@@ -542,8 +591,14 @@ extension HeraldStore {
         var written = 0
         for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             for chunk in rows.chunked(Self.postgresResultRowsPerStatement) {
-                var ids: [Int64] = [], claims: [Int64] = [], attempts: [Int64] = [], reasons: [String] = []
-                var dues: [Int64] = [], traces: [String] = [], deadSince: [Int64] = [], created: [Int64] = []
+                var ids: [Int64] = []
+                var claims: [Int64] = []
+                var attempts: [Int64] = []
+                var reasons: [String] = []
+                var dues: [Int64] = []
+                var traces: [String] = []
+                var deadSince: [Int64] = []
+                var created: [Int64] = []
                 for row in chunk {
                     created.append(Self.milliseconds(row.result.createdAt))
                     ids.append(row.result.deliveryID)
@@ -552,7 +607,8 @@ extension HeraldStore {
                     reasons.append(row.reason ?? "")
                     dues.append(row.due ?? -1)
                     traces.append(row.result.trace ?? "")
-                    deadSince.append(dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
+                    deadSince.append(
+                        dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
                 }
                 var bindings = PostgresBindings(capacity: 9)
                 bindings.append(ids)
@@ -564,12 +620,13 @@ extension HeraldStore {
                 bindings.append(deadSince)
                 bindings.append(now)
                 bindings.append(created)
-                let counter = Self.counterColumn[status].map { column in
-                    """
-                    , counted AS (SELECT notification_id, count(*) AS n FROM upd GROUP BY notification_id),
-                    bumped AS (UPDATE notifications n SET \(column) = n.\(column) + counted.n FROM counted WHERE n.id = counted.notification_id RETURNING 1)
-                    """
-                } ?? ""
+                let counter =
+                    Self.counterColumn[status].map { column in
+                        """
+                        , counted AS (SELECT notification_id, count(*) AS n FROM upd GROUP BY notification_id),
+                        bumped AS (UPDATE notifications n SET \(column) = n.\(column) + counted.n FROM counted WHERE n.id = counted.notification_id RETURNING 1)
+                        """
+                    } ?? ""
                 let sql = """
                     WITH v AS (
                         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[])
@@ -656,7 +713,9 @@ extension HeraldStore {
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was
     /// sent, when. Rows older than a day are never read and are deleted here.
-    package func recordUserSends(appID: String, sends: [(userID: String, notificationID: UUID)], at date: Date) async throws {
+    package func recordUserSends(appID: String, sends: [(userID: String, notificationID: UUID)], at date: Date)
+        async throws
+    {
         guard !sends.isEmpty else { return }
         try await transaction { session in
             let now = Self.milliseconds(date)
@@ -701,7 +760,8 @@ extension HeraldStore {
     package func rescueDeadClaims(deadAfter: TimeInterval = HeraldStore.nodeDeadAfter) async throws -> Int {
         try await transaction { session in
             if dialect == .postgres {
-                let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.rescueLock))").first?.first
+                let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.rescueLock))").first?
+                    .first
                 guard locked == .integer(1) else { return 0 }
             }
             let now = nowMilliseconds
@@ -709,15 +769,21 @@ extension HeraldStore {
             let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
             let pages = try await session.query(Self.rescuePagesSQL, [.integer(alive), .text(nodeID)])
             // Timers the dead node was firing: fired at most once (their outcome is fenced).
-            let timers = try await session.query(Self.requeueTimersSQL, [.integer(now), .integer(alive), .text(nodeID)])
-            if !timers.isEmpty { logger.notice("Timers of a node that stopped answering are pending again", metadata: ["herald.timers": "\(timers.count)"]) }
+            let timers = try await session.query(
+                Self.requeueTimersSQL, [.integer(now), .integer(alive), .text(nodeID)])
+            if !timers.isEmpty {
+                logger.notice(
+                    "Timers of a node that stopped answering are pending again",
+                    metadata: ["herald.timers": "\(timers.count)"])
+            }
             let rescued = rows.count + Int(pages.reduce(0) { $0 + ($1.first?.integer ?? 0) })
             if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
             if rescued > 0 {
                 try await addToCounter("resent_after_restart", rescued, session)
                 try await notifyOutbox(session)
             }
-            try await session.sql.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)").run()
+            try await session.sql.raw("DELETE FROM nodes WHERE heartbeat_at < \(bind: alive) AND id <> \(bind: nodeID)")
+                .run()
             return rescued
         }
     }
@@ -774,7 +840,9 @@ extension HeraldStore {
                 if Task.isCancelled { return }
                 logger.warning(
                     "Listening for due deliveries failed; polling until it works again",
-                    metadata: ["herald.error": "\((error as? PSQLError)?.summary ?? String(describing: type(of: error)))"])
+                    metadata: [
+                        "herald.error": "\((error as? PSQLError)?.summary ?? String(describing: type(of: error)))"
+                    ])
                 try? await Task.sleep(for: .seconds(1))
             }
         }
@@ -799,7 +867,9 @@ extension HeraldStore {
     /// `lane IN (…)` as a filter over every row of the app (48 ms for 200,000 deferred; 1 ms as
     /// ranges). `deferredLimit`: stop counting deferred rows there, per range (the dashboard
     /// shows "100000+"; the metric counts them all).
-    package func outboxGauges(appIDs: [String], deferredLimit: Int? = nil) async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval) {
+    package func outboxGauges(appIDs: [String], deferredLimit: Int? = nil) async throws -> (
+        due: Int, deferred: Int, oldestDueAge: TimeInterval
+    ) {
         let now = nowMilliseconds
         let apps = appIDs.sorted()
         /// The conditions of each range of `status`, the apps bound from `$first` on.
@@ -818,14 +888,21 @@ extension HeraldStore {
             let dueCounts = [DeliveryStatus.queued, .deferred, .sending].flatMap { ranges($0, first: 2) }.map {
                 "(SELECT COUNT(*) FROM deliveries WHERE \($0) AND due_at <= $1)"
             }
-            let dueRows = try await session.query("SELECT \(dueCounts.joined(separator: " + ")) AS n", [.integer(now)] + appBinds).first?.first?.integer ?? 0
+            let dueRows =
+                try await session.query("SELECT \(dueCounts.joined(separator: " + ")) AS n", [.integer(now)] + appBinds)
+                .first?.first?.integer ?? 0
             let deferredCounts = ranges(.deferred, first: 1).map {
                 "(SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE \($0)\(deferredLimit.map { " LIMIT \($0)" } ?? "")) counted)"
             }
-            let deferred = try await session.query("SELECT \(deferredCounts.joined(separator: " + ")) AS n", appBinds).first?.first?.integer ?? 0
-            let oldestRanges = ranges(.queued, first: 2).map { "SELECT MIN(due_at) AS m FROM deliveries WHERE \($0) AND due_at <= $1" }
+            let deferred =
+                try await session.query("SELECT \(deferredCounts.joined(separator: " + ")) AS n", appBinds).first?
+                .first?.integer ?? 0
+            let oldestRanges = ranges(.queued, first: 2).map {
+                "SELECT MIN(due_at) AS m FROM deliveries WHERE \($0) AND due_at <= $1"
+            }
             let oldestRow = try await session.query(
-                "SELECT MIN(m) AS m FROM (\(oldestRanges.joined(separator: " UNION ALL "))) oldest", [.integer(now)] + appBinds
+                "SELECT MIN(m) AS m FROM (\(oldestRanges.joined(separator: " UNION ALL "))) oldest",
+                [.integer(now)] + appBinds
             ).first?.first?.integer
             let oldestBroadcast = try await session.query(
                 "SELECT MIN(due_at) AS m FROM broadcasts WHERE due_at <= $1", [.integer(now)]

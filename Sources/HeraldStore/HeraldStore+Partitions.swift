@@ -82,7 +82,8 @@ extension HeraldStore {
                 _ = try await session.query("SET LOCAL lock_timeout = '1s'")
                 // Still to send (the outbox index answers), or answered within retention; the
                 // same pass over the day counts what the drop deletes.
-                guard try await session.query("SELECT 1 FROM \(name) WHERE \(Self.outboxIndexTerm) LIMIT 1").isEmpty else { return }
+                guard try await session.query("SELECT 1 FROM \(name) WHERE \(Self.outboxIndexTerm) LIMIT 1").isEmpty
+                else { return }
                 let counts = try await session.query(
                     "SELECT count(*), count(*) FILTER (WHERE updated_at >= $1) FROM \(name)", [.integer(before)]
                 ).first
@@ -102,7 +103,8 @@ extension HeraldStore {
             var partitions: [String: Int] = [:]
             for row in try await session.query(Self.partitionsSQL) {
                 guard let name = row.first?.text else { continue }
-                partitions[name] = Int(try await session.query("SELECT count(*) FROM \(name)").first?.first?.integer ?? 0)
+                partitions[name] = Int(
+                    try await session.query("SELECT count(*) FROM \(name)").first?.first?.integer ?? 0)
             }
             return partitions
         }

@@ -19,7 +19,8 @@ extension HeraldStore {
                             SELECT id FROM deliveries WHERE status = 'queued' AND app_id = $2 AND lane = $3 AND due_at > $1 AND due_at <= $4
                             AND reason = $5)
                         RETURNING id
-                        """, [.integer(now), .text(app), .integer(Int64(lane.rawValue)), .integer(until), .text(reason)]
+                        """,
+                        [.integer(now), .text(app), .integer(Int64(lane.rawValue)), .integer(until), .text(reason)]
                     ).count
                 }
             }

@@ -45,7 +45,8 @@ extension HeraldStore {
     package func pruneHistory(before cutoff: Date, limit: Int = 5_000) async throws -> Pruned {
         try await transaction { session in
             if dialect == .postgres {
-                let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.retentionLock))").first?.first
+                let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.retentionLock))").first?
+                    .first
                 guard locked == .integer(1) else { return Pruned() }
             }
             let before = Self.milliseconds(cutoff, rounding: .down)

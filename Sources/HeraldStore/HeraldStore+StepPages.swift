@@ -41,15 +41,18 @@ extension HeraldStore {
     /// Writes a fired step's notification to `devices` (`stepDevices`, read for it) and hands
     /// its deliveries to this node in pages (one per 4,096 devices), in the firing transaction.
     func handOutStep(
-        appID: String, notification: UUID, content: Data, cancelKey: String?, lane: DeliveryLane, trace: String?, devices: [[Session.Value]],
+        appID: String, notification: UUID, content: Data, cancelKey: String?, lane: DeliveryLane, trace: String?,
+        devices: [[Session.Value]],
         now: Int64, _ session: Session
     ) async throws -> [ClaimedDelivery] {
         let cohort = Self.cohort(content, now: now)
         _ = try await session.query(
             "INSERT INTO notifications (id, app_id, content, created_at, cancel_key, recipients, type, day) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             [
-                .text(notification.uuidString), .text(appID), .text(String(decoding: content, as: UTF8.self)), .integer(now),
-                cancelKey.map { .text($0) } ?? .null, .integer(Int64(devices.count)), cohort.map { .text($0.type) } ?? .null,
+                .text(notification.uuidString), .text(appID), .text(String(decoding: content, as: UTF8.self)),
+                .integer(now),
+                cancelKey.map { .text($0) } ?? .null, .integer(Int64(devices.count)),
+                cohort.map { .text($0.type) } ?? .null,
                 cohort.map { .integer($0.day) } ?? .null,
             ])
         var claimed: [ClaimedDelivery] = []
@@ -69,21 +72,25 @@ extension HeraldStore {
                 listed += "]"
             }
             listed += "]"
-            guard let pageID = try await session.query(
-                """
-                INSERT INTO broadcast_pages
-                    (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
-                     devices, trace)
-                VALUES ($1, $2, $3, $4, $4, '', '', $5, $6, $6, $7, 1, $8, $9) RETURNING id
-                """,
-                [
-                    .text(notification.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(now), .integer(firstID), .integer(count),
-                    .text(nodeID), .text(listed), trace.map { .text($0) } ?? .null,
-                ]
-            ).first?.first?.integer else { throw StoreError(.corrupt, "broadcast_pages: no id for a step's page") }
+            guard
+                let pageID = try await session.query(
+                    """
+                    INSERT INTO broadcast_pages
+                        (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
+                         devices, trace)
+                    VALUES ($1, $2, $3, $4, $4, '', '', $5, $6, $6, $7, 1, $8, $9) RETURNING id
+                    """,
+                    [
+                        .text(notification.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(now),
+                        .integer(firstID), .integer(count),
+                        .text(nodeID), .text(listed), trace.map { .text($0) } ?? .null,
+                    ]
+                ).first?.first?.integer
+            else { throw StoreError(.corrupt, "broadcast_pages: no id for a step's page") }
             let slot = BroadcastSlot(page: pageID, lane: lane.rawValue, dueAt: now, acceptedAt: now, userID: "")
             claimed += try handOut(
-                Array(page), ids: Array(firstID..<(firstID + count)), notification: notification.uuidString, app: appID, claim: 1, slot: slot,
+                Array(page), ids: Array(firstID..<(firstID + count)), notification: notification.uuidString, app: appID,
+                claim: 1, slot: slot,
                 trace: trace)
         }
         return claimed
@@ -96,7 +103,9 @@ extension HeraldStore {
         let waiting = try await unansweredEntries(of: page, session)
         let cancelledUsers = Set(Self.jsonStrings(page.cancelledUsers))
         let cancelled = waiting.filter { cancelledUsers.contains($0.user) }
-        if !cancelled.isEmpty { _ = try await writeCancelledEntries(cancelled, of: page, reason: Self.cancelledReason, session) }
+        if !cancelled.isEmpty {
+            _ = try await writeCancelledEntries(cancelled, of: page, reason: Self.cancelledReason, session)
+        }
         let live = waiting.filter { !cancelledUsers.contains($0.user) }
         var found: [String: [Session.Value]] = [:]
         if !live.isEmpty {
@@ -110,17 +119,23 @@ extension HeraldStore {
             }
         }
         let handed = live.filter { found[$0.device] != nil }
-        guard let claim = try await reclaim(
-            page: page.id, notification: page.notification, handing: handed.count, lost: Int64(live.count - handed.count), session)
+        guard
+            let claim = try await reclaim(
+                page: page.id, notification: page.notification, handing: handed.count,
+                lost: Int64(live.count - handed.count), session)
         else { return [] }
-        let slot = BroadcastSlot(page: page.id, lane: Int(page.lane), dueAt: due, acceptedAt: page.acceptedAt, userID: "")
+        let slot = BroadcastSlot(
+            page: page.id, lane: Int(page.lane), dueAt: due, acceptedAt: page.acceptedAt, userID: "")
         return try handOut(
-            handed.compactMap { found[$0.device] }, ids: handed.map(\.id), notification: page.notification, app: page.app, claim: claim, slot: slot,
+            handed.compactMap { found[$0.device] }, ids: handed.map(\.id), notification: page.notification,
+            app: page.app, claim: claim, slot: slot,
             trace: page.trace)
     }
 
     /// A page's devices that have no row yet, with their reserved ids.
-    private func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(id: Int64, device: String, user: String)] {
+    private func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(
+        id: Int64, device: String, user: String
+    )] {
         let entries = (try? JSONDecoder().decode([[String]].self, from: Data(page.listed.utf8))) ?? []
         let used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
         return entries.enumerated().compactMap { index, entry in
@@ -147,16 +162,19 @@ extension HeraldStore {
                     ON CONFLICT DO NOTHING RETURNING id
                     """,
                     [
-                        .text(page.notification), .text(page.app), .integer(page.acceptedAt), .integer(page.lane), .integer(now), .integer(entry.id),
+                        .text(page.notification), .text(page.app), .integer(page.acceptedAt), .integer(page.lane),
+                        .integer(now), .integer(entry.id),
                         .text(entry.device), .text(entry.user), .text(reason),
                     ]
                 ).count)
         }
         guard written > 0 else { return 0 }
         _ = try await session.query(
-            "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2", [.integer(written), .text(page.notification)])
+            "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2",
+            [.integer(written), .text(page.notification)])
         let left = try await session.query(
-            "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 RETURNING remaining", [.integer(written), .integer(page.id)])
+            "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 RETURNING remaining",
+            [.integer(written), .integer(page.id)])
         if let remaining = left.first?.first?.integer, remaining <= 0 {
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(page.id)])
         }
@@ -167,7 +185,9 @@ extension HeraldStore {
     /// step's): a page no node holds goes, its devices cancelled; a held one is marked
     /// cancelled (its devices' attempts end as they end, none is tried again). Returns the
     /// devices cancelled by notification (for its counters) and those in flight.
-    func cancelPages(of notifications: [String], _ session: Session) async throws -> (cancelled: [String: Int64], inFlight: Int64) {
+    func cancelPages(of notifications: [String], _ session: Session) async throws -> (
+        cancelled: [String: Int64], inFlight: Int64
+    ) {
         let list = Self.placeholders(notifications.count, from: 1)
         var cancelled: [String: Int64] = [:]
         for row in try await session.query(
@@ -186,7 +206,9 @@ extension HeraldStore {
     /// page no node holds get their row, cancelled (counted); in a held page the users are
     /// marked (on PostgreSQL the pages locked: a result or another cancel waits). Returns
     /// (cancelled, in flight) devices.
-    func cancelStepPages(of notifications: [String], userIDs: [String], _ session: Session) async throws -> (cancelled: Int64, inFlight: Int64) {
+    func cancelStepPages(of notifications: [String], userIDs: [String], _ session: Session) async throws -> (
+        cancelled: Int64, inFlight: Int64
+    ) {
         let binds = notifications.map { Session.Value.text($0) }
         let list = Self.placeholders(notifications.count, from: 1)
         let named = Set(userIDs)
@@ -203,14 +225,17 @@ extension HeraldStore {
             FROM broadcast_pages WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND cancelled = 0\(dialect == .postgres ? " FOR UPDATE" : "")
             """, binds)
         {
-            guard row.count == 11, let id = row[0].integer, let notification = row[1].text, let app = row[2].text, let lane = row[3].integer,
-                let accepted = row[4].integer, let firstID = row[5].integer, let size = row[6].integer, let remaining = row[7].integer,
+            guard row.count == 11, let id = row[0].integer, let notification = row[1].text, let app = row[2].text,
+                let lane = row[3].integer,
+                let accepted = row[4].integer, let firstID = row[5].integer, let size = row[6].integer,
+                let remaining = row[7].integer,
                 let listed = row[8].text
             else { continue }
             // Only a page that names one of the users is read further.
             guard quoted.contains(where: { listed.contains($0) }) else { continue }
             let page = StepPage(
-                id: id, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID, size: size, remaining: remaining,
+                id: id, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
+                size: size, remaining: remaining,
                 listed: listed, cancelledUsers: row[9].text, trace: nil)
             let hits = try await unansweredEntries(of: page, session).filter { named.contains($0.user) }
             guard !hits.isEmpty else { continue }
@@ -220,7 +245,8 @@ extension HeraldStore {
                 var users = Self.jsonStrings(page.cancelledUsers)
                 for user in Set(hits.map(\.user)).sorted() where !users.contains(user) { users.append(user) }
                 _ = try await session.query(
-                    "UPDATE broadcast_pages SET cancelled_users = $1 WHERE id = $2", [.text(Self.jsonArray(strings: users)), .integer(id)])
+                    "UPDATE broadcast_pages SET cancelled_users = $1 WHERE id = $2",
+                    [.text(Self.jsonArray(strings: users)), .integer(id)])
                 inFlight += Int64(hits.count)
             }
         }

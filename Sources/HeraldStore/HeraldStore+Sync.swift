@@ -25,7 +25,8 @@ extension HeraldStore {
         try await transaction { [self] session in
             let now = nowMilliseconds
             let devices = try await session.query(
-                "SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2 AND active = 1 ORDER BY device_id", [.text(appID), .text(userID)]
+                "SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2 AND active = 1 ORDER BY device_id",
+                [.text(appID), .text(userID)]
             ).compactMap { $0.first?.text }.filter { $0 != origin }
             var plans: [SyncPlan] = []
             for device in devices {
@@ -33,7 +34,9 @@ extension HeraldStore {
                     "SELECT id, data, trace, due_at FROM timers WHERE app_id = $1 AND user_id = $2 AND kind = 'sync' AND name = $3 AND status = 'pending'",
                     [.text(appID), .text(userID), .text(device)]
                 ).first, let id = pending[0].integer, let due = pending[3].integer {
-                    let note = trace("coalesced: cursor \(pending[1].text ?? "") replaced by \(cursor) while waiting to be sent", pending[2].text)
+                    let note = trace(
+                        "coalesced: cursor \(pending[1].text ?? "") replaced by \(cursor) while waiting to be sent",
+                        pending[2].text)
                     _ = try await session.query(
                         "UPDATE timers SET data = $1, trace = $2, updated_at = $3 WHERE id = $4 AND status = 'pending'",
                         [.text(cursor), note.map { .text($0) } ?? .null, .integer(now), .integer(id)])
@@ -45,7 +48,11 @@ extension HeraldStore {
                     """
                     SELECT updated_at FROM timers WHERE app_id = $1 AND user_id = $2 AND kind = 'sync' AND name = $3
                       AND status IN ('firing', 'fired') AND updated_at > $4 ORDER BY updated_at DESC LIMIT $5
-                    """, [.text(appID), .text(userID), .text(device), .integer(now - 3_600_000), .integer(Int64(hourlyBudget))]
+                    """,
+                    [
+                        .text(appID), .text(userID), .text(device), .integer(now - 3_600_000),
+                        .integer(Int64(hourlyBudget)),
+                    ]
                 ).compactMap { $0.first?.integer }
                 var due = max(now, (recent.first ?? Int64.min / 2) + Int64(debounce * 1000))
                 var note: String?
@@ -54,14 +61,18 @@ extension HeraldStore {
                     due = max(due, oldest + 3_600_000)
                     held = true
                     note = trace(
-                        "held: \(hourlyBudget) background pushes to this device in the last hour (the budget); due when the oldest is an hour old", nil)
+                        "held: \(hourlyBudget) background pushes to this device in the last hour (the budget); due when the oldest is an hour old",
+                        nil)
                 }
                 _ = try await session.query(
                     """
                     INSERT INTO timers (app_id, user_id, kind, name, step, due_at, status, data, trace, created_at, updated_at)
                     VALUES ($1, $2, 'sync', $3, 'sync', $4, 'pending', $5, $6, $7, $7)
                     """,
-                    [.text(appID), .text(userID), .text(device), .integer(due), .text(cursor), note.map { .text($0) } ?? .null, .integer(now)])
+                    [
+                        .text(appID), .text(userID), .text(device), .integer(due), .text(cursor),
+                        note.map { .text($0) } ?? .null, .integer(now),
+                    ])
                 plans.append(SyncPlan(deviceID: device, dueAt: Self.date(due), coalesced: false, held: held))
             }
             return plans

@@ -26,7 +26,9 @@ extension HeraldStore {
     /// What due timers become.
     package enum TimerOutcome: Sendable {
         /// One notification for these timers' users (timers with the same content fire together).
-        case send(appID: String, notification: UUID, content: Data, lane: DeliveryLane, cancelKey: String?, trace: String?, timers: [Int64])
+        case send(
+            appID: String, notification: UUID, content: Data, lane: DeliveryLane, cancelKey: String?, trace: String?,
+            timers: [Int64])
         case skipped(timers: [Int64], reason: String)
         case failed(timers: [Int64], reason: String)
     }
@@ -78,11 +80,14 @@ extension HeraldStore {
     ) async throws -> FiredTimers {
         guard dialect == .sqlite else {
             return try await transaction { [self] session in
-                guard let plan = try await planFire(limit: limit, directUpTo: directUpTo, decide: decide, session) else { return FiredTimers() }
+                guard let plan = try await planFire(limit: limit, directUpTo: directUpTo, decide: decide, session)
+                else { return FiredTimers() }
                 return try await writeFire(plan, directUpTo: directUpTo, session)
             }
         }
-        guard let plan = try await planDueTimers(limit: limit, directUpTo: directUpTo, decide: decide) else { return FiredTimers() }
+        guard let plan = try await planDueTimers(limit: limit, directUpTo: directUpTo, decide: decide) else {
+            return FiredTimers()
+        }
         return try await writeDueTimers(plan, directUpTo: directUpTo)
     }
 
@@ -112,7 +117,8 @@ extension HeraldStore {
     /// them, and the devices of as many steps as fit in `directUpTo` devices. The timer loop
     /// reads the next batch while it writes this one (`writeDueTimers`); nil when none is due.
     package func planDueTimers(
-        limit: Int, directUpTo: Int, after: TimerCursor? = nil, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
+        limit: Int, directUpTo: Int, after: TimerCursor? = nil,
+        decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
     ) async throws -> FirePlan? {
         precondition(dialect == .sqlite, "PostgreSQL fires due timers in one transaction (fireDueTimers)")
         return try await reading(.timers) { [self] session in
@@ -130,7 +136,8 @@ extension HeraldStore {
     /// Takes the due timers (on PostgreSQL locked), asks `decide`, and reads the devices of the
     /// steps the dispatcher has room for; nil when none is due.
     private func planFire(
-        limit: Int, directUpTo: Int, after: TimerCursor? = nil, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome], _ session: Session
+        limit: Int, directUpTo: Int, after: TimerCursor? = nil,
+        decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome], _ session: Session
     ) async throws -> FirePlan? {
         let now = nowMilliseconds
         let lock = dialect == .postgres ? " FOR UPDATE OF t SKIP LOCKED" : ""
@@ -150,13 +157,16 @@ extension HeraldStore {
             ORDER BY t.due_at, t.id LIMIT $2\(lock)
             """, binds)
         {
-            guard columns.count == 11, let id = columns[0].integer, let app = columns[1].text, let user = columns[2].text,
-                let kind = columns[3].text, let name = columns[4].text, let step = columns[5].text, let due = columns[6].integer
+            guard columns.count == 11, let id = columns[0].integer, let app = columns[1].text,
+                let user = columns[2].text,
+                let kind = columns[3].text, let name = columns[4].text, let step = columns[5].text,
+                let due = columns[6].integer
             else { throw StoreError(.corrupt, "timers: a row the timer loop cannot read") }
             timers.append(
                 DueTimer(
                     id: id, appID: app, userID: user, kind: kind, name: name, step: step, dueAt: Self.date(due),
-                    cancelKey: columns[7].text, trace: columns[8].text, anchorAt: columns[9].integer.map(Self.date), data: columns[10].text))
+                    cancelKey: columns[7].text, trace: columns[8].text, anchorAt: columns[9].integer.map(Self.date),
+                    data: columns[10].text))
             last = TimerCursor(dueAt: due, id: id)
         }
         guard !timers.isEmpty else { return nil }
@@ -206,7 +216,8 @@ extension HeraldStore {
                         rows = rows.filter { $0.count == 7 && $0[4].text.map(live.contains) == true }
                     }
                     let handed = try await handOutStep(
-                        appID: appID, notification: notification, content: content, cancelKey: cancelKey, lane: lane, trace: trace, devices: rows,
+                        appID: appID, notification: notification, content: content, cancelKey: cancelKey, lane: lane,
+                        trace: trace, devices: rows,
                         now: now, session)
                     result.claimed += handed
                     room -= handed.count
@@ -214,11 +225,13 @@ extension HeraldStore {
                 }
                 let (count, direct) = try await writeNotification(
                     appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
-                    recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()), excludeDeviceIDs: [],
+                    recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()),
+                    excludeDeviceIDs: [],
                     due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
                 if !direct { queued = true }
                 if direct, count > 0 {
-                    let rows = try await directClaims(notification: notification, appID: appID, trace: trace, now: now, session)
+                    let rows = try await directClaims(
+                        notification: notification, appID: appID, trace: trace, now: now, session)
                     result.claimed += rows
                     room = max(0, room - rows.count)
                 }
@@ -226,7 +239,8 @@ extension HeraldStore {
                 let status: String
                 if case .skipped = outcome { status = "skipped" } else { status = "failed" }
                 _ = try await setStatus(
-                    of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3", [.text(status), .text(reason), .integer(now)],
+                    of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3",
+                    [.text(status), .text(reason), .integer(now)],
                     dueBy: now, returning: false, session)
             }
         }
@@ -239,7 +253,8 @@ extension HeraldStore {
     /// `returning`). On SQLite the ids are one bound JSON array (`json_each`), not thousands of
     /// values to parse and bind.
     private func setStatus(
-        of ids: [Int64], _ assignments: String, _ binds: [Session.Value], dueBy: Int64, returning: Bool, _ session: Session
+        of ids: [Int64], _ assignments: String, _ binds: [Session.Value], dueBy: Int64, returning: Bool,
+        _ session: Session
     ) async throws -> Set<Int64> {
         let condition = "status = 'pending' AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
         var set = Set<Int64>()
@@ -265,7 +280,8 @@ extension HeraldStore {
     }
 
     /// Timers a dead node was firing go back to `pending` (`requeueStatement`).
-    static let requeueTimersSQL = requeueStatement(table: "timers", claimed: "firing", back: "pending", indexTerm: timerIndexTerm)
+    static let requeueTimersSQL = requeueStatement(
+        table: "timers", claimed: "firing", back: "pending", indexTerm: timerIndexTerm)
 
     /// The partial timer index's condition (repeated verbatim for SQLite to use the index).
     static let timerIndexTerm = "status IN ('pending', 'firing')"

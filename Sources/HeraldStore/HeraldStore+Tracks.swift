@@ -37,7 +37,8 @@ extension HeraldStore {
     /// cancel key, for this user) and schedules the steps anew. Steps due before now (less
     /// `pastStepGrace`) are `skipped`.
     package func enrol(
-        appID: String, userID: String, track: String, cancelKey: String, anchorAt: Date, data: String, testSeconds: Int?,
+        appID: String, userID: String, track: String, cancelKey: String, anchorAt: Date, data: String,
+        testSeconds: Int?,
         steps: [PlannedStep], restart: Bool
     ) async throws -> (enrolled: Bool, enrolment: EnrolmentRecord) {
         try await transaction(durable: true) { [self] session in
@@ -51,9 +52,11 @@ extension HeraldStore {
                 }
                 _ = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
                 // Steps of the last enrolment under another key (the catalog changed) go too.
-                _ = try await cancelSteps(appID: appID, userID: userID, track: track, reason: "Restarted", now: now, session)
+                _ = try await cancelSteps(
+                    appID: appID, userID: userID, track: track, reason: "Restarted", now: now, session)
                 _ = try await session.query(
-                    "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3", [.text(appID), .text(userID), .text(track)])
+                    "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3",
+                    [.text(appID), .text(userID), .text(track)])
                 // The new enrolment's steps are those created from its start on: after the last one's.
                 now = max(now, previous + 1)
             }
@@ -66,7 +69,8 @@ extension HeraldStore {
                     .text(appID), .text(userID), .text(track), .integer(Self.milliseconds(anchorAt)), .text(data),
                     testSeconds.map { .integer(Int64($0)) } ?? .null, .integer(now),
                 ])
-            try await insertSteps(appID: appID, track: track, cancelKey: cancelKey, [(userID, steps)], now: now, session)
+            try await insertSteps(
+                appID: appID, track: track, cancelKey: cancelKey, [(userID, steps)], now: now, session)
             try await notifyOutbox(session)
             return (true, try await enrolment(appID: appID, userID: userID, track: track, session)!)
         }
@@ -75,7 +79,8 @@ extension HeraldStore {
     /// Takes a user out of a track: its steps not fired and their deliveries not yet sent are
     /// cancelled (one transaction), and the enrolment goes (enrolling again starts afresh).
     /// Returns what was cancelled; nil when the user was not enrolled.
-    package func unenrol(appID: String, userID: String, track: String, cancelKey: String) async throws -> Cancellation? {
+    package func unenrol(appID: String, userID: String, track: String, cancelKey: String) async throws -> Cancellation?
+    {
         try await transaction(durable: true) { [self] session in
             let removed = try await session.query(
                 "DELETE FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3 RETURNING track",
@@ -83,13 +88,16 @@ extension HeraldStore {
             guard !removed.isEmpty else { return nil }
             let now = nowMilliseconds
             var result = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
-            result.steps += try await cancelSteps(appID: appID, userID: userID, track: track, reason: Self.cancelledReason, now: now, session)
+            result.steps += try await cancelSteps(
+                appID: appID, userID: userID, track: track, reason: Self.cancelledReason, now: now, session)
             return result
         }
     }
 
     /// Cancels a user's steps of a track that have not fired; returns how many.
-    private func cancelSteps(appID: String, userID: String, track: String, reason: String, now: Int64, _ session: Session) async throws -> Int {
+    private func cancelSteps(
+        appID: String, userID: String, track: String, reason: String, now: Int64, _ session: Session
+    ) async throws -> Int {
         try await session.query(
             """
             UPDATE timers SET status = 'cancelled', reason = $5, claimed_by = NULL, updated_at = $1
@@ -104,9 +112,11 @@ extension HeraldStore {
         try await exclusive { [self] session in
             var records: [EnrolmentRecord] = []
             for row in try await session.query(
-                "SELECT track FROM enrolments WHERE app_id = $1 AND user_id = $2 ORDER BY track", [.text(appID), .text(userID)])
+                "SELECT track FROM enrolments WHERE app_id = $1 AND user_id = $2 ORDER BY track",
+                [.text(appID), .text(userID)])
             {
-                guard let track = row.first?.text, let record = try await enrolment(appID: appID, userID: userID, track: track, session)
+                guard let track = row.first?.text,
+                    let record = try await enrolment(appID: appID, userID: userID, track: track, session)
                 else { continue }
                 records.append(record)
             }
@@ -114,11 +124,15 @@ extension HeraldStore {
         }
     }
 
-    private func enrolment(appID: String, userID: String, track: String, _ session: Session) async throws -> EnrolmentRecord? {
-        guard let row = try await session.query(
-            "SELECT anchor_at, data, test_seconds, enrolled_at FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3",
-            [.text(appID), .text(userID), .text(track)]
-        ).first, row.count == 4, let anchor = row[0].integer, let enrolled = row[3].integer else { return nil }
+    private func enrolment(appID: String, userID: String, track: String, _ session: Session) async throws
+        -> EnrolmentRecord?
+    {
+        guard
+            let row = try await session.query(
+                "SELECT anchor_at, data, test_seconds, enrolled_at FROM enrolments WHERE app_id = $1 AND user_id = $2 AND track = $3",
+                [.text(appID), .text(userID), .text(track)]
+            ).first, row.count == 4, let anchor = row[0].integer, let enrolled = row[3].integer
+        else { return nil }
         // The steps of this enrolment: those created since it began.
         let steps = try await session.query(
             """
@@ -127,7 +141,8 @@ extension HeraldStore {
             ORDER BY due_at, id
             """, [.text(appID), .text(userID), .text(track), .integer(enrolled)]
         ).compactMap { columns -> StepRecord? in
-            guard columns.count == 7, let id = columns[0].integer, let step = columns[1].text, let due = columns[2].integer,
+            guard columns.count == 7, let id = columns[0].integer, let step = columns[1].text,
+                let due = columns[2].integer,
                 let status = columns[3].text
             else { return nil }
             return StepRecord(
@@ -135,7 +150,8 @@ extension HeraldStore {
                 notificationID: columns[5].text, trace: columns[6].text)
         }
         return EnrolmentRecord(
-            track: track, anchorAt: Self.date(anchor), data: row[1].text ?? "{}", testSeconds: row[2].integer.map(Int.init),
+            track: track, anchorAt: Self.date(anchor), data: row[1].text ?? "{}",
+            testSeconds: row[2].integer.map(Int.init),
             enrolledAt: Self.date(enrolled), steps: steps)
     }
 
@@ -165,7 +181,8 @@ extension HeraldStore {
                 ORDER BY t.due_at, t.id
                 """, [.text(appID), .text(userID)]
             ).compactMap { columns in
-                guard columns.count == 7, let id = columns[0].integer, let track = columns[1].text, let step = columns[2].text,
+                guard columns.count == 7, let id = columns[0].integer, let track = columns[1].text,
+                    let step = columns[2].text,
                     let due = columns[3].integer, let anchor = columns[4].integer
                 else { return nil }
                 return PendingStep(
@@ -184,7 +201,10 @@ extension HeraldStore {
             for move in moves {
                 moved += try await session.query(
                     "UPDATE timers SET due_at = $1, trace = $2, updated_at = $3 WHERE id = $4 AND status = 'pending' RETURNING id",
-                    [.integer(Self.milliseconds(move.dueAt)), move.trace.map { .text($0) } ?? .null, .integer(nowMilliseconds), .integer(move.timerID)]
+                    [
+                        .integer(Self.milliseconds(move.dueAt)), move.trace.map { .text($0) } ?? .null,
+                        .integer(nowMilliseconds), .integer(move.timerID),
+                    ]
                 ).count
             }
             try await notifyOutbox(session)
@@ -211,7 +231,9 @@ extension HeraldStore {
     /// Enrols many users in a track in one transaction (`on_conflict: ignore`: a user enrolled
     /// already is left as is). Returns how many were enrolled now. The enrolments, then their
     /// steps, are one statement each (`BulkRows`).
-    package func enrolMany(appID: String, track: String, cancelKey: String, _ entries: [BulkEnrolment]) async throws -> Int {
+    package func enrolMany(appID: String, track: String, cancelKey: String, _ entries: [BulkEnrolment]) async throws
+        -> Int
+    {
         guard !entries.isEmpty else { return 0 }
         return try await transaction { [self] session in
             let now = nowMilliseconds
@@ -232,7 +254,8 @@ extension HeraldStore {
                 """
             }.compactMap { $0.first?.text }
             try await insertSteps(
-                appID: appID, track: track, cancelKey: cancelKey, fresh.sorted().compactMap { user in byUser[user].map { (user, $0.steps) } },
+                appID: appID, track: track, cancelKey: cancelKey,
+                fresh.sorted().compactMap { user in byUser[user].map { (user, $0.steps) } },
                 now: now, session)
             return fresh.count
         }
@@ -241,9 +264,12 @@ extension HeraldStore {
     /// The steps of new enrolments as timers, in one statement (`BulkRows`): `pending`, or
     /// `skipped` (`PastAtEnrolment`) when due more than `pastStepGrace` before `now`.
     private func insertSteps(
-        appID: String, track: String, cancelKey: String, _ enrolments: [(userID: String, steps: [PlannedStep])], now: Int64, _ session: Session
+        appID: String, track: String, cancelKey: String, _ enrolments: [(userID: String, steps: [PlannedStep])],
+        now: Int64, _ session: Session
     ) async throws {
-        var rows = BulkRows([("user_id", .text), ("step", .text), ("due_at", .integer)], capacity: enrolments.reduce(0) { $0 + $1.steps.count })
+        var rows = BulkRows(
+            [("user_id", .text), ("step", .text), ("due_at", .integer)],
+            capacity: enrolments.reduce(0) { $0 + $1.steps.count })
         for (user, steps) in enrolments {
             for step in steps {
                 rows.append(.text(user))
@@ -254,7 +280,9 @@ extension HeraldStore {
         guard !rows.isEmpty else { return }
         let earliest = now - Int64(Self.pastStepGrace * 1000)
         // $1 app, $2 track, $3 cancel key, $4 now, $5 the earliest due time still sent.
-        _ = try await session.query([.text(appID), .text(track), .text(cancelKey), .integer(now), .integer(earliest)], rows: rows) { source in
+        _ = try await session.query(
+            [.text(appID), .text(track), .text(cancelKey), .integer(now), .integer(earliest)], rows: rows
+        ) { source in
             """
             INSERT INTO timers (app_id, kind, name, cancel_key, created_at, updated_at, user_id, step, due_at, status, reason)
             SELECT $1, 'step', $2, $3, $4, $4, r.user_id, r.step, r.due_at,
@@ -273,12 +301,14 @@ extension HeraldStore {
                 let list = Self.placeholders(chunk.count, from: 2)
                 let binds: [Session.Value] = [.text(appID)] + chunk.map { .text($0) }
                 for row in try await session.query(
-                    "SELECT user_id, time_zone FROM devices WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL", binds)
+                    "SELECT user_id, time_zone FROM devices WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL",
+                    binds)
                 {
                     if let user = row[0].text, let zone = row[1].text { zones[user] = zone }
                 }
                 for row in try await session.query(
-                    "SELECT user_id, time_zone FROM users WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL", binds)
+                    "SELECT user_id, time_zone FROM users WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL",
+                    binds)
                 {
                     if let user = row[0].text, let zone = row[1].text { zones[user] = zone }
                 }

@@ -75,15 +75,18 @@ extension HeraldStore {
     }
 
     private func fetchUser(appID: String, userID: String, _ session: Session) async throws -> UserRecord? {
-        try await session.query("SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)])
-            .first.map(Self.user(from:))
+        try await session.query(
+            "SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id = $2", [.text(appID), .text(userID)]
+        )
+        .first.map(Self.user(from:))
     }
 
     /// What `user(from:)` reads, in its order.
     private static let userColumns = "user_id, time_zone, locale, attributes, preferences, created_at, updated_at"
 
     private static func user(from columns: [Session.Value]) throws -> UserRecord {
-        guard columns.count == 7, let userID = columns[0].text, let attributes = columns[3].text, let preferences = columns[4].text,
+        guard columns.count == 7, let userID = columns[0].text, let attributes = columns[3].text,
+            let preferences = columns[4].text,
             let created = columns[5].integer, let updated = columns[6].integer
         else { throw StoreError(.corrupt, "users: a row Herald cannot read") }
         return UserRecord(

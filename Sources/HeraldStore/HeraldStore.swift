@@ -5,9 +5,9 @@ import NIOCore
 import NIOPosix
 import PostgresKit
 import PostgresNIO
+import SQLKit
 import SQLiteKit
 import SQLiteNIO
-import SQLKit
 import Synchronization
 
 /// Herald's durable state behind SQLKit: devices, notifications and their deliveries (the
@@ -103,7 +103,8 @@ package final class HeraldStore: Sendable {
             let path = String(url.dropFirst("sqlite://".count))
             guard !path.isEmpty else { throw StoreError(.invalidURL, "database.url \"\(url)\" names no file") }
             let connection = try await SQLiteConnection.open(
-                storage: path == ":memory:" ? .memory : .file(path: path), threadPool: NIOThreadPool.singleton, logger: logger,
+                storage: path == ":memory:" ? .memory : .file(path: path), threadPool: NIOThreadPool.singleton,
+                logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton.any())
             store = HeraldStore(
                 backend: .sqlite(connection), clock: clock, logger: logger,
@@ -121,33 +122,46 @@ package final class HeraldStore: Sendable {
             await Task.yield()
             store = HeraldStore(backend: .postgres(client, run), clock: clock, logger: logger)
         } else {
-            throw StoreError(.invalidURL, "database.url must start with sqlite:// or postgres:// (got \"\(PostgresURL.redacted(url))\")")
+            throw StoreError(
+                .invalidURL,
+                "database.url must start with sqlite:// or postgres:// (got \"\(PostgresURL.redacted(url))\")")
         }
         do {
             // An unreachable PostgreSQL is waited for (PostgresClient retries), and said so.
-            let waiting = store.dialect == .postgres ? Task { [target = (try? PostgresURL(url).description) ?? "PostgreSQL"] in
-                var waited = 0
-                while true {
-                    try await Task.sleep(for: .seconds(waited == 0 ? 5 : 30))
-                    waited += waited == 0 ? 5 : 30
-                    logger.warning(
-                        "Waiting for the database: no connection yet; retrying", metadata: ["herald.database": "\(target)", "herald.waited_s": "\(waited)"])
-                }
-            } : nil
+            let waiting =
+                store.dialect == .postgres
+                ? Task { [target = (try? PostgresURL(url).description) ?? "PostgreSQL"] in
+                    var waited = 0
+                    while true {
+                        try await Task.sleep(for: .seconds(waited == 0 ? 5 : 30))
+                        waited += waited == 0 ? 5 : 30
+                        logger.warning(
+                            "Waiting for the database: no connection yet; retrying",
+                            metadata: ["herald.database": "\(target)", "herald.waited_s": "\(waited)"])
+                    }
+                } : nil
             defer { waiting?.cancel() }
             try await store.migrate(through: schemaVersion)
             // Today's deliveries partition and the next days' exist before the first accept.
-            let upkeep = schemaVersion < 11 ? HeraldStore.PartitionUpkeep() : try await store.maintainPartitions(before: Date?.none)
+            let upkeep =
+                schemaVersion < 11
+                ? HeraldStore.PartitionUpkeep() : try await store.maintainPartitions(before: Date?.none)
             if !upkeep.created.isEmpty {
-                logger.info("Deliveries partitions created", metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
+                logger.info(
+                    "Deliveries partitions created",
+                    metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
             }
             if case .sqlite = store.backend, let path = url.sqliteFilePath {
                 let lock = store.lock
                 await store.checkpointer.set(
-                    try await SQLiteCheckpointer.start(path: path, restartPages: walRestartPages, logger: logger) { body in
+                    try await SQLiteCheckpointer.start(path: path, restartPages: walRestartPages, logger: logger) {
+                        body in
                         try await lock.withLock { try await body() }
                     })
-                for use in ReadingUse.allCases { await store.checkpointer.setReader(try await SQLiteReader.open(path: path, logger: logger), for: use) }
+                for use in ReadingUse.allCases {
+                    await store.checkpointer.setReader(
+                        try await SQLiteReader.open(path: path, logger: logger), for: use)
+                }
             }
         } catch {
             await store.close()
@@ -196,9 +210,12 @@ package final class HeraldStore: Sendable {
     /// Runs read-only `body` where it holds nobody up: on SQLite files the reading connection
     /// (WAL: it sees the last commit and neither waits for the writer nor blocks it), elsewhere
     /// like `exclusive`.
-    func reading<Result: Sendable>(_ use: ReadingUse = .general, _ body: (Session) async throws -> Result) async throws -> Result {
+    func reading<Result: Sendable>(_ use: ReadingUse = .general, _ body: (Session) async throws -> Result) async throws
+        -> Result
+    {
         if case .sqlite = backend, let reader = await checkpointer.reader(use) {
-            return try await body(Session(sql: reader.connection.sql(queryLogLevel: nil), raw: .sqlite(reader.connection)))
+            return try await body(
+                Session(sql: reader.connection.sql(queryLogLevel: nil), raw: .sqlite(reader.connection)))
         }
         return try await exclusive(body)
     }
@@ -211,7 +228,9 @@ package final class HeraldStore: Sendable {
     /// after the writer is let go (`SQLiteWALSync`, one fsync shared by the commits that wait
     /// together; the connection's `synchronous=NORMAL` syncs only at checkpoints, so a power cut
     /// could lose the last commits of other transactions). PostgreSQL commits are durable.
-    func transaction<Result: Sendable>(durable: Bool = false, _ body: (Session) async throws -> Result) async throws -> Result {
+    func transaction<Result: Sendable>(durable: Bool = false, _ body: (Session) async throws -> Result) async throws
+        -> Result
+    {
         var attempt = 0
         while true {
             attempt += 1
@@ -227,7 +246,9 @@ package final class HeraldStore: Sendable {
 
     /// Runs `body` inside one transaction on a session already held (BEGIN IMMEDIATE on SQLite:
     /// the write lock up front), committing, or rolling back when it throws.
-    func inTransaction<Result: Sendable>(_ session: Session, _ body: (Session) async throws -> Result) async throws -> Result {
+    func inTransaction<Result: Sendable>(_ session: Session, _ body: (Session) async throws -> Result) async throws
+        -> Result
+    {
         try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
         do {
             let result = try await body(session)
@@ -257,7 +278,9 @@ package final class HeraldStore: Sendable {
     package func checkWritable() async throws {
         let now = nowMilliseconds
         try await exclusive { session in
-            try await session.sql.raw("INSERT INTO heartbeat (id, at) VALUES (1, \(bind: now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at").run()
+            try await session.sql.raw(
+                "INSERT INTO heartbeat (id, at) VALUES (1, \(bind: now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at"
+            ).run()
         }
     }
 
@@ -319,9 +342,9 @@ enum ReadingUse: CaseIterable, Sendable {
     case timers
 }
 
-private extension String {
+extension String {
     /// The file of a `sqlite://` URL; nil for `:memory:`.
-    var sqliteFilePath: String? {
+    fileprivate var sqliteFilePath: String? {
         let path = String(dropFirst("sqlite://".count))
         return path == ":memory:" ? nil : path
     }

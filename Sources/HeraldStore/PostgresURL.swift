@@ -22,7 +22,9 @@ struct PostgresURL {
     var settings: [(String, String)] = [("lock_timeout", "5s"), ("idle_in_transaction_session_timeout", "60s")]
 
     init(_ url: String) throws {
-        guard let components = URLComponents(string: url), components.scheme == "postgres" || components.scheme == "postgresql" else {
+        guard let components = URLComponents(string: url),
+            components.scheme == "postgres" || components.scheme == "postgresql"
+        else {
             throw StoreError(.invalidURL, "database.url is not a postgres:// URL (\(Self.redacted(url)))")
         }
         if let value = components.host, !value.isEmpty { host = value }
@@ -36,7 +38,8 @@ struct PostgresURL {
             switch item.name {
             case "sslmode":
                 guard ["disable", "prefer", "require"].contains(value) else {
-                    throw StoreError(.invalidURL, "database.url: sslmode must be disable, prefer or require (got \"\(value)\")")
+                    throw StoreError(
+                        .invalidURL, "database.url: sslmode must be disable, prefer or require (got \"\(value)\")")
                 }
                 sslmode = value
             case "host":
@@ -48,14 +51,16 @@ struct PostgresURL {
                 poolSize = size
             case "lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout":
                 guard !value.isEmpty, value.allSatisfy({ $0.isLetter || $0.isNumber }) else {
-                    throw StoreError(.invalidURL, "database.url: \(item.name) must be a duration such as 5s (got \"\(value)\")")
+                    throw StoreError(
+                        .invalidURL, "database.url: \(item.name) must be a duration such as 5s (got \"\(value)\")")
                 }
                 settings.removeAll { $0.0 == item.name }
                 settings.append((item.name, value))
             default:
                 throw StoreError(
                     .invalidURL,
-                    "database.url: unknown option \"\(item.name)\" (known: sslmode, host, pool_size, lock_timeout, statement_timeout, idle_in_transaction_session_timeout)")
+                    "database.url: unknown option \"\(item.name)\" (known: sslmode, host, pool_size, lock_timeout, statement_timeout, idle_in_transaction_session_timeout)"
+                )
             }
         }
     }
@@ -64,7 +69,8 @@ struct PostgresURL {
         var configuration: PostgresClient.Configuration
         if let socketDirectory {
             configuration = PostgresClient.Configuration(
-                unixSocketPath: socketDirectory + "/.s.PGSQL.\(port)", username: user, password: password, database: database)
+                unixSocketPath: socketDirectory + "/.s.PGSQL.\(port)", username: user, password: password,
+                database: database)
         } else {
             let tls: PostgresClient.Configuration.TLS
             switch sslmode {

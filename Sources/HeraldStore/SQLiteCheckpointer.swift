@@ -31,7 +31,8 @@ package final class SQLiteCheckpointer: Sendable {
     typealias PauseWriter = @Sendable (@Sendable () async throws -> Void) async throws -> Void
 
     private init(
-        connection: SQLiteConnection, threadPool: NIOThreadPool, restartPages: Int, logger: Logger, pauseWriter: @escaping PauseWriter
+        connection: SQLiteConnection, threadPool: NIOThreadPool, restartPages: Int, logger: Logger,
+        pauseWriter: @escaping PauseWriter
     ) {
         self.connection = connection
         self.threadPool = threadPool
@@ -40,7 +41,8 @@ package final class SQLiteCheckpointer: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.interval)
                 do {
-                    try await Self.checkpoint(connection, restartPages: restartPages, logger: logger, pauseWriter: pauseWriter)
+                    try await Self.checkpoint(
+                        connection, restartPages: restartPages, logger: logger, pauseWriter: pauseWriter)
                     failures = 0
                 } catch {
                     failures += 1
@@ -63,11 +65,13 @@ package final class SQLiteCheckpointer: Sendable {
         threadPool.start()
         do {
             let connection = try await SQLiteConnection.open(
-                storage: .file(path: path), threadPool: threadPool, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())
+                storage: .file(path: path), threadPool: threadPool, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
             // Another process's checkpoint holds the checkpoint lock this long at most.
             _ = try await connection.query("PRAGMA busy_timeout=2000")
             return SQLiteCheckpointer(
-                connection: connection, threadPool: threadPool, restartPages: restartPages, logger: logger, pauseWriter: pauseWriter)
+                connection: connection, threadPool: threadPool, restartPages: restartPages, logger: logger,
+                pauseWriter: pauseWriter)
         } catch {
             try? await threadPool.shutdownGracefully()
             throw error
@@ -88,7 +92,10 @@ package final class SQLiteCheckpointer: Sendable {
         }
         logger.debug(
             "WAL checkpointed with the writer paused; the next commit starts it over",
-            metadata: ["herald.wal_pages": "\(log)", "herald.paused_ms": "\(Int((ContinuousClock.now - started) / .milliseconds(1)))"])
+            metadata: [
+                "herald.wal_pages": "\(log)",
+                "herald.paused_ms": "\(Int((ContinuousClock.now - started) / .milliseconds(1)))",
+            ])
     }
 
     /// Stops checkpointing and closes the connection (the writer's close checkpoints the rest).

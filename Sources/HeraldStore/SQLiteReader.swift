@@ -22,7 +22,8 @@ final class SQLiteReader: Sendable {
         threadPool.start()
         do {
             let connection = try await SQLiteConnection.open(
-                storage: .file(path: path), threadPool: threadPool, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())
+                storage: .file(path: path), threadPool: threadPool, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
             for pragma in ["PRAGMA query_only=ON", "PRAGMA busy_timeout=5000", "PRAGMA cache_size=-8192"] {
                 _ = try await connection.query(pragma)
             }

@@ -88,7 +88,9 @@ final class SQLiteWALSync: Sendable {
         if descriptor < 0 && errno == ENOENT { descriptor = open(databasePath, O_RDONLY | O_CLOEXEC) }
         guard descriptor >= 0 else { throw StoreError(.io, "cannot open the SQLite WAL to sync it (errno \(errno))") }
         defer { close(descriptor) }
-        guard fdatasync(descriptor) == 0 else { throw StoreError(.io, "fdatasync of the SQLite WAL failed (errno \(errno))") }
+        guard fdatasync(descriptor) == 0 else {
+            throw StoreError(.io, "fdatasync of the SQLite WAL failed (errno \(errno))")
+        }
         syncs.add(1, ordering: .relaxed)
     }
 }

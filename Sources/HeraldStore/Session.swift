@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import SQLiteNIO
 import SQLKit
+import SQLiteNIO
 
 /// One operation's hold on the database: SQLKit over its connection, and the connection itself
 /// for the hot statements that skip SQLKit's Codable row decoding. Valid only inside the
@@ -73,7 +73,9 @@ struct Session: Sendable {
         case .sqlite: return try await query(Statement.sql, binds)
         case .postgres(let connection):
             var result: [[Value]] = []
-            for try await row in try await connection.execute(Prepared<Statement>(bindings: Self.bindings(binds)), logger: Self.silent) {
+            for try await row in try await connection.execute(
+                Prepared<Statement>(bindings: Self.bindings(binds)), logger: Self.silent)
+            {
                 result.append(row)
             }
             return result
@@ -94,9 +96,12 @@ struct Session: Sendable {
 
     /// Runs one PostgreSQL statement with prepared bindings (arrays for `unnest`), returning
     /// its rows' columns.
-    static func query(_ connection: PostgresConnection, _ sql: String, _ bindings: PostgresBindings) async throws -> [[Value]] {
+    static func query(_ connection: PostgresConnection, _ sql: String, _ bindings: PostgresBindings) async throws
+        -> [[Value]]
+    {
         var result: [[Value]] = []
-        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: silent) {
+        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: silent)
+        {
             result.append(try row.map(value(of:)))
         }
         return result
@@ -108,7 +113,9 @@ struct Session: Sendable {
         text.reserveCapacity(sql.utf8.count)
         let bytes = Array(sql.utf8)
         for (index, byte) in bytes.enumerated() {
-            let isPlaceholder = byte == UInt8(ascii: "$") && index + 1 < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index + 1])
+            let isPlaceholder =
+                byte == UInt8(ascii: "$") && index + 1 < bytes.count
+                && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index + 1])
             text.append(isPlaceholder ? UInt8(ascii: "?") : byte)
         }
         return String(decoding: text, as: UTF8.self)
@@ -193,11 +200,15 @@ struct BulkRows {
 
     /// One column's values, for `unnest`.
     func texts(_ column: Int) -> [String] {
-        stride(from: column, to: cells.count, by: columns.count).map { if case .text(let value) = cells[$0] { value } else { "" } }
+        stride(from: column, to: cells.count, by: columns.count).map {
+            if case .text(let value) = cells[$0] { value } else { "" }
+        }
     }
 
     func integers(_ column: Int) -> [Int64] {
-        stride(from: column, to: cells.count, by: columns.count).map { if case .integer(let value) = cells[$0] { value } else { 0 } }
+        stride(from: column, to: cells.count, by: columns.count).map {
+            if case .integer(let value) = cells[$0] { value } else { 0 }
+        }
     }
 }
 
@@ -209,7 +220,9 @@ extension Session {
         switch raw {
         case .sqlite:
             let names = rows.columns.enumerated().map { "value ->> \($0.offset) AS \($0.element.name)" }
-            return try await query(sql("(SELECT \(names.joined(separator: ", ")) FROM json_each($\(first))) r"), binds + [.text(rows.json)])
+            return try await query(
+                sql("(SELECT \(names.joined(separator: ", ")) FROM json_each($\(first))) r"), binds + [.text(rows.json)]
+            )
         case .postgres(let connection):
             var bindings = Self.bindings(binds)
             var arrays: [String] = []
@@ -224,7 +237,8 @@ extension Session {
                 }
             }
             let names = rows.columns.map(\.name).joined(separator: ", ")
-            return try await Self.query(connection, sql("unnest(\(arrays.joined(separator: ", "))) AS r(\(names))"), bindings)
+            return try await Self.query(
+                connection, sql("unnest(\(arrays.joined(separator: ", "))) AS r(\(names))"), bindings)
         }
     }
 }

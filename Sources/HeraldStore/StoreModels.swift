@@ -74,7 +74,8 @@ package enum DeliveryStatus: String, Sendable, Hashable, CaseIterable, Codable {
 /// The claim order between deliveries due at once: urgent ones (a transactional type, or
 /// priority 10 asked for) before normal ones (a bulk fan-out's).
 package enum DeliveryLane: Int, Sendable, Hashable, CaseIterable {
-    case urgent = 0, normal = 1
+    case urgent = 0
+    case normal = 1
 
     package init(urgent: Bool) { self = urgent ? .urgent : .normal }
 }
@@ -143,8 +144,10 @@ package struct ClaimedDelivery: Sendable, Hashable {
     ) {
         box = Box(
             Fields(
-                id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform, token: token,
-                environment: environment, attempts: attempts, userID: userID, locale: locale, timeZone: timeZone, trace: trace,
+                id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
+                token: token,
+                environment: environment, attempts: attempts, userID: userID, locale: locale, timeZone: timeZone,
+                trace: trace,
                 claim: claim, createdAt: createdAt, broadcast: broadcast))
     }
 
@@ -223,7 +226,8 @@ package struct DeliveryResult: Sendable, Hashable {
     package var createdAt: Date
 
     package init(
-        deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome, attempts: Int,
+        deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome,
+        attempts: Int,
         trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date
     ) {
         self.createdAt = createdAt
@@ -241,8 +245,10 @@ package struct DeliveryResult: Sendable, Hashable {
     /// The result of a claimed delivery.
     package init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
         self.init(
-            deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID, appID: delivery.appID,
-            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace, broadcast: delivery.broadcast,
+            deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID,
+            appID: delivery.appID,
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace,
+            broadcast: delivery.broadcast,
             createdAt: delivery.createdAt)
     }
 }

@@ -1,11 +1,14 @@
 package import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs a process to the end without blocking a Swift concurrency thread; returns its exit
 /// status and what it wrote to stdout and stderr.
-package func runProcess(_ executable: URL, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+package func runProcess(_ executable: URL, _ arguments: [String]) async throws -> (
+    status: Int32, stdout: String, stderr: String
+) {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments

@@ -19,7 +19,8 @@ package enum TestDatabase {
     package static func url(_ name: String, kind: Kind = TestDatabase.kind) async throws -> String {
         switch kind {
         case .sqlite:
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(name)-\(UUID().uuidString)")
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "herald-\(name)-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             return "sqlite://\(directory.path)/herald.sqlite"
         case .postgres:
@@ -48,7 +49,9 @@ package actor TestPostgres {
     func newDatabase(_ name: String) async throws -> String {
         let base = try await serverURL()
         created += 1
-        let database = "t\(ProcessInfo.processInfo.processIdentifier)_\(created)_" + name.lowercased().filter { $0.isLetter || $0.isNumber }.prefix(30)
+        let database =
+            "t\(ProcessInfo.processInfo.processIdentifier)_\(created)_"
+            + name.lowercased().filter { $0.isLetter || $0.isNumber }.prefix(30)
         try await psql(base, "CREATE DATABASE \(database)")
         guard var components = URLComponents(string: base) else { throw TestPostgresError("bad server URL") }
         components.path = "/" + database
@@ -57,7 +60,9 @@ package actor TestPostgres {
 
     /// The server's URL (its `postgres` database), starting the server on first use.
     private func serverURL() async throws -> String {
-        if let environment = ProcessInfo.processInfo.environment["HERALD_TEST_DATABASE"], environment.hasPrefix("postgres://") {
+        if let environment = ProcessInfo.processInfo.environment["HERALD_TEST_DATABASE"],
+            environment.hasPrefix("postgres://")
+        {
             return environment
         }
         if server == nil { server = Task { try await Self.start() } }
@@ -65,11 +70,15 @@ package actor TestPostgres {
     }
 
     private func psql(_ url: String, _ statement: String) async throws {
-        guard let directory = Self.binaryDirectory() ?? Self.which("psql").map({ ($0 as NSString).deletingLastPathComponent }) else {
+        guard
+            let directory = Self.binaryDirectory()
+                ?? Self.which("psql").map({ ($0 as NSString).deletingLastPathComponent })
+        else {
             throw TestPostgresError("psql not found: install PostgreSQL (apt-get install postgresql)")
         }
         let result = try await runProcess(
-            URL(fileURLWithPath: directory + "/psql"), ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", statement])
+            URL(fileURLWithPath: directory + "/psql"),
+            ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", statement])
         guard result.status == 0 else { throw TestPostgresError("psql \(statement): \(result.stderr)") }
     }
 
@@ -103,14 +112,18 @@ package actor TestPostgres {
     /// fails that way is tried again on another port, up to five times.
     private static func start() async throws -> String {
         guard let bin = binaryDirectory() else {
-            throw TestPostgresError("PostgreSQL's server binaries not found: apt-get install postgresql (or set HERALD_TEST_DATABASE=postgres://…)")
+            throw TestPostgresError(
+                "PostgreSQL's server binaries not found: apt-get install postgresql (or set HERALD_TEST_DATABASE=postgres://…)"
+            )
         }
-        let directory = "/tmp/herald-test-pg-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
+        let directory =
+            "/tmp/herald-test-pg-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
         let asRoot = getuid() == 0
         let prefix = asRoot ? "runuser -u postgres -- " : ""
         // The first loop closes every descriptor but 0-2 this shell inherited (other tests' pipes
         // among them): the server and the watchdog must not hold any open, or readers never end.
-        let closeInherited = #"for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done"#
+        let closeInherited =
+            #"for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done"#
         let initialize = """
             \(closeInherited)
             set -e

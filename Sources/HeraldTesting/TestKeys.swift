@@ -1,8 +1,8 @@
 import Crypto
-package import _CryptoExtras
 package import Foundation
 package import HeraldAPNs
 package import HeraldSimulator
+package import _CryptoExtras
 
 /// A fresh APNs signing key with matching simulator trust, for tests and demos.
 package struct TestSigningKey: Sendable {

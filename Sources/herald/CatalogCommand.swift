@@ -27,8 +27,13 @@ struct CatalogCheckCommand: AsyncParsableCommand {
                     printError("\(file):\(problem.line.map(String.init) ?? "-"): \(problem.key): \(problem.message)")
                 }
                 if problems.isEmpty {
-                    let parts = [(catalog.types.count, "types"), (catalog.tracks.count, "tracks"), (catalog.triggers.count, "triggers"), (catalog.jobs.count, "jobs")]
-                    printOutput("\(file): ok (" + parts.filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + ")")
+                    let parts = [
+                        (catalog.types.count, "types"), (catalog.tracks.count, "tracks"),
+                        (catalog.triggers.count, "triggers"), (catalog.jobs.count, "jobs"),
+                    ]
+                    printOutput(
+                        "\(file): ok (" + parts.filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+                            + ")")
                 } else {
                     failed = true
                 }

@@ -8,7 +8,8 @@ import Logging
 /// `herald devices …`: device registry work from the command line.
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "devices", abstract: "Manage registered devices.", subcommands: [ImportDevicesCommand.self, ReactivateDevicesCommand.self])
+        commandName: "devices", abstract: "Manage registered devices.",
+        subcommands: [ImportDevicesCommand.self, ReactivateDevicesCommand.self])
 }
 
 /// `herald devices import FILE`: the bulk import of `POST …/devices/import`, straight into the
@@ -20,8 +21,10 @@ struct ImportDevicesCommand: AsyncParsableCommand {
 
     @Argument(help: "The JSON-lines file; - reads standard input.") var file: String
     @Option(help: "The app the devices belong to.") var app: String
-    @Option(help: "The configuration file (for database.url); default $HERALD_CONFIG or herald.yaml.") var config: String?
-    @Option(name: .customLong("database-url"), help: "The database, overriding the configuration.") var databaseURL: String?
+    @Option(help: "The configuration file (for database.url); default $HERALD_CONFIG or herald.yaml.") var config:
+        String?
+    @Option(name: .customLong("database-url"), help: "The database, overriding the configuration.") var databaseURL:
+        String?
     @Flag(help: "No progress line.") var quiet = false
 
     func run() async throws {
@@ -41,7 +44,8 @@ struct ImportDevicesCommand: AsyncParsableCommand {
                 try await importer.feed(chunk)
                 if !quiet, ContinuousClock.now - lastReport > .milliseconds(500) {
                     lastReport = ContinuousClock.now
-                    let line = "\(importer.imported) devices imported (\(Int(Double(importer.imported) / max(0.001, (lastReport - started).seconds)))/s)"
+                    let line =
+                        "\(importer.imported) devices imported (\(Int(Double(importer.imported) / max(0.001, (lastReport - started).seconds)))/s)"
                     FileHandle.standardError.write(Data((interactive ? "\r" + line : line + "\n").utf8))
                 }
             }
@@ -63,14 +67,20 @@ struct ImportDevicesCommand: AsyncParsableCommand {
 struct ReactivateDevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reactivate",
-        abstract: "Make devices active again that were deactivated for a reason (e.g. BadDeviceToken), optionally since a time.")
+        abstract:
+            "Make devices active again that were deactivated for a reason (e.g. BadDeviceToken), optionally since a time."
+    )
 
     @Option(help: "The app the devices belong to.") var app: String
-    @Option(help: "The inactive_reason to undo, exactly as devices show it (BadDeviceToken, Unregistered, DeviceLimit …).")
+    @Option(
+        help: "The inactive_reason to undo, exactly as devices show it (BadDeviceToken, Unregistered, DeviceLimit …).")
     var reason: String
-    @Option(help: "Only devices deactivated at or after this time (ISO 8601, e.g. 2026-11-24T09:00:00Z).") var since: String?
-    @Option(help: "The configuration file (for database.url); default $HERALD_CONFIG or herald.yaml.") var config: String?
-    @Option(name: .customLong("database-url"), help: "The database, overriding the configuration.") var databaseURL: String?
+    @Option(help: "Only devices deactivated at or after this time (ISO 8601, e.g. 2026-11-24T09:00:00Z).") var since:
+        String?
+    @Option(help: "The configuration file (for database.url); default $HERALD_CONFIG or herald.yaml.") var config:
+        String?
+    @Option(name: .customLong("database-url"), help: "The database, overriding the configuration.") var databaseURL:
+        String?
 
     func validate() throws {
         if let since, HeraldTime.parse(since) == nil {
@@ -85,7 +95,8 @@ struct ReactivateDevicesCommand: AsyncParsableCommand {
         let store = try await HeraldStore.open(url: url)
         let count: Int
         do {
-            count = try await store.reactivateDevices(appID: app, reason: reason, since: since.flatMap(HeraldTime.parse))
+            count = try await store.reactivateDevices(
+                appID: app, reason: reason, since: since.flatMap(HeraldTime.parse))
         } catch {
             await store.close()
             throw error

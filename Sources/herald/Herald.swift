@@ -7,13 +7,17 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "Herald: a self-hosted push-notification platform (APNs and FCM).",
-        subcommands: [ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self, TokenCommand.self]
+        subcommands: [
+            ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self,
+            TokenCommand.self,
+        ]
     )
 }
 
 /// Log level from `HERALD_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical); default `info`.
 func bootstrapLogging(defaultLevel: Logger.Level = .info) {
-    let level = ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
+    let level =
+        ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = level

@@ -24,20 +24,31 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("team-id"), help: "The 10-character team id (APNs).") var teamID: String?
     @Option(help: "The app's bundle id; the push type's suffix is added (APNs).") var topic: String?
     @Flag(help: "Send through FCM HTTP v1 instead of APNs (needs --service-account).") var fcm = false
-    @Option(name: .customLong("service-account"), help: "FCM: the Google service-account key JSON.") var serviceAccount: String?
-    @Option(name: .customLong("token-endpoint"), help: "FCM: the OAuth2 token endpoint (default: the key file's token_uri).") var tokenEndpoint: String?
-    @Option(name: .customLong("android-channel"), help: "FCM: the Android notification channel (android.notification.channel_id).") var androidChannel: String?
+    @Option(name: .customLong("service-account"), help: "FCM: the Google service-account key JSON.") var serviceAccount:
+        String?
+    @Option(
+        name: .customLong("token-endpoint"), help: "FCM: the OAuth2 token endpoint (default: the key file's token_uri)."
+    ) var tokenEndpoint: String?
+    @Option(
+        name: .customLong("android-channel"),
+        help: "FCM: the Android notification channel (android.notification.channel_id).") var androidChannel: String?
     @Option(help: "FCM: an image URL shown with the notification (notification.image).") var image: String?
     @Option(name: .customLong("analytics-label"), help: "FCM: fcm_options.analytics_label.") var analyticsLabel: String?
-    @Option(help: "production or sandbox (chooses Apple's host unless --endpoint is given).") var environment = "sandbox"
+    @Option(help: "production or sandbox (chooses Apple's host unless --endpoint is given).") var environment =
+        "sandbox"
     @Option(help: "An explicit https://host[:port] endpoint (the simulator).") var endpoint: String?
-    @Option(name: .customLong("ca-file"), help: "Extra CA certificates (PEM) to trust, e.g. the simulator's sim-ca.pem.") var caFile: String?
+    @Option(
+        name: .customLong("ca-file"), help: "Extra CA certificates (PEM) to trust, e.g. the simulator's sim-ca.pem.")
+    var caFile: String?
     @Option(help: "One device token (hex).") var token: String?
     @Option(name: .customLong("tokens-file"), help: "A file with one hex token per line.") var tokensFile: String?
     @Option(help: "Alert title.") var title: String?
     @Option(help: "Alert subtitle.") var subtitle: String?
     @Option(help: "Alert body.") var body: String?
-    @Option(name: .customLong("push-type"), help: "alert, background, voip, liveactivity, … (default: alert, or background for a silent push).") var pushType: String?
+    @Option(
+        name: .customLong("push-type"),
+        help: "alert, background, voip, liveactivity, … (default: alert, or background for a silent push).")
+    var pushType: String?
     @Option(help: "10, 5 or 1 (default: 10; 5 for background).") var priority: Int?
     @Option(name: .customLong("collapse-id"), help: "apns-collapse-id (at most 64 bytes).") var collapseID: String?
     @Option(name: .customLong("thread-id"), help: "aps.thread-id.") var threadID: String?
@@ -49,16 +60,25 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "apns-expiration, UNIX seconds (0: deliver once or never).") var expiration: Int?
     @Option(help: "A JSON file sent as the payload instead of the one built from the flags.") var payload: String?
     @Option(help: "HTTP/2 connections to open.") var connections = 4
-    @Option(help: "Event loop threads for the connections (default: one per four connections, leaving one core free).") var threads: Int?
+    @Option(help: "Event loop threads for the connections (default: one per four connections, leaving one core free).")
+    var threads: Int?
     @Option(help: "Seconds to wait for each answer.") var deadline = 10.0
     @Option(
         name: .customLong("retry-deadline"),
-        help: "Seconds after which a notification still failing with 429/5xx/GOAWAY is given up (retries go on until then).")
+        help:
+            "Seconds after which a notification still failing with 429/5xx/GOAWAY is given up (retries go on until then)."
+    )
     var retryDeadline = 60.0
-    @Option(name: .customLong("max-attempts"), help: "Also cap the answers a notification may get (default: no cap but --retry-deadline).")
+    @Option(
+        name: .customLong("max-attempts"),
+        help: "Also cap the answers a notification may get (default: no cap but --retry-deadline).")
     var maximumAttempts: Int?
-    @Option(name: .customLong("retry-base-delay"), help: "First backoff in seconds after a 5xx; doubles per attempt.") var retryBaseDelay = 1.0
-    @Option(name: .customLong("too-many-requests-delay"), help: "First delay in seconds before resending to a token answered 429; doubles per attempt.") var tooManyRequestsDelay = 5.0
+    @Option(name: .customLong("retry-base-delay"), help: "First backoff in seconds after a 5xx; doubles per attempt.")
+    var retryBaseDelay = 1.0
+    @Option(
+        name: .customLong("too-many-requests-delay"),
+        help: "First delay in seconds before resending to a token answered 429; doubles per attempt.")
+    var tooManyRequestsDelay = 5.0
     @Flag(help: "No progress on stderr.") var quiet = false
 
     func run() async throws {
@@ -82,7 +102,8 @@ struct SendCommand: AsyncParsableCommand {
             throw SendConfigurationError("--environment is production or sandbox, not \"\(self.environment)\"")
         }
         guard let keyFile, let keyID, let teamID, let topic else {
-            throw SendConfigurationError("APNs needs --key-file, --key-id, --team-id and --topic (or use --fcm --service-account FILE)")
+            throw SendConfigurationError(
+                "APNs needs --key-file, --key-id, --team-id and --topic (or use --fcm --service-account FILE)")
         }
         let key: APNSSigningKey
         do {
@@ -93,7 +114,8 @@ struct SendCommand: AsyncParsableCommand {
         var configuration: APNSClientConfiguration
         do {
             let target = try endpoint.map(APNSEndpoint.init(url:)) ?? environment.endpoint
-            configuration = APNSClientConfiguration(endpoint: target, additionalCAFile: caFile, connections: connections)
+            configuration = APNSClientConfiguration(
+                endpoint: target, additionalCAFile: caFile, connections: connections)
         } catch {
             throw SendConfigurationError("--endpoint: \(error.message)")
         }
@@ -135,7 +157,8 @@ struct SendCommand: AsyncParsableCommand {
                 await progress.waitUntilOutstanding(below: window)
                 let end = min(tokens.count, index + chunkSize)
                 let batch = tokens[index..<end].map { token in
-                    APNSRenderer.notification(content, payload: payloadData, deviceToken: token, bundleID: topic, apnsID: .random())
+                    APNSRenderer.notification(
+                        content, payload: payloadData, deviceToken: token, bundleID: topic, apnsID: .random())
                 }
                 progress.submitted(batch.count)
                 client.submit(batch) { result in progress.record(result) }
@@ -152,7 +175,9 @@ struct SendCommand: AsyncParsableCommand {
         let disabled = client.disabledReason
         await client.shutdown(gracePeriod: 1)
         if let disabled {
-            printError("herald send: APNs refused the credential or topic (\(disabled.rawValue)); check --key-file, --key-id, --team-id, --topic and --environment")
+            printError(
+                "herald send: APNs refused the credential or topic (\(disabled.rawValue)); check --key-file, --key-id, --team-id, --topic and --environment"
+            )
         }
         return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
     }
@@ -212,14 +237,16 @@ struct SendCommand: AsyncParsableCommand {
             }
             index = end
             if !quiet && tokens.count > 1 {
-                FileHandle.standardError.write(Data((progress.line(elapsed: ContinuousClock.now - started) + "\n").utf8))
+                FileHandle.standardError.write(
+                    Data((progress.line(elapsed: ContinuousClock.now - started) + "\n").utf8))
             }
         }
         let elapsed = ContinuousClock.now - started
         let disabled = client.disabledReason
         await client.shutdown()
         if let disabled {
-            printError("herald send: FCM refused the credentials (\(disabled)); check --service-account and the project")
+            printError(
+                "herald send: FCM refused the credentials (\(disabled)); check --service-account and the project")
         }
         return progress.summary(elapsed: elapsed, configurationError: disabled != nil)
     }
@@ -227,12 +254,16 @@ struct SendCommand: AsyncParsableCommand {
     /// The notification the flags describe, for either provider's renderer.
     private var content: NotificationContent {
         let visible = title != nil || subtitle != nil || body != nil || badge != nil || sound != nil
-        let pushType = self.pushType.map(APNSPushType.init(rawValue:))
-            ?? (payload != nil ? .alert : NotificationContent.defaultPushType(contentAvailable: contentAvailable, visible: visible))
+        let pushType =
+            self.pushType.map(APNSPushType.init(rawValue:))
+            ?? (payload != nil
+                ? .alert : NotificationContent.defaultPushType(contentAvailable: contentAvailable, visible: visible))
         return NotificationContent(
-            pushType: pushType, priority: priority.map(APNSPriority.init(rawValue:)), title: title, subtitle: subtitle, body: body,
+            pushType: pushType, priority: priority.map(APNSPriority.init(rawValue:)), title: title, subtitle: subtitle,
+            body: body,
             badge: badge, sound: sound, threadID: threadID, category: category, contentAvailable: contentAvailable,
-            mutableContent: mutableContent, collapseID: collapseID, expiration: expiration, androidChannelID: androidChannel,
+            mutableContent: mutableContent, collapseID: collapseID, expiration: expiration,
+            androidChannelID: androidChannel,
             image: image, analyticsLabel: analyticsLabel)
     }
 
@@ -333,7 +364,8 @@ final class SendProgress: Sendable {
     func record(_ result: APNSResult) {
         record(
             accepted: result.isAccepted, reason: result.reasonKey,
-            unanswered: result.status == nil && result.disposition != .configurationError && result.disposition != .badRequest)
+            unanswered: result.status == nil && result.disposition != .configurationError
+                && result.disposition != .badRequest)
     }
 
     func record(accepted: Bool, reason: String, unanswered: Bool) {
@@ -380,7 +412,8 @@ final class SendProgress: Sendable {
             let failed = state.failed.sorted { $0.key < $1.key }
                 .map { "\(SendProgress.quote($0.key)):\($0.value)" }.joined(separator: ",")
             let perSecond = seconds > 0 ? Double(state.completed) / seconds : 0
-            let json = #"{"sent":\#(state.submitted),"accepted":\#(state.accepted),"failed":{\#(failed)},"seconds":\#(String(format: "%.3f", seconds)),"per_second":\#(String(format: "%.1f", perSecond))}"#
+            let json =
+                #"{"sent":\#(state.submitted),"accepted":\#(state.accepted),"failed":{\#(failed)},"seconds":\#(String(format: "%.3f", seconds)),"per_second":\#(String(format: "%.1f", perSecond))}"#
             return SendSummary(json: json, configurationError: configurationError, unanswered: state.unanswered)
         }
     }

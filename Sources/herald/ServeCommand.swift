@@ -8,8 +8,9 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceLifecycle
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `herald serve`: the API server and the dispatcher in one process.
@@ -24,10 +25,12 @@ struct ServeCommand: AsyncParsableCommand {
             """)
 
     @Option(help: "The configuration file (YAML).") var config: String?
-    @Flag(help: "Start with a demo app wired to an in-process APNs + FCM simulator; no configuration needed.") var dev = false
+    @Flag(help: "Start with a demo app wired to an in-process APNs + FCM simulator; no configuration needed.") var dev =
+        false
     @Option(help: "Override server.host.") var host: String?
     @Option(help: "Override server.port.") var port: Int?
-    @Option(name: .customLong("dev-dir"), help: "Where --dev keeps its database, keys and simulator files.") var devDirectory = ".herald-dev"
+    @Option(name: .customLong("dev-dir"), help: "Where --dev keeps its database, keys and simulator files.")
+    var devDirectory = ".herald-dev"
 
     func run() async throws {
         bootstrapLogging()
@@ -39,14 +42,19 @@ struct ServeCommand: AsyncParsableCommand {
         var banner: (@Sendable (Int) -> String)?
         do {
             if dev {
-                (configuration, simulator, banner) = try await DevSetup.make(directory: devDirectory, host: host, port: port)
+                (configuration, simulator, banner) = try await DevSetup.make(
+                    directory: devDirectory, host: host, port: port)
             } else {
-                let file = config ?? environment["HERALD_CONFIG"] ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
+                let file =
+                    config ?? environment["HERALD_CONFIG"]
+                    ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
                 if let file {
                     configuration = try HeraldConfiguration.load(file: file)
                 } else {
                     configuration = HeraldConfiguration()
-                    logger.warning("No configuration file (give --config, set HERALD_CONFIG, or run with --dev): no apps are configured")
+                    logger.warning(
+                        "No configuration file (give --config, set HERALD_CONFIG, or run with --dev): no apps are configured"
+                    )
                 }
             }
         } catch let error as ConfigurationError {
@@ -75,7 +83,8 @@ struct ServeCommand: AsyncParsableCommand {
         let store: HeraldStore
         do {
             store = try await HeraldStore.open(
-                url: configuration.databaseURL, clock: devClock?.clock ?? .system, logger: Logger(label: "herald.store"))
+                url: configuration.databaseURL, clock: devClock?.clock ?? .system, logger: Logger(label: "herald.store")
+            )
         } catch let error as StoreError {
             printError("herald serve: \(error.message)")
             throw ExitCode(2)
@@ -100,15 +109,19 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             application = try HeraldServices.application(
                 runtime: runtime, outbox: configuration.outbox,
-                before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] } ?? [],
+                before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] }
+                    ?? [],
                 onServerRunning: { channel in
                     let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
-                    logger.info("Herald listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
+                    logger.info(
+                        "Herald listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
                     if let startBanner { printOutput(startBanner(channel.localAddress?.port ?? listenPort)) }
                 },
                 onDashboardRunning: { channel in
                     let address = channel.localAddress.map { "\($0)" } ?? "?"
-                    logger.info("Herald dashboard listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
+                    logger.info(
+                        "Herald dashboard listening",
+                        metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
                 })
         } catch let error as ConfigurationError {
             printError("herald serve: configuration error: \(error)")
@@ -124,21 +137,27 @@ struct ServeCommand: AsyncParsableCommand {
 enum DevSetup {
     /// The configuration, the simulator, and the banner for the port the listener got (`--port 0`
     /// picks a free one, so the banner is written once it is known).
-    static func make(directory: String, host: String?, port: Int?) async throws -> (HeraldConfiguration, APNSSimulator, @Sendable (Int) -> String) {
+    static func make(directory: String, host: String?, port: Int?) async throws -> (
+        HeraldConfiguration, APNSSimulator, @Sendable (Int) -> String
+    ) {
         let fileManager = FileManager.default
         try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // Run from a checkout, the demo app gets the SyncWell example catalog (send by type).
         let demoCatalog = "Examples/syncwell.yaml"
         let keyPath = directory + "/demo-AuthKey.p8"
         let key: P256.Signing.PrivateKey
-        if let pem = try? String(contentsOfFile: keyPath, encoding: .utf8), let existing = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+        if let pem = try? String(contentsOfFile: keyPath, encoding: .utf8),
+            let existing = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+        {
             key = existing
         } else {
             key = P256.Signing.PrivateKey()
             try SecretFile.write(key.pemRepresentation, to: keyPath)
         }
         let secretsPath = directory + "/keys.json"
-        var secrets = (try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: secretsPath)))) ?? [:]
+        var secrets =
+            (try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: secretsPath))))
+            ?? [:]
         for name in ["admin", "server", "client"] where secrets[name] == nil {
             secrets[name] = "\(name == "admin" ? "hadm" : name == "server" ? "hsrv" : "hcli")_" + randomSecret()
         }
@@ -147,7 +166,9 @@ enum DevSetup {
         var simulatorConfiguration = SimulatorConfiguration(tlsDirectory: directory + "/sim")
         simulatorConfiguration.port = 0
         simulatorConfiguration.controlPort = 0
-        simulatorConfiguration.keys = [SimulatorKey(keyID: "DEMOKEY001", teamID: "DEMOTEAM01", publicKey: key.publicKey)]
+        simulatorConfiguration.keys = [
+            SimulatorKey(keyID: "DEMOKEY001", teamID: "DEMOTEAM01", publicKey: key.publicKey)
+        ]
         simulatorConfiguration.bundleIDs = ["com.example.demo"]
         // FCM: a demo service account the simulator trusts (its port is picked at start, so the
         // token endpoint is given to the app explicitly).
@@ -171,60 +192,67 @@ enum DevSetup {
         // Dev mode trusts the client key as it is; production apps verify user tokens.
         configuration.apps[0].clientRegistration = .unverified
         configuration.apps[0].fcm = HeraldConfiguration.FCMConfiguration(
-            serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL, tokenEndpoint: simulator.endpointURL + "/token",
+            serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL,
+            tokenEndpoint: simulator.endpointURL + "/token",
             caFile: simulator.caFile)
         let host = configuration.host
         let catalogFile = configuration.apps[0].catalogFile
         let controlURL = simulator.controlURL!
         let keys = secrets
-        return (configuration, simulator, { port in
-            let base = "http://\(host):\(port)"
-            let typedExample = catalogFile == nil ? "" : """
+        return (
+            configuration, simulator,
+            { port in
+                let base = "http://\(host):\(port)"
+                let typedExample =
+                    catalogFile == nil
+                    ? ""
+                    : """
 
-                Send by catalog type (\(demoCatalog): copy per device locale, quiet hours, preferences):
-                  curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
-                    -H 'Content-Type: application/json' \\
-                    -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
-                Or let an event do it (the catalog's triggers: PN-02 and the badge):
-                  curl -s -X POST \(base)/v1/apps/demo/events -H 'Authorization: Bearer \(keys["server"]!)' \\
-                    -H 'Content-Type: application/json' \\
-                    -d '{"name":"sync.failed","user_id":"alice","data":{"source_name":"Strava","source_id":"strava"}}'
-                """
-            let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-            let fcmToken = "demo-android-registration-token"
-            let banner = """
+                    Send by catalog type (\(demoCatalog): copy per device locale, quiet hours, preferences):
+                      curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
+                        -H 'Content-Type: application/json' \\
+                        -d '{"to":{"user_ids":["alice"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}'
+                    Or let an event do it (the catalog's triggers: PN-02 and the badge):
+                      curl -s -X POST \(base)/v1/apps/demo/events -H 'Authorization: Bearer \(keys["server"]!)' \\
+                        -H 'Content-Type: application/json' \\
+                        -d '{"name":"sync.failed","user_id":"alice","data":{"source_name":"Strava","source_id":"strava"}}'
+                    """
+                let token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+                let fcmToken = "demo-android-registration-token"
+                let banner = """
 
-                Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
-                Client registration is UNVERIFIED here: the client key alone may register any user's devices.
-                In production set apps[].user_token_secret and keep client_registration: verified (the default),
-                so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
-                  admin key:  \(keys["admin"]!)
-                  server key: \(keys["server"]!)   (send notifications)
-                  client key: \(keys["client"]!)   (register devices, for apps)
+                    Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
+                    Client registration is UNVERIFIED here: the client key alone may register any user's devices.
+                    In production set apps[].user_token_secret and keep client_registration: verified (the default),
+                    so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
+                      admin key:  \(keys["admin"]!)
+                      server key: \(keys["server"]!)   (send notifications)
+                      client key: \(keys["client"]!)   (register devices, for apps)
 
-                Register a device and send it a notification:
-                  curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
-                    -H 'Content-Type: application/json' \\
-                    -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
-                  curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
-                    -H 'Content-Type: application/json' \\
-                    -d '{"device_id":"pixel-1","user_id":"alice","platform":"fcm","token":"\(fcmToken)"}'
-                  curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
-                    -H 'Content-Type: application/json' \\
-                    -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
+                    Register a device and send it a notification:
+                      curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
+                        -H 'Content-Type: application/json' \\
+                        -d '{"device_id":"phone-1","user_id":"alice","token":"\(token)","environment":"sandbox"}'
+                      curl -s -X POST \(base)/v1/apps/demo/devices -H 'Authorization: Bearer \(keys["client"]!)' \\
+                        -H 'Content-Type: application/json' \\
+                        -d '{"device_id":"pixel-1","user_id":"alice","platform":"fcm","token":"\(fcmToken)"}'
+                      curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
+                        -H 'Content-Type: application/json' \\
+                        -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
 
-                Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
-                  curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(keys["admin"]!)' \\
-                    -H 'Content-Type: application/json' -d '{"advance":"48h"}'
+                    Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
+                      curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(keys["admin"]!)' \\
+                        -H 'Content-Type: application/json' -d '{"advance":"48h"}'
 
-                See what reached the devices (the simulator's inbox):
-                  curl -s \(controlURL)/inbox/\(token)
-                  curl -s \(controlURL)/inbox/\(fcmToken)
+                    See what reached the devices (the simulator's inbox):
+                      curl -s \(controlURL)/inbox/\(token)
+                      curl -s \(controlURL)/inbox/\(fcmToken)
 
-                Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
-                """
-            return banner
-        })
+                    Files: \(directory)/ (database, demo key, keys.json). Ctrl-C stops.
+                    """
+                return banner
+            }
+        )
     }
 
     static func randomSecret() -> String {
@@ -241,10 +269,12 @@ enum DevSetup {
 /// `MALLOC_ARENA_MAX` says otherwise.
 func limitMallocArenas(_ environment: [String: String]) {
     #if canImport(Glibc)
-    // mallopt(M_ARENA_MAX, 2): malloc.h is not in Swift's Glibc module, so looked up by name.
-    guard environment["MALLOC_ARENA_MAX"] == nil, let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
-    typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-    let mArenaMax: Int32 = -8
-    _ = unsafeBitCast(symbol, to: Mallopt.self)(mArenaMax, 2)
+        // mallopt(M_ARENA_MAX, 2): malloc.h is not in Swift's Glibc module, so looked up by name.
+        guard environment["MALLOC_ARENA_MAX"] == nil,
+            let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt")
+        else { return }
+        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+        let mArenaMax: Int32 = -8
+        _ = unsafeBitCast(symbol, to: Mallopt.self)(mArenaMax, 2)
     #endif
 }

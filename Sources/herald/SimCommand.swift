@@ -8,7 +8,8 @@ import Logging
 struct SimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sim",
-        abstract: "Run the APNs + FCM simulator: HTTP/2 + TLS on loopback, Apple's and Google's validations, an inbox, fault injection.",
+        abstract:
+            "Run the APNs + FCM simulator: HTTP/2 + TLS on loopback, Apple's and Google's validations, an inbox, fault injection.",
         discussion: """
             With no key options the simulator creates a demo key (demo-AuthKey.p8 in --tls-dir) and prints a \
             `herald send` command that works against it. The same port speaks FCM HTTP v1 (POST /token, \
@@ -20,30 +21,45 @@ struct SimCommand: AsyncParsableCommand {
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "APNs port (HTTP/2 + TLS).") var port = 8443
-    @Option(name: .customLong("control-port"), help: "Control API port (HTTP/1.1 JSON); 0 picks a free one.") var controlPort = 8444
-    @Option(name: .customLong("tls-dir"), help: "Where the CA (sim-ca.pem) and server certificate are kept or created.") var tlsDirectory = ".herald-sim"
-    @Option(name: .customLong("key-file"), help: "A .p8 key whose tokens are accepted (its public half is used).") var keyFile: String?
+    @Option(name: .customLong("control-port"), help: "Control API port (HTTP/1.1 JSON); 0 picks a free one.")
+    var controlPort = 8444
+    @Option(name: .customLong("tls-dir"), help: "Where the CA (sim-ca.pem) and server certificate are kept or created.")
+    var tlsDirectory = ".herald-sim"
+    @Option(name: .customLong("key-file"), help: "A .p8 key whose tokens are accepted (its public half is used).")
+    var keyFile: String?
     @Option(name: .customLong("key-id"), help: "The key id of --key-file.") var keyID: String?
     @Option(name: .customLong("team-id"), help: "The team id of --key-file.") var teamID: String?
     @Option(
         name: .customLong("fcm-service-account"),
-        help: "A Google service-account key JSON whose RS256 assertions the FCM token endpoint accepts (repeatable; only the public half of its key is used).")
+        help:
+            "A Google service-account key JSON whose RS256 assertions the FCM token endpoint accepts (repeatable; only the public half of its key is used)."
+    )
     var fcmServiceAccounts: [String] = []
-    @Option(name: .customLong("fcm-token-lifetime"), help: "Seconds an FCM access token stays valid.") var fcmTokenLifetime = 3599.0
+    @Option(name: .customLong("fcm-token-lifetime"), help: "Seconds an FCM access token stays valid.")
+    var fcmTokenLifetime = 3599.0
     @Option(
         name: .customLong("fcm-device-rate"),
-        help: "FCM messages one registration token may get per minute before 429 QUOTA_EXCEEDED (per device); 0 = no limit.")
+        help:
+            "FCM messages one registration token may get per minute before 429 QUOTA_EXCEEDED (per device); 0 = no limit."
+    )
     var fcmDeviceRate = 240
-    @Option(name: .customLong("topic"), help: "A bundle id pushes may go to (repeatable); none accepts any.") var topics: [String] = []
+    @Option(name: .customLong("topic"), help: "A bundle id pushes may go to (repeatable); none accepts any.")
+    var topics: [String] = []
     @Flag(help: "Answer as production APNs (no apns-unique-id header).") var production = false
-    @Option(name: .customLong("fail-500"), help: "Fraction of requests answered 500 InternalServerError.") var fail500 = 0.0
+    @Option(name: .customLong("fail-500"), help: "Fraction of requests answered 500 InternalServerError.") var fail500 =
+        0.0
     @Option(name: .customLong("fail-503"), help: "Fraction answered 503 ServiceUnavailable.") var fail503 = 0.0
     @Option(name: .customLong("fail-429"), help: "Fraction answered 429 TooManyRequests.") var fail429 = 0.0
     @Option(name: .customLong("latency-ms"), help: "Milliseconds added to every answer.") var latencyMilliseconds = 0
-    @Option(name: .customLong("goaway-after-streams"), help: "Send GOAWAY (Shutdown) after this many streams per connection.") var goAwayAfterStreams: Int?
-    @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS after the first valid JWT.") var maximumConcurrentStreams = 1000
+    @Option(
+        name: .customLong("goaway-after-streams"),
+        help: "Send GOAWAY (Shutdown) after this many streams per connection.") var goAwayAfterStreams: Int?
+    @Option(
+        name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS after the first valid JWT.")
+    var maximumConcurrentStreams = 1000
     @Option(help: "Event loop threads.") var threads = 1
-    @Option(name: .customLong("token-max-age"), help: "Seconds after which a provider token is ExpiredProviderToken.") var tokenMaximumAge = 3600.0
+    @Option(name: .customLong("token-max-age"), help: "Seconds after which a provider token is ExpiredProviderToken.")
+    var tokenMaximumAge = 3600.0
 
     func validate() throws {
         for (name, value) in [("--fail-500", fail500), ("--fail-503", fail503), ("--fail-429", fail429)]
@@ -53,7 +69,9 @@ struct SimCommand: AsyncParsableCommand {
         if (keyFile != nil) != (keyID != nil) || (keyFile != nil) != (teamID != nil) {
             throw ValidationError("--key-file, --key-id and --team-id go together")
         }
-        if fcmTokenLifetime <= 0 { throw ValidationError("--fcm-token-lifetime must be positive, not \(fcmTokenLifetime)") }
+        if fcmTokenLifetime <= 0 {
+            throw ValidationError("--fcm-token-lifetime must be positive, not \(fcmTokenLifetime)")
+        }
     }
 
     func run() async throws {
@@ -105,7 +123,9 @@ struct SimCommand: AsyncParsableCommand {
             demoServiceAccount = demo.file
         } else {
             do {
-                configuration.fcmAccounts = try fcmServiceAccounts.map { try SimulatorFCMAccount(serviceAccountFile: $0) }
+                configuration.fcmAccounts = try fcmServiceAccounts.map {
+                    try SimulatorFCMAccount(serviceAccountFile: $0)
+                }
             } catch {
                 throw ValidationError("--fcm-service-account: \(error)")
             }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import HeraldPayload
 import HeraldCore
+import HeraldPayload
 import HeraldServer
 
 /// `herald token --app A --user U [--ttl 1h]`: prints a user token signed with the app's
@@ -31,7 +31,9 @@ struct TokenCommand: ParsableCommand {
             throw ExitCode(2)
         }
         let environment = ProcessInfo.processInfo.environment
-        guard let file = config ?? environment["HERALD_CONFIG"] ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
+        guard
+            let file = config ?? environment["HERALD_CONFIG"]
+                ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
         else {
             printError("herald token: no configuration (give --config or set HERALD_CONFIG)")
             throw ExitCode(2)

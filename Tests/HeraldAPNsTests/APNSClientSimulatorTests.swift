@@ -47,7 +47,10 @@ struct APNSClientSimulatorTests {
     @Test("10,000 sends share one provider token: one signature check per connection")
     func tenThousandWithOneJWT() async throws {
         try await withSimulator { harness in
-            let client = try harness.makeClient { $0.connections = 4; $0.maximumStreamsPerConnection = 100 }
+            let client = try harness.makeClient {
+                $0.connections = 4
+                $0.maximumStreamsPerConnection = 100
+            }
             let tokens = makeDeviceTokens(10_000)
             let results = await Self.sendAll(client, tokens.map { harness.notification(to: $0) })
             #expect(results.count == 10_000)
@@ -240,7 +243,9 @@ struct APNSClientSimulatorTests {
         }
     }
 
-    @Test("a TLS handshake that fails is a failed connect: retried with backoff, then the notification fails as unreachable")
+    @Test(
+        "a TLS handshake that fails is a failed connect: retried with backoff, then the notification fails as unreachable"
+    )
     func handshakeFailureBacksOff() async throws {
         try await withSimulator { harness in
             // Without the simulator's CA its certificate is untrusted: TCP connects, TLS fails.
@@ -255,7 +260,9 @@ struct APNSClientSimulatorTests {
             #expect(result.reason == .connectionFailed)
             #expect(!result.isAccepted)
             // Three handshakes, not a reconnect loop: counted on the simulator's side.
-            #expect(harness.simulator.state.counters.connections <= 3, "\(harness.simulator.state.counters.connections) connections")
+            #expect(
+                harness.simulator.state.counters.connections <= 3,
+                "\(harness.simulator.state.counters.connections) connections")
             #expect(ContinuousClock.now - started < .seconds(30))
             await client.shutdown()
         }
@@ -284,7 +291,10 @@ struct APNSClientSimulatorTests {
     @Test("GOAWAY in the middle of a burst: everything delivered, nothing twice")
     func goAwayMidBurst() async throws {
         try await withSimulator({ $0.faults.goAwayAfterStreams = 150 }) { harness in
-            let client = try harness.makeClient { $0.connections = 2; $0.maximumStreamsPerConnection = 100 }
+            let client = try harness.makeClient {
+                $0.connections = 2
+                $0.maximumStreamsPerConnection = 100
+            }
             let tokens = makeDeviceTokens(3_000)
             let results = await Self.sendAll(client, tokens.map { harness.notification(to: $0) })
             #expect(results.count == 3_000)

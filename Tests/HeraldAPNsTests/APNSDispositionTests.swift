@@ -71,7 +71,9 @@ struct APNSDispositionTests {
         var elapsed: TimeInterval = 0
         var attempt = 1
         var waits: [TimeInterval] = []
-        while case .retry(let delay) = policy.decide(after: .retryTokenLater, attempt: attempt, elapsed: elapsed, random: { 1 }) {
+        while case .retry(let delay) = policy.decide(
+            after: .retryTokenLater, attempt: attempt, elapsed: elapsed, random: { 1 })
+        {
             waits.append(delay)
             elapsed += delay
             attempt += 1

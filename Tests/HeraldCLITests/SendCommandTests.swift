@@ -9,9 +9,11 @@ import Testing
 struct SendCommandTests {
     /// The `herald` binary `swift build`/`swift test` put beside the test bundle.
     static let executable: URL = {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("herald")
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+            "herald")
         if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
-        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent(".build/debug/herald")
     }()
 
@@ -34,14 +36,19 @@ struct SendCommandTests {
 
     @Test("--fcm --service-account: every token delivered once, data as strings, Android fields, one summary line")
     func sendFCM() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.executable.path),
+            "build herald first: \(Self.executable.path)")
         try await withSimulator { harness in
             let directory = try makeTemporaryDirectory("herald-cli")
             let account = directory + "/sa.json"
-            try TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token").write(to: URL(fileURLWithPath: account))
+            try TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token").write(
+                to: URL(fileURLWithPath: account))
             let tokens = (0..<300).map { "cli-token-\($0):APA91b" }
-            try (["# registration tokens", ""] + tokens).joined(separator: "\n").write(toFile: directory + "/tokens.txt", atomically: true, encoding: .utf8)
-            try #"{"count":3,"nested":{"a":true}}"#.write(toFile: directory + "/data.json", atomically: true, encoding: .utf8)
+            try (["# registration tokens", ""] + tokens).joined(separator: "\n").write(
+                toFile: directory + "/tokens.txt", atomically: true, encoding: .utf8)
+            try #"{"count":3,"nested":{"a":true}}"#.write(
+                toFile: directory + "/data.json", atomically: true, encoding: .utf8)
             let run = try await Self.herald([
                 "send", "--fcm", "--service-account", account, "--endpoint", harness.simulator.endpointURL,
                 "--ca-file", harness.simulator.caFile, "--tokens-file", directory + "/tokens.txt", "--title", "Hello",
@@ -68,11 +75,14 @@ struct SendCommandTests {
 
     @Test("failures are counted by reason (exit 0: every token got an answer); bad flags exit 2 with the flag named")
     func failuresAndFlags() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.executable.path),
+            "build herald first: \(Self.executable.path)")
         try await withSimulator { harness in
             let directory = try makeTemporaryDirectory("herald-cli")
             let account = directory + "/sa.json"
-            try TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token").write(to: URL(fileURLWithPath: account))
+            try TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token").write(
+                to: URL(fileURLWithPath: account))
             harness.simulator.state.markDead("gone-token")
             let run = try await Self.herald([
                 "send", "--fcm", "--service-account", account, "--endpoint", harness.simulator.endpointURL,
@@ -85,15 +95,21 @@ struct SendCommandTests {
             #expect(missing.status == 2)
             #expect(missing.stderr.contains("--service-account"))
             #expect(missing.stdout.isEmpty)
-            let unreadable = try await Self.herald(["send", "--fcm", "--service-account", directory + "/none.json", "--token", "t"])
+            let unreadable = try await Self.herald([
+                "send", "--fcm", "--service-account", directory + "/none.json", "--token", "t",
+            ])
             #expect(unreadable.status == 2)
             #expect(unreadable.stderr.contains("none.json"))
         }
     }
 
-    @Test("APNs under 25% 500s, 10% 429s and GOAWAY every 1,000 streams: retried until --retry-deadline, not 5 tries; every token once")
+    @Test(
+        "APNs under 25% 500s, 10% 429s and GOAWAY every 1,000 streams: retried until --retry-deadline, not 5 tries; every token once"
+    )
     func retryDeadline() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.executable.path),
+            "build herald first: \(Self.executable.path)")
         try await withSimulator(bundleID: "com.example.cli") { configuration in
             configuration.faults.internalServerErrorRate = 0.25
             configuration.faults.tooManyRequestsRate = 0.1
@@ -103,10 +119,12 @@ struct SendCommandTests {
             let keyFile = directory + "/AuthKey.p8"
             try harness.key.pem.write(toFile: keyFile, atomically: true, encoding: .utf8)
             let tokens = makeDeviceTokens(3_000)
-            try tokens.joined(separator: "\n").write(toFile: directory + "/tokens.txt", atomically: true, encoding: .utf8)
+            try tokens.joined(separator: "\n").write(
+                toFile: directory + "/tokens.txt", atomically: true, encoding: .utf8)
             let common = [
                 "send", "--endpoint", harness.simulator.endpointURL, "--ca-file", harness.simulator.caFile,
-                "--key-file", keyFile, "--key-id", harness.key.signingKey.keyID, "--team-id", harness.key.signingKey.teamID,
+                "--key-file", keyFile, "--key-id", harness.key.signingKey.keyID, "--team-id",
+                harness.key.signingKey.teamID,
                 "--topic", harness.bundleID, "--body", "x", "--quiet",
                 // Short backoffs keep the test quick; the number of tries is left to the deadline.
                 "--retry-base-delay", "0.01", "--too-many-requests-delay", "0.01",
@@ -128,7 +146,9 @@ struct SendCommandTests {
 
     @Test("APNs: the .p8 key, topic and token flags deliver through the simulator")
     func sendAPNs() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.executable.path), "build herald first: \(Self.executable.path)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.executable.path),
+            "build herald first: \(Self.executable.path)")
         try await withSimulator { harness in
             let directory = try makeTemporaryDirectory("herald-cli")
             let keyFile = directory + "/AuthKey.p8"
@@ -136,7 +156,8 @@ struct SendCommandTests {
             let token = makeDeviceTokens(1)[0]
             let run = try await Self.herald([
                 "send", "--endpoint", harness.simulator.endpointURL, "--ca-file", harness.simulator.caFile,
-                "--key-file", keyFile, "--key-id", harness.key.signingKey.keyID, "--team-id", harness.key.signingKey.teamID,
+                "--key-file", keyFile, "--key-id", harness.key.signingKey.keyID, "--team-id",
+                harness.key.signingKey.teamID,
                 "--topic", harness.bundleID, "--token", token, "--title", "Hello", "--thread-id", "t1", "--quiet",
             ])
             #expect(run.status == 0, "stderr: \(run.stderr)")

@@ -116,7 +116,11 @@ struct APNSNotificationTests {
     @Test("payload limits: 4096 bytes, 5120 for VoIP, never empty")
     func payloadLimits() throws {
         try notification(size: 4096).validate()
-        #expect(throws: APNSValidationError(code: .payloadTooLarge, field: "payload", message: "payload is 4097 bytes; alert pushes allow at most 4096")) {
+        #expect(
+            throws: APNSValidationError(
+                code: .payloadTooLarge, field: "payload",
+                message: "payload is 4097 bytes; alert pushes allow at most 4096")
+        ) {
             try notification(size: 4097).validate()
         }
         try notification(pushType: .voip, size: 5120).validate()
@@ -137,7 +141,9 @@ struct APNSNotificationTests {
 
     @Test("unknown push types and priorities are refused")
     func openSets() {
-        #expect(throws: APNSValidationError.self) { try notification(pushType: APNSPushType(rawValue: "telepathy")).validate() }
+        #expect(throws: APNSValidationError.self) {
+            try notification(pushType: APNSPushType(rawValue: "telepathy")).validate()
+        }
         #expect(throws: APNSValidationError.self) { try notification(priority: APNSPriority(rawValue: 7)).validate() }
     }
 }

@@ -25,15 +25,20 @@ import Testing
         var approval = CatalogType(name: "approval")
         approval.copy = ["en": CatalogCopy(title: "Approve?", body: "{what}")]
         approval.placeholders = ["what"]
-        approval.actions = [CatalogAction(id: "APPROVE", title: "Approve"), CatalogAction(id: "REJECT", title: "Reject")]
+        approval.actions = [
+            CatalogAction(id: "APPROVE", title: "Approve"), CatalogAction(id: "REJECT", title: "Reject"),
+        ]
         return Catalog(app: CatalogApp(), types: [type, receipt, approval])
     }
 
-    static func compose(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true) throws(CompositionError) -> ComposedNotification {
+    static func compose(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true)
+        throws(CompositionError) -> ComposedNotification
+    {
         try NotificationComposer.compose(draft, payloadKey: "syncwell", catalog: catalog, fcm: fcm, now: now)
     }
 
-    static func refusal(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true) -> CompositionError? {
+    static func refusal(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true) -> CompositionError?
+    {
         do {
             _ = try compose(draft, catalog: catalog, fcm: fcm)
             return nil
@@ -44,7 +49,8 @@ import Testing
 
     @Test("a plain alert keeps its APNs payload, is due now and goes in the normal lane")
     func plainAlert() throws {
-        let composed = try Self.compose(NotificationDraft(alert: .init(title: "Hello", body: "World"), data: .object(["k": .int(1)])))
+        let composed = try Self.compose(
+            NotificationDraft(alert: .init(title: "Hello", body: "World"), data: .object(["k": .int(1)])))
         #expect(composed.dueAt == Self.now)
         #expect(!composed.urgent)
         #expect(composed.content.typed == nil)
@@ -54,9 +60,13 @@ import Testing
         #expect(composed.apnsPayload != nil)
     }
 
-    @Test("a typed draft (by external id) renders the default locale, fills the type's templates and is rendered per device later")
+    @Test(
+        "a typed draft (by external id) renders the default locale, fills the type's templates and is rendered per device later"
+    )
     func typed() throws {
-        let composed = try Self.compose(NotificationDraft(data: .object(["Source": .string("Strava"), "source_id": .string("strava")]), type: "PN-02"))
+        let composed = try Self.compose(
+            NotificationDraft(
+                data: .object(["Source": .string("Strava"), "source_id": .string("strava")]), type: "PN-02"))
         #expect(composed.apnsPayload == nil)
         #expect(composed.content.typed?.type == "sync_failed")
         #expect(composed.content.typed?.data["Source"] == "Strava")
@@ -94,19 +104,43 @@ import Testing
             (NotificationDraft(alert: .init(body: "x"), pushType: "voip"), nil, "push_type", .invalid),
             (NotificationDraft(alert: .init(body: "x"), pushType: "nonsense"), nil, "push_type", .invalid),
             (NotificationDraft(alert: .init(body: "x"), priority: 7), nil, "priority", .invalid),
-            (NotificationDraft(pushType: "background", priority: 10, contentAvailable: true), nil, "priority", .invalid),
-            (NotificationDraft(alert: .init(body: "x"), collapseID: String(repeating: "c", count: 65)), nil, "collapse_id", .invalid),
-            (NotificationDraft(alert: .init(body: "x"), interruptionLevel: "loud"), nil, "interruption_level", .invalid),
+            (
+                NotificationDraft(pushType: "background", priority: 10, contentAvailable: true), nil, "priority",
+                .invalid
+            ),
+            (
+                NotificationDraft(alert: .init(body: "x"), collapseID: String(repeating: "c", count: 65)), nil,
+                "collapse_id", .invalid
+            ),
+            (
+                NotificationDraft(alert: .init(body: "x"), interruptionLevel: "loud"), nil, "interruption_level",
+                .invalid
+            ),
             (NotificationDraft(alert: .init(body: "x"), relevanceScore: 2), nil, "relevance_score", .invalid),
             (NotificationDraft(alert: .init(body: "x"), badge: -1), nil, "badge", .invalid),
             (NotificationDraft(alert: .init(body: "x"), data: .array([])), nil, "data", .invalid),
-            (NotificationDraft(alert: .init(body: "x"), data: .object(["google.x": .int(1)])), nil, "data.google.x", .invalid),
-            (NotificationDraft(alert: .init(body: "x"), data: .object(["herald": .int(1)])), nil, "data.herald", .invalid),
-            (NotificationDraft(data: .object(["deep_link": .string("x")]), type: "receipt"), Self.catalog, "data.deep_link", .invalid),
+            (
+                NotificationDraft(alert: .init(body: "x"), data: .object(["google.x": .int(1)])), nil, "data.google.x",
+                .invalid
+            ),
+            (
+                NotificationDraft(alert: .init(body: "x"), data: .object(["herald": .int(1)])), nil, "data.herald",
+                .invalid
+            ),
+            (
+                NotificationDraft(data: .object(["deep_link": .string("x")]), type: "receipt"), Self.catalog,
+                "data.deep_link", .invalid
+            ),
             (NotificationDraft(alert: .init(body: "x"), deliverAt: "tomorrow"), nil, "deliver_at", .invalid),
-            (NotificationDraft(alert: .init(body: "x"), deliverAt: "2099-01-01T00:00:00Z"), nil, "deliver_at", .invalid),
+            (
+                NotificationDraft(alert: .init(body: "x"), deliverAt: "2099-01-01T00:00:00Z"), nil, "deliver_at",
+                .invalid
+            ),
             (NotificationDraft(alert: .init(body: "x"), androidImage: "ftp://x/y.png"), nil, "android.image", .invalid),
-            (NotificationDraft(alert: .init(body: String(repeating: "é", count: 3000))), nil, "alert.body", .payloadTooLarge),
+            (
+                NotificationDraft(alert: .init(body: String(repeating: "é", count: 3000))), nil, "alert.body",
+                .payloadTooLarge
+            ),
         ]
         for (draft, catalog, field, code) in cases {
             let error = Self.refusal(draft, catalog: catalog)
@@ -119,19 +153,26 @@ import Testing
     func actionTokensCount() throws {
         var withoutActions = Self.catalog
         withoutActions.types[2].actions = []
-        func data(_ size: Int) -> JSONValue { .object(["what": .string("x"), "extra": .string(String(repeating: "b", count: size))]) }
+        func data(_ size: Int) -> JSONValue {
+            .object(["what": .string("x"), "extra": .string(String(repeating: "b", count: size))])
+        }
         // The largest data the type takes without actions (to 10 bytes)…
         var size = 3000
         while (try? NotificationComposer.compose(
-            NotificationDraft(data: data(size + 10), type: "approval"), payloadKey: "syncwell", catalog: withoutActions, fcm: false, now: Self.now)) != nil
+            NotificationDraft(data: data(size + 10), type: "approval"), payloadKey: "syncwell", catalog: withoutActions,
+            fcm: false, now: Self.now)) != nil
         {
             size += 10
         }
         // …is too large once two action tokens ride in every delivery's stamp.
-        #expect(Self.refusal(NotificationDraft(data: data(size), type: "approval"), catalog: withoutActions, fcm: false) == nil)
+        #expect(
+            Self.refusal(NotificationDraft(data: data(size), type: "approval"), catalog: withoutActions, fcm: false)
+                == nil)
         let error = Self.refusal(NotificationDraft(data: data(size), type: "approval"), fcm: false)
         #expect(error?.code == .payloadTooLarge)
         #expect(error?.field == "data")
-        #expect(ActionTokenLayout.length(action: "APPROVE") == Self.catalog.type("approval")?.actionTokenLengths.first?.token)
+        #expect(
+            ActionTokenLayout.length(action: "APPROVE")
+                == Self.catalog.type("approval")?.actionTokenLengths.first?.token)
     }
 }

@@ -29,13 +29,17 @@ struct PIIDetectorTests {
     /// e-mail pattern's unbounded local part was quadratic: 64 KB of `a` is about two billion
     /// steps). Every detector must get through each of them: with quadratic patterns this test
     /// would not finish within CI's time.
-    @Test("64 KB of hostile text (runs of local-part characters, digits and separators, words) takes every detector one pass")
+    @Test(
+        "64 KB of hostile text (runs of local-part characters, digits and separators, words) takes every detector one pass"
+    )
     func linearTime() {
         let size = 64 * 1024
         let hostile = [
-            String(repeating: "a", count: size), String(repeating: "a.", count: size / 2), String(repeating: "a@", count: size / 2),
+            String(repeating: "a", count: size), String(repeating: "a.", count: size / 2),
+            String(repeating: "a@", count: size / 2),
             "a@" + String(repeating: "b", count: size), "a@" + String(repeating: "b.", count: size / 2) + "1",
-            String(repeating: "1 ", count: size / 2) + "x", String(repeating: "1", count: size) + ".", String(repeating: "1-", count: size / 2),
+            String(repeating: "1 ", count: size / 2) + "x", String(repeating: "1", count: size) + ".",
+            String(repeating: "1-", count: size / 2),
             "1 " + String(repeating: "Abc ", count: size / 4), String(repeating: "1 a ", count: size / 4),
         ]
         for text in hostile {

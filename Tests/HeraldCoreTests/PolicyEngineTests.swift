@@ -17,7 +17,8 @@ struct PolicyEngineTests {
 
     func decide(
         at now: Date, type: PolicyType = PolicyType(id: "PN-02"), user: PolicyUser = PolicyUser(),
-        app: PolicyApp = PolicyApp(name: "Test", pacingLimit: nil), content: PolicyContent = PolicyContent(title: "T", body: "B"),
+        app: PolicyApp = PolicyApp(name: "Test", pacingLimit: nil),
+        content: PolicyContent = PolicyContent(title: "T", body: "B"),
         recent: [Date] = [], limit: Int = 4096
     ) -> PolicyDecision {
         PolicyEngine(clock: HeraldClock { now }).decide(
@@ -32,7 +33,9 @@ struct PolicyEngineTests {
         #expect(decide(at: now, type: syncSuccess).outcome == .suppressed(reason: "preference"))
         #expect(decide(at: now, type: syncSuccess, user: PolicyUser(typeEnabled: ["PN-01": true])).outcome == .send)
         let syncError = PolicyType(id: "PN-02")
-        #expect(decide(at: now, type: syncError, user: PolicyUser(typeEnabled: ["PN-02": false])).outcome == .suppressed(reason: "preference"))
+        #expect(
+            decide(at: now, type: syncError, user: PolicyUser(typeEnabled: ["PN-02": false])).outcome
+                == .suppressed(reason: "preference"))
         let security = PolicyType(id: "security", userControllable: false)
         #expect(decide(at: now, type: security, user: PolicyUser(typeEnabled: ["security": false])).outcome == .send)
         #expect(decide(at: now, type: syncSuccess).trace.first?.rule == "preference")
@@ -53,15 +56,21 @@ struct PolicyEngineTests {
         let night = date("2026-11-22 23:00", paris)
         let decision = decide(at: night, user: user)
         #expect(decision.outcome == .deferred(until: date("2026-11-23 09:00", paris)))
-        #expect(decision.trace.map(\.description) == ["quiet_hours: deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"])
+        #expect(
+            decision.trace.map(\.description) == [
+                "quiet_hours: deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"
+            ])
         let early = date("2026-11-23 08:59", paris)
         #expect(decide(at: early, user: user).outcome == .deferred(until: date("2026-11-23 09:00", paris)))
         #expect(decide(at: date("2026-11-23 09:00", paris), user: user).outcome == .send)
         #expect(decide(at: night, type: PolicyType(id: "PN-03", transactional: true), user: user).outcome == .send)
         #expect(decide(at: night, user: PolicyUser(timeZone: paris, quietHours: nil)).outcome == .send)
         // A window that does not wrap midnight.
-        let lunch = PolicyUser(timeZone: paris, quietHours: QuietHours(start: LocalTime(hour: 12), end: LocalTime(hour: 14)))
-        #expect(decide(at: date("2026-11-23 13:30", paris), user: lunch).outcome == .deferred(until: date("2026-11-23 14:00", paris)))
+        let lunch = PolicyUser(
+            timeZone: paris, quietHours: QuietHours(start: LocalTime(hour: 12), end: LocalTime(hour: 14)))
+        #expect(
+            decide(at: date("2026-11-23 13:30", paris), user: lunch).outcome
+                == .deferred(until: date("2026-11-23 14:00", paris)))
         #expect(decide(at: date("2026-11-23 14:30", paris), user: lunch).outcome == .send)
     }
 
@@ -123,8 +132,12 @@ struct PolicyEngineTests {
         let old = (0..<5).map { start.addingTimeInterval(-4000 - Double($0)) }
         #expect(decide(at: start, app: app, recent: old).outcome == .send)
         let recent = (0..<5).map { start.addingTimeInterval(-Double($0 + 1) * 60) }
-        #expect(decide(at: start, app: app, recent: recent).outcome == .deferred(until: start.addingTimeInterval(-300 + 3600)))
-        #expect(decide(at: start, type: PolicyType(id: "reset", transactional: true), app: app, recent: recent).outcome == .send)
+        #expect(
+            decide(at: start, app: app, recent: recent).outcome
+                == .deferred(until: start.addingTimeInterval(-300 + 3600)))
+        #expect(
+            decide(at: start, type: PolicyType(id: "reset", transactional: true), app: app, recent: recent).outcome
+                == .send)
     }
 
     @Test("grouping: from the 5th within an hour the group thread and summary are used (C7)")
@@ -132,11 +145,14 @@ struct PolicyEngineTests {
         let app = PolicyApp(name: "Cocotte", pacingLimit: nil, groupingThreshold: 5, groupThreadID: "cocotte-updates")
         let now = Date()
         let four = (1...4).map { now.addingTimeInterval(-Double($0) * 60) }
-        let fifth = decide(at: now, app: app, content: PolicyContent(title: "T", body: "B", threadID: "card-1"), recent: four)
+        let fifth = decide(
+            at: now, app: app, content: PolicyContent(title: "T", body: "B", threadID: "card-1"), recent: four)
         #expect(fifth.outcome == .send)
         #expect(fifth.content.threadID == "cocotte-updates")
         #expect(fifth.content.summary == "Cocotte · 5 updates")
-        let fourth = decide(at: now, app: app, content: PolicyContent(title: "T", body: "B", threadID: "card-1"), recent: Array(four.prefix(3)))
+        let fourth = decide(
+            at: now, app: app, content: PolicyContent(title: "T", body: "B", threadID: "card-1"),
+            recent: Array(four.prefix(3)))
         #expect(fourth.content.threadID == "card-1")
         #expect(fourth.content.summary == nil)
     }
@@ -145,19 +161,28 @@ struct PolicyEngineTests {
     func dnd() {
         let urgent = PolicyContent(title: "T", body: "B", interruptionLevel: .timeSensitive)
         let high = PolicyType(id: "approval", stakes: .high)
-        #expect(decide(at: Date(), type: high, user: PolicyUser(dndBypass: [.high]), content: urgent).content.interruptionLevel == .timeSensitive)
+        #expect(
+            decide(at: Date(), type: high, user: PolicyUser(dndBypass: [.high]), content: urgent).content
+                .interruptionLevel == .timeSensitive)
         let denied = decide(at: Date(), type: high, user: PolicyUser(dndBypass: [.failure]), content: urgent)
         #expect(denied.content.interruptionLevel == .active)
         #expect(denied.trace.map(\.rule) == ["dnd"])
         let medium = PolicyType(id: "update", stakes: .medium)
-        #expect(decide(at: Date(), type: medium, user: PolicyUser(dndBypass: Set(Stakes.allCases)), content: urgent).content.interruptionLevel == .active)
+        #expect(
+            decide(at: Date(), type: medium, user: PolicyUser(dndBypass: Set(Stakes.allCases)), content: urgent).content
+                .interruptionLevel == .active)
         let critical = PolicyContent(title: "T", body: "B", interruptionLevel: .critical)
-        #expect(decide(at: Date(), type: PolicyType(id: "f", stakes: .failure), user: PolicyUser(dndBypass: [.failure]), content: critical).content.interruptionLevel == .critical)
+        #expect(
+            decide(
+                at: Date(), type: PolicyType(id: "f", stakes: .failure), user: PolicyUser(dndBypass: [.failure]),
+                content: critical
+            ).content.interruptionLevel == .critical)
     }
 
     @Test("the PII guard replaces title and body with the type's opaque text (C10)")
     func pii() {
-        let type = PolicyType(id: "approval", stakes: .high, opaqueTitle: "New approval waiting", opaqueBody: "Open to view")
+        let type = PolicyType(
+            id: "approval", stakes: .high, opaqueTitle: "New approval waiting", opaqueBody: "Open to view")
         for leaking in [
             "Reply to jane.doe@example.com", "Call +33 6 12 34 56 78 now", "Card 4111 1111 1111 1111 charged",
             "Deliver to 221 Baker Street",
@@ -168,8 +193,12 @@ struct PolicyEngineTests {
             #expect(decision.trace.last?.rule == "pii")
             #expect(!decision.trace.description.contains(leaking))
         }
-        for clean in ["Invoice 12 is ready", "Order 4111 1111 1111 1112 shipped", "3 new comments", "Version 2.10.3 is out"] {
-            #expect(decide(at: Date(), type: type, content: PolicyContent(title: "Approve", body: clean)).content.body == clean, "\(clean)")
+        for clean in [
+            "Invoice 12 is ready", "Order 4111 1111 1111 1112 shipped", "3 new comments", "Version 2.10.3 is out",
+        ] {
+            #expect(
+                decide(at: Date(), type: type, content: PolicyContent(title: "Approve", body: clean)).content.body
+                    == clean, "\(clean)")
         }
     }
 
@@ -184,14 +213,16 @@ struct PolicyEngineTests {
         #expect(40 + 1 + shortened.utf8.count > 1000 - 30)
         #expect(body.hasPrefix(String(shortened.dropLast())))
         #expect(decision.trace.last?.rule == "size")
-        let hopeless = decide(at: Date(), content: PolicyContent(title: String(repeating: "t", count: 2000), body: "b"), limit: 1000)
+        let hopeless = decide(
+            at: Date(), content: PolicyContent(title: String(repeating: "t", count: 2000), body: "b"), limit: 1000)
         #expect(hopeless.outcome == .suppressed(reason: "payload_too_large"))
     }
 
     @Test("rules apply in order: preference, vacation, quiet hours, pacing")
     func order() {
         let night = date("2026-11-22 23:00", paris)
-        let everything = PolicyUser(timeZone: paris, typeEnabled: ["x": false], quietHours: .syncWellDefault, vacation: true)
+        let everything = PolicyUser(
+            timeZone: paris, typeEnabled: ["x": false], quietHours: .syncWellDefault, vacation: true)
         #expect(decide(at: night, type: PolicyType(id: "x"), user: everything).trace.map(\.rule) == ["preference"])
         var onVacation = everything
         onVacation.typeEnabled = [:]
@@ -200,7 +231,10 @@ struct PolicyEngineTests {
         quiet.vacation = false
         let paced = (1...5).map { night.addingTimeInterval(-Double($0) * 60) }
         #expect(
-            decide(at: night, type: PolicyType(id: "x"), user: quiet, app: PolicyApp(name: "A", pacingLimit: 5), recent: paced)
-                .trace.map(\.rule) == ["quiet_hours"])
+            decide(
+                at: night, type: PolicyType(id: "x"), user: quiet, app: PolicyApp(name: "A", pacingLimit: 5),
+                recent: paced
+            )
+            .trace.map(\.rule) == ["quiet_hours"])
     }
 }

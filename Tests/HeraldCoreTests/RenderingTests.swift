@@ -9,10 +9,14 @@ import Testing
 struct RenderingTests {
     /// A SyncWell-like alert with everything a provider can carry.
     let content = NotificationContent(
-        pushType: .alert, title: "Sync failed", subtitle: "Garmin", body: "Tap to retry \"now\"", badge: 2, sound: "default",
+        pushType: .alert, title: "Sync failed", subtitle: "Garmin", body: "Tap to retry \"now\"", badge: 2,
+        sound: "default",
         threadID: "sync-errors", category: "SYNC_ERROR", mutableContent: true, interruptionLevel: .timeSensitive,
         relevanceScore: 0.5, collapseID: "sync-1", expiration: 1_000_600,
-        data: ["type": .string("PN-02"), "deep_link": .string("syncwell://sync/1"), "count": .int(3), "nested": .object(["a": .bool(true)])],
+        data: [
+            "type": .string("PN-02"), "deep_link": .string("syncwell://sync/1"), "count": .int(3),
+            "nested": .object(["a": .bool(true)]),
+        ],
         androidChannelID: "sync_errors", image: "https://example.com/i.png", analyticsLabel: "PN-02")
 
     private func object(_ data: Data) throws -> [String: Any] {
@@ -23,7 +27,10 @@ struct RenderingTests {
     func apns() throws {
         let payload = try object(APNSRenderer.payload(content, payloadKey: "syncwell"))
         let aps = try #require(payload["aps"] as? [String: Any])
-        #expect(aps["alert"] as? [String: String] == ["title": "Sync failed", "subtitle": "Garmin", "body": "Tap to retry \"now\""])
+        #expect(
+            aps["alert"] as? [String: String] == [
+                "title": "Sync failed", "subtitle": "Garmin", "body": "Tap to retry \"now\"",
+            ])
         #expect(aps["badge"] as? Int == 2 && aps["sound"] as? String == "default")
         #expect(aps["thread-id"] as? String == "sync-errors" && aps["category"] as? String == "SYNC_ERROR")
         #expect(aps["mutable-content"] as? Int == 1 && aps["content-available"] == nil)
@@ -32,7 +39,9 @@ struct RenderingTests {
         #expect(data["deep_link"] as? String == "syncwell://sync/1" && data["count"] as? Int == 3)
         #expect(Set(payload.keys) == ["aps", "syncwell"])
         // FCM-only fields stay out of the APNs payload.
-        #expect(!String(decoding: try APNSRenderer.payload(content, payloadKey: "syncwell"), as: UTF8.self).contains("sync_errors"))
+        #expect(
+            !String(decoding: try APNSRenderer.payload(content, payloadKey: "syncwell"), as: UTF8.self).contains(
+                "sync_errors"))
 
         let request = APNSRenderer.notification(
             content, payload: Data("{}".utf8), deviceToken: "ab", bundleID: "com.syncwell", apnsID: UUID())
@@ -43,11 +52,14 @@ struct RenderingTests {
     @Test("FCM: notification, data with thread and category, click action, ttl, collapse key, channel")
     func fcm() throws {
         let message = FCMRenderer.message(content, token: "tok", now: Date(timeIntervalSince1970: 1_000_000))
-        #expect(message.title == "Sync failed" && message.body == "Tap to retry \"now\"" && message.image == "https://example.com/i.png")
-        #expect(message.stringData == [
-            "type": "PN-02", "deep_link": "syncwell://sync/1", "count": "3", "nested": #"{"a":true}"#,
-            "thread_id": "sync-errors", "category": "SYNC_ERROR",
-        ])
+        #expect(
+            message.title == "Sync failed" && message.body == "Tap to retry \"now\""
+                && message.image == "https://example.com/i.png")
+        #expect(
+            message.stringData == [
+                "type": "PN-02", "deep_link": "syncwell://sync/1", "count": "3", "nested": #"{"a":true}"#,
+                "thread_id": "sync-errors", "category": "SYNC_ERROR",
+            ])
         #expect(message.clickAction == "syncwell://sync/1" && message.timeToLive == 600)
         #expect(message.collapseKey == "sync-1" && message.tag == "sync-1" && message.channelID == "sync_errors")
         #expect(message.highPriority && message.analyticsLabel == "PN-02" && message.token == "tok")
@@ -81,12 +93,15 @@ struct RenderingTests {
         #expect((try? APNSRenderer.payload(voip, payloadKey: "k")) != nil)
         let message = FCMRenderer.message(big, now: Date())
         #expect(throws: RenderingError.self) { try FCMRenderer.check(message, field: "alert.body") }
-        #expect((try? FCMRenderer.check(FCMRenderer.message(NotificationContent(body: "ok"), now: Date()), field: "x")) != nil)
+        #expect(
+            (try? FCMRenderer.check(FCMRenderer.message(NotificationContent(body: "ok"), now: Date()), field: "x"))
+                != nil)
     }
 
     @Test("stored content round-trips, and a row written before the neutral content reads back the same")
     func storedContent() throws {
-        let stored = StoredNotificationContent(content: content, typed: TypedContent(type: "PN-02", data: ["n": "3"], title: "T"))
+        let stored = StoredNotificationContent(
+            content: content, typed: TypedContent(type: "PN-02", data: ["n": "3"], title: "T"))
         let decoded = try JSONDecoder().decode(StoredNotificationContent.self, from: JSONEncoder().encode(stored))
         #expect(decoded == stored)
 
@@ -97,17 +112,22 @@ struct RenderingTests {
              "android":{"channel_id":"ch","image":"https://i"},"typed":{"type":"PN-01","data":{},"badge":1,"content_available":true,"mutable_content":false}}
             """#
         let old = try JSONDecoder().decode(StoredNotificationContent.self, from: Data(legacy.utf8))
-        #expect(old.content.title == "T" && old.content.body == "B" && old.content.badge == 1 && old.content.threadID == "th")
+        #expect(
+            old.content.title == "T" && old.content.body == "B" && old.content.badge == 1
+                && old.content.threadID == "th")
         #expect(old.content.contentAvailable && !old.content.mutableContent && old.content.relevanceScore == 1)
         #expect(old.content.collapseID == "c1" && old.content.expiration == 99 && old.content.priority == .immediate)
-        #expect(old.content.data == ["k": .string("v")] && old.content.androidChannelID == "ch" && old.content.image == "https://i")
+        #expect(
+            old.content.data == ["k": .string("v")] && old.content.androidChannelID == "ch"
+                && old.content.image == "https://i")
         #expect(old.typed?.type == "PN-01" && old.content.analyticsLabel == "PN-01")
     }
 
     @Test("a typed delivery: the device's copy and the policy's changes, explicit text first, summary in the data")
     func deviceContent() {
         let stored = StoredNotificationContent(
-            content: NotificationContent(title: "Default", body: "Default body", threadID: "t", data: ["type": .string("X")]),
+            content: NotificationContent(
+                title: "Default", body: "Default body", threadID: "t", data: ["type": .string("X")]),
             typed: TypedContent(type: "X", data: [:], title: "Explicit"))
         let copy = CatalogCopy(title: "Titre", subtitle: "Sous-titre", body: "Corps")
         var decided = stored.policyContent(copy: copy)
@@ -115,7 +135,9 @@ struct RenderingTests {
         decided.summary = "5 more"
         decided.threadID = "group"
         let device = stored.deviceContent(copy: copy, decided: decided)
-        #expect(device.title == "Explicit" && device.body == "Corps" && device.subtitle == "Sous-titre" && device.threadID == "group")
+        #expect(
+            device.title == "Explicit" && device.body == "Corps" && device.subtitle == "Sous-titre"
+                && device.threadID == "group")
         #expect(device.data == ["type": .string("X"), "group_summary": .string("5 more")])
     }
 }

@@ -37,7 +37,8 @@ struct FCMClientTests {
             let message = FCMMessage(
                 token: "fcm-token-A", title: "Sync Complete", body: "Your data from Strava has been synced.",
                 data: ["source": .string("strava"), "count": .int(3), "nested": .object(["a": .bool(true)])],
-                timeToLive: 3600, collapseKey: "sync-strava", channelID: "sync", clickAction: "syncwell://connection/strava",
+                timeToLive: 3600, collapseKey: "sync-strava", channelID: "sync",
+                clickAction: "syncwell://connection/strava",
                 analyticsLabel: "PN-01")
             let first = await client.send(message)
             #expect(first.isDelivered)
@@ -60,7 +61,9 @@ struct FCMClientTests {
             #expect(android["priority"] as? String == "HIGH")
             #expect(android["ttl"] as? String == "3600s")
             #expect((android["notification"] as? [String: Any])?["channel_id"] as? String == "sync")
-            #expect((android["notification"] as? [String: Any])?["click_action"] as? String == "syncwell://connection/strava")
+            #expect(
+                (android["notification"] as? [String: Any])?["click_action"] as? String
+                    == "syncwell://connection/strava")
             #expect((sent["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "PN-01")
             // A silent (data-only) message goes NORMAL.
             #expect(harness.simulator.state.inbox(for: "bulk-7").first?.priority == 5)
@@ -90,7 +93,9 @@ struct FCMClientTests {
         }
     }
 
-    @Test("error classes: UNREGISTERED, SENDER_ID_MISMATCH, INVALID_ARGUMENT, THIRD_PARTY_AUTH_ERROR, UNAVAILABLE, QUOTA_EXCEEDED")
+    @Test(
+        "error classes: UNREGISTERED, SENDER_ID_MISMATCH, INVALID_ARGUMENT, THIRD_PARTY_AUTH_ERROR, UNAVAILABLE, QUOTA_EXCEEDED"
+    )
     func errorClasses() async throws {
         try await withFCM { client, harness in
             let state = harness.simulator.state
@@ -121,7 +126,9 @@ struct FCMClientTests {
             let started = Date()
             let quotaTask = Task { await client.send(FCMMessage(token: "quota", body: "x")) }
             // Once the first attempt has had its 429, the quota lifts.
-            for _ in 0..<500 where state.counters.byReason["QUOTA_EXCEEDED"] == nil { try await Task.sleep(for: .milliseconds(10)) }
+            for _ in 0..<500 where state.counters.byReason["QUOTA_EXCEEDED"] == nil {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             state.removeScript("quota")
             let quota = await quotaTask.value
             #expect(quota.isDelivered)
@@ -146,7 +153,8 @@ struct FCMClientTests {
     @Test("an unreachable token endpoint is tried once per cooldown, not once per message")
     func tokenEndpointOutage() async throws {
         try await withSimulator { harness in
-            let account = try FCMServiceAccount(json: TestServiceAccount.shared.json(tokenURI: "https://127.0.0.1:1/token"))
+            let account = try FCMServiceAccount(
+                json: TestServiceAccount.shared.json(tokenURI: "https://127.0.0.1:1/token"))
             var configuration = harness.fcmConfiguration
             configuration.connectTimeout = 1
             configuration.tokenFailureCooldown = 60
@@ -196,7 +204,11 @@ struct FCMClientTests {
         try await withSimulator { harness in
             // A service account the simulator does not know: the token exchange fails (invalid_grant).
             let stranger = try FCMServiceAccount(
-                json: Data(String(decoding: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"), as: UTF8.self)
+                json: Data(
+                    String(
+                        decoding: TestServiceAccount.shared.json(tokenURI: harness.simulator.endpointURL + "/token"),
+                        as: UTF8.self
+                    )
                     .replacingOccurrences(of: "herald@herald-test", with: "stranger@herald-test").utf8))
             let configuration = harness.fcmConfiguration
             let strangerClient = try FCMClient(account: stranger, configuration: configuration)
@@ -209,13 +221,16 @@ struct FCMClientTests {
             let client = try FCMClient(account: account, configuration: configuration)
             let ttl = await client.send(FCMMessage(token: "long", body: "x", timeToLive: 3_000_000))
             #expect(ttl.disposition == .delivered)
-            let android = try #require(harness.simulator.state.inbox(for: "long").first?.payloadObject?["message"] as? [String: Any])
+            let android = try #require(
+                harness.simulator.state.inbox(for: "long").first?.payloadObject?["message"] as? [String: Any])
             #expect((android["android"] as? [String: Any])?["ttl"] as? String == "2419200s")
             await client.shutdown()
         }
     }
 
-    @Test("herald sim's demo service account: made once, kept, token_uri pointed at the simulator; a key file is trusted by its public half")
+    @Test(
+        "herald sim's demo service account: made once, kept, token_uri pointed at the simulator; a key file is trusted by its public half"
+    )
     func demoServiceAccount() async throws {
         let directory = try makeTemporaryDirectory("herald-demo-sa")
         let first = try SimulatorFCMAccount.demo(in: directory, tokenURI: "https://127.0.0.1:1/token")
@@ -240,7 +255,8 @@ struct FCMClientTests {
         }
         // A key file from elsewhere is trusted through its public half; a broken one names the field.
         let testFile = directory + "/test-sa.json"
-        try TestServiceAccount.shared.json(tokenURI: "https://example.invalid/token").write(to: URL(fileURLWithPath: testFile))
+        try TestServiceAccount.shared.json(tokenURI: "https://example.invalid/token").write(
+            to: URL(fileURLWithPath: testFile))
         let trusted = try SimulatorFCMAccount(serviceAccountFile: testFile)
         #expect(trusted.clientEmail == TestServiceAccount.shared.clientEmail)
         #expect(trusted.publicKey.derRepresentation == TestServiceAccount.shared.privateKey.publicKey.derRepresentation)
@@ -256,11 +272,16 @@ struct FCMClientTests {
 
     @Test("the request body is valid JSON that carries every string exactly, whatever it contains")
     func requestBodyEscaping() throws {
-        let tricky = ["plain", "quote \" inside", "back\\slash", "new\nline\r\n", "\u{1}\u{1F} controls", "tab\t", "émoji 🎉 ü", "", "</script>"]
+        let tricky = [
+            "plain", "quote \" inside", "back\\slash", "new\nline\r\n", "\u{1}\u{1F} controls", "tab\t", "émoji 🎉 ü",
+            "", "</script>",
+        ]
         for text in tricky {
             let message = FCMMessage(
-                token: "tok-\(text)", title: text, body: text, data: ["k": .string(text), "n": .array([.string(text), .int(-3), .double(1.5), .bool(false), .null])],
-                timeToLive: 60, collapseKey: text, channelID: text, tag: text, clickAction: text, analyticsLabel: "PN 01")
+                token: "tok-\(text)", title: text, body: text,
+                data: ["k": .string(text), "n": .array([.string(text), .int(-3), .double(1.5), .bool(false), .null])],
+                timeToLive: 60, collapseKey: text, channelID: text, tag: text, clickAction: text,
+                analyticsLabel: "PN 01")
             let body = try message.requestBody()
             let root = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
             let sent = try #require(root["message"] as? [String: Any])
@@ -286,7 +307,9 @@ struct FCMClientTests {
             #expect((sent["fcm_options"] as? [String: Any])?["analytics_label"] as? String == "PN_01")
         }
         // A data-only message: no notification block, NORMAL priority, null values left out.
-        let silent = try JSONSerialization.jsonObject(with: try FCMMessage(token: "t", data: ["a": .null, "b": .int(1)]).requestBody()) as? [String: Any]
+        let silent =
+            try JSONSerialization.jsonObject(
+                with: try FCMMessage(token: "t", data: ["a": .null, "b": .int(1)]).requestBody()) as? [String: Any]
         let sent = try #require(silent?["message"] as? [String: Any])
         #expect(sent["notification"] == nil)
         #expect(sent["data"] as? [String: String] == ["b": "1"])

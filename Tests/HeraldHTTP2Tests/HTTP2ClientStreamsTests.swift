@@ -23,7 +23,9 @@ struct HTTP2ClientStreamsTests {
     static func frames(_ buffer: ByteBuffer) throws -> [HTTP2ReadFrame] {
         var parser = HTTP2FrameParser(maximumFrameSize: 1 << 24)
         var all = buffer
-        if all.readableBytesView.starts(with: HTTP2Wire.clientPreface) { all.moveReaderIndex(forwardBy: HTTP2Wire.clientPreface.count) }
+        if all.readableBytesView.starts(with: HTTP2Wire.clientPreface) {
+            all.moveReaderIndex(forwardBy: HTTP2Wire.clientPreface.count)
+        }
         parser.append(&all)
         var frames: [HTTP2ReadFrame] = []
         while let frame = try parser.next() { frames.append(frame) }
@@ -38,7 +40,9 @@ struct HTTP2ClientStreamsTests {
     }
 
     /// Feeds server bytes as the handler would: every frame, then the read's end.
-    static func feed(_ streams: inout Streams, _ buffer: ByteBuffer, now: NIODeadline = start) throws -> [HTTP2StreamEvent] {
+    static func feed(_ streams: inout Streams, _ buffer: ByteBuffer, now: NIODeadline = start) throws
+        -> [HTTP2StreamEvent]
+    {
         streams.didRead(now: now)
         var events: [HTTP2StreamEvent] = []
         for frame in try frames(buffer) {
@@ -77,14 +81,19 @@ struct HTTP2ClientStreamsTests {
         var streams = Streams(streamLimitCap: 1000, keepsResponseHeaders: false)
         streams.writePreface()
         #expect(streams.availableStreams == 0)
-        _ = try Self.feed(&streams, HTTP2HardeningTests.settings([(HTTP2Wire.Setting.maximumConcurrentStreams.rawValue, 2)]))
+        _ = try Self.feed(
+            &streams, HTTP2HardeningTests.settings([(HTTP2Wire.Setting.maximumConcurrentStreams.rawValue, 2)]))
         // Our SETTINGS went out first; the server's were acknowledged.
         let control = try Self.written(&streams)
         #expect(control.contains { $0.type == HTTP2Wire.FrameType.settings.rawValue && $0.isAcknowledgement })
         #expect(streams.availableStreams == 2)
-        let opened1 = streams.open(Named("a"), headers: Self.request("/a"), body: ByteBuffer(string: "{}"), deadline: Self.start + .seconds(10))
+        let opened1 = streams.open(
+            Named("a"), headers: Self.request("/a"), body: ByteBuffer(string: "{}"), deadline: Self.start + .seconds(10)
+        )
         #expect(opened1)
-        let opened2 = streams.open(Named("b"), headers: Self.request("/b"), body: ByteBuffer(string: "{}"), deadline: Self.start + .seconds(10))
+        let opened2 = streams.open(
+            Named("b"), headers: Self.request("/b"), body: ByteBuffer(string: "{}"), deadline: Self.start + .seconds(10)
+        )
         #expect(opened2)
         #expect(streams.availableStreams == 0)
         let frames = try Self.written(&streams)
@@ -101,14 +110,17 @@ struct HTTP2ClientStreamsTests {
         for keeps in [true, false] {
             var streams = Streams(streamLimitCap: 10, keepsResponseHeaders: keeps)
             _ = try Self.feed(&streams, HTTP2HardeningTests.settings([]))
-            let opened3 = streams.open(Named("x"), headers: Self.request("/x"), body: ByteBuffer(), deadline: Self.start + .seconds(1))
+            let opened3 = streams.open(
+                Named("x"), headers: Self.request("/x"), body: ByteBuffer(), deadline: Self.start + .seconds(1))
             #expect(opened3)
             var bytes = try Self.headers(stream: 1, status: 400, endStream: false)
             bytes.writeImmutableBuffer(HTTP2HardeningTests.frame(.data, stream: 1, Array(#"{"reason":"#.utf8)))
             let events1 = try Self.feed(&streams, bytes)
             #expect(events1.isEmpty)
             let events = try Self.feed(
-                &streams, HTTP2HardeningTests.frame(.data, flags: HTTP2Wire.Flag.endStream, stream: 1, Array(#""BadDeviceToken"}"#.utf8)))
+                &streams,
+                HTTP2HardeningTests.frame(
+                    .data, flags: HTTP2Wire.Flag.endStream, stream: 1, Array(#""BadDeviceToken"}"#.utf8)))
             let answer = try #require(Self.answered(events.first))
             #expect(answer.0 == "x" && answer.1 == 400 && answer.2 == #"{"reason":"BadDeviceToken"}"#)
             guard case .answered(_, _, let headers, _)? = events.first else { return }
@@ -119,9 +131,11 @@ struct HTTP2ClientStreamsTests {
     @Test("a deadline passes on the mock clock: the stream is reset, the request reported once, a late answer ignored")
     func deadlines() throws {
         var streams = try Self.connected()
-        let opened4 = streams.open(Named("early"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(1))
+        let opened4 = streams.open(
+            Named("early"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(1))
         #expect(opened4)
-        let opened5 = streams.open(Named("late"), headers: Self.request("/2"), body: ByteBuffer(), deadline: Self.start + .seconds(5))
+        let opened5 = streams.open(
+            Named("late"), headers: Self.request("/2"), body: ByteBuffer(), deadline: Self.start + .seconds(5))
         #expect(opened5)
         _ = try Self.written(&streams)
         let expired1 = streams.expire(now: Self.start + .milliseconds(999))
@@ -145,7 +159,8 @@ struct HTTP2ClientStreamsTests {
     func goAway() throws {
         var streams = try Self.connected()
         for name in ["s1", "s3", "s5", "s7"] {
-            let opened6 = streams.open(Named(name), headers: Self.request("/" + name), body: ByteBuffer(), deadline: Self.start + .seconds(10))
+            let opened6 = streams.open(
+                Named(name), headers: Self.request("/" + name), body: ByteBuffer(), deadline: Self.start + .seconds(10))
             #expect(opened6)
         }
         var payload: [UInt8] = [0, 0, 0, 3, 0, 0, 0, 0]
@@ -169,9 +184,11 @@ struct HTTP2ClientStreamsTests {
     @Test("RST_STREAM before an answer is unanswered; after the answer's HEADERS it is the answer")
     func resets() throws {
         var streams = try Self.connected()
-        let opened7 = streams.open(Named("refused"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
+        let opened7 = streams.open(
+            Named("refused"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
         #expect(opened7)
-        let opened8 = streams.open(Named("answered"), headers: Self.request("/2"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
+        let opened8 = streams.open(
+            Named("answered"), headers: Self.request("/2"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
         #expect(opened8)
         let refusedStream: [UInt8] = [0, 0, 0, 7]
         var events = try Self.feed(&streams, HTTP2HardeningTests.frame(.rstStream, stream: 1, refusedStream))
@@ -189,7 +206,9 @@ struct HTTP2ClientStreamsTests {
     func flowControl() throws {
         var streams = try Self.connected(settings: [(HTTP2Wire.Setting.initialWindowSize.rawValue, 10)])
         #expect(streams.mayOpen(bodySize: 25))
-        let opened9 = streams.open(Named("big"), headers: Self.request("/big"), body: ByteBuffer(repeating: 0x61, count: 25), deadline: Self.start + .seconds(10))
+        let opened9 = streams.open(
+            Named("big"), headers: Self.request("/big"), body: ByteBuffer(repeating: 0x61, count: 25),
+            deadline: Self.start + .seconds(10))
         #expect(opened9)
         // While a body waits for window, another one larger than a window does not start.
         #expect(!streams.mayOpen(bodySize: 25))
@@ -206,11 +225,15 @@ struct HTTP2ClientStreamsTests {
     @Test("an answer body over 64 KiB resets its stream and is reported as too large, with its status")
     func responseTooLarge() throws {
         var streams = try Self.connected()
-        let opened10 = streams.open(Named("huge"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
+        let opened10 = streams.open(
+            Named("huge"), headers: Self.request("/1"), body: ByteBuffer(), deadline: Self.start + .seconds(10))
         #expect(opened10)
         _ = try Self.written(&streams)
         var bytes = try Self.headers(stream: 1, status: 500, endStream: false)
-        for _ in 0..<5 { bytes.writeImmutableBuffer(HTTP2HardeningTests.frame(.data, stream: 1, [UInt8](repeating: 0x62, count: 16_000))) }
+        for _ in 0..<5 {
+            bytes.writeImmutableBuffer(
+                HTTP2HardeningTests.frame(.data, stream: 1, [UInt8](repeating: 0x62, count: 16_000)))
+        }
         let events = try Self.feed(&streams, bytes)
         guard case .responseTooLarge(let huge, let status)? = events.first, (huge as! Named).name == "huge" else {
             Issue.record("not responseTooLarge: \(events)")
@@ -248,7 +271,8 @@ struct HTTP2ClientStreamsTests {
     func closeAndRetire() throws {
         var streams = try Self.connected()
         for name in ["a", "b", "c"] {
-            let opened11 = streams.open(Named(name), headers: Self.request("/" + name), body: ByteBuffer(), deadline: Self.start + .seconds(10))
+            let opened11 = streams.open(
+                Named(name), headers: Self.request("/" + name), body: ByteBuffer(), deadline: Self.start + .seconds(10))
             #expect(opened11)
         }
         streams.retire()
@@ -265,7 +289,9 @@ struct HTTP2ClientStreamsTests {
     func protocolError() throws {
         var streams = try Self.connected()
         do {
-            _ = try Self.feed(&streams, HTTP2HardeningTests.frame(.pushPromise, flags: HTTP2Wire.Flag.endHeaders, stream: 1, [0, 0, 0, 2]))
+            _ = try Self.feed(
+                &streams,
+                HTTP2HardeningTests.frame(.pushPromise, flags: HTTP2Wire.Flag.endHeaders, stream: 1, [0, 0, 0, 2]))
             Issue.record("PUSH_PROMISE accepted")
         } catch let error as HTTP2ConnectionError {
             streams.fail(with: error)

@@ -52,7 +52,9 @@ struct HTTP2FrameParserTests {
     @Test("padding and priority fields are removed; padding still counts for flow control")
     func paddingAndPriority() throws {
         var parser = HTTP2FrameParser()
-        var data = frame(.data, flags: HTTP2Wire.Flag.padded | HTTP2Wire.Flag.endStream, stream: 1, [3] + Array("abc".utf8) + [0, 0, 0])
+        var data = frame(
+            .data, flags: HTTP2Wire.Flag.padded | HTTP2Wire.Flag.endStream, stream: 1,
+            [3] + Array("abc".utf8) + [0, 0, 0])
         parser.append(&data)
         let dataFrame = try #require(try parser.next())
         #expect(String(buffer: dataFrame.payload) == "abc")
@@ -74,7 +76,8 @@ struct HTTP2FrameParserTests {
         var parser = HTTP2FrameParser()
         var bytes = frame(.headers, flags: HTTP2Wire.Flag.endStream, stream: 3, Array(block.prefix(4)))
         bytes.writeImmutableBuffer(frame(.continuation, stream: 3, Array(block.dropFirst(4).prefix(3))))
-        bytes.writeImmutableBuffer(frame(.continuation, flags: HTTP2Wire.Flag.endHeaders, stream: 3, Array(block.dropFirst(7))))
+        bytes.writeImmutableBuffer(
+            frame(.continuation, flags: HTTP2Wire.Flag.endHeaders, stream: 3, Array(block.dropFirst(7))))
         parser.append(&bytes)
         let joined = try #require(try parser.next())
         #expect(joined.endStream)
@@ -107,7 +110,6 @@ struct HTTP2FrameParserTests {
     }
 }
 
-
 @Suite("HTTP/2 header writing")
 struct HTTP2HeaderWritingTests {
     @Test("a header block larger than the frame size goes out as HEADERS + CONTINUATION and reads back whole")
@@ -122,7 +124,8 @@ struct HTTP2HeaderWritingTests {
         parser.append(&buffer)
         let frame = try #require(try parser.next())
         #expect(frame.endStream)
-        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
+        var decoder = HPACKDecoder(
+            allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
         var block = frame.payload
         let headers = try decoder.decodeHeaders(from: &block)
         #expect(headers.first(name: "x-big") == big)

@@ -19,13 +19,20 @@ struct HTTP2HardeningTests {
         var payload: [UInt8] = []
         for (identifier, value) in pairs {
             payload += [UInt8(identifier >> 8), UInt8(identifier & 0xff)]
-            payload += [UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff), UInt8(value & 0xff)]
+            payload += [
+                UInt8(value >> 24), UInt8((value >> 16) & 0xff), UInt8((value >> 8) & 0xff), UInt8(value & 0xff),
+            ]
         }
         return frame(.settings, stream: 0, payload)
     }
 
     static func windowUpdate(stream: Int32, _ increment: UInt32) -> ByteBuffer {
-        frame(.windowUpdate, stream: stream, [UInt8(increment >> 24), UInt8((increment >> 16) & 0xff), UInt8((increment >> 8) & 0xff), UInt8(increment & 0xff)])
+        frame(
+            .windowUpdate, stream: stream,
+            [
+                UInt8(increment >> 24), UInt8((increment >> 16) & 0xff), UInt8((increment >> 8) & 0xff),
+                UInt8(increment & 0xff),
+            ])
     }
 
     static func statusBlock(_ status: Int) throws -> [UInt8] {
@@ -58,7 +65,9 @@ struct HTTP2HardeningTests {
             var parser = HTTP2FrameParser(maximumFrameSize: 1 << 24)
             var all = ByteBuffer()
             while var bytes = try channel.readOutbound(as: ByteBuffer.self) { all.writeBuffer(&bytes) }
-            if all.readableBytesView.starts(with: HTTP2Wire.clientPreface) { all.moveReaderIndex(forwardBy: HTTP2Wire.clientPreface.count) }
+            if all.readableBytesView.starts(with: HTTP2Wire.clientPreface) {
+                all.moveReaderIndex(forwardBy: HTTP2Wire.clientPreface.count)
+            }
             parser.append(&all)
             var frames: [HTTP2ReadFrame] = []
             while let frame = try parser.next() { frames.append(frame) }
@@ -74,7 +83,9 @@ struct HTTP2HardeningTests {
         }
 
         func goAwayCode(in frames: [HTTP2ReadFrame]) -> UInt32? {
-            guard var payload = frames.first(where: { $0.type == HTTP2Wire.FrameType.goAway.rawValue })?.payload else { return nil }
+            guard var payload = frames.first(where: { $0.type == HTTP2Wire.FrameType.goAway.rawValue })?.payload else {
+                return nil
+            }
             _ = payload.readInteger(as: UInt32.self)
             return payload.readInteger(as: UInt32.self)
         }
@@ -95,7 +106,10 @@ struct HTTP2HardeningTests {
         frames = try peer.frames()
         #expect(frames.map(\.payload.readableBytes) == [500])
         #expect(frames.last?.endStream == true)
-        try peer.feed(Self.frame(.headers, flags: HTTP2Wire.Flag.endHeaders | HTTP2Wire.Flag.endStream, stream: 1, try Self.statusBlock(200)))
+        try peer.feed(
+            Self.frame(
+                .headers, flags: HTTP2Wire.Flag.endHeaders | HTTP2Wire.Flag.endStream, stream: 1,
+                try Self.statusBlock(200)))
         #expect(try answer.wait().status == 200)
     }
 
@@ -110,7 +124,10 @@ struct HTTP2HardeningTests {
         #expect(throws: HTTP2RequestFailure.responseTooLarge) { try big.wait() }
         let reset = try peer.frames().filter { $0.type == HTTP2Wire.FrameType.rstStream.rawValue }
         #expect(reset.map(\.streamID) == [1])
-        try peer.feed(Self.frame(.headers, flags: HTTP2Wire.Flag.endHeaders | HTTP2Wire.Flag.endStream, stream: 3, try Self.statusBlock(200)))
+        try peer.feed(
+            Self.frame(
+                .headers, flags: HTTP2Wire.Flag.endHeaders | HTTP2Wire.Flag.endStream, stream: 3,
+                try Self.statusBlock(200)))
         #expect(try small.wait().status == 200)
     }
 
@@ -124,7 +141,9 @@ struct HTTP2HardeningTests {
         // window (16 MiB) still counts what the server sends on it.
         // 17 MiB in one read, before the client could give any of it back.
         var flood = ByteBuffer()
-        for _ in 0..<(17 * 64) { flood.writeImmutableBuffer(Self.frame(.data, stream: 1, Array(repeating: 0, count: 16_384))) }
+        for _ in 0..<(17 * 64) {
+            flood.writeImmutableBuffer(Self.frame(.data, stream: 1, Array(repeating: 0, count: 16_384)))
+        }
         try? peer.feed(flood)
         let frames = try peer.frames()
         #expect(peer.goAwayCode(in: frames) == HTTP2Wire.ErrorCode.flowControlError.rawValue)
@@ -132,12 +151,15 @@ struct HTTP2HardeningTests {
         #expect(throws: (any Error).self) { try answer.wait() }
     }
 
-    @Test("SETTINGS values outside RFC 9113's ranges are connection errors", arguments: [
-        ([(UInt16(0x5), UInt32(100))], HTTP2Wire.ErrorCode.protocolError),  // MAX_FRAME_SIZE below 16384
-        ([(UInt16(0x5), UInt32(1 << 24))], HTTP2Wire.ErrorCode.protocolError),  // MAX_FRAME_SIZE over 2^24-1
-        ([(UInt16(0x2), UInt32(2))], HTTP2Wire.ErrorCode.protocolError),  // ENABLE_PUSH not 0 or 1
-        ([(UInt16(0x4), UInt32(1) << 31)], HTTP2Wire.ErrorCode.flowControlError),  // INITIAL_WINDOW_SIZE over 2^31-1
-    ])
+    @Test(
+        "SETTINGS values outside RFC 9113's ranges are connection errors",
+        arguments: [
+            ([(UInt16(0x5), UInt32(100))], HTTP2Wire.ErrorCode.protocolError),  // MAX_FRAME_SIZE below 16384
+            ([(UInt16(0x5), UInt32(1 << 24))], HTTP2Wire.ErrorCode.protocolError),  // MAX_FRAME_SIZE over 2^24-1
+            ([(UInt16(0x2), UInt32(2))], HTTP2Wire.ErrorCode.protocolError),  // ENABLE_PUSH not 0 or 1
+            // INITIAL_WINDOW_SIZE over 2^31-1
+            ([(UInt16(0x4), UInt32(1) << 31)], HTTP2Wire.ErrorCode.flowControlError),
+        ])
     func settingsValidation(pairs: [(UInt16, UInt32)], code: HTTP2Wire.ErrorCode) throws {
         let peer = try Peer()
         try peer.feed(Self.settings(pairs))
@@ -158,19 +180,24 @@ struct HTTP2HardeningTests {
     func continuationFlood() throws {
         var parser = HTTP2FrameParser()
         var bytes = Self.frame(.headers, stream: 1, [0x88])
-        for _ in 0..<(HTTP2FrameParser.maximumContinuationFrames + 1) { bytes.writeImmutableBuffer(Self.frame(.continuation, stream: 1, [])) }
+        for _ in 0..<(HTTP2FrameParser.maximumContinuationFrames + 1) {
+            bytes.writeImmutableBuffer(Self.frame(.continuation, stream: 1, []))
+        }
         parser.append(&bytes)
         #expect(throws: HTTP2ConnectionError.self) { while try parser.next() != nil {} }
 
         var chain = HTTP2FrameParser()
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
         var encoded = ByteBuffer()
-        try encoder.encode(headers: HPACKHeaders([(":status", "400"), ("apns-id", "8a1f0b5c-3a4e-4c1d-9a0b-1c2d3e4f5a6b")]), to: &encoded)
+        try encoder.encode(
+            headers: HPACKHeaders([(":status", "400"), ("apns-id", "8a1f0b5c-3a4e-4c1d-9a0b-1c2d3e4f5a6b")]),
+            to: &encoded)
         let block = Array(encoded.readableBytesView)
         var input = Self.frame(.headers, stream: 3, [block[0]])
         for (index, byte) in block.dropFirst().enumerated() {
             let last = index == block.count - 2
-            input.writeImmutableBuffer(Self.frame(.continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, stream: 3, [byte]))
+            input.writeImmutableBuffer(
+                Self.frame(.continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, stream: 3, [byte]))
         }
         chain.append(&input)
         let joined = try #require(try chain.next())

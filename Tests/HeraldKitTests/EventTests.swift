@@ -7,20 +7,28 @@ import Testing
 /// Delegate events buffered until the app attaches: the cold-start tap is reported once.
 @Suite("HeraldKit delegate events")
 struct DelegateEventTests {
-    static func card(_ delivery: Int) -> [String: JSONValue] { ["herald": .object(["n": .string("n"), "d": .int(delivery)])] }
+    static func card(_ delivery: Int) -> [String: JSONValue] {
+        ["herald": .object(["n": .string("n"), "d": .int(delivery)])]
+    }
 
-    @Test("a tap that launched the app, posted before HeraldKit exists, is reported once when it attaches; the same tap again and a dismissal are not reported; later taps go straight through")
+    @Test(
+        "a tap that launched the app, posted before HeraldKit exists, is reported once when it attaches; the same tap again and a dismissal are not reported; later taps go straight through"
+    )
     func coldStart() async throws {
         let events = NotificationEvents()
         events.post(.response(appData: Self.card(7), action: "default", text: nil))
         events.post(.response(appData: Self.card(7), action: "default", text: nil))  // the system hands it twice
-        events.post(.response(appData: Self.card(8), action: "com.apple.UNNotificationDismissActionIdentifier", text: nil))
+        events.post(
+            .response(appData: Self.card(8), action: "com.apple.UNNotificationDismissActionIdentifier", text: nil))
         let transport = RecordingTransport()
-        let client = HeraldClient(configuration: HeraldKitConfiguration(appID: "lucid", clientKey: "ck"), transport: transport, store: InMemoryKeyValueStore())
+        let client = HeraldClient(
+            configuration: HeraldKitConfiguration(appID: "lucid", clientKey: "ck"), transport: transport,
+            store: InMemoryKeyValueStore())
         let listening = client.attach(events)
         func opens() -> [Int] {
             transport.requests.filter { $0.path == "/v1/apps/lucid/opened" }.compactMap {
-                ($0.body.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any])?["delivery_id"] as? Int
+                ($0.body.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any])?["delivery_id"]
+                    as? Int
             }
         }
         for _ in 0..<2000 where opens().count < 1 { try await Task.sleep(for: .milliseconds(1)) }
@@ -42,7 +50,9 @@ struct DelegateEventTests {
 }
 
 extension DelegateEventTests {
-    @Test("a second listener replaces the first, which ends; events then go to the second, none lost to the first's ending")
+    @Test(
+        "a second listener replaces the first, which ends; events then go to the second, none lost to the first's ending"
+    )
     func secondListener() async throws {
         let events = NotificationEvents()
         var first = events.events().makeAsyncIterator()

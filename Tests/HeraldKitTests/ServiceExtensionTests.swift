@@ -21,16 +21,26 @@ struct ServiceExtensionTests {
                 await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } }
                 try Task.checkCancellation()
             } onCancel: {
-                gate.withLock { $0?.resume(); $0 = nil }
+                gate.withLock {
+                    $0?.resume()
+                    $0 = nil
+                }
             }
             return file
         }
 
-        func release() { gate.withLock { $0?.resume(); $0 = nil } }
+        func release() {
+            gate.withLock {
+                $0?.resume()
+                $0 = nil
+            }
+        }
     }
 
     struct Reverse: PayloadDecryptor {
-        func decrypt(_ ciphertext: String, appData: [String: JSONValue]) async throws -> String { String(ciphertext.reversed()) }
+        func decrypt(_ ciphertext: String, appData: [String: JSONValue]) async throws -> String {
+            String(ciphertext.reversed())
+        }
     }
 
     struct Broken: PayloadDecryptor {
@@ -40,7 +50,10 @@ struct ServiceExtensionTests {
 
     static let content = ExtensionContent(
         title: "Approve PPV pricing", body: "New message",
-        appData: ["media_url": .string("https://cdn.example/avatar.jpg"), "encrypted_body": .string(String("$48 is 1σ above your median".reversed()))])
+        appData: [
+            "media_url": .string("https://cdn.example/avatar.jpg"),
+            "encrypted_body": .string(String("$48 is 1σ above your median".reversed())),
+        ])
 
     final class Deliveries: @unchecked Sendable {
         let list = Mutex<[ExtensionContent]>([])
@@ -53,11 +66,14 @@ struct ServiceExtensionTests {
     }
 
     /// A session on Cocotte's card, its body decrypted, its media fetch started and its 2 s budget running.
-    static func fetching() async -> (SteppedKitClock, GatedFetcher, Deliveries, ServiceExtensionSession, Task<Void, Never>) {
+    static func fetching() async -> (
+        SteppedKitClock, GatedFetcher, Deliveries, ServiceExtensionSession, Task<Void, Never>
+    ) {
         let clock = SteppedKitClock()
         let fetcher = GatedFetcher()
         let delivered = Deliveries()
-        let session = ServiceExtensionSession(content: content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
+        let session = ServiceExtensionSession(
+            content: content, decryptor: Reverse(), fetcher: fetcher, clock: clock, deliver: delivered.add)
         let running = Task { await session.run() }
         await waitUntil { fetcher.started.withLock { $0 } == 1 && clock.waiting == 1 }
         return (clock, fetcher, delivered, session, running)
@@ -71,28 +87,36 @@ struct ServiceExtensionTests {
         await running.value
         session.timeWillExpire()
         #expect(delivered.all.count == 1)
-        #expect(delivered.all.first?.body == "$48 is 1σ above your median" && delivered.all.first?.attachments == [fetcher.file])
+        #expect(
+            delivered.all.first?.body == "$48 is 1σ above your median"
+                && delivered.all.first?.attachments == [fetcher.file])
     }
 
-    @Test("the media later than 2 s: delivered at 2 s with the decrypted body and no avatar (the fetch cancelled), once")
+    @Test(
+        "the media later than 2 s: delivered at 2 s with the decrypted body and no avatar (the fetch cancelled), once")
     func mediaLate() async throws {
         let (clock, fetcher, delivered, session, running) = await Self.fetching()
         clock.advance(by: 1.9)
         #expect(delivered.all.isEmpty)
         clock.advance(by: 0.2)
         await running.value
-        #expect(delivered.all.count == 1 && delivered.all.first?.attachments == [] && delivered.all.first?.body == "$48 is 1σ above your median")
+        #expect(
+            delivered.all.count == 1 && delivered.all.first?.attachments == []
+                && delivered.all.first?.body == "$48 is 1σ above your median")
         fetcher.release()
         session.timeWillExpire()
         #expect(delivered.all.count == 1)
     }
 
-    @Test("the system expires first: the best attempt so far goes at once, twice called is once delivered, and the work finishing later delivers nothing more")
+    @Test(
+        "the system expires first: the best attempt so far goes at once, twice called is once delivered, and the work finishing later delivers nothing more"
+    )
     func expiresFirst() async throws {
         let (_, fetcher, delivered, session, running) = await Self.fetching()
         session.timeWillExpire()
         session.timeWillExpire()
-        #expect(delivered.all.count == 1 && delivered.all.first?.body == "$48 is 1σ above your median" && session.delivered)
+        #expect(
+            delivered.all.count == 1 && delivered.all.first?.body == "$48 is 1σ above your median" && session.delivered)
         fetcher.release()
         await running.value
         #expect(delivered.all.count == 1)
@@ -104,7 +128,8 @@ struct ServiceExtensionTests {
         var content = Self.content
         content.appData["media_url"] = nil
         let fetcher = GatedFetcher()
-        let session = ServiceExtensionSession(content: content, decryptor: Broken(), fetcher: fetcher, clock: SteppedKitClock(), deliver: delivered.add)
+        let session = ServiceExtensionSession(
+            content: content, decryptor: Broken(), fetcher: fetcher, clock: SteppedKitClock(), deliver: delivered.add)
         await session.run()
         #expect(delivered.all.map(\.body) == ["New message"] && fetcher.started.withLock { $0 } == 0)
     }

@@ -8,29 +8,40 @@ import Testing
 /// devices handed out under fenced claims, one row per device written with its result.
 @Suite("Broadcasts")
 struct BroadcastTests {
-    @Test("two broadcasts of one app under a clock that stands still: when the first ends on an exactly full page, the claim goes on to the second (it stalled for good under a manual clock)")
+    @Test(
+        "two broadcasts of one app under a clock that stands still: when the first ends on an exactly full page, the claim goes on to the second (it stalled for good under a manual clock)"
+    )
     func backToBack() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let store = try await HeraldStore.open(url: try await TestDatabase.url("broadcast-back-to-back"), clock: .manual(clock))
+        let store = try await HeraldStore.open(
+            url: try await TestDatabase.url("broadcast-back-to-back"), clock: .manual(clock))
         defer { Task { await store.close() } }
         let devices = makeDeviceTokens(6).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 6)
         var notifications: [UUID] = []
         for _ in 0..<2 {
             notifications.append(
                 try await store.createNotification(
-                    appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now
+                    appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+                    excludeDeviceIDs: [], dueAt: clock.now
                 ).0.id)
         }
         // The first's six devices in two full pages; the third claim finds it ended and must
         // hand out the second's devices itself.
-        let claims = [try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3)]
+        let claims = [
+            try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3),
+            try await store.claimDueDeliveries(limit: 3),
+        ]
         #expect(claims.map(\.count) == [3, 3, 3])
         // (Due at the same moment: taken in notification id order.)
         let order = notifications.sorted { $0.uuidString < $1.uuidString }
-        #expect(claims[0].allSatisfy { $0.notificationID == order[0] } && claims[2].allSatisfy { $0.notificationID == order[1] })
+        #expect(
+            claims[0].allSatisfy { $0.notificationID == order[0] }
+                && claims[2].allSatisfy { $0.notificationID == order[1] })
         #expect(try await store.claimDueDeliveries(limit: 10).map(\.deviceID) == ["d3", "d4", "d5"])
     }
 
@@ -44,7 +55,8 @@ struct BroadcastTests {
         }
         #expect(try await store.importDevices(appID: "a", devices) == 5)
         let (first, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
         #expect(first.recipients == 5)
         // Nothing per device is written at acceptance: every device is still to be sent.
         #expect(try await store.deliveries(notificationID: first.id, limit: 10, offset: 0).isEmpty)
@@ -55,7 +67,8 @@ struct BroadcastTests {
         let page = try await store.claimDueDeliveries(limit: 2)
         let rest = try await store.claimDueDeliveries(limit: 10)
         #expect(page.map(\.deviceID) == ids.sorted().prefix(2).map { $0 })
-        #expect(rest.count == 3 && (page + rest).allSatisfy { $0.broadcast != nil && $0.userID == "user-" + $0.deviceID })
+        #expect(
+            rest.count == 3 && (page + rest).allSatisfy { $0.broadcast != nil && $0.userID == "user-" + $0.deviceID })
         #expect(Set((page + rest).map(\.id)).count == 5)
         #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
 
@@ -68,9 +81,13 @@ struct BroadcastTests {
         #expect(try await store.recordResults(results) == 5)
         let rows = try await store.deliveries(notificationID: first.id, limit: 10, offset: 0)
         #expect(rows.map(\.deviceID) == ids.sorted())
-        #expect(Dictionary(uniqueKeysWithValues: rows.map { ($0.deviceID, $0.id) }) == Dictionary(uniqueKeysWithValues: all.map { ($0.deviceID, $0.id) }))
+        #expect(
+            Dictionary(uniqueKeysWithValues: rows.map { ($0.deviceID, $0.id) })
+                == Dictionary(uniqueKeysWithValues: all.map { ($0.deviceID, $0.id) }))
         #expect(rows.map(\.status) == [.sent, .sent, .sent, .failed, .queued])
-        #expect(rows[3].reason == "Unregistered" && rows[4].reason == "TooManyRequests" && rows.allSatisfy { $0.attempts == 1 })
+        #expect(
+            rows[3].reason == "Unregistered" && rows[4].reason == "TooManyRequests"
+                && rows.allSatisfy { $0.attempts == 1 })
         let counts = try await store.deliveryCounts(notificationID: first.id)
         #expect(counts[.sent] == 3 && counts[.failed] == 1 && counts[.queued] == 1)
         // A result written twice (a late duplicate) writes nothing: the page is answered.
@@ -80,12 +97,18 @@ struct BroadcastTests {
         // The dead token's device is no recipient of the next broadcast; a device registered
         // after the acceptance is none either, and one deleted before its page is taken out.
         let (second, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
         #expect(second.recipients == 4)
         try await Task.sleep(for: .milliseconds(5))
-        #expect(try await store.importDevices(appID: "a", [
-            DeviceRecord(deviceID: "a0", userID: "late", platform: "apns", token: makeDeviceTokens(6)[5], environment: "sandbox")
-        ]) == 1)
+        #expect(
+            try await store.importDevices(
+                appID: "a",
+                [
+                    DeviceRecord(
+                        deviceID: "a0", userID: "late", platform: "apns", token: makeDeviceTokens(6)[5],
+                        environment: "sandbox")
+                ]) == 1)
         #expect(try await store.deleteDevice(appID: "a", deviceID: "d5"))
         let handed = try await store.claimDueDeliveries(limit: 10)
         #expect(Set(handed.map(\.deviceID)) == Set(ids.sorted().prefix(3)))
@@ -99,11 +122,14 @@ struct BroadcastTests {
         let url = try await TestDatabase.url("broadcast-rescue")
         let first = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(8).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await first.importDevices(appID: "a", devices) == 8)
         let (notification, _) = try await first.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
         let held = try await first.claimDueDeliveries(limit: 8)
         #expect(held.count == 8)
         // Three answers are written, then the node dies; a device of the page is deleted meanwhile.

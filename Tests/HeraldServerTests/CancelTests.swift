@@ -11,11 +11,16 @@ import Testing
 /// never tried again.
 @Suite("Cancel keys")
 struct CancelTests {
-    @Test("scheduled sends with a cancel key: the cancel covers what was accepted before it, user_ids narrows it, a later send with the key goes, a broadcast is cancelled whole; nothing cancelled arrives")
+    @Test(
+        "scheduled sends with a cancel key: the cancel covers what was accepted before it, user_ids narrows it, a later send with the key goes, a broadcast is cancelled whole; nothing cancelled arrives"
+    )
     func scheduledAndCancelled() async throws {
         let tokens = makeDeviceTokens(5)
         try await withServer(configure: { $0.clock = .manual }) { server in
-            let devices = [("ana-phone", "ana"), ("ana-ipad", "ana"), ("ben-phone", "ben"), ("cy-phone", "cy"), ("dee-phone", "dee")]
+            let devices = [
+                ("ana-phone", "ana"), ("ana-ipad", "ana"), ("ben-phone", "ben"), ("cy-phone", "cy"),
+                ("dee-phone", "dee"),
+            ]
             for (index, (device, user)) in devices.enumerated() {
                 #expect(try await server.register(device, user: user, token: tokens[index]) == .created)
             }
@@ -23,7 +28,8 @@ struct CancelTests {
             let inAnHour = HeraldTime.format(now.addingTimeInterval(3600))
             func send(_ to: String, key: String?, _ body: String) async throws -> String {
                 let keyField = key.map { #","cancel_key":"\#($0)""# } ?? ""
-                let sent = try await server.send(#"{"to":\#(to),"alert":{"body":"\#(body)"},"deliver_at":"\#(inAnHour)"\#(keyField)}"#)
+                let sent = try await server.send(
+                    #"{"to":\#(to),"alert":{"body":"\#(body)"},"deliver_at":"\#(inAnHour)"\#(keyField)}"#)
                 #expect(sent.status == .accepted)
                 return try #require(sent.body["id"] as? String)
             }
@@ -57,7 +63,8 @@ struct CancelTests {
             #expect((view["counts"] as? [String: Int])?["cancelled"] == 3)
             #expect((view["counts"] as? [String: Int])?["queued"] == 0)
             let rows = try #require(view["deliveries"] as? [[String: Any]])
-            #expect(rows.allSatisfy { $0["status"] as? String == "cancelled" && $0["reason"] as? String == "Cancelled" })
+            #expect(
+                rows.allSatisfy { $0["status"] as? String == "cancelled" && $0["reason"] as? String == "Cancelled" })
 
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1h"}"#)
             @Sendable func bodies(_ index: Int) -> [String] {
@@ -77,7 +84,9 @@ struct CancelTests {
         }
     }
 
-    @Test("a cancel amid sends with its key covers every send answered before it, each whole (never part of a fan-out), and none answered after it")
+    @Test(
+        "a cancel amid sends with its key covers every send answered before it, each whole (never part of a fan-out), and none answered after it"
+    )
     func cancelDuringSends() async throws {
         let tokens = makeDeviceTokens(12)
         try await withServer(configure: { $0.clock = .manual }) { server in
@@ -86,7 +95,8 @@ struct CancelTests {
                 #expect(try await server.register("d\(index)", user: "u\(index % 4)", token: token) == .created)
             }
             let later = HeraldTime.format(try #require(server.runtime.devClock?.now).addingTimeInterval(600))
-            let body = #"{"to":{"user_ids":["u0","u1","u2","u3"]},"alert":{"body":"race"},"deliver_at":"\#(later)","cancel_key":"race"}"#
+            let body =
+                #"{"to":{"user_ids":["u0","u1","u2","u3"]},"alert":{"body":"race"},"deliver_at":"\#(later)","cancel_key":"race"}"#
             final class Log: Sendable {
                 let answered = Mutex<[(id: String, at: ContinuousClock.Instant)]>([])
                 let cancelAsked = Mutex<ContinuousClock.Instant?>(nil)
@@ -108,7 +118,8 @@ struct CancelTests {
                     // Once ten sends are answered, the cancel goes while the others are in progress.
                     while log.answered.withLock({ $0.count }) < 10 { try await Task.sleep(for: .milliseconds(1)) }
                     log.cancelAsked.withLock { $0 = ContinuousClock.now }
-                    let answer = try await server.request(.post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"race"}"#)
+                    let answer = try await server.request(
+                        .post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"race"}"#)
                     return answer.body["cancelled"] as? Int
                 }
                 var total: Int?
@@ -119,7 +130,9 @@ struct CancelTests {
             var covered = 0
             var untouched = 0
             for (id, at) in log.answered.withLock({ $0 }) {
-                let counts = try #require(try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body["counts"] as? [String: Int])
+                let counts = try #require(
+                    try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body["counts"] as? [String: Int]
+                )
                 // Whole or not at all: never some of a fan-out's devices.
                 #expect(counts["cancelled"] == 12 || counts["cancelled"] == 0, "\(counts)")
                 if at < asked { #expect(counts["cancelled"] == 12, "answered before the cancel was asked") }
@@ -143,36 +156,47 @@ struct CancelTests {
             #expect(send.status == .badRequest)
             #expect((send.body["error"] as? [String: Any])?["field"] as? String == "cancel_key")
             for (json, field) in [
-                ("{}", "cancel_key"), (#"{"cancel_key":""}"#, "cancel_key"), (#"{"cancel_key":"\#(long)"}"#, "cancel_key"),
-                (#"{"cancel_key":"k","user_ids":[]}"#, "user_ids"), (#"{"cancel_key":"k","user_ids":["a",""]}"#, "user_ids[1]"),
+                ("{}", "cancel_key"), (#"{"cancel_key":""}"#, "cancel_key"),
+                (#"{"cancel_key":"\#(long)"}"#, "cancel_key"),
+                (#"{"cancel_key":"k","user_ids":[]}"#, "user_ids"),
+                (#"{"cancel_key":"k","user_ids":["a",""]}"#, "user_ids[1]"),
                 (#"{"cancel_key":7}"#, "cancel_key"),
             ] {
                 let answer = try await server.request(.post, "/v1/apps/demo/cancel", json: json)
                 #expect(answer.status == .badRequest, "\(json)")
                 #expect((answer.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
             }
-            let client = try await server.request(.post, "/v1/apps/demo/cancel", key: ServerHarness.client, json: #"{"cancel_key":"k"}"#)
+            let client = try await server.request(
+                .post, "/v1/apps/demo/cancel", key: ServerHarness.client, json: #"{"cancel_key":"k"}"#)
             #expect(client.status == .forbidden)
             // A body past 8 MB is a JSON 413 naming the body (it was an empty 413 at 1 MB, below
             // what a send to 10,000 named users may need).
             let huge = try await server.request(
-                .post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"k","user_ids":["\#(String(repeating: "u", count: 9 << 20))"]}"#)
-            #expect(huge.status == .contentTooLarge && (huge.body["error"] as? [String: Any])?["field"] as? String == "body", "\(huge.body)")
+                .post, "/v1/apps/demo/cancel",
+                json: #"{"cancel_key":"k","user_ids":["\#(String(repeating: "u", count: 9 << 20))"]}"#)
+            #expect(
+                huge.status == .contentTooLarge
+                    && (huge.body["error"] as? [String: Any])?["field"] as? String == "body", "\(huge.body)")
         }
     }
 
-    @Test("deliveries being sent when cancelled: a sent or failed attempt records what happened, a retry or deferral ends cancelled, a dead node's claim is not sent again")
+    @Test(
+        "deliveries being sent when cancelled: a sent or failed attempt records what happened, a retry or deferral ends cancelled, a dead node's claim is not sent again"
+    )
     func inFlight() async throws {
         let url = try await TestDatabase.url("cancel-in-flight")
         let clock = ManualClock(Date())
         let store = try await HeraldStore.open(url: url, clock: clock.clock)
         defer { Task { await store.close() } }
         let devices = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 4)
         let (notification, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .users(["u0", "u1", "u2", "u3"]),
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+            recipients: .users(["u0", "u1", "u2", "u3"]),
             excludeDeviceIDs: [], dueAt: clock.now, cancelKey: "k")
         let claimed = try await store.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
         #expect(claimed.count == 4)
@@ -181,7 +205,8 @@ struct CancelTests {
         let written = try await store.recordResults([
             DeliveryResult(claimed[0], .sent, attempts: 1),
             DeliveryResult(claimed[1], .tokenDead(reason: "Unregistered", since: nil), attempts: 1),
-            DeliveryResult(claimed[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(3600)), attempts: 0),
+            DeliveryResult(
+                claimed[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(3600)), attempts: 0),
         ])
         #expect(written == 3)
         var rows = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
@@ -189,7 +214,9 @@ struct CancelTests {
         #expect(rows.map(\.reason) == [nil, "Unregistered", "Cancelled", "CancelledInFlight"])
         #expect(try await store.device(appID: "a", deviceID: "d1")?.active == false)
         var counts = try await store.deliveryCounts(notificationID: notification.id)
-        #expect(counts[.sent] == 1 && counts[.failed] == 1 && counts[.cancelled] == 2 && counts[.queued] == 0 && counts[.deferred] == 0)
+        #expect(
+            counts[.sent] == 1 && counts[.failed] == 1 && counts[.cancelled] == 2 && counts[.queued] == 0
+                && counts[.deferred] == 0)
 
         // The fourth's node dies before answering: another node rescues nothing of it.
         clock.advance(by: 3600 * 2)
@@ -199,7 +226,9 @@ struct CancelTests {
         #expect(try await other.claimDueDeliveries(limit: 10).isEmpty)
         #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
         // Its late answer, a retry, leaves it cancelled.
-        _ = try await store.recordResults([DeliveryResult(claimed[3], .retry(reason: "TooManyRequests", dueAt: clock.now), attempts: 1)])
+        _ = try await store.recordResults([
+            DeliveryResult(claimed[3], .retry(reason: "TooManyRequests", dueAt: clock.now), attempts: 1)
+        ])
         rows = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(rows[3].status == .cancelled && rows[3].reason == "Cancelled")
         counts = try await store.deliveryCounts(notificationID: notification.id)
@@ -208,17 +237,22 @@ struct CancelTests {
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(86_400)).deliveries == 4)
     }
 
-    @Test("a broadcast cancelled while a page of it is being sent: the page's sent devices stay sent, the rest end cancelled, the cursor's devices are never handed out, a page given back is not handed out again")
+    @Test(
+        "a broadcast cancelled while a page of it is being sent: the page's sent devices stay sent, the rest end cancelled, the cursor's devices are never handed out, a page given back is not handed out again"
+    )
     func broadcastInFlight() async throws {
         let clock = ManualClock(Date())
         let store = try await HeraldStore.open(url: try await TestDatabase.url("cancel-broadcast"), clock: clock.clock)
         defer { Task { await store.close() } }
         let devices = makeDeviceTokens(10).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 10)
         let (notification, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [],
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [],
             dueAt: clock.now, cancelKey: "weekly")
         let answered = try await store.claimDueDeliveries(limit: 4)
         let givenBack = try await store.claimDueDeliveries(limit: 2)
@@ -226,11 +260,13 @@ struct CancelTests {
         let done = try await store.cancel(appID: "a", cancelKey: "weekly", userIDs: nil)
         // Four devices after the cursor; six in pages this node holds.
         #expect(done == HeraldStore.Cancellation(cancelled: 4, inFlight: 6, broadcastsSkipped: 0))
-        #expect(try await store.recordResults([
-            DeliveryResult(answered[0], .sent, attempts: 1), DeliveryResult(answered[1], .sent, attempts: 1),
-            DeliveryResult(answered[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(60)), attempts: 0),
-            DeliveryResult(answered[3], .retry(reason: "InternalServerError", dueAt: clock.now), attempts: 1),
-        ]) == 4)
+        #expect(
+            try await store.recordResults([
+                DeliveryResult(answered[0], .sent, attempts: 1), DeliveryResult(answered[1], .sent, attempts: 1),
+                DeliveryResult(
+                    answered[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(60)), attempts: 0),
+                DeliveryResult(answered[3], .retry(reason: "InternalServerError", dueAt: clock.now), attempts: 1),
+            ]) == 4)
         try await store.unclaim(givenBack)
         clock.advance(by: 120)
         #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)

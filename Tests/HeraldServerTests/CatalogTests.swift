@@ -1,6 +1,6 @@
 import Foundation
-import HeraldPayload
 import HeraldCore
+import HeraldPayload
 import HeraldServer
 import Testing
 
@@ -58,14 +58,17 @@ struct CatalogTests {
         #expect(has("types.d.actions", "3 actions; at most 2"))
         #expect(has("types.d.actions.APPROVE", "authentication_required"))
         #expect(!problems.contains { $0.key == "types.d.actions.REJECT" })
-        #expect(throws: ConfigurationError.self) { try CatalogLoader.parse(yaml: "types:\n  a:\n    stakes: enormous\n", file: "x.yaml") }
+        #expect(throws: ConfigurationError.self) {
+            try CatalogLoader.parse(yaml: "types:\n  a:\n    stakes: enormous\n", file: "x.yaml")
+        }
     }
 
     @Test("rendering follows fr-CA → fr → default and uses the fallback body when data is missing (S9, L3)")
     func rendering() throws {
         let catalog = try CatalogLoader.load(file: Self.examples.appendingPathComponent("syncwell.yaml").path)
         let error = try #require(catalog.type("PN-02"))
-        let french = try #require(error.render(locale: "fr-CA", defaultLocale: "en", data: ["Source": "Garmin", "source_id": "garmin"]))
+        let french = try #require(
+            error.render(locale: "fr-CA", defaultLocale: "en", data: ["Source": "Garmin", "source_id": "garmin"]))
         #expect(french.title == "SyncWell : action requise")
         #expect(french.body == "Votre connexion à Garmin rencontre un problème. Touchez pour corriger.")
         let german = try #require(error.render(locale: "de-DE", defaultLocale: "en", data: ["Source": "Garmin"]))
@@ -75,8 +78,12 @@ struct CatalogTests {
         #expect(Placeholders.render(error.deepLink!, data: ["source_id": "garmin"]) == "syncwell://connection/garmin")
         let lucidpal = try CatalogLoader.load(file: Self.examples.appendingPathComponent("lucidpal.yaml").path)
         let dormant = try #require(lucidpal.type("dormant_calendar"))
-        #expect(dormant.render(locale: nil, defaultLocale: "en", data: ["event_count": "3"])?.body == "You have 3 events this week. I can help you prepare for all of them.")
-        #expect(dormant.render(locale: nil, defaultLocale: "en", data: [:])?.body?.hasPrefix("Ask about your schedule") == true)
+        #expect(
+            dormant.render(locale: nil, defaultLocale: "en", data: ["event_count": "3"])?.body
+                == "You have 3 events this week. I can help you prepare for all of them.")
+        #expect(
+            dormant.render(locale: nil, defaultLocale: "en", data: [:])?.body?.hasPrefix("Ask about your schedule")
+                == true)
         #expect(Template.localeChain("fr_CA", defaultLocale: "en") == ["fr-CA", "fr", "en"])
     }
 }

@@ -20,7 +20,9 @@ struct EngagementTests {
                 return HeraldStamp(appData: data.mapValues(JSONValue.string))
             }
             guard let appData = object[payloadKey] as? [String: Any],
-                let decoded = try? JSONDecoder().decode(JSONValue.self, from: JSONSerialization.data(withJSONObject: appData)).objectValue
+                let decoded = try? JSONDecoder().decode(
+                    JSONValue.self, from: JSONSerialization.data(withJSONObject: appData)
+                ).objectValue
             else { return nil }
             return HeraldStamp(appData: decoded)
         }
@@ -35,14 +37,18 @@ struct EngagementTests {
         try await TrackTests.advance(server, to: Date(timeIntervalSince1970: target))
     }
 
-    static func opened(_ server: ServerHarness, _ json: String, key: String? = ServerHarness.server, userToken: String? = nil) async throws
+    static func opened(
+        _ server: ServerHarness, _ json: String, key: String? = ServerHarness.server, userToken: String? = nil
+    ) async throws
         -> (status: Int, body: [String: Any])
     {
         let answer = try await server.request(.post, "/v1/apps/demo/opened", key: key, userToken: userToken, json: json)
         return (Int(answer.status.code), answer.body)
     }
 
-    @Test("every delivered payload carries herald {n, d}: the notification's id and the delivery's, as the notification view lists it; on APNs under the payload key (typed and plain), on FCM as the data value")
+    @Test(
+        "every delivered payload carries herald {n, d}: the notification's id and the delivery's, as the notification view lists it; on APNs under the payload key (typed and plain), on FCM as the data value"
+    )
     func stamps() async throws {
         let tokens = makeDeviceTokens(2)
         try await withServer(configure: { $0.clock = .manual }) { server in
@@ -50,14 +56,19 @@ struct EngagementTests {
             #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
             #expect(try await server.register("ana-tablet", user: "ana", token: tokens[1]) == .created)
             let pixel = try await server.request(
-                .post, "/v1/apps/demo/devices", json: #"{"device_id":"ana-pixel","user_id":"ana","platform":"fcm","token":"fcm-ana-pixel"}"#)
+                .post, "/v1/apps/demo/devices",
+                json: #"{"device_id":"ana-pixel","user_id":"ana","platform":"fcm","token":"fcm-ana-pixel"}"#)
             #expect(pixel.status == .created)
             let typed = try await server.send(
                 #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
-            let plain = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"title":"Hi","body":"Plain"},"data":{"k":"v"}}"#)
+            let plain = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"alert":{"title":"Hi","body":"Plain"},"data":{"k":"v"}}"#)
             // The key is Herald's: an app's data cannot take it.
-            let refused = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"data":{"herald":1}}"#)
-            #expect(refused.status == .badRequest && (refused.body["error"] as? [String: Any])?["field"] as? String == "data.herald")
+            let refused = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"data":{"herald":1}}"#)
+            #expect(
+                refused.status == .badRequest
+                    && (refused.body["error"] as? [String: Any])?["field"] as? String == "data.herald")
             for answer in [typed, plain] {
                 let id = try #require(answer.body["id"] as? String)
                 let view = try await server.settled(id)
@@ -65,20 +76,26 @@ struct EngagementTests {
                 #expect(deliveries.count == 3)
                 var byDevice: [String: Int64] = [:]
                 for delivery in deliveries {
-                    byDevice[try #require(delivery["device_id"] as? String)] = try #require((delivery["id"] as? NSNumber)?.int64Value)
+                    byDevice[try #require(delivery["device_id"] as? String)] = try #require(
+                        (delivery["id"] as? NSNumber)?.int64Value)
                 }
-                for (device, token) in [("ana-phone", tokens[0]), ("ana-tablet", tokens[1]), ("ana-pixel", "fcm-ana-pixel")] {
+                for (device, token) in [
+                    ("ana-phone", tokens[0]), ("ana-tablet", tokens[1]), ("ana-pixel", "fcm-ana-pixel"),
+                ] {
                     let stamp = Self.stamps(server, token).first { $0.notificationID == id }
                     #expect(stamp?.deliveryID == byDevice[device], "\(device): \(String(describing: stamp))")
                 }
             }
             // The app's own data is still beside the stamp.
-            let plainPayload = try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject?["demo"] as? [String: Any])
+            let plainPayload = try #require(
+                server.simulator.state.inbox(for: tokens[0]).last?.payloadObject?["demo"] as? [String: Any])
             #expect(plainPayload["k"] as? String == "v" && plainPayload["herald"] is [String: Any])
         }
     }
 
-    @Test("SyncWell's CTR per type: 1,000 PN-02 and 1,000 PN-03 sent, 170 and 30 opened (some reported twice) → 17% (goal 15% met) and 3% (below the 5% goal over 200 sends); opt-in from the devices' permissions")
+    @Test(
+        "SyncWell's CTR per type: 1,000 PN-02 and 1,000 PN-03 sent, 170 and 30 opened (some reported twice) → 17% (goal 15% met) and 3% (below the 5% goal over 200 sends); opt-in from the devices' permissions"
+    )
     func syncWellCTR() async throws {
         let users = 1_000
         let tokens = makeDeviceTokens(users)
@@ -90,12 +107,16 @@ struct EngagementTests {
                 // Every fifth device reports no permission at all; the others cycle through the statuses.
                 let status = index % 5 == 4 ? "" : #","authorization_status":"\#(statuses[index % 4])""#
                 let version = index % 2 == 0 ? "2.0" : "2.1"
-                lines += #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"\#(version)"\#(status)}"# + "\n"
+                lines +=
+                    #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"\#(version)"\#(status)}"#
+                    + "\n"
             }
             let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines)
             #expect(imported.status == .ok && imported.body["imported"] as? Int == users, "\(imported.body)")
-            let errors = try await server.send(#"{"to":{"all":true},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
-            let providers = try await server.send(#"{"to":{"all":true},"type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+            let errors = try await server.send(
+                #"{"to":{"all":true},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let providers = try await server.send(
+                #"{"to":{"all":true},"type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
             let errorsID = try #require(errors.body["id"] as? String)
             let providersID = try #require(providers.body["id"] as? String)
             for id in [errorsID, providersID] {
@@ -106,12 +127,15 @@ struct EngagementTests {
             var reports = 0
             for index in 0..<users {
                 let stamps = Self.stamps(server, tokens[index])
-                for (notification, opens, twice, action) in [(errorsID, 170, 20, "FIX"), (providersID, 30, 5, "default")] where index < opens {
+                for (notification, opens, twice, action) in [
+                    (errorsID, 170, 20, "FIX"), (providersID, 30, 5, "default"),
+                ] where index < opens {
                     let stamp = try #require(stamps.first { $0.notificationID == notification })
                     let json = #"{"delivery_id":\#(stamp.deliveryID),"device_id":"d\#(index)","action":"\#(action)"}"#
                     for report in 0..<(index < twice ? 2 : 1) {
                         let answer = try await Self.opened(server, json)
-                        #expect(answer.status == 200 && answer.body["counted"] as? Bool == (report == 0), "\(answer.body)")
+                        #expect(
+                            answer.status == 200 && answer.body["counted"] as? Bool == (report == 0), "\(answer.body)")
                         reports += 1
                     }
                 }
@@ -122,9 +146,13 @@ struct EngagementTests {
             let types = try #require(analytics.body["types"] as? [[String: Any]])
             let error = try #require(types.first { $0["id"] as? String == "PN-02" })
             let provider = try #require(types.first { $0["id"] as? String == "PN-03" })
-            #expect(error["type"] as? String == "sync_error" && error["sent"] as? Int == users && error["accepted"] as? Int == users)
+            #expect(
+                error["type"] as? String == "sync_error" && error["sent"] as? Int == users
+                    && error["accepted"] as? Int == users)
             #expect(error["opened"] as? Int == 170 && error["ctr"] as? Double == 0.17)
-            #expect(error["goal_ctr"] as? Double == 0.15 && error["goal_met"] as? Bool == true && error["below_goal"] as? Bool == false)
+            #expect(
+                error["goal_ctr"] as? Double == 0.15 && error["goal_met"] as? Bool == true
+                    && error["below_goal"] as? Bool == false)
             #expect(provider["opened"] as? Int == 30 && provider["ctr"] as? Double == 0.03)
             #expect(provider["goal_met"] as? Bool == false && provider["below_goal"] as? Bool == true)
             // The type below its goal is logged once a day, not at every check.
@@ -139,68 +167,98 @@ struct EngagementTests {
             // One type, and a range without those days.
             let one = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-03")
             #expect((one.body["types"] as? [[String: Any]])?.map { $0["id"] as? String } == ["PN-03"])
-            let before = try await server.request(.get, "/v1/apps/demo/analytics?from=2020-01-01&to=2020-01-31&type=sync_error")
+            let before = try await server.request(
+                .get, "/v1/apps/demo/analytics?from=2020-01-01&to=2020-01-31&type=sync_error")
             #expect((before.body["types"] as? [[String: Any]])?.first?["sent"] as? Int == 0)
             // Opt-in: authorized + provisional ÷ every device that reported (800 of 1,000: 600 of 800).
             let optIn = try #require(analytics.body["opt_in"] as? [String: Any])
-            #expect(optIn["reported"] as? Int == 800 && optIn["opted_in"] as? Int == 600 && optIn["rate"] as? Double == 0.75, "\(optIn)")
+            #expect(
+                optIn["reported"] as? Int == 800 && optIn["opted_in"] as? Int == 600
+                    && optIn["rate"] as? Double == 0.75, "\(optIn)")
             let versions = try #require(optIn["app_versions"] as? [[String: Any]])
             // Even indexes (2.0) report authorized or provisional; odd ones (2.1) authorized or denied.
             let even = versions.first { $0["app_version"] as? String == "2.0" }
             let odd = versions.first { $0["app_version"] as? String == "2.1" }
-            #expect(even?["reported"] as? Int == 400 && even?["opted_in"] as? Int == 400 && odd?["opted_in"] as? Int == 200)
+            #expect(
+                even?["reported"] as? Int == 400 && even?["opted_in"] as? Int == 400 && odd?["opted_in"] as? Int == 200)
             #expect((odd?["statuses"] as? [String: Int]) == ["authorized": 200, "denied": 200])
             #expect((optIn["platforms"] as? [[String: Any]])?.first?["platform"] as? String == "apns")
-            for (query, field) in [("from=2026-13-01", "from"), ("to=yesterday", "to"), ("from=2026-02-01&to=2026-01-01", "from"), ("type=PN-99", "type")] {
+            for (query, field) in [
+                ("from=2026-13-01", "from"), ("to=yesterday", "to"), ("from=2026-02-01&to=2026-01-01", "from"),
+                ("type=PN-99", "type"),
+            ] {
                 let bad = try await server.request(.get, "/v1/apps/demo/analytics?\(query)")
-                #expect(bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == field, "\(query)")
+                #expect(
+                    bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == field,
+                    "\(query)")
             }
         }
     }
 
-    @Test("an open is checked: the delivery must exist, have gone to device_id and (client key) to the user token's user; actions are the type's; bad fields name themselves")
+    @Test(
+        "an open is checked: the delivery must exist, have gone to device_id and (client key) to the user token's user; actions are the type's; bad fields name themselves"
+    )
     func openChecks() async throws {
         let tokens = makeDeviceTokens(2)
         try await withServer(configure: { $0.clock = .manual }) { server in
             try await Self.noon(server)
             #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
             #expect(try await server.register("bo-phone", user: "bo", token: tokens[1]) == .created)
-            let sent = try await server.send(#"{"to":{"user_ids":["ana","bo"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana","bo"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
             _ = try await server.settled(try #require(sent.body["id"] as? String))
             let ana = try #require(Self.stamps(server, tokens[0]).first)
             let bo = try #require(Self.stamps(server, tokens[1]).first)
             let anaToken = ServerHarness.userToken("ana", now: server.runtime.store.now)
             // Bo's delivery reported with Ana's token, or from Ana's device: refused, and nothing counted.
             let otherUser = try await Self.opened(
-                server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"bo-phone"}"#, key: ServerHarness.client, userToken: anaToken)
-            #expect(otherUser.status == 403 && (otherUser.body["error"] as? [String: Any])?["field"] as? String == "X-Herald-User-Token")
-            let otherDevice = try await Self.opened(server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"ana-phone"}"#)
-            #expect(otherDevice.status == 403 && (otherDevice.body["error"] as? [String: Any])?["field"] as? String == "device_id")
-            let noToken = try await Self.opened(server, #"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone"}"#, key: ServerHarness.client)
+                server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"bo-phone"}"#, key: ServerHarness.client,
+                userToken: anaToken)
+            #expect(
+                otherUser.status == 403
+                    && (otherUser.body["error"] as? [String: Any])?["field"] as? String == "X-Herald-User-Token")
+            let otherDevice = try await Self.opened(
+                server, #"{"delivery_id":\#(bo.deliveryID),"device_id":"ana-phone"}"#)
+            #expect(
+                otherDevice.status == 403
+                    && (otherDevice.body["error"] as? [String: Any])?["field"] as? String == "device_id")
+            let noToken = try await Self.opened(
+                server, #"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone"}"#, key: ServerHarness.client)
             #expect(noToken.status == 401)
             for (json, field) in [
-                (#"{"device_id":"ana-phone"}"#, "delivery_id"), (#"{"delivery_id":"x1","device_id":"ana-phone"}"#, "delivery_id"),
+                (#"{"device_id":"ana-phone"}"#, "delivery_id"),
+                (#"{"delivery_id":"x1","device_id":"ana-phone"}"#, "delivery_id"),
                 (#"{"delivery_id":\#(ana.deliveryID)}"#, "device_id"),
                 (#"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone","action":"APPROVE"}"#, "action"),
                 (#"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone","at":"noon"}"#, "at"),
                 (#"{"delivery_id":999999999,"device_id":"ana-phone"}"#, "delivery_id"),
             ] {
                 let answer = try await Self.opened(server, json)
-                #expect([400, 404].contains(answer.status) && (answer.body["error"] as? [String: Any])?["field"] as? String == field, "\(json): \(answer.body)")
+                #expect(
+                    [400, 404].contains(answer.status)
+                        && (answer.body["error"] as? [String: Any])?["field"] as? String == field,
+                    "\(json): \(answer.body)")
             }
             // Ana's own, with her token: counted once, however often; the first action is what counted.
             let first = try await Self.opened(
-                server, #"{"delivery_id":"\#(ana.deliveryID)","device_id":"ana-phone","action":"FIX"}"#, key: ServerHarness.client, userToken: anaToken)
-            #expect(first.status == 200 && first.body["counted"] as? Bool == true && first.body["reports"] as? Int == 1, "\(first.body)")
+                server, #"{"delivery_id":"\#(ana.deliveryID)","device_id":"ana-phone","action":"FIX"}"#,
+                key: ServerHarness.client, userToken: anaToken)
+            #expect(
+                first.status == 200 && first.body["counted"] as? Bool == true && first.body["reports"] as? Int == 1,
+                "\(first.body)")
             let again = try await Self.opened(server, #"{"delivery_id":\#(ana.deliveryID),"device_id":"ana-phone"}"#)
-            #expect(again.body["counted"] as? Bool == false && again.body["reports"] as? Int == 2 && again.body["action"] as? String == "FIX")
+            #expect(
+                again.body["counted"] as? Bool == false && again.body["reports"] as? Int == 2
+                    && again.body["action"] as? String == "FIX")
             #expect(again.body["event_id"] as? String == first.body["event_id"] as? String)
             let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02")
             #expect((analytics.body["types"] as? [[String: Any]])?.first?["opened"] as? Int == 1)
         }
     }
 
-    @Test("an open is the app.opened event: LucidPal's dormant step is skipped for a user who opened a notification since enrolling")
+    @Test(
+        "an open is the app.opened event: LucidPal's dormant step is skipped for a user who opened a notification since enrolling"
+    )
     func openedEvent() async throws {
         let tokens = makeDeviceTokens(2)
         try await TrackTests.withLucidPal { server in
@@ -209,10 +267,13 @@ struct EngagementTests {
             }
             let start = try #require(server.runtime.devClock?.now)
             for user in ["ana", "cy"] {
-                #expect(try await server.request(.put, "/v1/apps/demo/users/\(user)/tracks/onboarding", json: "{}").status == .ok)
+                #expect(
+                    try await server.request(.put, "/v1/apps/demo/users/\(user)/tracks/onboarding", json: "{}").status
+                        == .ok)
             }
             // Something reaches both; only Cy opens it.
-            let sent = try await server.send(#"{"to":{"user_ids":["ana","cy"]},"alert":{"title":"Hello","body":"A plain hello"}}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana","cy"]},"alert":{"title":"Hello","body":"A plain hello"}}"#)
             _ = try await server.settled(try #require(sent.body["id"] as? String))
             let stamp = try #require(Self.stamps(server, tokens[1], payloadKey: "lucidpal").first)
             let answer = try await server.request(
@@ -223,7 +284,8 @@ struct EngagementTests {
             try await server.settle()
             #expect(TrackTests.bodies(server, tokens[1]) == ["A plain hello"])
             let cy = try await server.request(.get, "/v1/apps/demo/users/cy/tracks")
-            let step = try #require(((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)
+            let step = try #require(
+                ((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)
             #expect(step["status"] as? String == "skipped" && step["reason"] as? String == "unless app.opened")
         }
     }
@@ -240,20 +302,30 @@ struct OptInCounterTests {
         var result: [String: [String: Int]] = [:]
         for version in versions {
             let statuses = (version["statuses"] as? [String: Int] ?? [:]).filter { $0.value != 0 }
-            if !statuses.isEmpty { result[version["app_version"] as? String ?? "unknown", default: [:]].merge(statuses) { $0 + $1 } }
+            if !statuses.isEmpty {
+                result[version["app_version"] as? String ?? "unknown", default: [:]].merge(statuses) { $0 + $1 }
+            }
         }
         return result
     }
 
-    @Test("the opt-in counts follow a device registered, its permission changed, its app updated, its token dead, signed out, registered again, imported and moved to another user")
+    @Test(
+        "the opt-in counts follow a device registered, its permission changed, its app updated, its token dead, signed out, registered again, imported and moved to another user"
+    )
     func followEveryChange() async throws {
         let tokens = makeDeviceTokens(6)
         try await withServer { server in
-            func register(_ device: String, _ user: String, _ token: String, _ status: String?, _ version: String?) async throws {
-                var fields = [#""device_id":"\#(device)""#, #""user_id":"\#(user)""#, #""token":"\#(token)""#, #""environment":"sandbox""#]
+            func register(_ device: String, _ user: String, _ token: String, _ status: String?, _ version: String?)
+                async throws
+            {
+                var fields = [
+                    #""device_id":"\#(device)""#, #""user_id":"\#(user)""#, #""token":"\#(token)""#,
+                    #""environment":"sandbox""#,
+                ]
                 if let status { fields.append(#""authorization_status":"\#(status)""#) }
                 if let version { fields.append(#""app_version":"\#(version)""#) }
-                let answer = try await server.request(.post, "/v1/apps/demo/devices", json: "{" + fields.joined(separator: ",") + "}")
+                let answer = try await server.request(
+                    .post, "/v1/apps/demo/devices", json: "{" + fields.joined(separator: ",") + "}")
                 #expect(answer.status == .created || answer.status == .ok, "\(answer.body)")
             }
             try await register("a", "ana", tokens[0], "authorized", "1.0")
@@ -264,7 +336,10 @@ struct OptInCounterTests {
             try await register("a", "ana", tokens[0], "denied", "1.0")  // permission changed
             try await register("b", "bo", tokens[1], "denied", "1.1")  // app updated
             try await register("c", "cy", tokens[2], "authorized", nil)  // reported at last
-            #expect(try await Self.statuses(server) == ["1.0": ["denied": 1, "provisional": 1], "1.1": ["denied": 1], "unknown": ["authorized": 1]])
+            #expect(
+                try await Self.statuses(server) == [
+                    "1.0": ["denied": 1, "provisional": 1], "1.1": ["denied": 1], "unknown": ["authorized": 1],
+                ])
             // Its token dead: inactive, no longer counted; registered again: counted again.
             server.simulator.state.markDead(tokens[3])
             let sent = try await server.send(#"{"to":{"user_ids":["di"]},"alert":{"body":"x"}}"#)
@@ -276,17 +351,25 @@ struct OptInCounterTests {
             // Signed out.
             #expect(try await server.request(.delete, "/v1/apps/demo/devices/a").status == .noContent)
             // Imported.
-            let lines = [4, 5].map { #"{"device_id":"i\#($0)","user_id":"u\#($0)","token":"\#(tokens[$0])","authorization_status":"authorized","app_version":"2.0"}"# }
-            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n"))
+            let lines = [4, 5].map {
+                #"{"device_id":"i\#($0)","user_id":"u\#($0)","token":"\#(tokens[$0])","authorization_status":"authorized","app_version":"2.0"}"#
+            }
+            let imported = try await server.request(
+                .post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n"))
             #expect(imported.status == .ok, "\(imported.body)")
             // The same token moved to another device of another user: counted once.
             try await register("b2", "bea", tokens[1], "authorized", "1.1")
-            let expected: [String: [String: Int]] = ["1.0": ["provisional": 1], "1.1": ["authorized": 1], "unknown": ["authorized": 1], "2.0": ["authorized": 2]]
+            let expected: [String: [String: Int]] = [
+                "1.0": ["provisional": 1], "1.1": ["authorized": 1], "unknown": ["authorized": 1],
+                "2.0": ["authorized": 2],
+            ]
             #expect(try await Self.statuses(server) == expected)
             // What the counters say is what a count of the devices says.
             var counted: [String: [String: Int]] = [:]
             for user in ["ana", "bo", "cy", "di", "u4", "u5", "bea"] {
-                let devices = try await server.request(.get, "/v1/apps/demo/users/\(user)/devices").body["devices"] as? [[String: Any]] ?? []
+                let devices =
+                    try await server.request(.get, "/v1/apps/demo/users/\(user)/devices").body["devices"]
+                    as? [[String: Any]] ?? []
                 for device in devices where device["active"] as? Bool == true {
                     guard let status = device["authorization_status"] as? String else { continue }
                     counted[device["app_version"] as? String ?? "unknown", default: [:]][status, default: 0] += 1

@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What an operator sees — `/metrics` behind a key, its labels bounded and escaped,
@@ -18,7 +18,8 @@ struct OperationsTests {
             for key in [nil, ServerHarness.server, ServerHarness.client, "wrong"] {
                 let headers: [String] = key.map { ["Bearer \($0)"] } ?? []
                 let response = try await server.client.execute(
-                    uri: "/metrics", method: .get, headers: headers.isEmpty ? [:] : [.authorization: headers[0]], body: nil)
+                    uri: "/metrics", method: .get, headers: headers.isEmpty ? [:] : [.authorization: headers[0]],
+                    body: nil)
                 #expect(response.status == .unauthorized, "key \(key ?? "none")")
             }
             let byMetricsKey = try await server.client.execute(
@@ -38,7 +39,8 @@ struct OperationsTests {
             #expect(!text.contains("Made"))
             for name in [
                 "herald_restart_resends_total", "herald_oldest_queued_age_seconds", "herald_deferred_deliveries",
-                "herald_last_batch_timestamp_seconds", "herald_fcm_request_seconds", "herald_apns_request_seconds_bucket",
+                "herald_last_batch_timestamp_seconds", "herald_fcm_request_seconds",
+                "herald_apns_request_seconds_bucket",
                 "herald_queue_depth", "herald_notifications_total",
             ] {
                 #expect(text.contains(name), "\(name) missing")
@@ -50,7 +52,9 @@ struct OperationsTests {
         }
     }
 
-    @Test("/healthz is 503 naming the database when it does not take writes (SQLite: PRAGMA query_only)", .enabled(if: TestDatabase.kind == .sqlite))
+    @Test(
+        "/healthz is 503 naming the database when it does not take writes (SQLite: PRAGMA query_only)",
+        .enabled(if: TestDatabase.kind == .sqlite))
     func healthDatabase() async throws {
         try await withServer { server in
             #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
@@ -90,7 +94,9 @@ struct OperationsTests {
         }
     }
 
-    @Test("at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text; --dev ignores HERALD_DATABASE_URL and HERALD_ADMIN_KEY")
+    @Test(
+        "at HERALD_LOG_LEVEL=trace the log holds no device token and no notification text; --dev ignores HERALD_DATABASE_URL and HERALD_ADMIN_KEY"
+    )
     func traceLogIsClean() async throws {
         let directory = try makeTemporaryDirectory("herald-trace")
         var environment = ProcessInfo.processInfo.environment
@@ -100,36 +106,46 @@ struct OperationsTests {
         environment["HERALD_DATABASE_URL"] = "postgres://herald@127.0.0.1:1/production"
         environment["HERALD_ADMIN_KEY"] = ignoredKey
         let (process, port) = try await startHerald(
-            ["serve", "--dev", "--dev-dir", directory + "/dev"], environment: environment, log: directory + "/serve.err")
+            ["serve", "--dev", "--dev-dir", directory + "/dev"], environment: environment, log: directory + "/serve.err"
+        )
         defer { if process.isRunning { process.terminate() } }
         let base = "http://127.0.0.1:\(port)"
         let keys = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json"))) as? [String: String])
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/dev/keys.json")))
+                as? [String: String])
         #expect(try await curl(["-H", "Authorization: Bearer \(ignoredKey)", "\(base)/metrics"]).status == 401)
         #expect(try await curl(["-H", "Authorization: Bearer \(keys["admin"]!)", "\(base)/metrics"]).status == 200)
         let startLog = (try? String(contentsOfFile: directory + "/serve.err", encoding: .utf8)) ?? ""
-        #expect(startLog.contains("HERALD_DATABASE_URL is ignored under --dev") && startLog.contains("HERALD_ADMIN_KEY is ignored under --dev"))
+        #expect(
+            startLog.contains("HERALD_DATABASE_URL is ignored under --dev")
+                && startLog.contains("HERALD_ADMIN_KEY is ignored under --dev"))
         // The secrets --dev writes are the owner's alone from the moment they exist.
         for file in ["keys.json", "demo-AuthKey.p8"] {
-            let mode = try FileManager.default.attributesOfItem(atPath: directory + "/dev/" + file)[.posixPermissions] as? Int
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: directory + "/dev/" + file)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
         }
         let token = makeDeviceTokens(1)[0]
         let secretText = "Your lab result is ready: glucose 5.4"
         let registered = try await curl([
             "-X", "POST", "\(base)/v1/apps/demo/devices", "-H", "Authorization: Bearer \(keys["client"]!)", "-H",
-            "Content-Type: application/json", "-d", #"{"device_id":"phone","user_id":"gus","token":"\#(token)","environment":"sandbox"}"#,
+            "Content-Type: application/json", "-d",
+            #"{"device_id":"phone","user_id":"gus","token":"\#(token)","environment":"sandbox"}"#,
         ])
         #expect(registered.status == 201, "\(registered.body)")
         let sent = try await curl([
             "-X", "POST", "\(base)/v1/apps/demo/notifications", "-H", "Authorization: Bearer \(keys["server"]!)", "-H",
-            "Content-Type: application/json", "-d", #"{"to":{"user_ids":["gus"]},"alert":{"title":"Lab","body":"\#(secretText)"}}"#,
+            "Content-Type: application/json", "-d",
+            #"{"to":{"user_ids":["gus"]},"alert":{"title":"Lab","body":"\#(secretText)"}}"#,
         ])
         #expect(sent.status == 202, "\(sent.body)")
-        let id = try #require((try JSONSerialization.jsonObject(with: Data(sent.body.utf8)) as? [String: Any])?["id"] as? String)
+        let id = try #require(
+            (try JSONSerialization.jsonObject(with: Data(sent.body.utf8)) as? [String: Any])?["id"] as? String)
         var delivered = false
         for _ in 0..<200 where !delivered {
-            let view = try await curl(["\(base)/v1/apps/demo/notifications/\(id)", "-H", "Authorization: Bearer \(keys["server"]!)"])
+            let view = try await curl([
+                "\(base)/v1/apps/demo/notifications/\(id)", "-H", "Authorization: Bearer \(keys["server"]!)",
+            ])
             delivered = view.body.contains(#""sent":1"#)
             if !delivered { try await Task.sleep(for: .milliseconds(50)) }
         }
@@ -142,23 +158,30 @@ struct OperationsTests {
         #expect(!text.contains(token.prefix(16)), "more than 8 characters of a device token are in the log")
         #expect(!text.contains("glucose"), "notification text is in the log")
         // The admin key's use is logged with the route and the peer's address, never the key.
-        let adminLine = text.split(separator: "\n").first { $0.contains("Admin key used") && $0.contains("herald.route=/metrics") } ?? ""
+        let adminLine =
+            text.split(separator: "\n").first { $0.contains("Admin key used") && $0.contains("herald.route=/metrics") }
+            ?? ""
         #expect(adminLine.contains("herald.peer=127.0.0.1") && adminLine.contains("herald.status=200"), "\(adminLine)")
-        #expect(!text.contains(keys["admin"]!) && !text.contains(keys["server"]!) && !text.contains(keys["client"]!), "a key is in the log")
+        #expect(
+            !text.contains(keys["admin"]!) && !text.contains(keys["server"]!) && !text.contains(keys["client"]!),
+            "a key is in the log")
     }
 }
 
 /// The built `herald` executable beside the test bundle.
 var heraldExecutable: URL {
-    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("herald")
+    let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+        "herald")
     if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
-    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent(".build/debug/herald")
 }
 
 /// Runs `curl -s ARGS`, returning the HTTP status and body.
 func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
-    let run = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-s", "-w", "\n%{http_code}"] + arguments)
+    let run = try await runProcess(
+        URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-s", "-w", "\n%{http_code}"] + arguments)
     let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
 }
@@ -175,7 +198,8 @@ func startHeraldServe(config: String) async throws -> (process: Process, port: I
 /// beforehand could be taken by any other test's connection before herald bound it (CI saw that).
 /// Fails with the log's last lines when herald exits or does not come up within 60 s.
 func startHerald(
-    _ arguments: [String], environment: [String: String]? = nil, log: String, scheme: String = "http", curlOptions: [String] = []
+    _ arguments: [String], environment: [String: String]? = nil, log: String, scheme: String = "http",
+    curlOptions: [String] = []
 ) async throws -> (process: Process, port: Int) {
     let process = Process()
     process.executableURL = heraldExecutable
@@ -183,7 +207,9 @@ func startHerald(
     // The "Herald listening" line is logged at info: a quieter level (CI runs the tests with
     // HERALD_LOG_LEVEL=warning) would hide the port.
     var environment = environment ?? ProcessInfo.processInfo.environment
-    if !["trace", "debug", "info"].contains(environment["HERALD_LOG_LEVEL"] ?? "info") { environment["HERALD_LOG_LEVEL"] = "info" }
+    if !["trace", "debug", "info"].contains(environment["HERALD_LOG_LEVEL"] ?? "info") {
+        environment["HERALD_LOG_LEVEL"] = "info"
+    }
     process.environment = environment
     _ = FileManager.default.createFile(atPath: log, contents: nil)
     process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
@@ -198,14 +224,19 @@ func startHerald(
         {
             port = number
         }
-        if let port, (try? await curl(curlOptions + ["--max-time", "1", "\(scheme)://127.0.0.1:\(port)/healthz"]))?.status == 200 {
+        if let port,
+            (try? await curl(curlOptions + ["--max-time", "1", "\(scheme)://127.0.0.1:\(port)/healthz"]))?.status == 200
+        {
             return (process, port)
         }
         try await Task.sleep(for: .milliseconds(50))
     }
     if process.isRunning { process.terminate() }
-    let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(20).joined(separator: "\n")
-    Issue.record("herald \(arguments.first ?? "") did not start\(port.map { " (listening on \($0))" } ?? ""); its log ends:\n\(tail)")
+    let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(20).joined(
+        separator: "\n")
+    Issue.record(
+        "herald \(arguments.first ?? "") did not start\(port.map { " (listening on \($0))" } ?? ""); its log ends:\n\(tail)"
+    )
     throw CancellationError()
 }
 
@@ -216,9 +247,9 @@ struct ListenerLimitTests {
     func limits() async throws {
         let directory = try makeTemporaryDirectory("herald-listener")
         try """
-            server: { host: 127.0.0.1, idle_timeout: 3, max_connections: 2 }
-            database: { url: "sqlite://\(directory)/herald.sqlite" }
-            """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
+        server: { host: 127.0.0.1, idle_timeout: 3, max_connections: 2 }
+        database: { url: "sqlite://\(directory)/herald.sqlite" }
+        """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
         let (process, port) = try await startHeraldServe(config: directory + "/herald.yaml")
         defer { if process.isRunning { process.terminate() } }
         // Two idle connections take both places: a third request is not served while they last.
@@ -284,7 +315,8 @@ func healthzOnConnection(_ descriptor: Int32) -> Bool {
         let text = String(decoding: received, as: UTF8.self)
         guard let end = text.range(of: "\r\n\r\n") else { continue }
         let head = text[..<end.lowerBound].lowercased()
-        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+        let length =
+            head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
             .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
         if received.count >= text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound) + length {
             return head.hasPrefix("http/1.1 200")

@@ -44,7 +44,8 @@ struct PayloadFixtureTests {
     }
 
     static func check(_ name: String, _ payload: [String: Any]) throws {
-        let data = try JSONSerialization.data(withJSONObject: normalized(payload), options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+        let data = try JSONSerialization.data(
+            withJSONObject: normalized(payload), options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
         let file = directory.appendingPathComponent(name)
         if ProcessInfo.processInfo.environment["HERALD_UPDATE_FIXTURES"] == "1" {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -54,32 +55,44 @@ struct PayloadFixtureTests {
         let stored = try Data(contentsOf: file)
         #expect(
             String(decoding: stored, as: UTF8.self) == String(decoding: data, as: UTF8.self) + "\n",
-            "the server's \(name) changed: rewrite the fixture with HERALD_UPDATE_FIXTURES=1 swift test --filter PayloadFixture and check HeraldKit's tests")
+            "the server's \(name) changed: rewrite the fixture with HERALD_UPDATE_FIXTURES=1 swift test --filter PayloadFixture and check HeraldKit's tests"
+        )
     }
 
-    @Test("Cocotte's approval (APNs, with action tokens), Lucid's comment (APNs) and SyncWell's PN-02 (FCM) as the server delivers them")
+    @Test(
+        "Cocotte's approval (APNs, with action tokens), Lucid's comment (APNs) and SyncWell's PN-02 (FCM) as the server delivers them"
+    )
     func fixtures() async throws {
         let tokens = makeDeviceTokens(2)
         try await withServer(catalog: "cocotte.yaml", payloadKey: nil, configure: { $0.clock = .manual }) { server in
             try await EngagementTests.noon(server)
             #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
             _ = try await ActionTests.approval(server, user: "ana", card: "c1")
-            try Self.check("cocotte-approval.apns.json", try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject))
+            try Self.check(
+                "cocotte-approval.apns.json",
+                try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject))
         }
         try await withServer(catalog: "lucid.yaml", payloadKey: nil) { server in
             #expect(try await server.register("matt-iphone", user: "matt", token: tokens[1]) == .created)
             let sent = try await server.send(
-                #"{"to":{"user_ids":["matt"]},"type":"library_comment","data":{"comment":"Good to know.","entryId":"e42","commentId":"c7"}}"#)
+                #"{"to":{"user_ids":["matt"]},"type":"library_comment","data":{"comment":"Good to know.","entryId":"e42","commentId":"c7"}}"#
+            )
             _ = try await server.settled(try #require(sent.body["id"] as? String))
-            try Self.check("lucid-comment.apns.json", try #require(server.simulator.state.inbox(for: tokens[1]).last?.payloadObject))
+            try Self.check(
+                "lucid-comment.apns.json",
+                try #require(server.simulator.state.inbox(for: tokens[1]).last?.payloadObject))
         }
         try await withServer { server in
             let android = try await server.request(
-                .post, "/v1/apps/demo/devices", json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1"}"#)
+                .post, "/v1/apps/demo/devices",
+                json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1"}"#)
             #expect(android.status == .created)
-            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
             _ = try await server.settled(try #require(sent.body["id"] as? String))
-            try Self.check("syncwell-sync-error.fcm.json", try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject))
+            try Self.check(
+                "syncwell-sync-error.fcm.json",
+                try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject))
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import HeraldPayload
 import HeraldCore
+import HeraldPayload
 import HeraldServer
 import HeraldStore
 import HeraldTesting
@@ -28,7 +28,9 @@ struct PipelineTests {
             // The hung delivery is claimed and on the wire before Bob's is sent.
             var claimed = false
             for _ in 0..<200 where !claimed {
-                claimed = try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?.status == .sending
+                claimed =
+                    try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?
+                    .status == .sending
                 try await Task.sleep(for: .milliseconds(10))
             }
             try #require(claimed)
@@ -45,15 +47,19 @@ struct PipelineTests {
             _ = try #require(arrived, "Bob's notification never arrived (accepting took \(started - sending))")
             // Bob's arrived while the hung one is still unanswered (not lost either): it did not
             // wait behind it. (Ordered, not timed: a wall-clock bound failed on a loaded box.)
-            let status = try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?.status
+            let status = try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?
+                .status
             #expect(status == .sending)
         }
     }
 
-    @Test("outbox.* (retention included) is read from YAML with ranges, and the retry schedule doubles to its cap and honours Retry-After")
+    @Test(
+        "outbox.* (retention included) is read from YAML with ranges, and the retry schedule doubles to its cap and honours Retry-After"
+    )
     func configuration() throws {
         let parsed = try HeraldConfiguration.parse(
-            yaml: "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3, retention: 86400 }",
+            yaml:
+                "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3, retention: 86400 }",
             file: "/tmp/herald.yaml")
         let outbox = parsed.outbox
         #expect(outbox.batchSize == 100 && outbox.maximumInFlight == 300 && outbox.maximumAttempts == 7)
@@ -63,8 +69,14 @@ struct PipelineTests {
         #expect(outbox.retryDelay(attempts: 1, providerAsked: 90) == 90)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: .infinity) == 3600)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: -5) == 2)
-        for bad in ["outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }", "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }", "outbox: { retention: 60 }"] {
-            #expect(throws: ConfigurationError.self, "\(bad)") { try HeraldConfiguration.parse(yaml: bad, file: "/tmp/herald.yaml") }
+        for bad in [
+            "outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }",
+            "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }",
+            "outbox: { retention: 60 }",
+        ] {
+            #expect(throws: ConfigurationError.self, "\(bad)") {
+                try HeraldConfiguration.parse(yaml: bad, file: "/tmp/herald.yaml")
+            }
         }
     }
 
@@ -79,24 +91,29 @@ struct PipelineTests {
         let key = TestSigningKey()
         try key.pem.write(toFile: directory + "/AuthKey.p8", atomically: true, encoding: .utf8)
         try """
-            server: { host: 127.0.0.1 }
-            database: { url: "\(databaseURL)" }
-            admin_key: "admin-0123456789abcdef-0123456789abcdef"
-            apps:
-              - id: demo
-                keys: { server: "server-0123456789abcdef" }
-                apns: { team_id: "\(key.signingKey.teamID)", key_id: "\(key.signingKey.keyID)", key_file: "AuthKey.p8",
-                        topic: "com.example.demo", environment: sandbox, endpoint: "https://127.0.0.1:\(blackholePort)" }
-            """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
+        server: { host: 127.0.0.1 }
+        database: { url: "\(databaseURL)" }
+        admin_key: "admin-0123456789abcdef-0123456789abcdef"
+        apps:
+          - id: demo
+            keys: { server: "server-0123456789abcdef" }
+            apns: { team_id: "\(key.signingKey.teamID)", key_id: "\(key.signingKey.keyID)", key_file: "AuthKey.p8",
+                    topic: "com.example.demo", environment: sandbox, endpoint: "https://127.0.0.1:\(blackholePort)" }
+        """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
         let (process, port) = try await startHeraldServe(config: directory + "/herald.yaml")
         defer { if process.isRunning { process.terminate() } }
         let auth = ["-H", "Authorization: Bearer server-0123456789abcdef", "-H", "Content-Type: application/json"]
         let device = try await curl(
-            auth + ["-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/devices", "-d",
-                #"{"device_id":"d1","user_id":"u1","token":"\#(String(repeating: "ef", count: 32))"}"#])
+            auth + [
+                "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/devices", "-d",
+                #"{"device_id":"d1","user_id":"u1","token":"\#(String(repeating: "ef", count: 32))"}"#,
+            ])
         #expect(device.status == 201)
         let sent = try await curl(
-            auth + ["-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-d", #"{"to":{"user_ids":["u1"]},"alert":{"body":"x"}}"#])
+            auth + [
+                "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-d",
+                #"{"to":{"user_ids":["u1"]},"alert":{"body":"x"}}"#,
+            ])
         #expect(sent.status == 202)
         try await Task.sleep(for: .seconds(1))
         let stopping = ContinuousClock.now
@@ -124,9 +141,12 @@ struct PipelineTests {
         // On a manual clock: the message falls due only when the clock is moved, after the iPad
         // changed hands (a 1.5 s wall-clock margin lost the race under a loaded machine).
         try await withServer(configure: { $0.clock = .manual }) { server in
-            #expect(try await server.register("shared-ipad", user: "alice", token: token, key: ServerHarness.server) == .created)
+            #expect(
+                try await server.register("shared-ipad", user: "alice", token: token, key: ServerHarness.server)
+                    == .created)
             let deliverAt = HeraldTime.format(server.runtime.store.now.addingTimeInterval(60))
-            let sent = try await server.send(#"{"to":{"user_ids":["alice"]},"alert":{"body":"for Alice only"},"deliver_at":"\#(deliverAt)"}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["alice"]},"alert":{"body":"for Alice only"},"deliver_at":"\#(deliverAt)"}"#)
             let id = try #require(sent.body["id"] as? String)
             #expect(sent.body["recipients"] as? Int == 1)
             // The iPad is handed to Bob before the message is due.
@@ -146,7 +166,8 @@ struct PipelineTests {
 
     @Test("every app's APNs and FCM clients run on the server's one provider event-loop group, closed once at shutdown")
     func sharedProviderLoops() async throws {
-        let apnsToken = String(repeating: "5e", count: 32), otherToken = String(repeating: "6f", count: 32)
+        let apnsToken = String(repeating: "5e", count: 32)
+        let otherToken = String(repeating: "6f", count: 32)
         try await withServer(configure: { configuration in
             var other = configuration.apps[0]
             other.id = "other"
@@ -157,29 +178,38 @@ struct PipelineTests {
             other.fcm = nil
             configuration.apps.append(other)
         }) { server in
-            #expect(try await server.register("phone", user: "ana", token: apnsToken, key: ServerHarness.server) == .created)
+            #expect(
+                try await server.register("phone", user: "ana", token: apnsToken, key: ServerHarness.server) == .created
+            )
             let pixel = try await server.request(
-                .post, "/v1/apps/demo/devices", json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm-shared-loops"}"#)
+                .post, "/v1/apps/demo/devices",
+                json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm-shared-loops"}"#)
             #expect(pixel.status == .created)
             let registered = try await server.request(
                 .post, "/v1/apps/other/devices", key: "other-server-key-0123456789ab",
                 json: #"{"device_id":"tablet","user_id":"bo","token":"\#(otherToken)","environment":"sandbox"}"#)
             #expect(registered.status == .created)
-            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"to both of Ana's devices"}}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"alert":{"body":"to both of Ana's devices"}}"#)
             let view = try await server.settled(try #require(sent.body["id"] as? String))
             #expect((view["counts"] as? [String: Int])?["sent"] == 2)
             let otherSent = try await server.request(
                 .post, "/v1/apps/other/notifications", key: "other-server-key-0123456789ab",
                 json: #"{"to":{"user_ids":["bo"]},"alert":{"body":"from the other app"}}"#)
             #expect(otherSent.status == .accepted)
-            for _ in 0..<250 where server.simulator.state.inbox(for: otherToken).isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<250 where server.simulator.state.inbox(for: otherToken).isEmpty {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(server.simulator.state.inbox(for: apnsToken).count == 1)
             #expect(server.simulator.state.inbox(for: "fcm-shared-loops").count == 1)
             #expect(server.simulator.state.inbox(for: otherToken).count == 1)
 
             // Three clients, one group.
-            guard case .client(let demoAPNs) = try #require(server.runtime.apps["demo"]).apnsClient(environment: "sandbox"),
-                case .client(let otherAPNs) = try #require(server.runtime.apps["other"]).apnsClient(environment: "sandbox"),
+            guard
+                case .client(let demoAPNs) = try #require(server.runtime.apps["demo"]).apnsClient(
+                    environment: "sandbox"),
+                case .client(let otherAPNs) = try #require(server.runtime.apps["other"]).apnsClient(
+                    environment: "sandbox"),
                 let demoFCM = server.runtime.apps["demo"]?.fcmClient
             else {
                 Issue.record("a client is missing")
@@ -191,7 +221,10 @@ struct PipelineTests {
 
             // Once the providers are shut down, no new client starts on the stopped loops.
             await server.runtime.shutdown(gracePeriod: 0)
-            guard case .unavailable(let reason) = try #require(server.runtime.apps["other"]).apnsClient(environment: "production") else {
+            guard
+                case .unavailable(let reason) = try #require(server.runtime.apps["other"]).apnsClient(
+                    environment: "production")
+            else {
                 Issue.record("a client was made after shutdown")
                 return
             }
@@ -217,10 +250,14 @@ struct PipelineTests {
         #expect(Set(payloads.keys) == Set(ids.suffix(3)))
         #expect(payloads[ids[2]]?.notificationID == ids[2].uuidString.lowercased())
         let payload = try #require(payloads[ids[2]]?.payload(deliveryID: 7))
-        #expect(String(decoding: payload, as: UTF8.self) == #"{"aps":{},"demo":{"herald":{"d":7,"n":"\#(ids[2].uuidString.lowercased())"},"n":2}}"#)
+        #expect(
+            String(decoding: payload, as: UTF8.self)
+                == #"{"aps":{},"demo":{"herald":{"d":7,"n":"\#(ids[2].uuidString.lowercased())"},"n":2}}"#)
     }
 
-    @Test("batches hand their requests over in claim order: each waits for the ones before it to be submitted, not answered")
+    @Test(
+        "batches hand their requests over in claim order: each waits for the ones before it to be submitted, not answered"
+    )
     func submissionOrder() async {
         let order = SubmissionOrder()
         let turns = (0..<6).map { _ in SubmissionTurn(order) }
@@ -242,14 +279,17 @@ struct PipelineTests {
         #expect(log.order.withLock { $0 } == [0, 1, 3, 4, 5])
     }
 
-    @Test("clock: manual: POST /v1/dev/clock moves the server's clock and a send scheduled two days ahead goes when due (not Expired); admin key, a valid duration, and 404 on the wall clock")
+    @Test(
+        "clock: manual: POST /v1/dev/clock moves the server's clock and a send scheduled two days ahead goes when due (not Expired); admin key, a valid duration, and 404 on the wall clock"
+    )
     func devClock() async throws {
         let token = makeDeviceTokens(1)[0]
         try await withServer(configure: { $0.clock = .manual }) { server in
             #expect(try await server.register("phone", user: "ana", token: token) == .created)
             let start = try #require(server.runtime.devClock?.now)
             let later = HeraldTime.format(start.addingTimeInterval(2 * 86_400))
-            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"body":"in two days"},"deliver_at":"\#(later)"}"#)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"alert":{"body":"in two days"},"deliver_at":"\#(later)"}"#)
             #expect(sent.status == .accepted)
             // The clock stands still: nothing is due, however long the test waits.
             try await server.settle()
@@ -262,17 +302,20 @@ struct PipelineTests {
                 #expect(refused.status == .badRequest, "\(bad)")
                 #expect((refused.body["error"] as? [String: Any])?["field"] as? String == "advance", "\(bad)")
             }
-            let moved = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1d23h59m"}"#)
+            let moved = try await server.request(
+                .post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1d23h59m"}"#)
             #expect(moved.status == .ok)
             #expect(moved.body["advanced_seconds"] as? Double == 172_740)
             try await server.settle()
             #expect(server.simulator.state.inbox(for: token).isEmpty, "a minute early")
-            let due = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"60s"}"#)
+            let due = try await server.request(
+                .post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"60s"}"#)
             #expect(due.body["now"] as? String == later)
             try await eventually { server.simulator.state.inbox(for: token).count == 1 }
             // At most ten years past where it started: the tenth year-long move (2 days in) is refused.
             for move in 1...10 {
-                let year = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"366d"}"#)
+                let year = try await server.request(
+                    .post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"366d"}"#)
                 #expect(year.status == (move < 10 ? .ok : .badRequest), "move \(move)")
             }
             // Two days after it was stored, past outbox.max_age (24 h) since then: sent, not Expired.
@@ -281,7 +324,8 @@ struct PipelineTests {
         }
         // On the wall clock the path does not exist.
         try await withServer { server in
-            let absent = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1h"}"#)
+            let absent = try await server.request(
+                .post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"1h"}"#)
             #expect(absent.status == .notFound)
         }
     }
@@ -297,7 +341,9 @@ struct PipelineTests {
         #expect(try HeraldConfiguration.parse(yaml: "clock: manual", file: "/tmp/herald.yaml").clock == .manual)
         #expect(HeraldConfiguration().clock == .system)
         #expect(DevClock.make(dev: false, setting: .system) == nil)
-        #expect(throws: ConfigurationError.self) { try HeraldConfiguration.parse(yaml: "clock: sometimes", file: "/tmp/herald.yaml") }
+        #expect(throws: ConfigurationError.self) {
+            try HeraldConfiguration.parse(yaml: "clock: sometimes", file: "/tmp/herald.yaml")
+        }
     }
 
     @Test("deliveries past their expiration or outbox.max_age end failed Expired, unsent")
@@ -305,11 +351,14 @@ struct PipelineTests {
         let token = String(repeating: "2b", count: 32)
         let clock = ManualClock(Date())
         try await withServer(clock: clock) { server in
-            #expect(try await server.register("old-phone", user: "carol", token: token, key: ServerHarness.server) == .created)
+            #expect(
+                try await server.register("old-phone", user: "carol", token: token, key: ServerHarness.server)
+                    == .created)
             let expiration = Int(clock.now.timeIntervalSince1970) + 1
             let deliverAt = HeraldTime.format(clock.now.addingTimeInterval(2.5))
             let sent = try await server.send(
-                #"{"to":{"user_ids":["carol"]},"alert":{"body":"stale"},"expiration":\#(expiration),"deliver_at":"\#(deliverAt)"}"#)
+                #"{"to":{"user_ids":["carol"]},"alert":{"body":"stale"},"expiration":\#(expiration),"deliver_at":"\#(deliverAt)"}"#
+            )
             let id = try #require(sent.body["id"] as? String)
             try await server.settle()
             #expect(server.simulator.state.inbox(for: token).isEmpty)
@@ -325,16 +374,21 @@ struct PipelineTests {
 /// Owned, fenced claims on one database shared by two processes (two stores on one file).
 @Suite("Claims: ownership and fencing")
 struct ClaimFencingTests {
-    @Test("a second node on the same SQLite file takes nothing a live node holds; a dead node's claims are rescued and its late results fenced off")
+    @Test(
+        "a second node on the same SQLite file takes nothing a live node holds; a dead node's claims are rescued and its late results fenced off"
+    )
     func twoNodes() async throws {
         let url = try await TestDatabase.url("nodes")
         let first = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(30).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await first.importDevices(appID: "a", devices) == 30)
         let (notification, _) = try await first.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
         let held = try await first.claimDueDeliveries(limit: 20)
         #expect(held.count == 20 && held.allSatisfy { $0.claim == 1 })
 
@@ -375,11 +429,14 @@ struct PostgresNodesTests {
         #expect(nodes[0].dialect == .postgres)
         let count = 3_000
         let devices = makeDeviceTokens(count).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await nodes[0].importDevices(appID: "a", devices) == count)
         let (notification, _) = try await nodes[0].createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
         #expect(notification.recipients == count)
         let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
             for node in nodes {
@@ -420,11 +477,13 @@ extension PostgresNodesTests {
         let listener = Task { await listening.listenForDueDeliveries { heard.add() } }
         // LISTEN takes effect once its connection runs it: enqueue until heard (no sleep-and-hope).
         _ = try await sending.importDevices(
-            appID: "a", [DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "ab", environment: "sandbox")])
+            appID: "a",
+            [DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "ab", environment: "sandbox")])
         let started = ContinuousClock.now
         while heard.value == 0 && ContinuousClock.now - started < .seconds(10) {
             _ = try await sending.createNotification(
-                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: Date())
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+                excludeDeviceIDs: [], dueAt: Date())
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(heard.value > 0)
@@ -438,21 +497,28 @@ extension PostgresNodesTests {
 
 /// PostgreSQL's deliveries partitioned by day (migration 11) and their upkeep.
 extension PostgresNodesTests {
-    @Test("deliveries are partitioned by day: days made ahead, a past day dropped whole once nothing in it is kept, a day with a delivery to send kept")
+    @Test(
+        "deliveries are partitioned by day: days made ahead, a past day dropped whole once nothing in it is kept, a day with a delivery to send kept"
+    )
     func partitionsByDay() async throws {
         let day: TimeInterval = 86_400
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))  // 2027-01-15 08:00 UTC
-        let store = try await HeraldStore.open(url: try await TestDatabase.url("partitions", kind: .postgres), clock: .manual(clock))
+        let store = try await HeraldStore.open(
+            url: try await TestDatabase.url("partitions", kind: .postgres), clock: .manual(clock))
         // Opening made today's partition and the next two days' (the DEFAULT one takes the rest).
-        #expect(Set(try await store.deliveryPartitions().keys)
-            == ["deliveries_default", "deliveries_20270115", "deliveries_20270116", "deliveries_20270117"])
+        #expect(
+            Set(try await store.deliveryPartitions().keys)
+                == ["deliveries_default", "deliveries_20270115", "deliveries_20270116", "deliveries_20270117"])
         let devices = makeDeviceTokens(3).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 3)
         func send(due: Date) async throws -> UUID {
             try await store.createNotification(
-                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .users(["u0", "u1", "u2"]),
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                recipients: .users(["u0", "u1", "u2"]),
                 excludeDeviceIDs: [], dueAt: due
             ).0.id
         }
@@ -472,12 +538,17 @@ extension PostgresNodesTests {
         #expect(upkeep.droppedRows == 3)
         #expect(upkeep.created == ["deliveries_20270124", "deliveries_20270125", "deliveries_20270126"])
         #expect(try await store.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
-        #expect(try await store.deliveries(notificationID: scheduled, limit: 10, offset: 0).map(\.status) == [.queued, .queued, .queued])
+        #expect(
+            try await store.deliveries(notificationID: scheduled, limit: 10, offset: 0).map(\.status) == [
+                .queued, .queued, .queued,
+            ])
         // The notification left without deliveries goes with the row-by-row retention.
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * day)).notifications == 1)
         #expect(try await store.notification(appID: "a", id: answered) == nil)
         // Nothing more to do at the next upkeep.
-        #expect(try await store.maintainPartitions(before: clock.now.addingTimeInterval(-7 * day)) == HeraldStore.PartitionUpkeep())
+        #expect(
+            try await store.maintainPartitions(before: clock.now.addingTimeInterval(-7 * day))
+                == HeraldStore.PartitionUpkeep())
         // A day the upkeep did not reach in time: its rows land in DEFAULT, and the day is
         // reported once and left there (a partition cannot be made over rows DEFAULT holds).
         clock.advance(by: 20 * day)
@@ -491,19 +562,23 @@ extension PostgresNodesTests {
         await store.close()
     }
 
-    @Test("a database from before partitions keeps every delivery: the migration copies them into their days, ids go on")
+    @Test(
+        "a database from before partitions keeps every delivery: the migration copies them into their days, ids go on")
     func partitionMigration() async throws {
         let day: TimeInterval = 86_400
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("partition-migration", kind: .postgres)
         let old = try await HeraldStore.open(url: url, clock: .manual(clock), schemaVersion: 10)
         let devices = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await old.importDevices(appID: "a", devices) == 4)
         func send(_ store: HeraldStore) async throws -> UUID {
             try await store.createNotification(
-                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .users(["u0", "u1", "u2", "u3"]),
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                recipients: .users(["u0", "u1", "u2", "u3"]),
                 excludeDeviceIDs: [], dueAt: clock.now
             ).0.id
         }
@@ -520,8 +595,11 @@ extension PostgresNodesTests {
         #expect(partitions["deliveries_20270117"] == 4)
         #expect(partitions["deliveries_default"] == 0)
         #expect(try await store.deliveryCounts(notificationID: first)[.sent] == 2)
-        #expect(try await store.deliveries(notificationID: first, limit: 10, offset: 0).map(\.status).sorted { $0.rawValue < $1.rawValue }
-            == [.queued, .queued, .sent, .sent])
+        #expect(
+            try await store.deliveries(notificationID: first, limit: 10, offset: 0).map(\.status).sorted {
+                $0.rawValue < $1.rawValue
+            }
+                == [.queued, .queued, .sent, .sent])
         // New rows take ids after the copied ones; the outbox claims old and new alike.
         let third = try await send(store)
         let claimed = try await store.claimDueDeliveries(limit: 100)

@@ -17,7 +17,9 @@ struct PolicyScenarioTests {
         try await withServer(catalog: "syncwell.yaml", clock: clock) { server in
             let token = makeDeviceTokens(1)[0]
             #expect(try await server.register("phone", user: "ana", token: token, locale: "fr-FR") == .created)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/ana", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/ana", json: #"{"time_zone":"Europe/Paris"}"#).status
+                    == .ok)
 
             // PN-02 is transactional: it goes during quiet hours, in French (fr-FR → fr).
             let error = try await server.send(
@@ -30,7 +32,9 @@ struct PolicyScenarioTests {
             let firstAPS = try #require(firstPayload["aps"] as? [String: Any])
             let firstAlert = try #require(firstAPS["alert"] as? [String: Any])
             #expect(firstAlert["title"] as? String == "SyncWell : action requise")
-            #expect(firstAlert["body"] as? String == "Votre connexion à Strava rencontre un problème. Touchez pour corriger.")
+            #expect(
+                firstAlert["body"] as? String
+                    == "Votre connexion à Strava rencontre un problème. Touchez pour corriger.")
             #expect(firstAPS["category"] as? String == "SYNC_ERROR")
             #expect(firstAPS["sound"] as? String == "default")
             #expect(first.collapseID == "sync-error-strava")
@@ -41,7 +45,8 @@ struct PolicyScenarioTests {
 
             // PN-03 is not: deferred to 09:00 Paris time, with the reason in the trace.
             let provider = try await server.send(
-                #"{"to":{"user_ids":["ana"]},"type":"new_provider","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+                #"{"to":{"user_ids":["ana"]},"type":"new_provider","data":{"New Provider":"Oura","provider_id":"oura"}}"#
+            )
             let providerID = try #require(provider.body["id"] as? String)
             let providerView = try await server.settled(providerID)
             #expect((providerView["counts"] as? [String: Int])?["deferred"] == 1)
@@ -50,7 +55,8 @@ struct PolicyScenarioTests {
             #expect(deferred["reason"] as? String == "quiet_hours")
             #expect(deferred["until"] as? String == "2026-11-23T08:00:00.000Z")
             let trace = try #require(deferred["trace"] as? [[String: Any]])
-            #expect(trace.first?["message"] as? String == "deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris")
+            #expect(
+                trace.first?["message"] as? String == "deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris")
 
             // PN-01 is off by default: suppressed, never sent.
             let syncOff = try await server.send(
@@ -65,10 +71,12 @@ struct PolicyScenarioTests {
             let before = try await server.request(.get, "/v1/apps/demo/users/ana/preferences")
             #expect((before.body["types"] as? [String: Bool])?["sync_success"] == false)
             #expect((before.body["types"] as? [String: Bool])?["subscription_renewal"] == nil)
-            let enabled = try await server.request(.put, "/v1/apps/demo/users/ana/preferences", json: #"{"types":{"PN-01":true}}"#)
+            let enabled = try await server.request(
+                .put, "/v1/apps/demo/users/ana/preferences", json: #"{"types":{"PN-01":true}}"#)
             #expect(enabled.status == .ok)
             #expect((enabled.body["types"] as? [String: Bool])?["sync_success"] == true)
-            let refused = try await server.request(.put, "/v1/apps/demo/users/ana/preferences", json: #"{"types":{"PN-04":false}}"#)
+            let refused = try await server.request(
+                .put, "/v1/apps/demo/users/ana/preferences", json: #"{"types":{"PN-04":false}}"#)
             #expect(refused.status == .badRequest)
             #expect(((refused.body["error"] as? [String: Any])?["field"] as? String) == "types.PN-04")
 
@@ -98,7 +106,8 @@ struct PolicyScenarioTests {
             #expect(try await server.register("laptop", user: "bo", token: other, locale: "en-GB") == .created)
             let fallback = try await server.send(#"{"to":{"user_ids":["bo"]},"type":"PN-02","data":{}}"#)
             _ = try await server.settled(try #require(fallback.body["id"] as? String))
-            let fallbackAlert = (server.simulator.state.inbox(for: other).first?.payloadObject?["aps"] as? [String: Any])?["alert"]
+            let fallbackAlert =
+                (server.simulator.state.inbox(for: other).first?.payloadObject?["aps"] as? [String: Any])?["alert"]
                 as? [String: Any]
             #expect(fallbackAlert?["body"] as? String == "One of your connections has an issue. Tap to fix.")
         }
@@ -115,7 +124,8 @@ struct PolicyScenarioTests {
             var ids: [String] = []
             for index in 0..<12 {
                 let sent = try await server.send(
-                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#)
+                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#
+                )
                 #expect(sent.status == .accepted)
                 ids.append(try #require(sent.body["id"] as? String))
             }
@@ -157,14 +167,16 @@ struct PolicyScenarioTests {
             #expect(try await server.register("other", user: "sam", token: tokens[2]) == .created)
             for (entry, comment) in [("e1", "c1"), ("e2", "c2"), ("e1", "c3")] {
                 let sent = try await server.send(
-                    #"{"to":{"user_ids":["sam"]},"type":"library_comment","data":{"comment":"Nice","entryId":"\#(entry)","commentId":"\#(comment)"}}"#)
+                    #"{"to":{"user_ids":["sam"]},"type":"library_comment","data":{"comment":"Nice","entryId":"\#(entry)","commentId":"\#(comment)"}}"#
+                )
                 _ = try await server.settled(try #require(sent.body["id"] as? String))
             }
             let threads = server.simulator.state.inbox(for: tokens[2]).map {
                 ($0.payloadObject?["aps"] as? [String: Any])?["thread-id"] as? String
             }
             #expect(threads == ["library-e1", "library-e2", "library-e1"])
-            let link = (server.simulator.state.inbox(for: tokens[2]).last?.payloadObject?["lucid"] as? [String: Any])?["deep_link"]
+            let link = (server.simulator.state.inbox(for: tokens[2]).last?.payloadObject?["lucid"] as? [String: Any])?[
+                "deep_link"]
             #expect(link as? String == "lucid://library/e1/comments/c3")
         }
     }
@@ -175,7 +187,9 @@ struct PolicyScenarioTests {
         try await withServer(catalog: "cocotte.yaml", payloadKey: nil, clock: clock) { server in
             let token = makeDeviceTokens(1)[0]
             #expect(try await server.register("iphone", user: "quinn", token: token) == .created)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/quinn", json: #"{"time_zone":"America/New_York"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/quinn", json: #"{"time_zone":"America/New_York"}"#)
+                    .status == .ok)
             func send(_ type: String, _ data: String) async throws -> [String: Any] {
                 let sent = try await server.send(#"{"to":{"user_ids":["quinn"]},"type":"\#(type)","data":\#(data)}"#)
                 #expect(sent.status == .accepted)
@@ -184,23 +198,33 @@ struct PolicyScenarioTests {
             func last() -> [String: Any] { server.simulator.state.inbox(for: token).last?.payloadObject ?? [:] }
             func aps(_ payload: [String: Any]) -> [String: Any] { payload["aps"] as? [String: Any] ?? [:] }
             func alert(_ payload: [String: Any]) -> [String: Any] { aps(payload)["alert"] as? [String: Any] ?? [:] }
-            let approval = #"{"recommendation":"Approve PPV pricing","reason":"Buyer matches paid-tier signals.","confidence":"0.82","card_id":"k1"}"#
+            let approval =
+                #"{"recommendation":"Approve PPV pricing","reason":"Buyer matches paid-tier signals.","confidence":"0.82","card_id":"k1"}"#
 
             // Vacation: low and medium suppressed; high and failure go.
-            #expect(try await server.request(.put, "/v1/apps/demo/users/quinn/preferences", json: #"{"vacation":true}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/quinn/preferences", json: #"{"vacation":true}"#)
+                    .status == .ok)
             let digest = try await send("digest", #"{"summary":"Bumped Tryst 6×."}"#)
             #expect((digest["counts"] as? [String: Int])?["suppressed"] == 1)
             #expect(((digest["deliveries"] as? [[String: Any]])?.first?["reason"]) as? String == "vacation")
-            let engagement = try await send("engagement", #"{"headline":"OF: likely PPV buyer","draft":"Hi!","card_id":"k0"}"#)
+            let engagement = try await send(
+                "engagement", #"{"headline":"OF: likely PPV buyer","draft":"Hi!","card_id":"k0"}"#)
             #expect((engagement["counts"] as? [String: Int])?["suppressed"] == 1)
-            #expect(try await send("approval", approval)["counts"] as? [String: Int] == ["queued": 0, "sent": 1, "failed": 0, "deferred": 0, "suppressed": 0, "cancelled": 0])
+            #expect(
+                try await send("approval", approval)["counts"] as? [String: Int] == [
+                    "queued": 0, "sent": 1, "failed": 0, "deferred": 0, "suppressed": 0, "cancelled": 0,
+                ])
             #expect(alert(last())["title"] as? String == "Approve PPV pricing")
-            let failure = try await send("failure", #"{"headline":"Tryst stopped accepting bumps","detail":"2 retries failed.","card_id":"k2"}"#)
+            let failure = try await send(
+                "failure", #"{"headline":"Tryst stopped accepting bumps","detail":"2 retries failed.","card_id":"k2"}"#)
             #expect((failure["counts"] as? [String: Int])?["sent"] == 1)
             #expect(server.simulator.state.inbox(for: token).count == 2)
 
             // DND: time-sensitive only when the user allowed high stakes through.
-            #expect(try await server.request(.put, "/v1/apps/demo/users/quinn/preferences", json: #"{"vacation":false}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/quinn/preferences", json: #"{"vacation":false}"#)
+                    .status == .ok)
             let notAllowed = try await send("approval", approval)
             #expect(aps(last())["interruption-level"] as? String == "active")
             let dndTrace = (notAllowed["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]]
@@ -208,13 +232,18 @@ struct PolicyScenarioTests {
 
             // PII: an e-mail address in the body makes title and body the type's opaque text.
             #expect(
-                try await server.request(.put, "/v1/apps/demo/users/quinn/preferences", json: #"{"dnd_bypass":{"high":true}}"#).status == .ok)
-            let leaky = #"{"recommendation":"Reply to a new sub","reason":"Write to jane.doe@example.com today.","confidence":"0.7","card_id":"k3"}"#
+                try await server.request(
+                    .put, "/v1/apps/demo/users/quinn/preferences", json: #"{"dnd_bypass":{"high":true}}"#
+                ).status == .ok)
+            let leaky =
+                #"{"recommendation":"Reply to a new sub","reason":"Write to jane.doe@example.com today.","confidence":"0.7","card_id":"k3"}"#
             let pii = try await send("approval", leaky)
             #expect(aps(last())["interruption-level"] as? String == "time-sensitive")
             #expect(alert(last())["title"] as? String == "New approval waiting · open to view")
             #expect(alert(last())["body"] as? String == "Open Cocotte to review it.")
-            #expect(!String(decoding: server.simulator.state.inbox(for: token).last!.payload, as: UTF8.self).contains("jane.doe"))
+            #expect(
+                !String(decoding: server.simulator.state.inbox(for: token).last!.payload, as: UTF8.self).contains(
+                    "jane.doe"))
             let piiTrace = (pii["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]]
             #expect(piiTrace?.contains { $0["rule"] as? String == "pii" } == true)
             #expect(aps(last())["thread-id"] as? String == "card-k3")
@@ -238,41 +267,53 @@ struct PolicyScenarioTests {
             let token = makeDeviceTokens(1)[0]
             #expect(try await server.register("phone", user: "ana", token: token) == .created)
             let overridden = try await server.send(
-                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Oura","source_id":"oura"},"alert":{"title":"Custom"},"thread_id":"mine","category":"OTHER"}"#)
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Oura","source_id":"oura"},"alert":{"title":"Custom"},"thread_id":"mine","category":"OTHER"}"#
+            )
             _ = try await server.settled(try #require(overridden.body["id"] as? String))
             let payload = try #require(server.simulator.state.inbox(for: token).first?.payloadObject)
             let aps = try #require(payload["aps"] as? [String: Any])
             #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Custom")
-            #expect((aps["alert"] as? [String: Any])?["body"] as? String == "Your connection to Oura has an issue. Tap to fix.")
+            #expect(
+                (aps["alert"] as? [String: Any])?["body"] as? String
+                    == "Your connection to Oura has an issue. Tap to fix.")
             #expect(aps["thread-id"] as? String == "mine")
             #expect(aps["category"] as? String == "OTHER")
 
-            func field(_ json: String, app: String = "demo", key: String = ServerHarness.server) async throws -> String? {
+            func field(_ json: String, app: String = "demo", key: String = ServerHarness.server) async throws -> String?
+            {
                 let response = try await server.request(.post, "/v1/apps/\(app)/notifications", key: key, json: json)
                 #expect(response.status == .badRequest)
                 return (response.body["error"] as? [String: Any])?["field"] as? String
             }
             #expect(try await field(#"{"to":{"all":true},"type":"PN-99"}"#) == "type")
             #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"type":"x"}}"#) == "data.type")
-            #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"deep_link":"x"}}"#) == "data.deep_link")
-            #expect(try await field(#"{"to":{"all":true},"type":"PN-02"}"#, app: "silent", key: "silent-server-key-0123456789") == "type")
+            #expect(
+                try await field(#"{"to":{"all":true},"type":"PN-02","data":{"deep_link":"x"}}"#) == "data.deep_link")
+            #expect(
+                try await field(
+                    #"{"to":{"all":true},"type":"PN-02"}"#, app: "silent", key: "silent-server-key-0123456789")
+                    == "type")
             let huge = String(repeating: "x", count: 5000)
             let tooLarge = try await server.send(#"{"to":{"all":true},"type":"PN-02","data":{"note":"\#(huge)"}}"#)
             #expect(tooLarge.status == .contentTooLarge)
             #expect(((tooLarge.body["error"] as? [String: Any])?["field"]) as? String == "data")
             // The type's collapse id template, filled in, must still fit 64 bytes.
-            #expect(try await field(#"{"to":{"all":true},"type":"PN-02","data":{"source_id":"\#(huge.prefix(80))"}}"#) == "data")
+            #expect(
+                try await field(#"{"to":{"all":true},"type":"PN-02","data":{"source_id":"\#(huge.prefix(80))"}}"#)
+                    == "data")
 
             // A long body is shortened to fit 4096 bytes, at a character boundary, with "…".
             let long = String(repeating: "é", count: 3000)
-            let shortened = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"PN-02","alert":{"body":"\#(long)"}}"#)
+            let shortened = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","alert":{"body":"\#(long)"}}"#)
             #expect(shortened.status == .accepted)
             let view = try await server.settled(try #require(shortened.body["id"] as? String))
             let trace = (view["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]]
             #expect(trace?.first?["rule"] as? String == "size")
             let entry = try #require(server.simulator.state.inbox(for: token).last)
             #expect(entry.payload.count <= 4096)
-            let body = (((entry.payloadObject?["aps"] as? [String: Any])?["alert"]) as? [String: Any])?["body"] as? String
+            let body =
+                (((entry.payloadObject?["aps"] as? [String: Any])?["alert"]) as? [String: Any])?["body"] as? String
             #expect(body?.hasSuffix("…") == true)
             #expect(body?.dropLast().allSatisfy { $0 == "é" } == true)
         }
@@ -300,7 +341,8 @@ struct ServerFCMTests {
                 json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1"}"#)
             #expect(android.status == .created)
             let sent = try await server.send(
-                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava","retries":2}}"#)
+                #"{"to":{"user_ids":["ana"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava","retries":2}}"#
+            )
             let view = try await server.settled(try #require(sent.body["id"] as? String))
             #expect((view["counts"] as? [String: Int])?["sent"] == 2)
             #expect(server.simulator.state.inbox(for: apnsToken).count == 1)
@@ -322,18 +364,33 @@ struct ServerFCMTests {
             // A type without a channel uses the app's (PN-04 is transactional: no quiet hours).
             let renewal = try await server.send(#"{"to":{"device_ids":["pixel"]},"type":"PN-04"}"#)
             _ = try await server.settled(try #require(renewal.body["id"] as? String))
-            let renewalMessage = try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any])
-            #expect(((renewalMessage["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String == "sync_updates")
+            let renewalMessage = try #require(
+                server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any]
+            )
+            #expect(
+                ((renewalMessage["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"]
+                    as? String == "sync_updates")
             // A raw send may name the channel and an image; bad ones are refused by field.
             let imaged = try await server.send(
-                #"{"to":{"device_ids":["pixel"]},"alert":{"title":"Look","body":"New chart"},"android":{"channel_id":"charts","image":"https://example.com/chart.png"}}"#)
+                #"{"to":{"device_ids":["pixel"]},"alert":{"title":"Look","body":"New chart"},"android":{"channel_id":"charts","image":"https://example.com/chart.png"}}"#
+            )
             _ = try await server.settled(try #require(imaged.body["id"] as? String))
-            let chart = try #require(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any])
+            let chart = try #require(
+                server.simulator.state.inbox(for: "fcm:Pixel-Token_1").last?.payloadObject?["message"] as? [String: Any]
+            )
             #expect((chart["notification"] as? [String: Any])?["image"] as? String == "https://example.com/chart.png")
-            #expect(((chart["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String == "charts")
+            #expect(
+                ((chart["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String
+                    == "charts")
             for (json, field) in [
-                (#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"image":"ftp://example.com/a.png"}}"#, "android.image"),
-                (#"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"channel_id":""}}"#, "android.channel_id"),
+                (
+                    #"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"image":"ftp://example.com/a.png"}}"#,
+                    "android.image"
+                ),
+                (
+                    #"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"channel_id":""}}"#,
+                    "android.channel_id"
+                ),
             ] {
                 let refused = try await server.send(json)
                 #expect(refused.status == .badRequest)
@@ -357,7 +414,9 @@ struct ServerFCMTests {
         }
     }
 
-    @Test("INVALID_ARGUMENT fails the delivery; it drops the token only when the same notification went through for another token")
+    @Test(
+        "INVALID_ARGUMENT fails the delivery; it drops the token only when the same notification went through for another token"
+    )
     func invalidArgument() async throws {
         try await withServer { server in
             for (device, token) in [("pixel-a", "fcm-token-good"), ("pixel-b", "fcm-token-bad")] {
@@ -384,7 +443,9 @@ struct ServerFCMTests {
             // Accepted for pixel-a, refused for pixel-b: the payload is good, pixel-b's token is not.
             let both = try await server.send(#"{"to":{"user_ids":["bo"]},"alert":{"body":"hi"}}"#)
             let bothView = try await server.settled(try #require(both.body["id"] as? String))
-            let refused = (bothView["deliveries"] as? [[String: Any]])?.first { $0["device_id"] as? String == "pixel-b" }
+            let refused = (bothView["deliveries"] as? [[String: Any]])?.first {
+                $0["device_id"] as? String == "pixel-b"
+            }
             #expect(refused?["status"] as? String == "failed")
             #expect(refused?["reason"] as? String == "INVALID_ARGUMENT")
             #expect(try await devices("bo") == ["pixel-a": true, "pixel-b": false])

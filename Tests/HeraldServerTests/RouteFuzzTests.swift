@@ -1,8 +1,8 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldServer
 import HeraldTesting
-import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -23,7 +23,8 @@ struct RouteFuzzTests {
         (.get, "/dashboard/overview"), (.get, "/dashboard/apps/{app}"), (.get, "/dashboard/apps/{app}/users"),
         (.get, "/dashboard/apps/{app}/notifications"), (.get, "/dashboard/apps/{app}/notifications/{id}"),
         (.get, "/dashboard/apps/{app}/notifications/{id}/live"), (.get, "/dashboard/apps/{app}/compose"),
-        (.post, "/dashboard/apps/{app}/compose"), (.get, "/dashboard/apps/{app}/analytics"), (.get, "/dashboard/apps/{app}/catalog"),
+        (.post, "/dashboard/apps/{app}/compose"), (.get, "/dashboard/apps/{app}/analytics"),
+        (.get, "/dashboard/apps/{app}/catalog"),
         (.get, "/dashboard/assets/herald.css"), (.get, "/dashboard/assets/herald.js"),
     ]
 
@@ -36,7 +37,9 @@ struct RouteFuzzTests {
                 path = String(line.dropFirst(2).dropLast())
             } else if let current = path, line.hasPrefix("    "), !line.hasPrefix("     ") {
                 let name = line.trimmingCharacters(in: .whitespaces).dropLast()
-                if let method = HTTPRequest.Method(String(name).uppercased()), ["get", "post", "put", "delete"].contains(String(name)) {
+                if let method = HTTPRequest.Method(String(name).uppercased()),
+                    ["get", "post", "put", "delete"].contains(String(name))
+                {
                     routes.append((method, current))
                 }
             } else if !line.hasPrefix(" ") {
@@ -46,7 +49,9 @@ struct RouteFuzzTests {
         return routes
     }
 
-    @Test("thousands of random and mutated requests to every route, dashboard included: no 5xx, the process lives and still delivers")
+    @Test(
+        "thousands of random and mutated requests to every route, dashboard included: no 5xx, the process lives and still delivers"
+    )
     func fuzz() async throws {
         let environment = ProcessInfo.processInfo.environment
         let seconds = environment["HERALD_ROUTE_FUZZ_SECONDS"].flatMap { Int($0) }
@@ -90,7 +95,8 @@ struct RouteFuzzTests {
                 sentCount += 1
                 let response: TestResponse
                 do {
-                    response = try await server.client.execute(uri: request.uri, method: request.method, headers: request.headers, body: request.body)
+                    response = try await server.client.execute(
+                        uri: request.uri, method: request.method, headers: request.headers, body: request.body)
                 } catch {
                     // The request could not be sent as HTTP, or the server closed the connection on
                     // it (a malformed request): no answer to judge; the process is checked below.
@@ -105,13 +111,17 @@ struct RouteFuzzTests {
                     )
                 }
             }
-            print("route fuzzer: \(sentCount) requests, \(unanswered) unanswered, statuses \(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))")
+            print(
+                "route fuzzer: \(sentCount) requests, \(unanswered) unanswered, statuses \(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))"
+            )
             for failure in failures { Issue.record("5xx (seed \(seed)): \(failure)") }
             #expect(sentCount > 0 && unanswered < sentCount / 10)
             // Still alive, and still delivering.
             #expect(try await server.client.execute(uri: "/livez", method: .get).status == .ok)
             let token = makeDeviceTokens(1)[0]
-            #expect(try await server.register("after-fuzz", user: "after-fuzz", token: token, key: ServerHarness.server) == .created)
+            #expect(
+                try await server.register("after-fuzz", user: "after-fuzz", token: token, key: ServerHarness.server)
+                    == .created)
             let after = try await server.send(#"{"to":{"user_ids":["after-fuzz"]},"alert":{"body":"after the fuzz"}}"#)
             _ = try await server.settled(try #require(after.body["id"] as? String))
             #expect(server.simulator.state.inbox(for: token).count == 1)
@@ -154,21 +164,26 @@ struct FuzzGenerator {
 
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch, .head, .options]
     static let keys = [
-        "Bearer \(ServerHarness.admin)", "Bearer \(ServerHarness.server)", "Bearer \(ServerHarness.client)", "Bearer ", "Bearer x", "Basic abc",
+        "Bearer \(ServerHarness.admin)", "Bearer \(ServerHarness.server)", "Bearer \(ServerHarness.client)", "Bearer ",
+        "Bearer x", "Basic abc",
         "bearer \(ServerHarness.server)", "Bearer \(ServerHarness.server) extra", String(repeating: "A", count: 9000),
     ]
     /// Values that once trapped or that parsers get wrong: huge and odd numbers, escapes, bytes.
     static let atoms = [
-        "", "0", "-1", "1e300", "-1e300", "inf", "NaN", "0x1p70", "9223372036854775807", "9223372036854775808", "99999999999999999999999",
-        "1.5", "true", "null", "%", "%zz", "%00", "%C3%28", "%FF", "a b", "#", "..", "../..", "/", "//", "é", "🙂", "\u{0}", "demo", "silent",
-        "nope", "fuzz", "PN-02", "new_provider", "2026-11-27T12:00:00Z", "2026-13-45T99:99:99Z", "-1d", "48h", "366d", "100000d",
+        "", "0", "-1", "1e300", "-1e300", "inf", "NaN", "0x1p70", "9223372036854775807", "9223372036854775808",
+        "99999999999999999999999",
+        "1.5", "true", "null", "%", "%zz", "%00", "%C3%28", "%FF", "a b", "#", "..", "../..", "/", "//", "é", "🙂",
+        "\u{0}", "demo", "silent",
+        "nope", "fuzz", "PN-02", "new_provider", "2026-11-27T12:00:00Z", "2026-13-45T99:99:99Z", "-1d", "48h", "366d",
+        "100000d",
         String(repeating: "a", count: 300), String(repeating: "9", count: 40),
     ]
 
     mutating func atom() -> String { Self.atoms[int(Self.atoms.count)] }
 
     mutating func percentEscaped(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#%"))) ?? "x"
+        text.addingPercentEncoding(
+            withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#%"))) ?? "x"
     }
 
     mutating func pathValue(_ name: String) -> String {
@@ -177,7 +192,10 @@ struct FuzzGenerator {
         case 1: return pick(["%", "%zz", "%C3%28", "%FF%FE", "a%2Fb", "%00", "..", "%2e%2e"])
         case 2: return percentEscaped(atom())
         case 3: return String(repeating: pick(["a", "%41", "%C3%A9"]), count: 1 + int(600))
-        default: return name == "app" ? "demo" : name == "id" ? pick([notification, UUID().uuidString, "not-a-uuid"]) : percentEscaped(atom())
+        default:
+            return name == "app"
+                ? "demo"
+                : name == "id" ? pick([notification, UUID().uuidString, "not-a-uuid"]) : percentEscaped(atom())
         }
     }
 
@@ -194,7 +212,10 @@ struct FuzzGenerator {
         if !result.hasPrefix("/") { result = "/" + result }
         if chance(10) { result += pick(["/", "//x", "/%", "/.."]) }
         if chance(40) {
-            let names = ["limit", "offset", "cursor", "before", "type", "status", "user_id", "locale", "from", "to", "days", "id", "%", "a b"]
+            let names = [
+                "limit", "offset", "cursor", "before", "type", "status", "user_id", "locale", "from", "to", "days",
+                "id", "%", "a b",
+            ]
             var items: [String] = []
             for _ in 0..<(1 + int(4)) {
                 let value = chance(50) ? percentEscaped(atom()) : pick(["%", "%zz", "+", "&&", "=", "%FF"])
@@ -208,15 +229,20 @@ struct FuzzGenerator {
     /// A JSON value: sometimes well-formed with hostile leaves, sometimes deep or broken.
     mutating func json(depth: Int = 0) -> String {
         switch depth > 3 ? int(4) : int(9) {
-        case 0: return "\"\(atom().replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\""
+        case 0:
+            return
+                "\"\(atom().replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\""
         case 1: return pick(["1e300", "-1", "9223372036854775808", "1.5", "0", "true", "null", "-0", "1E400"])
         case 2: return "\"\(String(repeating: "x", count: int(5000)))\""
         case 3: return String(repeating: "[", count: 1 + int(600)) + String(repeating: "]", count: 1 + int(600))
         default:
             let fields = [
-                "to", "user_ids", "all", "alert", "body", "title", "type", "data", "device_id", "user_id", "token", "platform", "environment",
-                "locale", "time_zone", "deliver_at", "cancel_key", "delivery_id", "action", "at", "advance", "label", "text", "name", "events",
-                "delta", "value", "origin", "cursor", "quiet_hours", "types", "attributes", "push_type", "expiration", "priority", "badge",
+                "to", "user_ids", "all", "alert", "body", "title", "type", "data", "device_id", "user_id", "token",
+                "platform", "environment",
+                "locale", "time_zone", "deliver_at", "cancel_key", "delivery_id", "action", "at", "advance", "label",
+                "text", "name", "events",
+                "delta", "value", "origin", "cursor", "quiet_hours", "types", "attributes", "push_type", "expiration",
+                "priority", "badge",
                 "idempotency_key", "exclude_device_ids", "lines", "steps", "users",
             ]
             var parts: [String] = []
@@ -227,11 +253,15 @@ struct FuzzGenerator {
 
     /// Bodies the real routes take, with a leaf replaced now and then.
     static let samples = [
-        #"{"to":{"user_ids":["fuzz"]},"alert":{"body":"x"}}"#, #"{"to":{"all":true},"type":"PN-02","data":{"Source":"S","source_id":"s"}}"#,
+        #"{"to":{"user_ids":["fuzz"]},"alert":{"body":"x"}}"#,
+        #"{"to":{"all":true},"type":"PN-02","data":{"Source":"S","source_id":"s"}}"#,
         #"{"device_id":"d","user_id":"fuzz","token":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","environment":"sandbox"}"#,
-        #"{"device_id":"p","user_id":"fuzz","platform":"fcm","token":"t"}"#, #"{"time_zone":"Europe/Paris","locale":"fr-FR"}"#,
-        #"{"delivery_id":1,"device_id":"d"}"#, #"{"advance":"1h"}"#, #"{"name":"sync.failed","user_id":"fuzz","data":{}}"#,
-        #"{"cancel_key":"k"}"#, #"{"device_id":"d","label":"done"}"#, #"{"device_id":"d","text":"hi"}"#, #"{"types":{"PN-02":false}}"#,
+        #"{"device_id":"p","user_id":"fuzz","platform":"fcm","token":"t"}"#,
+        #"{"time_zone":"Europe/Paris","locale":"fr-FR"}"#,
+        #"{"delivery_id":1,"device_id":"d"}"#, #"{"advance":"1h"}"#,
+        #"{"name":"sync.failed","user_id":"fuzz","data":{}}"#,
+        #"{"cancel_key":"k"}"#, #"{"device_id":"d","label":"done"}"#, #"{"device_id":"d","text":"hi"}"#,
+        #"{"types":{"PN-02":false}}"#,
         #"{"delta":1,"name":"inbox"}"#, #"{"user_ids":["fuzz"]}"#, #"{"device_id":"d","token":"x.y.z"}"#,
     ]
 
@@ -267,7 +297,10 @@ struct FuzzGenerator {
             switch int(4) {
             case 0: value = percentEscaped(atom())
             case 1: value = pick(["%", "%zz", "a b", "#", "%C3%28", "+", "%2B", "a=b=c", "&&&"])
-            case 2: value = pick(["send", "preview", "fuzz", "PN-02", "Source=S\nsource_id=s", #"{"a":1}"#]).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            case 2:
+                value =
+                    pick(["send", "preview", "fuzz", "PN-02", "Source=S\nsource_id=s", #"{"a":1}"#])
+                    .addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
             default: value = String(repeating: "x", count: int(3000))
             }
             fields.append(pick(names) + "=" + value)
@@ -282,12 +315,18 @@ struct FuzzGenerator {
         var headers: HTTPFields = [:]
         if chance(80) { headers[.authorization] = pick(Self.keys) }
         if route.1.hasPrefix("/dashboard") || chance(5) {
-            headers[.cookie] = chance(75)
-                ? session : pick(["__Host-herald_session=v1.admin.-.1e300.x.y", "herald_session=v1.app.ZGVtbw.inf.x.y", "__Host-herald_session=\(percentEscaped(atom()))", "a", "=;=;"])
+            headers[.cookie] =
+                chance(75)
+                ? session
+                : pick([
+                    "__Host-herald_session=v1.admin.-.1e300.x.y", "herald_session=v1.app.ZGVtbw.inf.x.y",
+                    "__Host-herald_session=\(percentEscaped(atom()))", "a", "=;=;",
+                ])
         }
         if chance(20) {
             headers[HTTPField.Name("X-Herald-User-Token")!] = pick([
-                ServerHarness.userToken("fuzz"), "a.b.c", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJmdXp6IiwiZXhwIjoxZTMwMH0.", percentEscaped(atom()),
+                ServerHarness.userToken("fuzz"), "a.b.c", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJmdXp6IiwiZXhwIjoxZTMwMH0.",
+                percentEscaped(atom()),
             ])
         }
         var body: [UInt8]?
@@ -307,7 +346,11 @@ struct FuzzGenerator {
                 headers[.contentType] = "multipart/form-data; boundary=X"
             case 8:
                 body = (0..<int(2000)).map { _ in UInt8(truncatingIfNeeded: next()) }
-                if chance(50) { headers[.contentType] = pick(["application/json", "application/x-www-form-urlencoded", "application/x-ndjson"]) }
+                if chance(50) {
+                    headers[.contentType] = pick([
+                        "application/json", "application/x-www-form-urlencoded", "application/x-ndjson",
+                    ])
+                }
             default:
                 body = Array(pick(Self.samples).utf8)
                 headers[.contentType] = "application/json"
@@ -333,11 +376,16 @@ struct OpenAPIRouterTests {
     @Test("every served route is in /openapi.yaml and every documented route is served")
     func routesMatch() async throws {
         try await withServer(dispatcher: false) { server in
-            let served = Set(HeraldAPI.router(runtime: server.runtime).routes.map { "\($0.method.rawValue) \(Self.shape("\($0.path)"))" })
+            let served = Set(
+                HeraldAPI.router(runtime: server.runtime).routes.map {
+                    "\($0.method.rawValue) \(Self.shape("\($0.path)"))"
+                })
             let documented = Set(try RouteFuzzTests.documentedRoutes().map { "\($0.0.rawValue) \(Self.shape($0.1))" })
             let pages = Set(RouteFuzzTests.dashboardRoutes.map { "\($0.0.rawValue) \(Self.shape($0.1))" })
             #expect(documented.count >= 40)
-            #expect(documented.subtracting(served).isEmpty, "documented but not served: \(documented.subtracting(served).sorted())")
+            #expect(
+                documented.subtracting(served).isEmpty,
+                "documented but not served: \(documented.subtracting(served).sorted())")
             #expect(
                 served.subtracting(documented).subtracting(pages).isEmpty,
                 "served but not documented: \(served.subtracting(documented).subtracting(pages).sorted())")

@@ -69,17 +69,24 @@ struct ServerEndToEndTests {
             _ = try await server.register("new-phone", user: "dave", token: token)
             let carol = try await server.request(.get, "/v1/apps/demo/users/carol/devices")
             #expect((carol.body["devices"] as? [Any])?.isEmpty == true)
-            #expect(try await server.send(#"{"to":{"user_ids":["carol"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
-            #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 1)
+            #expect(
+                try await server.send(#"{"to":{"user_ids":["carol"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int
+                    == 0)
+            #expect(
+                try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int
+                    == 1)
             // A fresh token replaces the stored one.
             let fresh = makeDeviceTokens(1)[0]
             _ = try await server.register("new-phone", user: "dave", token: fresh)
             let dave = try await server.request(.get, "/v1/apps/demo/users/dave/devices")
             #expect(((dave.body["devices"] as? [[String: Any]])?.first)?["token"] as? String == fresh)
             let logout = try await server.request(
-                .delete, "/v1/apps/demo/devices/new-phone", key: ServerHarness.client, userToken: ServerHarness.userToken("dave"))
+                .delete, "/v1/apps/demo/devices/new-phone", key: ServerHarness.client,
+                userToken: ServerHarness.userToken("dave"))
             #expect(logout.status == .noContent)
-            #expect(try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
+            #expect(
+                try await server.send(#"{"to":{"user_ids":["dave"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int
+                    == 0)
         }
     }
 
@@ -116,7 +123,9 @@ struct ServerEndToEndTests {
             #expect(device["active"] as? Bool == false)
             #expect(device["inactive_reason"] as? String == "Unregistered")
             #expect((device["inactive_since"] as? String)?.hasPrefix("2026-09-21") == true)
-            #expect(try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int == 0)
+            #expect(
+                try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"x"}}"#).body["recipients"] as? Int
+                    == 0)
             server.simulator.state.revive(token)
             _ = try await server.register("phone", user: "frank", token: token)
             let again = try await server.send(#"{"to":{"user_ids":["frank"]},"alert":{"body":"back"}}"#)
@@ -133,13 +142,26 @@ struct ServerEndToEndTests {
             let none = try await server.request(.post, "/v1/apps/demo/notifications", key: nil, json: body)
             #expect(none.status == .unauthorized)
             #expect((none.body["error"] as? [String: String])?["field"] == "authorization")
-            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: "wrong-key-0123456789", json: body).status == .unauthorized)
-            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.client, json: body).status == .forbidden)
-            #expect(try await server.request(.get, "/v1/apps/demo/users/x/devices", key: ServerHarness.client).status == .forbidden)
-            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.admin, json: body).status == .accepted)
+            #expect(
+                try await server.request(.post, "/v1/apps/demo/notifications", key: "wrong-key-0123456789", json: body)
+                    .status == .unauthorized)
+            #expect(
+                try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.client, json: body)
+                    .status == .forbidden)
+            #expect(
+                try await server.request(.get, "/v1/apps/demo/users/x/devices", key: ServerHarness.client).status
+                    == .forbidden)
+            #expect(
+                try await server.request(.post, "/v1/apps/demo/notifications", key: ServerHarness.admin, json: body)
+                    .status == .accepted)
             // Another app's server key does not open this one.
-            #expect(try await server.request(.post, "/v1/apps/demo/notifications", key: "silent-server-key-0123456789", json: body).status == .unauthorized)
-            #expect(try await server.request(.get, "/v1/apps/nope/users/x/devices", key: ServerHarness.admin).status == .notFound)
+            #expect(
+                try await server.request(
+                    .post, "/v1/apps/demo/notifications", key: "silent-server-key-0123456789", json: body
+                ).status == .unauthorized)
+            #expect(
+                try await server.request(.get, "/v1/apps/nope/users/x/devices", key: ServerHarness.admin).status
+                    == .notFound)
             #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
         }
     }
@@ -152,23 +174,48 @@ struct ServerEndToEndTests {
             }
             let user = ServerHarness.userToken("u")
             let missingToken = try await server.request(
-                .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u"}"#)
+                .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user,
+                json: #"{"device_id":"d","user_id":"u"}"#)
             #expect(missingToken.status == .badRequest)
             #expect(field(missingToken) == "token")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u","token":"xyz"}"#)) == "token")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":"d","user_id":"u","token":"ab","environment":"moon"}"#)) == "environment")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: #"{"device_id":5}"#)) == "device_id")
-            #expect(field(try await server.request(.post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: "{nope")) == "body")
+            #expect(
+                field(
+                    try await server.request(
+                        .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user,
+                        json: #"{"device_id":"d","user_id":"u","token":"xyz"}"#)) == "token")
+            #expect(
+                field(
+                    try await server.request(
+                        .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user,
+                        json: #"{"device_id":"d","user_id":"u","token":"ab","environment":"moon"}"#)) == "environment")
+            #expect(
+                field(
+                    try await server.request(
+                        .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user,
+                        json: #"{"device_id":5}"#)) == "device_id")
+            #expect(
+                field(
+                    try await server.request(
+                        .post, "/v1/apps/demo/devices", key: ServerHarness.client, userToken: user, json: "{nope"))
+                    == "body")
             #expect(field(try await server.send(#"{"alert":{"body":"x"}}"#)) == "to")
             #expect(field(try await server.send(#"{"to":{"all":true,"user_ids":["a"]}}"#)) == "to")
             #expect(field(try await server.send(#"{"to":{"all":true},"push_type":"telepathy"}"#)) == "push_type")
             #expect(field(try await server.send(#"{"to":{"all":true},"priority":7}"#)) == "priority")
-            #expect(field(try await server.send(#"{"to":{"all":true},"push_type":"background","priority":10}"#)) == "priority")
-            #expect(field(try await server.send(#"{"to":{"all":true},"collapse_id":"\#(String(repeating: "c", count: 65))"}"#)) == "collapse_id")
-            #expect(field(try await server.send(#"{"to":{"all":true},"interruption_level":"loud"}"#)) == "interruption_level")
+            #expect(
+                field(try await server.send(#"{"to":{"all":true},"push_type":"background","priority":10}"#))
+                    == "priority")
+            #expect(
+                field(
+                    try await server.send(#"{"to":{"all":true},"collapse_id":"\#(String(repeating: "c", count: 65))"}"#)
+                ) == "collapse_id")
+            #expect(
+                field(try await server.send(#"{"to":{"all":true},"interruption_level":"loud"}"#))
+                    == "interruption_level")
             #expect(field(try await server.send(#"{"to":{"all":true},"deliver_at":"tomorrow"}"#)) == "deliver_at")
             #expect(field(try await server.send(#"{"to":{"all":true},"data":[1]}"#)) == "data")
-            let large = try await server.send(#"{"to":{"all":true},"alert":{"body":"\#(String(repeating: "x", count: 5000))"}}"#)
+            let large = try await server.send(
+                #"{"to":{"all":true},"alert":{"body":"\#(String(repeating: "x", count: 5000))"}}"#)
             #expect(large.status == .contentTooLarge)
             #expect(field(large) == "alert.body")
             #expect(try await server.runtime.store.deviceCount(appID: "demo") == 0)
@@ -179,13 +226,17 @@ struct ServerEndToEndTests {
     func importDevices() async throws {
         try await withServer { server in
             let tokens = makeDeviceTokens(2_500)
-            let lines = tokens.enumerated().map { #"{"device_id":"d\#($0.offset)","user_id":"u\#($0.offset % 250)","token":"\#($0.element)"}"# }
-            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n") + "\n")
+            let lines = tokens.enumerated().map {
+                #"{"device_id":"d\#($0.offset)","user_id":"u\#($0.offset % 250)","token":"\#($0.element)"}"#
+            }
+            let imported = try await server.request(
+                .post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n") + "\n")
             #expect(imported.status == .ok)
             #expect(imported.body["imported"] as? Int == 2_500)
             #expect(try await server.runtime.store.deviceCount(appID: "demo") == 2_500)
             let bad = try await server.request(
-                .post, "/v1/apps/demo/devices/import", json: lines[0] + "\n\n" + #"{"device_id":"x","user_id":"y","token":"nothex"}"#)
+                .post, "/v1/apps/demo/devices/import",
+                json: lines[0] + "\n\n" + #"{"device_id":"x","user_id":"y","token":"nothex"}"#)
             #expect(bad.status == .badRequest)
             #expect((bad.body["error"] as? [String: String])?["field"] == "line 3: token")
             let all = try await server.send(#"{"to":{"all":true},"alert":{"body":"everyone"}}"#)
@@ -203,7 +254,8 @@ struct ServerEndToEndTests {
             // A whole second about 300 days ahead (a year is the most accepted).
             let when = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 300 * 86_400).rounded(.down))
             let text = when.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-            let later = try await server.send(#"{"to":{"user_ids":["gina"]},"alert":{"body":"later"},"deliver_at":"\#(text)"}"#)
+            let later = try await server.send(
+                #"{"to":{"user_ids":["gina"]},"alert":{"body":"later"},"deliver_at":"\#(text)"}"#)
             let id = try #require(later.body["id"] as? String)
             try await server.settle()
             let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)").body
@@ -224,16 +276,22 @@ struct ServerEndToEndTests {
             let paths = try #require(parsed["paths"] as? [String: Any])
             #expect(
                 Set(paths.keys) == [
-                    "/livez", "/readyz", "/healthz", "/dashboard/login", "/dashboard/logout", "/dashboard/apps/{app}/compose",
+                    "/livez", "/readyz", "/healthz", "/dashboard/login", "/dashboard/logout",
+                    "/dashboard/apps/{app}/compose",
                     "/metrics", "/openapi.yaml", "/v1/apps/{app}/devices", "/v1/apps/{app}/devices/import",
                     "/v1/apps/{app}/devices/{device_id}", "/v1/apps/{app}/users/{user_id}/devices",
-                    "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}", "/v1/apps/{app}/users/{user_id}",
-                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories", "/v1/apps/{app}/catalog/tracks", "/v1/dev/clock",
-                    "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}", "/v1/apps/{app}/users/{user_id}/tracks",
-                    "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges", "/v1/apps/{app}/users/{user_id}/sync",
+                    "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}",
+                    "/v1/apps/{app}/users/{user_id}",
+                    "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories",
+                    "/v1/apps/{app}/catalog/tracks", "/v1/dev/clock",
+                    "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}",
+                    "/v1/apps/{app}/users/{user_id}/tracks",
+                    "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges",
+                    "/v1/apps/{app}/users/{user_id}/sync",
                     "/v1/apps/{app}/tracks/{track}/enrolments", "/v1/apps/{app}/opened", "/v1/apps/{app}/analytics",
                     "/v1/apps/{app}/actions", "/v1/apps/{app}/audit", "/v1/apps/{app}/webhooks/replay",
-                    "/v1/apps/{app}/notifications/{id}/resolve", "/v1/apps/{app}/notifications/{id}/responses", "/v1/apps/{app}/test",
+                    "/v1/apps/{app}/notifications/{id}/resolve", "/v1/apps/{app}/notifications/{id}/responses",
+                    "/v1/apps/{app}/test",
                 ])
         }
     }
@@ -242,25 +300,35 @@ struct ServerEndToEndTests {
     func usersAndPreferences() async throws {
         try await withServer { server in
             let put = try await server.request(
-                .put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Europe/Paris","locale":"fr-CA","attributes":{"plan":"pro"}}"#)
+                .put, "/v1/apps/demo/users/ines",
+                json: #"{"time_zone":"Europe/Paris","locale":"fr-CA","attributes":{"plan":"pro"}}"#)
             #expect(put.status == .ok)
             #expect(put.body["time_zone"] as? String == "Europe/Paris")
             #expect((put.body["attributes"] as? [String: Any])?["plan"] as? String == "pro")
             #expect(try await server.request(.get, "/v1/apps/demo/users/ines").body["locale"] as? String == "fr-CA")
             #expect(try await server.request(.get, "/v1/apps/demo/users/nobody").status == .notFound)
-            let badZone = try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Mars/Olympus"}"#)
+            let badZone = try await server.request(
+                .put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Mars/Olympus"}"#)
             #expect((badZone.body["error"] as? [String: String])?["field"] == "time_zone")
-            #expect(try await server.request(.put, "/v1/apps/demo/users/ines", key: ServerHarness.client, json: "{}").status == .forbidden)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/ines", key: ServerHarness.client, json: "{}").status
+                    == .forbidden)
 
-            let preferences = #"{"types":{"PN-01":true,"PN-03":false},"quiet_hours":{"enabled":true,"start":"22:00","end":"09:00"},"vacation":true,"dnd_bypass":{"high":true,"failure":false}}"#
+            let preferences =
+                #"{"types":{"PN-01":true,"PN-03":false},"quiet_hours":{"enabled":true,"start":"22:00","end":"09:00"},"vacation":true,"dnd_bypass":{"high":true,"failure":false}}"#
             let stored = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: preferences)
             #expect(stored.status == .ok)
             // The answer shows every user-controllable type by name: the user's choice, else the default.
-            #expect(stored.body["types"] as? [String: Bool] == ["sync_success": true, "sync_error": true, "new_provider": false, "achievement": true])
+            #expect(
+                stored.body["types"] as? [String: Bool] == [
+                    "sync_success": true, "sync_error": true, "new_provider": false, "achievement": true,
+                ])
             let badTime = try await server.request(
-                .put, "/v1/apps/demo/users/ines/preferences", json: #"{"quiet_hours":{"enabled":true,"start":"25:00"}}"#)
+                .put, "/v1/apps/demo/users/ines/preferences", json: #"{"quiet_hours":{"enabled":true,"start":"25:00"}}"#
+            )
             #expect((badTime.body["error"] as? [String: String])?["field"] == "quiet_hours.start")
-            let badStakes = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: #"{"dnd_bypass":{"huge":true}}"#)
+            let badStakes = try await server.request(
+                .put, "/v1/apps/demo/users/ines/preferences", json: #"{"dnd_bypass":{"huge":true}}"#)
             #expect((badStakes.body["error"] as? [String: String])?["field"] == "dnd_bypass.huge")
             // The user's time zone and locale survived the preference writes, and vice versa.
             let record = try #require(try await server.runtime.store.user(appID: "demo", userID: "ines"))
@@ -274,8 +342,12 @@ struct ServerEndToEndTests {
             #expect(policyUser.typeEnabled["PN-01"] == true)
             let empty = try await server.request(.get, "/v1/apps/demo/users/new-user/preferences")
             #expect(empty.status == .ok)
-            #expect(empty.body["types"] as? [String: Bool] == ["sync_success": false, "sync_error": true, "new_provider": true, "achievement": true])
-            let unknown = try await server.request(.put, "/v1/apps/demo/users/ines/preferences", json: #"{"types":{"PN-99":true}}"#)
+            #expect(
+                empty.body["types"] as? [String: Bool] == [
+                    "sync_success": false, "sync_error": true, "new_provider": true, "achievement": true,
+                ])
+            let unknown = try await server.request(
+                .put, "/v1/apps/demo/users/ines/preferences", json: #"{"types":{"PN-99":true}}"#)
             #expect((unknown.body["error"] as? [String: String])?["field"] == "types.PN-99")
         }
     }
@@ -292,8 +364,11 @@ struct ServerEndToEndTests {
             #expect(categories.contains { $0["id"] as? String == "BILLING" && ($0["types"] as? [String])?.count == 2 })
             let types = try #require(response.body["types"] as? [[String: Any]])
             let syncError = types.first { $0["id"] as? String == "PN-02" }
-            #expect(syncError?["type"] as? String == "sync_error" && syncError?["category"] as? String == "SYNC_ERROR" && syncError?["stakes"] as? String == "medium")
-            let none = try await server.request(.get, "/v1/apps/silent/catalog/categories", key: "silent-server-key-0123456789")
+            #expect(
+                syncError?["type"] as? String == "sync_error" && syncError?["category"] as? String == "SYNC_ERROR"
+                    && syncError?["stakes"] as? String == "medium")
+            let none = try await server.request(
+                .get, "/v1/apps/silent/catalog/categories", key: "silent-server-key-0123456789")
             #expect(none.status == .notFound)
         }
     }

@@ -1,11 +1,11 @@
 import Foundation
+import HTTPTypes
 import HeraldAPNs
 import HeraldCore
 import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting
-import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -46,8 +46,10 @@ struct ServerHarness {
     ) async throws -> HTTPResponse.Status {
         let localeField = locale.map { #","locale":"\#($0)""# } ?? ""
         return try await request(
-            .post, "/v1/apps/demo/devices", key: key, userToken: key == ServerHarness.client ? ServerHarness.userToken(user, now: runtime.store.now) : nil,
-            json: #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"\#(localeField)}"#
+            .post, "/v1/apps/demo/devices", key: key,
+            userToken: key == ServerHarness.client ? ServerHarness.userToken(user, now: runtime.store.now) : nil,
+            json:
+                #"{"device_id":"\#(deviceID)","user_id":"\#(user)","token":"\#(token)","environment":"sandbox"\#(localeField)}"#
         ).status
     }
 
@@ -68,7 +70,8 @@ struct ServerHarness {
             runtime.timerWake.signal()
             runtime.webhookWake.signal()
             let now = runtime.passes.snapshot
-            if now.timer >= start.timer + 2, now.outboxIdle >= start.outboxIdle + 2, !webhooks || now.webhook >= start.webhook + 2,
+            if now.timer >= start.timer + 2, now.outboxIdle >= start.outboxIdle + 2,
+                !webhooks || now.webhook >= start.webhook + 2,
                 try await runtime.store.queueDepth() == 0
             {
                 return
@@ -135,20 +138,23 @@ func withServer(
         adjustConfiguration(&configuration)
         // `clock: manual` in the configuration: the clock POST /v1/dev/clock moves, as `herald serve` makes it.
         let devClock = DevClock.make(dev: false, setting: configuration.clock)
-        let store = try await HeraldStore.open(url: configuration.databaseURL, clock: devClock?.clock ?? clock?.clock ?? .system)
+        let store = try await HeraldStore.open(
+            url: configuration.databaseURL, clock: devClock?.clock ?? clock?.clock ?? .system)
         let runtime: HeraldRuntime
         do {
             runtime = try HeraldRuntime(
-            configuration: configuration, store: store,
-            clientAdjustment: { client in
-                client.connections = 2
-                client.retry = APNSRetryPolicy(maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
-            },
-            fcmAdjustment: { fcm in
-                fcm.maximumAttempts = 2
-                fcm.baseDelay = 0.01
-                fcm.quotaDelay = 0.01
-            }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock, healthInterval: healthInterval, writeProbeInterval: healthInterval)
+                configuration: configuration, store: store,
+                clientAdjustment: { client in
+                    client.connections = 2
+                    client.retry = APNSRetryPolicy(
+                        maximumAttempts: 3, baseDelay: 0.01, maximumDelay: 0.05, tooManyRequestsDelay: 0.01)
+                },
+                fcmAdjustment: { fcm in
+                    fcm.maximumAttempts = 2
+                    fcm.baseDelay = 0.01
+                    fcm.quotaDelay = 0.01
+                }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock, healthInterval: healthInterval,
+                writeProbeInterval: healthInterval)
         } catch {
             // A configuration the runtime refuses: the store it would have owned closes here.
             await store.close()

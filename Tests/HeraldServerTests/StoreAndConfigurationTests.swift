@@ -13,7 +13,8 @@ struct StoreAndConfigurationTests {
         let url = try await TestDatabase.url("requeue")
         let store = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(20).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 20)
         let (notification, created) = try await store.createNotification(
@@ -50,7 +51,8 @@ struct StoreAndConfigurationTests {
     @Test("every outbox query by status walks the partial outbox index, never the whole table")
     func outboxQueriesUseTheIndex() async throws {
         // SQLite's query plans; PostgreSQL chooses its own (docs/scaling.md).
-        let store = try await HeraldStore.open(url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
+        let store = try await HeraldStore.open(
+            url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
         let plans: [String: String]
         do { plans = try await store.outboxQueryPlans() } catch {
             await store.close()
@@ -65,7 +67,9 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("under steady commits the SQLite WAL starts over once it passes its limit, instead of growing until a commit checkpoints it")
+    @Test(
+        "under steady commits the SQLite WAL starts over once it passes its limit, instead of growing until a commit checkpoints it"
+    )
     func walStartsOver() async throws {
         let path = try makeTemporaryDirectory("herald-wal") + "/wal.sqlite"
         // 64 pages (256 KiB) here; 16,384 (64 MiB) in production.
@@ -73,24 +77,28 @@ struct StoreAndConfigurationTests {
         // Four writers keep the connection busy, as the API, the claims and the results do: a
         // checkpoint never finds every frame copied when a transaction begins, so without the
         // paused checkpoint the WAL grows with every commit (to 128 MiB in production).
-        let writes = await Task { try await withThrowingTaskGroup(of: Int.self) { group in
-            for writer in 0..<4 {
-                group.addTask {
-                    var largest = 0
-                    for batch in 0..<40 {
-                        let devices = (0..<100).map { index in
-                            DeviceRecord(
-                                deviceID: "w\(writer)-\(batch)-\(index)", userID: "u\(index)", platform: "apns",
-                                token: UUID().uuidString + UUID().uuidString, environment: "production")
+        let writes = await Task {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0..<4 {
+                    group.addTask {
+                        var largest = 0
+                        for batch in 0..<40 {
+                            let devices = (0..<100).map { index in
+                                DeviceRecord(
+                                    deviceID: "w\(writer)-\(batch)-\(index)", userID: "u\(index)", platform: "apns",
+                                    token: UUID().uuidString + UUID().uuidString, environment: "production")
+                            }
+                            _ = try await store.importDevices(appID: "wal", devices)
+                            largest = max(
+                                largest,
+                                (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0)
                         }
-                        _ = try await store.importDevices(appID: "wal", devices)
-                        largest = max(largest, (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0)
+                        return largest
                     }
-                    return largest
                 }
+                return try await group.reduce(0, max)
             }
-            return try await group.reduce(0, max)
-        } }.result
+        }.result
         await store.close()
         let largest = try writes.get()
         #expect(largest > 0)
@@ -98,13 +106,19 @@ struct StoreAndConfigurationTests {
         #expect(largest < 32 << 20, "the WAL grew to \(largest) bytes")
     }
 
-    @Test("the outbox gauges are read beside the SQLite writer: a long transaction does not hold up /metrics or /healthz, nor they it")
+    @Test(
+        "the outbox gauges are read beside the SQLite writer: a long transaction does not hold up /metrics or /healthz, nor they it"
+    )
     func gaugesBesideTheWriter() async throws {
         let path = try makeTemporaryDirectory("herald-gauges") + "/gauges.sqlite"
         let store = try await HeraldStore.open(url: "sqlite://" + path)
         let result = await Task { () async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval)? in
             _ = try await store.importDevices(
-                appID: "g", (0..<3).map { DeviceRecord(deviceID: "d\($0)", userID: "u", platform: "apns", token: "t\($0)", environment: "production") })
+                appID: "g",
+                (0..<3).map {
+                    DeviceRecord(
+                        deviceID: "d\($0)", userID: "u", platform: "apns", token: "t\($0)", environment: "production")
+                })
             _ = try await store.createNotification(
                 appID: "g", id: UUID(), idempotencyKey: nil,
                 content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
@@ -187,7 +201,9 @@ struct StoreAndConfigurationTests {
         #expect(app.clientRegistration == .verified)
         #expect(app.maxDevicesPerUser == 5)
         #expect(configuration.metricsKey == "metrics-0123456789abcdef-0123456789abcdef")
-        configuration.applyEnvironment(["HERALD_DATABASE_URL": "sqlite:///tmp/x.sqlite", "HERALD_ADMIN_KEY": "env-admin-key-0123"])
+        configuration.applyEnvironment([
+            "HERALD_DATABASE_URL": "sqlite:///tmp/x.sqlite", "HERALD_ADMIN_KEY": "env-admin-key-0123",
+        ])
         #expect(configuration.databaseURL == "sqlite:///tmp/x.sqlite")
         #expect(configuration.adminKey == "env-admin-key-0123")
         // A short admin key from the environment is refused before the server starts.
@@ -202,7 +218,8 @@ struct StoreAndConfigurationTests {
         let runtime = try HeraldRuntime(configuration: configuration, store: store)
         #expect(runtime.apps["quiet"]?.apnsDisabledReason == "no credentials")
         _ = try await store.upsertDevice(
-            appID: "quiet", DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
+            appID: "quiet",
+            DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
         let (notification, _) = try await store.createNotification(
             appID: "quiet", id: UUID(), idempotencyKey: nil,
             content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
@@ -218,7 +235,8 @@ struct StoreAndConfigurationTests {
     func catalogAtStart() async throws {
         let directory = try makeTemporaryDirectory("herald-catalog")
         let bad = directory + "/bad.yaml"
-        try "types:\n  a:\n    copy:\n      en: { title: \"Hi {who}\" }\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        try "types:\n  a:\n    copy:\n      en: { title: \"Hi {who}\" }\n".write(
+            toFile: bad, atomically: true, encoding: .utf8)
         let yaml = "apps:\n  - id: demo\n    catalog: bad.yaml\n"
         let configuration = try HeraldConfiguration.parse(yaml: yaml, file: directory + "/herald.yaml")
         #expect(configuration.apps.first?.catalogFile == bad)
@@ -234,24 +252,34 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("a due send to named devices is claimed as it is stored: no claim needed, results fenced by its claim, rescued if its node dies")
+    @Test(
+        "a due send to named devices is claimed as it is stored: no claim needed, results fenced by its claim, rescued if its node dies"
+    )
     func directClaim() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("direct")
         let store = try await HeraldStore.open(url: url, clock: .manual(clock))
         let devices = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 4)
-        func accept(_ recipients: RecipientSelector, due: Date? = nil, upTo: Int = 64) async throws -> HeraldStore.Accepted {
+        func accept(_ recipients: RecipientSelector, due: Date? = nil, upTo: Int = 64) async throws
+            -> HeraldStore.Accepted
+        {
             try await store.acceptNotification(
-                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients, excludeDeviceIDs: [],
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
+                excludeDeviceIDs: [],
                 dueAt: due ?? clock.now, directUpTo: upTo)
         }
         let direct = try await accept(.users(["u0"]))
         #expect(direct.record.recipients == 2)
         #expect(direct.claimed.map(\.deviceID).sorted() == ["d0", "d1"])
-        #expect(direct.claimed.allSatisfy { $0.claim == 1 && $0.userID == "u0" && $0.platform == "apns" && !$0.token.isEmpty })
+        #expect(
+            direct.claimed.allSatisfy {
+                $0.claim == 1 && $0.userID == "u0" && $0.platform == "apns" && !$0.token.isEmpty
+            })
         // Nothing left for the outbox's claim: the rows are this node's, `sending`.
         #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
         #expect(try await store.recordResults(direct.claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
@@ -271,27 +299,39 @@ struct StoreAndConfigurationTests {
         clock.advance(by: 60)
         try await other.heartbeat()
         #expect(try await other.rescueDeadClaims() == 5)  // the orphan and the four claimed above
-        #expect(try await other.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == ["d0", "d1", "d2", "d2", "d3", "d3"])  // with the one due at +60 s
+        #expect(
+            try await other.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == [
+                "d0", "d1", "d2", "d2", "d3", "d3",
+            ])  // with the one due at +60 s
         await other.close()
         await store.close()
     }
 
-    @Test("due steps fire in one transaction: taken in due order, their deliveries claimed for the node as they are written; a cancel that waits for it finds them in flight; a dead node's fire leaves them pending")
+    @Test(
+        "due steps fire in one transaction: taken in due order, their deliveries claimed for the node as they are written; a cancel that waits for it finds them in flight; a dead node's fire leaves them pending"
+    )
     func fireDueTimers() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("timers")
         let store = try await HeraldStore.open(url: url, clock: .manual(clock))
         let devices = makeDeviceTokens(6).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 6)
         for (index, user) in ["u0", "u1", "u2"].enumerated() {
             _ = try await store.enrol(
-                appID: "a", userID: user, track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}", testSeconds: nil,
+                appID: "a", userID: user, track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+                testSeconds: nil,
                 steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(Double(60 + index)))], restart: false)
         }
         func send(_ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
-            [.send(appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: "track:t", trace: nil, timers: timers.map(\.id))]
+            [
+                .send(
+                    appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: "track:t",
+                    trace: nil, timers: timers.map(\.id))
+            ]
         }
         #expect(try await store.fireDueTimers(limit: 10) { _, timers in send(timers) }.taken == 0)  // none due yet
         clock.advance(by: 120)
@@ -335,7 +375,8 @@ struct StoreAndConfigurationTests {
         }
         // Without room: written queued, for the outbox's claim.
         _ = try await store.enrol(
-            appID: "a", userID: "u0", track: "t2", cancelKey: "track:t2", anchorAt: clock.now, data: "{}", testSeconds: nil,
+            appID: "a", userID: "u0", track: "t2", cancelKey: "track:t2", anchorAt: clock.now, data: "{}",
+            testSeconds: nil,
             steps: [PlannedStep(id: "s1", dueAt: clock.now)], restart: false)
         let queued = try await store.fireDueTimers(limit: 10, directUpTo: 0) { _, timers in send(timers) }
         #expect(queued.fired == 1 && queued.claimed.isEmpty)
@@ -343,25 +384,34 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("a fired step's deliveries are handed out in pages and written once, by their results; a cancel for a user marks a held page and writes a returned one's rows; a returned page is handed out again without them")
+    @Test(
+        "a fired step's deliveries are handed out in pages and written once, by their results; a cancel for a user marks a held page and writes a returned one's rows; a returned page is handed out again without them"
+    )
     func stepPages() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("steppages")
         let store = try await HeraldStore.open(url: url, clock: .manual(clock))
         let devices = makeDeviceTokens(8).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 8)
         func enrol(_ user: String, track: String) async throws {
             _ = try await store.enrol(
-                appID: "a", userID: user, track: track, cancelKey: "track:\(track)", anchorAt: clock.now, data: "{}", testSeconds: nil,
+                appID: "a", userID: user, track: track, cancelKey: "track:\(track)", anchorAt: clock.now, data: "{}",
+                testSeconds: nil,
                 steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60))], restart: false)
         }
         for user in ["u0", "u1", "u2", "u3"] { try await enrol(user, track: "t") }
         clock.advance(by: 120)
         let notification = UUID()
         let fired = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
-            [.send(appID: "a", notification: notification, content: Data("{}".utf8), lane: .normal, cancelKey: "track:t", trace: nil, timers: timers.map(\.id))]
+            [
+                .send(
+                    appID: "a", notification: notification, content: Data("{}".utf8), lane: .normal,
+                    cancelKey: "track:t", trace: nil, timers: timers.map(\.id))
+            ]
         }
         let claimed = Dictionary(uniqueKeysWithValues: fired.claimed.map { ($0.deviceID, $0) })
         #expect(claimed.count == 8 && claimed.values.allSatisfy { $0.broadcast != nil })
@@ -372,7 +422,9 @@ struct StoreAndConfigurationTests {
             DeliveryResult(try #require(claimed[device]), outcome, attempts: 1)
         }
         let retry = DeliveryResult.Outcome.retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(60))
-        #expect(try await store.recordResults([try result("d0", .sent), try result("d1", .sent), try result("d2", retry)]) == 3)
+        #expect(
+            try await store.recordResults([try result("d0", .sent), try result("d1", .sent), try result("d2", retry)])
+                == 3)
         // u1 upgrades while the page is held: d2 (queued for a retry) is cancelled, d3 is in flight
         // and its retry ends cancelled.
         let upgrade = try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u1"])
@@ -400,7 +452,11 @@ struct StoreAndConfigurationTests {
         clock.advance(by: 120)
         let other = UUID()
         let held = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
-            [.send(appID: "a", notification: other, content: Data("{}".utf8), lane: .normal, cancelKey: "track:t2", trace: nil, timers: timers.map(\.id))]
+            [
+                .send(
+                    appID: "a", notification: other, content: Data("{}".utf8), lane: .normal, cancelKey: "track:t2",
+                    trace: nil, timers: timers.map(\.id))
+            ]
         }
         #expect(held.claimed.count == 4)
         #expect(try await store.cancel(appID: "a", cancelKey: "track:t2", userIDs: ["u0"]).inFlight == 2)
@@ -416,16 +472,21 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("a fan-out's results: plain ones written as one list of ids, the rest row by row; each counted once, fenced by its claim")
+    @Test(
+        "a fan-out's results: plain ones written as one list of ids, the rest row by row; each counted once, fenced by its claim"
+    )
     func fanOutResults() async throws {
         let url = try await TestDatabase.url("results")
         let store = try await HeraldStore.open(url: url)
         let devices = makeDeviceTokens(100).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 100)
         let (record, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(devices.map(\.deviceID)),
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+            recipients: .devices(devices.map(\.deviceID)),
             excludeDeviceIDs: [], dueAt: Date())
         let claimed = try await store.claimDueDeliveries(limit: 200)
         #expect(claimed.count == 100)
@@ -441,7 +502,8 @@ struct StoreAndConfigurationTests {
         let stale = claimed.dropFirst(3).map {
             DeliveryResult(
                 ClaimedDelivery(
-                    id: $0.id, notificationID: $0.notificationID, appID: $0.appID, deviceID: $0.deviceID, platform: $0.platform, token: $0.token,
+                    id: $0.id, notificationID: $0.notificationID, appID: $0.appID, deviceID: $0.deviceID,
+                    platform: $0.platform, token: $0.token,
                     environment: $0.environment, attempts: 0, claim: $0.claim + 1),
                 .failed(reason: "Stale"), attempts: 1)
         }
@@ -457,25 +519,33 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone")
+    @Test(
+        "SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone"
+    )
     func acceptIsSynced() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-walsync-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "herald-walsync-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try await HeraldStore.open(url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
+        let store = try await HeraldStore.open(
+            url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
         let devices = makeDeviceTokens(20).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 20)
         #expect(store.walSyncs == 0)  // an import is not a durable transaction
         _ = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]), excludeDeviceIDs: [], dueAt: Date())
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]),
+            excludeDeviceIDs: [], dueAt: Date())
         #expect(store.walSyncs == 1)
         // Twenty at once: each returns after an fsync that began after its commit; none is lost.
         let ids = try await withThrowingTaskGroup(of: UUID.self) { group in
             for index in 0..<20 {
                 group.addTask {
                     try await store.createNotification(
-                        appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d\(index)"]),
+                        appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                        recipients: .devices(["d\(index)"]),
                         excludeDeviceIDs: [], dueAt: Date()
                     ).0.id
                 }
@@ -492,7 +562,8 @@ struct StoreAndConfigurationTests {
             for index in 0..<6 {
                 group.addTask {
                     (try? await store.createNotification(
-                        appID: "a", id: index == 3 ? ids[0] : UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d\(index)"]),
+                        appID: "a", id: index == 3 ? ids[0] : UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                        recipients: .devices(["d\(index)"]),
                         excludeDeviceIDs: [], dueAt: Date())) != nil
                 }
             }
@@ -507,12 +578,16 @@ struct StoreAndConfigurationTests {
         let url = try await TestDatabase.url("checkpoint", kind: .sqlite)
         let path = String(url.dropFirst("sqlite://".count))
         let store = try await HeraldStore.open(url: url)
-        func size(_ file: String) -> Int { (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0 }
+        func size(_ file: String) -> Int {
+            (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        }
         let before = size(path)
         // ~6 MB of pages: far below the writer's own checkpoint (32,768 pages), so only the
         // background checkpointer moves them into the database file.
         let devices = makeDeviceTokens(20_000).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == 20_000)
         var after = size(path)
@@ -520,19 +595,22 @@ struct StoreAndConfigurationTests {
             try await Task.sleep(for: .milliseconds(50))
             after = size(path)
         }
-        #expect(after >= before + 4_000_000, "database file \(before) -> \(after) bytes, WAL \(size(path + "-wal")) bytes")
+        #expect(
+            after >= before + 4_000_000, "database file \(before) -> \(after) bytes, WAL \(size(path + "-wal")) bytes")
         await store.close()
         // The last close checkpoints the rest and removes the WAL.
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
     }
 
-    @Test("retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
+    @Test(
+        "retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
     func retention() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await storeWithDevices("retention", count: 3, clock: clock) { _ in "u" }
         func send(key: String, answer: (Int) -> DeliveryResult.Outcome) async throws -> UUID {
             let (notification, _) = try await store.createNotification(
-                appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
+                appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all,
+                excludeDeviceIDs: [], dueAt: clock.now)
             let claimed = try await store.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
             #expect(claimed.count == 3)
             _ = try await store.recordResults(
@@ -547,7 +625,9 @@ struct StoreAndConfigurationTests {
         // Day 0: one notification fully answered, one with a delivery queued again for day 30.
         let answered = try await send(key: "old") { $0 == 0 ? .failed(reason: "BadDeviceToken") : .sent }
         let pending = try await send(key: "pending") {
-            $0 == 0 ? .retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(30 * 86_400)) : .suppressed(reason: "Vacation")
+            $0 == 0
+                ? .retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(30 * 86_400))
+                : .suppressed(reason: "Vacation")
         }
         // Day 6: one more, within the retention at day 8.
         clock.advance(by: 6 * 86_400)
@@ -576,16 +656,20 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("deferred deliveries whose time has come and new sends share each claim: a 09:00 backlog does not starve new sends")
+    @Test(
+        "deferred deliveries whose time has come and new sends share each claim: a 09:00 backlog does not starve new sends"
+    )
     func backlogSharesClaims() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await storeWithDevices("backlog", count: 10, clock: clock) { "u\($0)" }
         let (quiet, _) = try await store.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all, excludeDeviceIDs: [], dueAt: clock.now)
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now)
         let held = try await store.claimDueDeliveries(limit: 100)
         _ = try await store.recordResults(
             held.map {
-                DeliveryResult($0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
+                DeliveryResult(
+                    $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
             })
         clock.advance(by: 3600)
         let (fresh, _) = try await store.createNotification(
@@ -600,17 +684,22 @@ struct StoreAndConfigurationTests {
         await store.close()
     }
 
-    @Test("urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it")
+    @Test(
+        "urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it"
+    )
     func lanesAndAppsShareClaims() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await storeWithDevices("lanes", count: 10, clock: clock) { "u\($0)" }
         let other = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(deviceID: "b\($0.offset)", userID: "v\($0.offset)", platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "b\($0.offset)", userID: "v\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "b", other) == 4)
         func send(_ app: String, _ recipients: RecipientSelector, lane: DeliveryLane = .normal) async throws -> UUID {
             try await store.createNotification(
-                appID: app, id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients, excludeDeviceIDs: [],
+                appID: app, id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
+                excludeDeviceIDs: [],
                 dueAt: clock.now, lane: lane
             ).0.id
         }
@@ -634,10 +723,14 @@ struct StoreAndConfigurationTests {
     }
 
     /// A store on `clock` with `count` APNs devices `d0…` of app "a", device i belonging to `user(i)`.
-    private func storeWithDevices(_ name: String, count: Int, clock: ManualClock, user: (Int) -> String) async throws -> HeraldStore {
+    private func storeWithDevices(_ name: String, count: Int, clock: ManualClock, user: (Int) -> String) async throws
+        -> HeraldStore
+    {
         let store = try await HeraldStore.open(url: try await TestDatabase.url(name), clock: .manual(clock))
         let devices = makeDeviceTokens(count).enumerated().map {
-            DeviceRecord(deviceID: "d\($0.offset)", userID: user($0.offset), platform: "apns", token: $0.element, environment: "sandbox")
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: user($0.offset), platform: "apns", token: $0.element,
+                environment: "sandbox")
         }
         #expect(try await store.importDevices(appID: "a", devices) == count)
         return store

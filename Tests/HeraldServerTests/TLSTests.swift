@@ -3,7 +3,7 @@ import HeraldTesting
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `server.tls` on the real listener of `herald serve`: HTTPS with HTTP/2 by ALPN, HSTS, a
@@ -17,14 +17,17 @@ struct TLSTests {
         let run = try await runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
-                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", cert,
                 "-days", "1", "-subj", "/CN=\(name)", "-addext", "subjectAltName=IP:127.0.0.1",
             ])
         #expect(FileManager.default.fileExists(atPath: cert), "openssl: \(run)")
         return (cert, key)
     }
 
-    @Test("with server.tls, curl --cacert talks HTTPS and HTTP/2; answers carry HSTS; the session cookie is Secure and __Host-; SIGHUP swaps the certificate for new connections")
+    @Test(
+        "with server.tls, curl --cacert talks HTTPS and HTTP/2; answers carry HSTS; the session cookie is Secure and __Host-; SIGHUP swaps the certificate for new connections"
+    )
     func httpsAndReload() async throws {
         let directory = try makeTemporaryDirectory("herald-tls")
         let first = try await Self.certificate("herald-first", in: directory)
@@ -33,10 +36,10 @@ struct TLSTests {
         try FileManager.default.copyItem(atPath: first.cert, toPath: served.cert)
         try FileManager.default.copyItem(atPath: first.key, toPath: served.key)
         try """
-            server: { host: 127.0.0.1, tls: { cert_file: served.pem, key_file: served-key.pem } }
-            database: { url: "sqlite://\(directory)/herald.sqlite" }
-            admin_key: "tls-test-admin-key-0123456789abcdef"
-            """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
+        server: { host: 127.0.0.1, tls: { cert_file: served.pem, key_file: served-key.pem } }
+        database: { url: "sqlite://\(directory)/herald.sqlite" }
+        admin_key: "tls-test-admin-key-0123456789abcdef"
+        """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
         let (process, port) = try await startHerald(
             ["serve", "--config", directory + "/herald.yaml"], log: directory + "/serve.err", scheme: "https",
             curlOptions: ["--cacert", first.cert])
@@ -44,17 +47,28 @@ struct TLSTests {
         let base = "https://127.0.0.1:\(port)"
 
         let version = try await runProcess(
-            URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-s", "-o", "/dev/null", "-w", "%{http_version}", "--cacert", first.cert, base + "/livez"])
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["curl", "-s", "-o", "/dev/null", "-w", "%{http_version}", "--cacert", first.cert, base + "/livez"])
         #expect(version.stdout == "2")
         let http1 = try await runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["curl", "-s", "--http1.1", "-o", "/dev/null", "-w", "%{http_version}", "--cacert", first.cert, base + "/livez"])
+            [
+                "curl", "-s", "--http1.1", "-o", "/dev/null", "-w", "%{http_version}", "--cacert", first.cert,
+                base + "/livez",
+            ])
         #expect(http1.stdout == "1.1")
-        let headers = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-s", "-D", "-", "-o", "/dev/null", "--cacert", first.cert, base + "/dashboard/login"])
+        let headers = try await runProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["curl", "-s", "-D", "-", "-o", "/dev/null", "--cacert", first.cert, base + "/dashboard/login"])
         let lower = headers.stdout.lowercased()
         #expect(lower.contains("strict-transport-security: max-age="))
-        let cookie = headers.stdout.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("set-cookie: __host-herald_login=") }?.lowercased() ?? ""
-        #expect(cookie.contains("; secure") && cookie.contains("; path=/") && cookie.contains("; httponly"), "\(headers.stdout)")
+        let cookie =
+            headers.stdout.split(whereSeparator: \.isNewline).first {
+                $0.lowercased().hasPrefix("set-cookie: __host-herald_login=")
+            }?.lowercased() ?? ""
+        #expect(
+            cookie.contains("; secure") && cookie.contains("; path=/") && cookie.contains("; httponly"),
+            "\(headers.stdout)")
         // Plain HTTP is not served on the TLS port.
         #expect(try await curl(["--max-time", "2", "http://127.0.0.1:\(port)/livez"]).status != 200)
 
@@ -80,7 +94,8 @@ struct TLSTests {
         kill(process.processIdentifier, SIGHUP)
         var refused = false
         for _ in 0..<500 where !refused {
-            refused = ((try? String(contentsOfFile: directory + "/serve.err", encoding: .utf8)) ?? "").contains("TLS certificate not reloaded")
+            refused = ((try? String(contentsOfFile: directory + "/serve.err", encoding: .utf8)) ?? "").contains(
+                "TLS certificate not reloaded")
             if !refused { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(refused)

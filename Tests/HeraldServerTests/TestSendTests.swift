@@ -11,7 +11,9 @@ import Testing
 struct TestSendTests {
     static func deliveries(_ body: [String: Any]) -> [[String: Any]] { body["deliveries"] as? [[String: Any]] ?? [] }
 
-    @Test("Lucid: a test send goes past pacing (5 sent this hour), answers each device's headers, payload and trace, and does not count for the next send's pacing")
+    @Test(
+        "Lucid: a test send goes past pacing (5 sent this hour), answers each device's headers, payload and trace, and does not count for the next send's pacing"
+    )
     func lucidPacing() async throws {
         let clock = ManualClock(PolicyScenarioTests.date("2026-11-22T10:00:00Z"))
         try await withServer(catalog: "lucid.yaml", payloadKey: nil, clock: clock) { server in
@@ -20,12 +22,15 @@ struct TestSendTests {
             #expect(try await server.register("ipad", user: "matt", token: tokens[1]) == .created)
             for index in 0..<4 {
                 let sent = try await server.send(
-                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#)
+                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#
+                )
                 _ = try await server.settled(try #require(sent.body["id"] as? String))
             }
             let test = try await server.request(
                 .post, "/v1/apps/demo/test",
-                json: #"{"user_id":"matt","type":"library_comment","data":{"comment":"Nice entry.","entryId":"e42","commentId":"c7"}}"#)
+                json:
+                    #"{"user_id":"matt","type":"library_comment","data":{"comment":"Nice entry.","entryId":"e42","commentId":"c7"}}"#
+            )
             #expect(test.status == .ok, "\(test.body)")
             #expect(test.body["complete"] as? Bool == true && test.body["type"] as? String == "library_comment")
             let devices = Self.deliveries(test.body)
@@ -46,27 +51,32 @@ struct TestSendTests {
             }
             // What the answer shows is what went over the wire.
             let received = try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject)
-            #expect(((received["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String == "Nice entry.")
+            #expect(
+                ((received["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String == "Nice entry.")
             #expect(server.simulator.state.inbox(for: tokens[0]).count == 5)
 
             // Four sent, one test: the fifth goes (the test send is not counted), the sixth is paced.
             var ids: [String] = []
             for index in 4..<6 {
                 let sent = try await server.send(
-                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#)
+                    #"{"to":{"user_ids":["matt"]},"type":"thought_notification","data":{"text":"Thought \#(index)","notificationId":"n\#(index)"}}"#
+                )
                 ids.append(try #require(sent.body["id"] as? String))
             }
             #expect((try await server.settled(ids[0])["counts"] as? [String: Int])?["sent"] == 2)
             #expect((try await server.settled(ids[1])["counts"] as? [String: Int])?["deferred"] == 2)
             // Paced now, a test send still goes.
             let again = try await server.request(
-                .post, "/v1/apps/demo/test", json: #"{"user_id":"matt","type":"thought_notification","data":{"text":"Ping","notificationId":"t"}}"#)
+                .post, "/v1/apps/demo/test",
+                json: #"{"user_id":"matt","type":"thought_notification","data":{"text":"Ping","notificationId":"t"}}"#)
             #expect(Self.deliveries(again.body).map { $0["status"] as? String } == ["sent", "sent"])
             #expect(server.simulator.state.inbox(for: tokens[1]).count == 7)
         }
     }
 
-    @Test("SyncWell: at 23:00 in Paris a test PN-03 goes now, in French, to the iPhone and the Android phone (FCM's request body); a type the user turned off is suppressed; test sends stay out of analytics")
+    @Test(
+        "SyncWell: at 23:00 in Paris a test PN-03 goes now, in French, to the iPhone and the Android phone (FCM's request body); a type the user turned off is suppressed; test sends stay out of analytics"
+    )
     func syncWellQuietHours() async throws {
         let clock = ManualClock(PolicyScenarioTests.date("2026-11-22T22:00:00Z"))  // 23:00 in Paris
         try await withServer(catalog: "syncwell.yaml", clock: clock) { server in
@@ -74,33 +84,52 @@ struct TestSendTests {
             #expect(try await server.register("phone", user: "ana", token: token, locale: "fr-FR") == .created)
             let android = try await server.request(
                 .post, "/v1/apps/demo/devices",
-                json: #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1","locale":"fr-FR"}"#)
+                json:
+                    #"{"device_id":"pixel","user_id":"ana","platform":"fcm","token":"fcm:Pixel-Token_1","locale":"fr-FR"}"#
+            )
             #expect(android.status == .created)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/ana", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/ana", json: #"{"time_zone":"Europe/Paris"}"#).status
+                    == .ok)
 
             let test = try await server.request(
-                .post, "/v1/apps/demo/test", json: #"{"user_id":"ana","type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+                .post, "/v1/apps/demo/test",
+                json: #"{"user_id":"ana","type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
             #expect(test.status == .ok, "\(test.body)")
-            let byDevice = Dictionary(uniqueKeysWithValues: Self.deliveries(test.body).map { ($0["device_id"] as? String ?? "", $0) })
-            #expect(byDevice["phone"]?["status"] as? String == "sent" && byDevice["pixel"]?["status"] as? String == "sent", "\(test.body)")
-            let apnsAlert = ((byDevice["phone"]?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? [String: Any]
+            let byDevice = Dictionary(
+                uniqueKeysWithValues: Self.deliveries(test.body).map { ($0["device_id"] as? String ?? "", $0) })
+            #expect(
+                byDevice["phone"]?["status"] as? String == "sent" && byDevice["pixel"]?["status"] as? String == "sent",
+                "\(test.body)")
+            let apnsAlert =
+                ((byDevice["phone"]?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"]
+                as? [String: Any]
             let fcmMessage = (byDevice["pixel"]?["payload"] as? [String: Any])?["message"] as? [String: Any]
             #expect(fcmMessage?["token"] as? String == "fcm:Pixel-Token_1")
-            #expect((fcmMessage?["notification"] as? [String: Any])?["title"] as? String == apnsAlert?["title"] as? String)
+            #expect(
+                (fcmMessage?["notification"] as? [String: Any])?["title"] as? String == apnsAlert?["title"] as? String)
             #expect(byDevice["pixel"]?["platform"] as? String == "fcm" && byDevice["pixel"]?["headers"] == nil)
             // Received now, in the quiet hours an ordinary PN-03 waits out.
             let received = try #require(server.simulator.state.inbox(for: token).first?.payloadObject)
-            #expect(((received["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == apnsAlert?["title"] as? String)
+            #expect(
+                ((received["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == apnsAlert?[
+                    "title"] as? String)
             #expect(server.simulator.state.inbox(for: "fcm:Pixel-Token_1").count == 1)
-            let ordinary = try await server.send(#"{"to":{"user_ids":["ana"]},"type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
-            #expect((try await server.settled(try #require(ordinary.body["id"] as? String))["counts"] as? [String: Int])?["deferred"] == 2)
+            let ordinary = try await server.send(
+                #"{"to":{"user_ids":["ana"]},"type":"PN-03","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+            #expect(
+                (try await server.settled(try #require(ordinary.body["id"] as? String))["counts"] as? [String: Int])?[
+                    "deferred"] == 2)
 
             // PN-01 is off by default: the test shows it suppressed, with the reason, and sends nothing.
             let off = try await server.request(
-                .post, "/v1/apps/demo/test", json: #"{"user_id":"ana","type":"PN-01","data":{"Source":"Garmin","source_id":"garmin"}}"#)
+                .post, "/v1/apps/demo/test",
+                json: #"{"user_id":"ana","type":"PN-01","data":{"Source":"Garmin","source_id":"garmin"}}"#)
             #expect(off.status == .ok)
             for device in Self.deliveries(off.body) {
-                #expect(device["status"] as? String == "suppressed" && device["reason"] as? String == "preference" && device["payload"] == nil)
+                #expect(
+                    device["status"] as? String == "suppressed" && device["reason"] as? String == "preference"
+                        && device["payload"] == nil)
             }
             #expect(server.simulator.state.inbox(for: token).count == 1)
 
@@ -111,7 +140,8 @@ struct TestSendTests {
         }
     }
 
-    @Test("a test send needs the server key, a user with an active device and a catalog type; bad fields name themselves")
+    @Test(
+        "a test send needs the server key, a user with an active device and a catalog type; bad fields name themselves")
     func checks() async throws {
         try await withServer { server in
             #expect(try await server.register("phone", user: "ana", token: makeDeviceTokens(1)[0]) == .created)
@@ -121,9 +151,13 @@ struct TestSendTests {
                 (#"{"user_id":"nobody","type":"PN-02"}"#, 404, "user_id"),
             ] {
                 let refused = try await server.request(.post, "/v1/apps/demo/test", json: json)
-                #expect(refused.status.code == status && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json) \(refused.body)")
+                #expect(
+                    refused.status.code == status
+                        && (refused.body["error"] as? [String: Any])?["field"] as? String == field,
+                    "\(json) \(refused.body)")
             }
-            let client = try await server.request(.post, "/v1/apps/demo/test", key: ServerHarness.client, json: #"{"user_id":"ana","type":"PN-02"}"#)
+            let client = try await server.request(
+                .post, "/v1/apps/demo/test", key: ServerHarness.client, json: #"{"user_id":"ana","type":"PN-02"}"#)
             #expect(client.status == .forbidden || client.status == .unauthorized)
             #expect(server.simulator.state.inbox(for: makeDeviceTokens(1)[0]).isEmpty)
         }

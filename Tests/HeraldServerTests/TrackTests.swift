@@ -11,14 +11,16 @@ import Testing
 struct TrackTests {
     /// A LucidPal server: the lucidpal.yaml catalog, a clock that moves only when told.
     static func withLucidPal(_ body: @escaping @Sendable (ServerHarness) async throws -> Void) async throws {
-        try await withServer(catalog: "lucidpal.yaml", payloadKey: nil, configure: { $0.clock = .manual }, { _ in }, body)
+        try await withServer(
+            catalog: "lucidpal.yaml", payloadKey: nil, configure: { $0.clock = .manual }, { _ in }, body)
     }
 
     static func advance(_ server: ServerHarness, to date: Date) async throws {
         let now = try #require(server.runtime.devClock?.now)
         let seconds = Int(date.timeIntervalSince(now).rounded(.up))
         guard seconds > 0 else { return }
-        let moved = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"\#(seconds)s"}"#)
+        let moved = try await server.request(
+            .post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"\#(seconds)s"}"#)
         #expect(moved.status == .ok)
     }
 
@@ -49,13 +51,17 @@ struct TrackTests {
         left.count == right.count && zip(left, right).allSatisfy { abs($0.timeIntervalSince($1)) < 0.002 }
     }
 
-    @Test("LucidPal's trial: enrolled at trial start, day 2, 5 and 7 arrive with the seed's copy on every device (one registered later too), enrolling again schedules nothing twice, the Pro upgrade cancels the rest")
+    @Test(
+        "LucidPal's trial: enrolled at trial start, day 2, 5 and 7 arrive with the seed's copy on every device (one registered later too), enrolling again schedules nothing twice, the Pro upgrade cancels the rest"
+    )
     func trial() async throws {
         let tokens = makeDeviceTokens(3)
         try await Self.withLucidPal { server in
             #expect(try await server.register("maya-iphone", user: "maya", token: tokens[0]) == .created)
             #expect(try await server.register("maya-ipad", user: "maya", token: tokens[1]) == .created)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/maya", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/maya", json: #"{"time_zone":"Europe/Paris"}"#)
+                    .status == .ok)
             let start = try #require(server.runtime.devClock?.now)
             let enrol = #"{"anchor_at":"\#(HeraldTime.format(start))"}"#
             let first = try await server.request(.put, "/v1/apps/demo/users/maya/tracks/trial", json: enrol)
@@ -67,7 +73,10 @@ struct TrackTests {
             let nudge = Self.tenOClock(2, after: start, in: "Europe/Paris")
             let expiring = Self.tenOClock(5, after: start, in: "Europe/Paris")
             let expired = start.addingTimeInterval(7 * 86_400)
-            #expect(Self.same(steps.compactMap { ($0["due_at"] as? String).flatMap(HeraldTime.parse) }, [nudge, expiring, expired]))
+            #expect(
+                Self.same(
+                    steps.compactMap { ($0["due_at"] as? String).flatMap(HeraldTime.parse) },
+                    [nudge, expiring, expired]))
             #expect((steps[0]["local_time"] as? String)?.hasSuffix("T10:00:00 Europe/Paris") == true)
             // The app enrols at every launch: nothing is scheduled twice.
             for _ in 0..<3 {
@@ -80,7 +89,10 @@ struct TrackTests {
             try await server.settle()
             #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty)
             try await Self.advance(server, to: nudge)
-            try await eventually { Self.titles(server, tokens[0]) == ["Your AI is still waiting"] && Self.titles(server, tokens[1]).count == 1 }
+            try await eventually {
+                Self.titles(server, tokens[0]) == ["Your AI is still waiting"]
+                    && Self.titles(server, tokens[1]).count == 1
+            }
             // A device registered after the enrolment gets the steps that fire after it.
             #expect(try await server.register("maya-mac", user: "maya", token: tokens[2]) == .created)
             try await Self.advance(server, to: expiring)
@@ -89,25 +101,33 @@ struct TrackTests {
             try await Self.advance(server, to: expired)
             try await eventually { Self.titles(server, tokens[0]).count == 3 }
             try await server.settle()
-            #expect(Self.titles(server, tokens[0]) == ["Your AI is still waiting", "2 days of AI left", "Your cloud AI trial ended"])
+            #expect(
+                Self.titles(server, tokens[0]) == [
+                    "Your AI is still waiting", "2 days of AI left", "Your cloud AI trial ended",
+                ])
             #expect(Self.titles(server, tokens[2]) == ["2 days of AI left", "Your cloud AI trial ended"])
             // The deep link of the type rides along (the app routes the tap to TrialExpiredSheet).
             let last = try #require(server.simulator.state.inbox(for: tokens[0]).last?.payloadObject)
             #expect((last["lucidpal"] as? [String: Any])?["deep_link"] as? String == "lucidpal://sheet/trial-expired")
             let listed = try await server.request(.get, "/v1/apps/demo/users/maya/tracks")
             let track = try #require((listed.body["tracks"] as? [[String: Any]])?.first)
-            #expect((track["steps"] as? [[String: Any]])?.map { $0["status"] as? String } == ["fired", "fired", "fired"])
+            #expect(
+                (track["steps"] as? [[String: Any]])?.map { $0["status"] as? String } == ["fired", "fired", "fired"])
             #expect((track["steps"] as? [[String: Any]])?.allSatisfy { $0["notification_id"] is String } == true)
         }
     }
 
-    @Test("a Pro upgrade on day 3 cancels the steps not sent: day 5 and 7 never arrive; DELETE again is 404, and a new trial starts afresh")
+    @Test(
+        "a Pro upgrade on day 3 cancels the steps not sent: day 5 and 7 never arrive; DELETE again is 404, and a new trial starts afresh"
+    )
     func upgradeCancels() async throws {
         let token = makeDeviceTokens(1)[0]
         try await Self.withLucidPal { server in
             #expect(try await server.register("leo-iphone", user: "leo", token: token) == .created)
             let start = try #require(server.runtime.devClock?.now)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/leo/tracks/trial", json: "{}").body["enrolled"] as? Bool == true)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/leo/tracks/trial", json: "{}").body["enrolled"]
+                    as? Bool == true)
             try await Self.advance(server, to: start.addingTimeInterval(3 * 86_400))
             try await eventually { Self.titles(server, token) == ["Your AI is still waiting"] }
             let upgrade = try await server.request(.delete, "/v1/apps/demo/users/leo/tracks/trial")
@@ -118,27 +138,40 @@ struct TrackTests {
             try await server.settle()
             #expect(Self.titles(server, token) == ["Your AI is still waiting"])
             // The track's cancel key does the same for anyone: POST …/cancel names the track.
-            #expect(try await server.request(.put, "/v1/apps/demo/users/zoe/tracks/trial", json: "{}").body["enrolled"] as? Bool == true)
-            let byKey = try await server.request(.post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"track:trial","user_ids":["zoe"]}"#)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/zoe/tracks/trial", json: "{}").body["enrolled"]
+                    as? Bool == true)
+            let byKey = try await server.request(
+                .post, "/v1/apps/demo/cancel", json: #"{"cancel_key":"track:trial","user_ids":["zoe"]}"#)
             #expect(byKey.body["cancelled"] as? Int == 3 && byKey.body["steps"] as? Int == 3)
             // A new trial later: a new enrolment, its own three steps.
             let again = try await server.request(.put, "/v1/apps/demo/users/leo/tracks/trial", json: "{}")
             #expect(again.body["enrolled"] as? Bool == true)
-            #expect((again.body["steps"] as? [[String: Any]])?.map { $0["status"] as? String } == ["pending", "pending", "pending"])
+            #expect(
+                (again.body["steps"] as? [[String: Any]])?.map { $0["status"] as? String } == [
+                    "pending", "pending", "pending",
+                ])
             // Unknown tracks and bad bodies name their field.
             let unknown = try await server.request(.put, "/v1/apps/demo/users/leo/tracks/nope", json: "{}")
-            #expect(unknown.status == .notFound && (unknown.body["error"] as? [String: Any])?["field"] as? String == "track")
+            #expect(
+                unknown.status == .notFound && (unknown.body["error"] as? [String: Any])?["field"] as? String == "track"
+            )
             for (json, field) in [
-                (#"{"anchor_at":"yesterday"}"#, "anchor_at"), (#"{"on_conflict":"merge"}"#, "on_conflict"), (#"{"test_seconds":0}"#, "test_seconds"),
+                (#"{"anchor_at":"yesterday"}"#, "anchor_at"), (#"{"on_conflict":"merge"}"#, "on_conflict"),
+                (#"{"test_seconds":0}"#, "test_seconds"),
                 (#"{"data":[1]}"#, "data"),
             ] {
                 let refused = try await server.request(.put, "/v1/apps/demo/users/leo/tracks/trial", json: json)
-                #expect(refused.status == .badRequest && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
+                #expect(
+                    refused.status == .badRequest
+                        && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
             }
         }
     }
 
-    @Test("onboarding's dormant step: its body from data given at enrolment, the fallback without it, skipped for a user who opened the app since")
+    @Test(
+        "onboarding's dormant step: its body from data given at enrolment, the fallback without it, skipped for a user who opened the app since"
+    )
     func dormant() async throws {
         let tokens = makeDeviceTokens(3)
         try await Self.withLucidPal { server in
@@ -146,46 +179,67 @@ struct TrackTests {
                 #expect(try await server.register("\(user)-phone", user: user, token: tokens[index]) == .created)
             }
             let start = try #require(server.runtime.devClock?.now)
-            _ = try await server.request(.put, "/v1/apps/demo/users/ana/tracks/onboarding", json: #"{"data":{"event_count":3}}"#)
+            _ = try await server.request(
+                .put, "/v1/apps/demo/users/ana/tracks/onboarding", json: #"{"data":{"event_count":3}}"#)
             _ = try await server.request(.put, "/v1/apps/demo/users/ben/tracks/onboarding", json: "{}")
             _ = try await server.request(.put, "/v1/apps/demo/users/cy/tracks/onboarding", json: "{}")
             try await Self.advance(server, to: start.addingTimeInterval(10 * 86_400))
-            let opened = try await server.request(.post, "/v1/apps/demo/events", json: #"{"name":"app.opened","user_id":"cy"}"#)
+            let opened = try await server.request(
+                .post, "/v1/apps/demo/events", json: #"{"name":"app.opened","user_id":"cy"}"#)
             #expect(opened.status == .accepted && opened.body["duplicate"] as? Bool == false)
             try await Self.advance(server, to: start.addingTimeInterval(32 * 86_400))
-            try await eventually { Self.bodies(server, tokens[0]).count == 1 && Self.bodies(server, tokens[1]).count == 1 }
+            try await eventually {
+                Self.bodies(server, tokens[0]).count == 1 && Self.bodies(server, tokens[1]).count == 1
+            }
             try await server.settle()
-            #expect(Self.bodies(server, tokens[0]) == ["You have 3 events this week. I can help you prepare for all of them."])
-            #expect(Self.bodies(server, tokens[1]) == ["Ask about your schedule, prep for meetings, set reminders — all from one place."])
+            #expect(
+                Self.bodies(server, tokens[0]) == [
+                    "You have 3 events this week. I can help you prepare for all of them."
+                ])
+            #expect(
+                Self.bodies(server, tokens[1]) == [
+                    "Ask about your schedule, prep for meetings, set reminders — all from one place."
+                ])
             #expect(server.simulator.state.inbox(for: tokens[2]).isEmpty)
             let cy = try await server.request(.get, "/v1/apps/demo/users/cy/tracks")
-            let step = try #require(((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)
+            let step = try #require(
+                ((cy.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first)
             #expect(step["status"] as? String == "skipped" && step["reason"] as? String == "unless app.opened")
         }
     }
 
-    @Test("a time-zone change moves the wall-clock steps (the move is in the trace of what they send); test_seconds fires every step seconds apart")
+    @Test(
+        "a time-zone change moves the wall-clock steps (the move is in the trace of what they send); test_seconds fires every step seconds apart"
+    )
     func timeZoneAndTestMode() async throws {
         let tokens = makeDeviceTokens(2)
         try await Self.withLucidPal { server in
             #expect(try await server.register("ines-phone", user: "ines", token: tokens[0]) == .created)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Europe/Paris"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"Europe/Paris"}"#)
+                    .status == .ok)
             // Anchored at noon UTC: the same calendar day in Paris and New York whatever the hour
             // the test runs (from a late evening UTC anchor, New York's day-2 10:00 came first).
             var utc = Calendar(identifier: .gregorian)
             utc.timeZone = TimeZone(identifier: "UTC")!
             let clock = try #require(server.runtime.devClock?.now)
             let start = try #require(utc.date(bySettingHour: 12, minute: 0, second: 0, of: clock))
-            let enrolled = try await server.request(.put, "/v1/apps/demo/users/ines/tracks/trial", json: #"{"anchor_at":"\#(HeraldTime.format(start))"}"#)
+            let enrolled = try await server.request(
+                .put, "/v1/apps/demo/users/ines/tracks/trial", json: #"{"anchor_at":"\#(HeraldTime.format(start))"}"#)
             #expect(enrolled.status == .ok)
-            #expect(try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"America/New_York"}"#).status == .ok)
+            #expect(
+                try await server.request(.put, "/v1/apps/demo/users/ines", json: #"{"time_zone":"America/New_York"}"#)
+                    .status == .ok)
             let listed = try await server.request(.get, "/v1/apps/demo/users/ines/tracks")
             let steps = try #require((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
             let nudge = Self.tenOClock(2, after: start, in: "America/New_York")
             #expect(steps.first.flatMap { ($0["due_at"] as? String).flatMap(HeraldTime.parse) } == nudge)
             #expect((steps[0]["local_time"] as? String)?.hasSuffix("T10:00:00 America/New_York") == true)
             // The absolute step (day 7, to the minute) does not move.
-            #expect(Self.same([steps[2]["due_at"] as? String].compactMap { $0.flatMap(HeraldTime.parse) }, [start.addingTimeInterval(7 * 86_400)]))
+            #expect(
+                Self.same(
+                    [steps[2]["due_at"] as? String].compactMap { $0.flatMap(HeraldTime.parse) },
+                    [start.addingTimeInterval(7 * 86_400)]))
             let trace = try #require(steps[0]["trace"] as? [[String: Any]])
             #expect(trace.first?["rule"] as? String == "schedule")
             #expect((trace.first?["message"] as? String)?.contains("Europe/Paris → America/New_York") == true)
@@ -197,9 +251,11 @@ struct TrackTests {
             try await eventually { Self.titles(server, tokens[0]).count == 1 }
             let fired = try await server.request(.get, "/v1/apps/demo/users/ines/tracks")
             let notification = try #require(
-                ((fired.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first?["notification_id"] as? String)
+                ((fired.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.first?[
+                    "notification_id"] as? String)
             let view = try await server.settled(notification)
-            let deliveryTrace = try #require((view["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]])
+            let deliveryTrace = try #require(
+                (view["deliveries"] as? [[String: Any]])?.first?["trace"] as? [[String: Any]])
             #expect(deliveryTrace.first?["rule"] as? String == "schedule")
 
             // Test mode (LucidPal's DevPushTestView): every step 5 s apart from now.
@@ -209,14 +265,18 @@ struct TrackTests {
             let now = try #require(server.runtime.devClock?.now)
             #expect(
                 Self.same(
-                    (testing.body["steps"] as? [[String: Any]] ?? []).compactMap { ($0["due_at"] as? String).flatMap(HeraldTime.parse) },
+                    (testing.body["steps"] as? [[String: Any]] ?? []).compactMap {
+                        ($0["due_at"] as? String).flatMap(HeraldTime.parse)
+                    },
                     [5.0, 10, 15].map { now.addingTimeInterval($0) }))
             try await Self.advance(server, to: now.addingTimeInterval(15))
             try await eventually { Self.titles(server, tokens[1]).count == 3 }
         }
     }
 
-    @Test("bulk enrolment from JSON lines: new users enrolled, enrolled ones and repeats left alone, their steps fire; a bad line names its number")
+    @Test(
+        "bulk enrolment from JSON lines: new users enrolled, enrolled ones and repeats left alone, their steps fire; a bad line names its number"
+    )
     func bulk() async throws {
         let tokens = makeDeviceTokens(3)
         try await Self.withLucidPal { server in
@@ -225,23 +285,35 @@ struct TrackTests {
             }
             _ = try await server.request(.put, "/v1/apps/demo/users/u1/tracks/trial", json: "{}")
             let start = try #require(server.runtime.devClock?.now)
-            let lines = ["{\"user_id\":\"u1\"}", "{\"user_id\":\"u2\"}", "", "{\"user_id\":\"u3\",\"anchor_at\":\"\(HeraldTime.format(start))\"}", "{\"user_id\":\"u2\"}"]
-            let bulk = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: lines.joined(separator: "\n"))
-            #expect(bulk.status == .ok && bulk.body["enrolled"] as? Int == 2 && bulk.body["already"] as? Int == 2, "\(bulk.body)")
+            let lines = [
+                "{\"user_id\":\"u1\"}", "{\"user_id\":\"u2\"}", "",
+                "{\"user_id\":\"u3\",\"anchor_at\":\"\(HeraldTime.format(start))\"}", "{\"user_id\":\"u2\"}",
+            ]
+            let bulk = try await server.request(
+                .post, "/v1/apps/demo/tracks/trial/enrolments", json: lines.joined(separator: "\n"))
+            #expect(
+                bulk.status == .ok && bulk.body["enrolled"] as? Int == 2 && bulk.body["already"] as? Int == 2,
+                "\(bulk.body)")
             let listed = try await server.request(.get, "/v1/apps/demo/users/u3/tracks")
             #expect(((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])?.count == 3)
             try await Self.advance(server, to: start.addingTimeInterval(7 * 86_400))
             try await eventually { tokens.allSatisfy { Self.titles(server, $0).count == 3 } }
-            let bad = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: "{\"user_id\":\"u4\"}\n{\"anchor_at\":\"x\"}")
-            #expect(bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == "line 2: user_id")
+            let bad = try await server.request(
+                .post, "/v1/apps/demo/tracks/trial/enrolments", json: "{\"user_id\":\"u4\"}\n{\"anchor_at\":\"x\"}")
+            #expect(
+                bad.status == .badRequest
+                    && (bad.body["error"] as? [String: Any])?["field"] as? String == "line 2: user_id")
             // The line before the bad one is enrolled, before the 400 is answered.
             let before = try await server.request(.get, "/v1/apps/demo/users/u4/tracks")
             #expect((before.body["tracks"] as? [[String: Any]])?.count == 1)
-            #expect(try await server.request(.post, "/v1/apps/demo/tracks/nope/enrolments", json: "").status == .notFound)
+            #expect(
+                try await server.request(.post, "/v1/apps/demo/tracks/nope/enrolments", json: "").status == .notFound)
         }
     }
 
-    @Test("bulk enrolment keeps each line's data as given (quotes, accents, emoji) and skips the steps already past at enrolment")
+    @Test(
+        "bulk enrolment keeps each line's data as given (quotes, accents, emoji) and skips the steps already past at enrolment"
+    )
     func bulkDataAndPast() async throws {
         let tokens = makeDeviceTokens(2)
         try await Self.withLucidPal { server in
@@ -253,18 +325,23 @@ struct TrackTests {
                 #"{"user_id":"a","data":{"event_count":"\#(count)"}}"#,
                 #"{"user_id":"b","anchor_at":"\#(HeraldTime.format(start.addingTimeInterval(-3 * 86_400)))"}"#,
             ]
-            let onboarding = try await server.request(.post, "/v1/apps/demo/tracks/onboarding/enrolments", json: lines[0])
+            let onboarding = try await server.request(
+                .post, "/v1/apps/demo/tracks/onboarding/enrolments", json: lines[0])
             #expect(onboarding.body["enrolled"] as? Int == 1, "\(onboarding.body)")
             let trial = try await server.request(.post, "/v1/apps/demo/tracks/trial/enrolments", json: lines[1])
             #expect(trial.body["enrolled"] as? Int == 1, "\(trial.body)")
             // Enrolled three days ago: the day-2 nudge is past (skipped), the rest still to come.
             let listed = try await server.request(.get, "/v1/apps/demo/users/b/tracks")
             let steps = try #require((listed.body["tracks"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
-            #expect(steps.map { "\($0["id"] ?? "")=\($0["status"] ?? "")/\($0["reason"] ?? "-")" }
-                == ["nudge=skipped/PastAtEnrolment", "expiring=pending/-", "expired=pending/-"])
+            #expect(
+                steps.map { "\($0["id"] ?? "")=\($0["status"] ?? "")/\($0["reason"] ?? "-")" }
+                    == ["nudge=skipped/PastAtEnrolment", "expiring=pending/-", "expired=pending/-"])
             try await Self.advance(server, to: start.addingTimeInterval(31 * 86_400))
             try await eventually { Self.bodies(server, tokens[0]).count == 1 }
-            #expect(Self.bodies(server, tokens[0]) == ["You have 3 \"big\" — café 🎉 events this week. I can help you prepare for all of them."])
+            #expect(
+                Self.bodies(server, tokens[0]) == [
+                    "You have 3 \"big\" — café 🎉 events this week. I can help you prepare for all of them."
+                ])
             try await eventually { Self.titles(server, tokens[1]).count == 2 }
         }
     }
@@ -275,16 +352,25 @@ struct TrackTests {
         let store = try await HeraldStore.open(url: try await TestDatabase.url("history"), clock: clock.clock)
         defer { Task { await store.close() } }
         _ = try await store.applyEvent(
-            appID: "a", id: UUID(), userID: "u", name: "app.opened", data: "{}", occurredAt: clock.now, idempotencyKey: nil,
+            appID: "a", id: UUID(), userID: "u", name: "app.opened", data: "{}", occurredAt: clock.now,
+            idempotencyKey: nil,
             effects: HeraldStore.EventEffects(), badgeContent: { _ in Data() })
-        let steps = [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60)), PlannedStep(id: "s2", dueAt: clock.now.addingTimeInterval(500 * 86_400))]
-        _ = try await store.enrol(appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}", testSeconds: nil, steps: steps, restart: false)
-        #expect(try await store.sendJobOccurrence(
-            appID: "a", job: "j", occurrence: "2026-11-25", userIDs: ["u"], notification: UUID(), content: Data("{}".utf8), lane: .normal) == 1)
+        let steps = [
+            PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60)),
+            PlannedStep(id: "s2", dueAt: clock.now.addingTimeInterval(500 * 86_400)),
+        ]
+        _ = try await store.enrol(
+            appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+            testSeconds: nil, steps: steps, restart: false)
+        #expect(
+            try await store.sendJobOccurrence(
+                appID: "a", job: "j", occurrence: "2026-11-25", userIDs: ["u"], notification: UUID(),
+                content: Data("{}".utf8), lane: .normal) == 1)
         // The first step is cancelled (finished); the second is still pending a year later.
         _ = try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: nil)
         _ = try await store.enrol(
-            appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}", testSeconds: nil,
+            appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+            testSeconds: nil,
             steps: [PlannedStep(id: "late", dueAt: clock.now.addingTimeInterval(500 * 86_400))], restart: true)
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-86_400)).history == 0)
         clock.advance(by: 401 * 86_400)
@@ -293,7 +379,9 @@ struct TrackTests {
         #expect(try await store.enrolments(appID: "a", userID: "u").first?.steps.map(\.status) == ["pending"])
     }
 
-    @Test("wall-clock steps on DST days: a day is a calendar day (10:00 stays 10:00), a time skipped in spring moves an hour later")
+    @Test(
+        "wall-clock steps on DST days: a day is a calendar day (10:00 stays 10:00), a time skipped in spring moves an hour later"
+    )
     func daylightSaving() {
         let paris = TimeZone(identifier: "Europe/Paris")!
         // 2027-03-27 12:00 Paris (UTC+1); clocks go forward on the 28th at 02:00.
@@ -308,7 +396,9 @@ struct TrackTests {
         #expect(absolute.due(anchor: anchor, zone: paris) == anchor.addingTimeInterval(2 * 86_400))
     }
 
-    @Test("tracks in the catalog: unknown types, repeated step ids and unknown data placeholders are found; bad durations and times name their key")
+    @Test(
+        "tracks in the catalog: unknown types, repeated step ids and unknown data placeholders are found; bad durations and times name their key"
+    )
     func catalogChecks() throws {
         let base = """
             app: { name: T }
@@ -329,14 +419,17 @@ struct TrackTests {
         #expect(problems == ["tracks.t.steps[0].data.nope", "tracks.t.steps[1].id", "tracks.t.steps[1].type"])
         #expect(bad.track("t")?.cancelKey == "track:t")
         for (step, key) in [
-            ("{ id: x, type: a, after: soon }", "tracks.t.steps[0].after"), ("{ id: x, type: a, after: 1d, at: '25:00' }", "tracks.t.steps[0].at"),
+            ("{ id: x, type: a, after: soon }", "tracks.t.steps[0].after"),
+            ("{ id: x, type: a, after: 1d, at: '25:00' }", "tracks.t.steps[0].at"),
             ("{ id: x, type: a }", "tracks.t.steps[0]"),
         ] {
             #expect(throws: ConfigurationError.self) {
-                try CatalogLoader.parse(yaml: base + "\ntracks:\n  t:\n    anchor: s\n    steps:\n      - \(step)\n", file: "/tmp/c.yaml")
+                try CatalogLoader.parse(
+                    yaml: base + "\ntracks:\n  t:\n    anchor: s\n    steps:\n      - \(step)\n", file: "/tmp/c.yaml")
             }
             do {
-                _ = try CatalogLoader.parse(yaml: base + "\ntracks:\n  t:\n    anchor: s\n    steps:\n      - \(step)\n", file: "/tmp/c.yaml")
+                _ = try CatalogLoader.parse(
+                    yaml: base + "\ntracks:\n  t:\n    anchor: s\n    steps:\n      - \(step)\n", file: "/tmp/c.yaml")
             } catch {
                 #expect(error.key == key, "\(step)")
             }
@@ -349,10 +442,14 @@ struct TrackTests {
 @Suite("Silent sync")
 struct SyncTests {
     static func cursors(_ server: ServerHarness, _ token: String) -> [String] {
-        server.simulator.state.inbox(for: token).compactMap { ($0.payloadObject?["lucidpal"] as? [String: Any])?["cursor"] as? String }
+        server.simulator.state.inbox(for: token).compactMap {
+            ($0.payloadObject?["lucidpal"] as? [String: Any])?["cursor"] as? String
+        }
     }
 
-    @Test("a sync upload reaches the other two devices once (not the origin) as content-available, background, priority 5; a burst coalesces into one push after the debounce; the fourth in an hour waits for the budget")
+    @Test(
+        "a sync upload reaches the other two devices once (not the origin) as content-available, background, priority 5; a burst coalesces into one push after the debounce; the fourth in an hour waits for the budget"
+    )
     func otherDevices() async throws {
         let tokens = makeDeviceTokens(3)
         try await TrackTests.withLucidPal { server in
@@ -360,13 +457,17 @@ struct SyncTests {
                 #expect(try await server.register(device, user: "maya", token: tokens[index]) == .created)
             }
             func sync(_ cursor: String) async throws -> [[String: Any]] {
-                let answer = try await server.request(.post, "/v1/apps/demo/users/maya/sync", json: #"{"origin_device_id":"iphone","cursor":"\#(cursor)"}"#)
+                let answer = try await server.request(
+                    .post, "/v1/apps/demo/users/maya/sync",
+                    json: #"{"origin_device_id":"iphone","cursor":"\#(cursor)"}"#)
                 #expect(answer.status == .accepted)
                 return answer.body["devices"] as? [[String: Any]] ?? []
             }
             let first = try await sync("c1")
             #expect(first.map { $0["device_id"] as? String } == ["ipad", "mac"])
-            try await eventually { Self.cursors(server, tokens[1]) == ["c1"] && Self.cursors(server, tokens[2]) == ["c1"] }
+            try await eventually {
+                Self.cursors(server, tokens[1]) == ["c1"] && Self.cursors(server, tokens[2]) == ["c1"]
+            }
             let push = try #require(server.simulator.state.inbox(for: tokens[1]).first)
             #expect(push.pushType == "background" && push.priority == 5)
             #expect((push.payloadObject?["aps"] as? [String: Any])?["content-available"] as? Int == 1)
@@ -374,11 +475,15 @@ struct SyncTests {
             // A burst: the next push waits for the debounce (5 s), the ones after join it.
             let second = try await sync("c2")
             #expect(second.allSatisfy { $0["coalesced"] as? Bool == false })
-            for cursor in ["c3", "c4"] { #expect(try await sync(cursor).allSatisfy { $0["coalesced"] as? Bool == true }) }
+            for cursor in ["c3", "c4"] {
+                #expect(try await sync(cursor).allSatisfy { $0["coalesced"] as? Bool == true })
+            }
             try await server.settle()
             #expect(Self.cursors(server, tokens[1]) == ["c1"])
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"5s"}"#)
-            try await eventually { Self.cursors(server, tokens[1]) == ["c1", "c4"] && Self.cursors(server, tokens[2]) == ["c1", "c4"] }
+            try await eventually {
+                Self.cursors(server, tokens[1]) == ["c1", "c4"] && Self.cursors(server, tokens[2]) == ["c1", "c4"]
+            }
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"10s"}"#)
             _ = try await sync("c5")
             try await eventually { Self.cursors(server, tokens[1]).count == 3 }
@@ -390,11 +495,19 @@ struct SyncTests {
             try await server.settle()
             #expect(Self.cursors(server, tokens[1]).count == 3)
             _ = try await server.request(.post, "/v1/dev/clock", key: ServerHarness.admin, json: #"{"advance":"30m"}"#)
-            try await eventually { Self.cursors(server, tokens[1]) == ["c1", "c4", "c5", "c6"] && Self.cursors(server, tokens[2]).count == 4 }
+            try await eventually {
+                Self.cursors(server, tokens[1]) == ["c1", "c4", "c5", "c6"]
+                    && Self.cursors(server, tokens[2]).count == 4
+            }
             #expect(server.simulator.state.inbox(for: tokens[0]).isEmpty)
-            for (json, field) in [(#"{"origin_device_id":"x"}"#, "cursor"), (#"{"cursor":""}"#, "cursor"), (#"{"cursor":"c","origin_device_id":""}"#, "origin_device_id")] {
+            for (json, field) in [
+                (#"{"origin_device_id":"x"}"#, "cursor"), (#"{"cursor":""}"#, "cursor"),
+                (#"{"cursor":"c","origin_device_id":""}"#, "origin_device_id"),
+            ] {
                 let refused = try await server.request(.post, "/v1/apps/demo/users/maya/sync", json: json)
-                #expect(refused.status == .badRequest && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
+                #expect(
+                    refused.status == .badRequest
+                        && (refused.body["error"] as? [String: Any])?["field"] as? String == field, "\(json)")
             }
         }
     }

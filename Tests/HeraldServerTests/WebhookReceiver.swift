@@ -1,6 +1,6 @@
 import Foundation
-import HeraldServer
 import HTTPTypes
+import HeraldServer
 import Hummingbird
 import NIOCore
 import Synchronization
@@ -44,10 +44,12 @@ final class WebhookReceiver: Sendable {
         let bytes = Data(try await request.body.collect(upTo: 1 << 20).readableBytesView)
         func header(_ name: String) -> String? { request.headers.first { $0.name.canonicalName == name }?.value }
         let call = Call(
-            id: header("webhook-id") ?? "", timestamp: header("webhook-timestamp") ?? "", signature: header("webhook-signature") ?? "",
+            id: header("webhook-id") ?? "", timestamp: header("webhook-timestamp") ?? "",
+            signature: header("webhook-signature") ?? "",
             idempotencyKey: header("idempotency-key"), bytes: bytes,
             verified: WebhookSignature.verify(
-                id: header("webhook-id") ?? "", timestamp: header("webhook-timestamp") ?? "", body: bytes, header: header("webhook-signature") ?? "",
+                id: header("webhook-id") ?? "", timestamp: header("webhook-timestamp") ?? "", body: bytes,
+                header: header("webhook-signature") ?? "",
                 secret: Self.secret, now: Date()))
         let answer = state.withLock { state in
             state.calls.append(call)
@@ -56,7 +58,8 @@ final class WebhookReceiver: Sendable {
         var headers: HTTPFields = [.contentType: "application/json"]
         if answer.abort { headers[HTTPField.Name("webhook-delivery")!] = "abort" }
         return Response(
-            status: HTTPResponse.Status(code: answer.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: answer.body)))
+            status: HTTPResponse.Status(code: answer.status), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: answer.body)))
     }
 
     /// Runs a receiver for the duration of `body`, which gets its URL.

@@ -112,13 +112,15 @@ struct SimulatorValidationTests {
         #expect(evaluate(replacing("apns-push-type", with: "telepathy")) == (400, "InvalidPushType"))
         #expect(evaluate(replacing("apns-push-type", with: "voip")) == (400, "BadTopic"))
         #expect(evaluate(replacing("apns-priority", with: "7")) == (400, "BadPriority"))
-        #expect(evaluate { fields in
-            fields.removeAll { $0.0 == "apns-push-type" }
-            fields.append(("apns-push-type", "background"))
-            fields.append(("apns-priority", "10"))
-        } == (400, "BadPriority"))
+        #expect(
+            evaluate { fields in
+                fields.removeAll { $0.0 == "apns-push-type" }
+                fields.append(("apns-push-type", "background"))
+                fields.append(("apns-priority", "10"))
+            } == (400, "BadPriority"))
         #expect(evaluate(replacing("apns-expiration", with: "tomorrow")) == (400, "BadExpirationDate"))
-        #expect(evaluate(replacing("apns-collapse-id", with: String(repeating: "c", count: 65))) == (400, "BadCollapseId"))
+        #expect(
+            evaluate(replacing("apns-collapse-id", with: String(repeating: "c", count: 65))) == (400, "BadCollapseId"))
     }
 
     @Test("payload checks: empty, too large (413), not a JSON object")

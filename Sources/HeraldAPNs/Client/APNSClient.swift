@@ -261,7 +261,9 @@ package final class APNSClient: Sendable {
         case .retryTokenLater, .retryWithBackoff:
             break
         }
-        switch configuration.retry.decide(after: disposition, attempt: request.attempts, elapsed: request.elapsed, random: randomSource) {
+        switch configuration.retry.decide(
+            after: disposition, attempt: request.attempts, elapsed: request.elapsed, random: randomSource)
+        {
         case .giveUp:
             request.finish(status: status, reason: reason, disposition: disposition, timestamp: timestamp)
         case .retry(let delay):

@@ -1,5 +1,5 @@
-import NIOCore
 package import Foundation
+import NIOCore
 
 /// Which APNs host to talk to (protocols.md §1): Apple's two, or any URL (the simulator).
 package struct APNSEndpoint: Sendable, Hashable, CustomStringConvertible {

@@ -16,7 +16,8 @@ package struct APNSProvider: PushProvider {
     ) async {
         guard !batch.isEmpty else { return submitted() }
         let lookup = Dictionary(
-            batch.map { ($0.message.apnsID, ($0.deliveryID, $0.message.pushType)) }, uniquingKeysWith: { first, _ in first })
+            batch.map { ($0.message.apnsID, ($0.deliveryID, $0.message.pushType)) },
+            uniquingKeysWith: { first, _ in first })
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let remaining = Atomic<Int>(batch.count)
             client.submit(batch.lazy.map(\.message)) { result in
@@ -55,7 +56,8 @@ package struct APNSProvider: PushProvider {
             disposition = .retry(after: nil)
         }
         return ProviderAnswer(
-            deliveryID: deliveryID, disposition: disposition, reason: result.disposition == .delivered ? nil : result.reasonKey,
+            deliveryID: deliveryID, disposition: disposition,
+            reason: result.disposition == .delivered ? nil : result.reasonKey,
             attempts: result.attempts, latency: result.latency, suspect: suspect)
     }
 }

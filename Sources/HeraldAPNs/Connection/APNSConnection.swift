@@ -223,7 +223,9 @@ final class APNSConnection: @unchecked Sendable {
                     // (`handlerIsReady`): a TLS handshake or preface that fails is a failed connect.
                     client.connectionOpened()
                     active = handler
-                    logger.debug("APNs TCP connection open; TLS and HTTP/2 preface next", metadata: ["apns.endpoint": "\(endpoint)"])
+                    logger.debug(
+                        "APNs TCP connection open; TLS and HTTP/2 preface next",
+                        metadata: ["apns.endpoint": "\(endpoint)"])
                     drain()
                 case .failure(let error):
                     connectFailed("\(error)")

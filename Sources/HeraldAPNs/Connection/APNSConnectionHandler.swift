@@ -64,7 +64,8 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private var authorizationGeneration = 0
 
     init(
-        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, sweepInterval: TimeAmount, handshakeTimeout: TimeInterval,
+        authority: String, ownStreamLimit: Int, requestDeadline: TimeInterval, sweepInterval: TimeAmount,
+        handshakeTimeout: TimeInterval,
         idlePingInterval: TimeInterval, pingTimeout: TimeInterval, logger: Logger
     ) {
         self.authority = authority
@@ -284,7 +285,8 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         let now = NIODeadline.now()
         if !isReady, now - addedAt >= handshakeTimeout {
             logger.warning(
-                "APNs connection: no HTTP/2 SETTINGS within the connect timeout (TLS handshake or preface stalled); closing it")
+                "APNs connection: no HTTP/2 SETTINGS within the connect timeout (TLS handshake or preface stalled); closing it"
+            )
             context.close(promise: nil)
             return
         }

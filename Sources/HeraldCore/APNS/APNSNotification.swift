@@ -78,7 +78,9 @@ public struct APNSNotification: Sendable, Hashable {
         if payload.count > pushType.payloadLimit {
             throw APNSValidationError(
                 code: .payloadTooLarge, field: "payload",
-                message: "payload is \(payload.count) bytes; \(pushType.rawValue) pushes allow at most \(pushType.payloadLimit)")
+                message:
+                    "payload is \(payload.count) bytes; \(pushType.rawValue) pushes allow at most \(pushType.payloadLimit)"
+            )
         }
     }
 
@@ -92,7 +94,8 @@ public struct APNSNotification: Sendable, Hashable {
         }
         // Native strings are contiguous UTF-8: checked in one pass over the bytes (the generic
         // walk over the view was ~2% of a fan-out's CPU).
-        let hex = token.utf8.withContiguousStorageIfAvailable { bytes in bytes.allSatisfy { $0.isHexDigit } }
+        let hex =
+            token.utf8.withContiguousStorageIfAvailable { bytes in bytes.allSatisfy { $0.isHexDigit } }
             ?? token.utf8.allSatisfy(\.isHexDigit)
         guard token.utf8.count % 2 == 0, hex else {
             throw APNSValidationError(

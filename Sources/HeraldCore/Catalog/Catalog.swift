@@ -12,7 +12,8 @@ public struct Catalog: Sendable {
     public var jobs: [CatalogJob]
 
     public init(
-        app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = [], triggers: [CatalogTrigger] = [], jobs: [CatalogJob] = []
+        app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = [], triggers: [CatalogTrigger] = [],
+        jobs: [CatalogJob] = []
     ) {
         self.app = app
         self.types = types

@@ -27,45 +27,68 @@ public enum CatalogChecker {
             // Silent (background) pushes show nothing, so they need no copy.
             if type.copy[catalog.app.defaultLocale] == nil && type.pushType != .background {
                 problems.append(
-                    CatalogProblem(line: type.line, key: key + ".copy", message: "no copy for the default locale \"\(catalog.app.defaultLocale)\""))
+                    CatalogProblem(
+                        line: type.line, key: key + ".copy",
+                        message: "no copy for the default locale \"\(catalog.app.defaultLocale)\""))
             }
-            for (field, template) in [("thread_id", type.threadID), ("collapse_id", type.collapseID), ("deep_link", type.deepLink), ("fallback_body", type.fallbackBody)] {
+            for (field, template) in [
+                ("thread_id", type.threadID), ("collapse_id", type.collapseID), ("deep_link", type.deepLink),
+                ("fallback_body", type.fallbackBody),
+            ] {
                 guard let template else { continue }
                 for name in Placeholders.names(in: template) where !known.contains(name) {
-                    problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "unknown placeholder {\(name)}"))
+                    problems.append(
+                        CatalogProblem(
+                            line: type.line, key: "\(key).\(field)", message: "unknown placeholder {\(name)}"))
                 }
             }
             if let fallback = type.fallbackBody, !Placeholders.names(in: fallback).isEmpty {
-                problems.append(CatalogProblem(line: type.line, key: key + ".fallback_body", message: "the fallback body must not need data"))
+                problems.append(
+                    CatalogProblem(
+                        line: type.line, key: key + ".fallback_body", message: "the fallback body must not need data"))
             }
             for (locale, copy) in type.copy.sorted(by: { $0.key < $1.key }) {
                 let copyKey = "\(key).copy.\(locale)"
                 for (field, text) in [("title", copy.title), ("subtitle", copy.subtitle), ("body", copy.body)] {
                     guard let text else { continue }
                     for name in Placeholders.names(in: text) where !known.contains(name) {
-                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "unknown placeholder {\(name)}"))
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)", message: "unknown placeholder {\(name)}"))
                     }
                     let limit = field == "body" ? rules.bodyMaximum : rules.titleMaximum
                     let length = Placeholders.names(in: text).reduce(text.count) { $0 - ($1.count + 2) }
                     if length > limit {
-                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "\(length) characters; the app allows \(limit)"))
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)",
+                                message: "\(length) characters; the app allows \(limit)"))
                     }
                     let lowered = text.lowercased()
                     for phrase in rules.bannedPhrases where lowered.contains(phrase.lowercased()) {
-                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "banned phrase \"\(phrase)\""))
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)", message: "banned phrase \"\(phrase)\""))
                     }
                     if rules.noMoney, Self.mentionsMoney(text) {
-                        problems.append(CatalogProblem(line: copy.line, key: "\(copyKey).\(field)", message: "copy must never ask for money (currency amount)"))
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)",
+                                message: "copy must never ask for money (currency amount)"))
                     }
                 }
             }
             for (field, text) in [("opaque.title", type.opaqueTitle), ("opaque.body", type.opaqueBody)] {
                 if let text, !Placeholders.names(in: text).isEmpty {
-                    problems.append(CatalogProblem(line: type.line, key: "\(key).\(field)", message: "opaque text must not need data"))
+                    problems.append(
+                        CatalogProblem(
+                            line: type.line, key: "\(key).\(field)", message: "opaque text must not need data"))
                 }
             }
             if type.actions.count > 2 {
-                problems.append(CatalogProblem(line: type.line, key: key + ".actions", message: "\(type.actions.count) actions; at most 2"))
+                problems.append(
+                    CatalogProblem(
+                        line: type.line, key: key + ".actions", message: "\(type.actions.count) actions; at most 2"))
             }
             if type.stakes >= .high {
                 for action in type.actions where !action.authenticationRequired && !action.destructive {
@@ -76,7 +99,8 @@ public enum CatalogChecker {
                 }
             }
             if let goal = type.goalCTR, !(0...1).contains(goal) {
-                problems.append(CatalogProblem(line: type.line, key: key + ".goal_ctr", message: "a fraction between 0 and 1"))
+                problems.append(
+                    CatalogProblem(line: type.line, key: key + ".goal_ctr", message: "a fraction between 0 and 1"))
             }
         }
         return problems
@@ -100,35 +124,50 @@ public enum CatalogChecker {
             for (index, step) in track.steps.enumerated() {
                 let key = "tracks.\(track.name).steps[\(index)]"
                 if !ids.insert(step.id).inserted {
-                    problems.append(CatalogProblem(line: step.line, key: key + ".id", message: "step \"\(step.id)\" appears twice in the track"))
+                    problems.append(
+                        CatalogProblem(
+                            line: step.line, key: key + ".id", message: "step \"\(step.id)\" appears twice in the track"
+                        ))
                 }
                 guard let type = catalog.type(step.type) else {
                     let known = catalog.types.map(\.name).joined(separator: ", ")
-                    problems.append(CatalogProblem(line: step.line, key: key + ".type", message: "unknown type \"\(step.type)\"; the catalog has \(known)"))
+                    problems.append(
+                        CatalogProblem(
+                            line: step.line, key: key + ".type",
+                            message: "unknown type \"\(step.type)\"; the catalog has \(known)"))
                     continue
                 }
                 for name in step.data.keys.sorted() where !type.placeholders.contains(name) {
                     problems.append(
-                        CatalogProblem(line: step.line, key: "\(key).data.\(name)", message: "type \(type.name) has no placeholder {\(name)}"))
+                        CatalogProblem(
+                            line: step.line, key: "\(key).data.\(name)",
+                            message: "type \(type.name) has no placeholder {\(name)}"))
                 }
             }
         }
         var jobNames = Set<String>()
         for (index, job) in catalog.jobs.enumerated() {
             if !jobNames.insert(job.name).inserted {
-                problems.append(CatalogProblem(line: job.line, key: "jobs[\(index)].name", message: "job \"\(job.name)\" appears twice"))
+                problems.append(
+                    CatalogProblem(
+                        line: job.line, key: "jobs[\(index)].name", message: "job \"\(job.name)\" appears twice"))
             }
             if catalog.type(job.type) == nil {
-                problems.append(CatalogProblem(line: job.line, key: "jobs[\(index)].type", message: "unknown type \"\(job.type)\""))
+                problems.append(
+                    CatalogProblem(line: job.line, key: "jobs[\(index)].type", message: "unknown type \"\(job.type)\""))
             }
         }
         for (index, trigger) in catalog.triggers.enumerated() {
             if let type = trigger.type, catalog.type(type) == nil {
-                problems.append(CatalogProblem(line: trigger.line, key: "triggers[\(index)].type", message: "unknown type \"\(type)\""))
+                problems.append(
+                    CatalogProblem(
+                        line: trigger.line, key: "triggers[\(index)].type", message: "unknown type \"\(type)\""))
             }
             if trigger.type == nil && trigger.cancel.isEmpty && trigger.badge == nil && trigger.attributes.isEmpty {
                 problems.append(
-                    CatalogProblem(line: trigger.line, key: "triggers[\(index)]", message: "the trigger does nothing (no type, cancel, badge or attributes)"))
+                    CatalogProblem(
+                        line: trigger.line, key: "triggers[\(index)]",
+                        message: "the trigger does nothing (no type, cancel, badge or attributes)"))
             }
         }
         return problems

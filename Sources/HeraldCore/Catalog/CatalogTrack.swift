@@ -39,7 +39,8 @@ public struct CatalogStep: Sendable {
     public var line: Int?
 
     public init(
-        id: String, type: String, after: TimeInterval, at: LocalTime? = nil, unless: String? = nil, data: [String: String] = [:],
+        id: String, type: String, after: TimeInterval, at: LocalTime? = nil, unless: String? = nil,
+        data: [String: String] = [:],
         line: Int? = nil
     ) {
         self.id = id
@@ -74,7 +75,9 @@ extension CatalogTrack {
     /// seconds after the one before, from `now` (a test of the whole track in seconds).
     public func plan(anchor: Date, zone: TimeZone, testSeconds: Int? = nil, now: Date) -> [PlannedStep] {
         steps.enumerated().map { index, step in
-            if let testSeconds { return PlannedStep(id: step.id, dueAt: now.addingTimeInterval(Double((index + 1) * testSeconds))) }
+            if let testSeconds {
+                return PlannedStep(id: step.id, dueAt: now.addingTimeInterval(Double((index + 1) * testSeconds)))
+            }
             return PlannedStep(id: step.id, dueAt: step.due(anchor: anchor, zone: zone))
         }
     }

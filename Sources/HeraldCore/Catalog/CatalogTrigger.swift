@@ -88,7 +88,8 @@ public struct TriggerCondition: Sendable, Hashable {
         switch value {
         case .string(let text): text
         case .int(let number): String(number)
-        case .double(let number): number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number)
+        case .double(let number):
+            number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number)
         case .bool(let flag): String(flag)
         case .null, .array, .object: nil
         }
@@ -130,7 +131,9 @@ public struct CatalogJob: Sendable {
         case .inDays(let days):
             var calendar = Calendar(identifier: .gregorian)
             calendar.timeZone = zone
-            guard let target = calendar.date(byAdding: .day, value: days, to: calendar.startOfDay(for: now)) else { return false }
+            guard let target = calendar.date(byAdding: .day, value: days, to: calendar.startOfDay(for: now)) else {
+                return false
+            }
             return calendar.isDate(time, inSameDayAs: target)
         }
     }

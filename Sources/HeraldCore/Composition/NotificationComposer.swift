@@ -12,7 +12,8 @@ package enum NotificationComposer {
     /// Checks `draft` and composes notification `id` for an app whose payload key is
     /// `payloadKey`; `fcm` when the app also sends through FCM (its limits are checked too).
     package static func compose(
-        _ draft: NotificationDraft, payloadKey: String, catalog: Catalog?, fcm: Bool, now: Date, id: UUID = UUID.random()
+        _ draft: NotificationDraft, payloadKey: String, catalog: Catalog?, fcm: Bool, now: Date,
+        id: UUID = UUID.random()
     ) throws(CompositionError) -> ComposedNotification {
         var catalogType: CatalogType?
         if let type = draft.type {
@@ -26,10 +27,12 @@ package enum NotificationComposer {
             catalogType = found
         }
         let visible = draft.alert != nil || draft.badge != nil || draft.sound != nil
-        let pushType = draft.pushType.map(APNSPushType.init(rawValue:)) ?? catalogType?.pushType
+        let pushType =
+            draft.pushType.map(APNSPushType.init(rawValue:)) ?? catalogType?.pushType
             ?? NotificationContent.defaultPushType(contentAvailable: draft.contentAvailable == true, visible: visible)
         guard pushType.isKnown else {
-            throw .invalid("push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
+            throw .invalid(
+                "push_type", "push_type is one of \(APNSPushType.known.map(\.rawValue).joined(separator: ", "))")
         }
         guard !pushType.needsOwnToken else {
             // Sent to a device's regular token, APNs answers DeviceTokenNotForTopic: a fleet
@@ -39,7 +42,8 @@ package enum NotificationComposer {
                 "push_type \(pushType.rawValue) needs a token of its own (PushKit, Live Activity …), which devices cannot register yet; use alert or background"
             )
         }
-        let priority = draft.priority.map(APNSPriority.init(rawValue:)) ?? catalogType?.priority
+        let priority =
+            draft.priority.map(APNSPriority.init(rawValue:)) ?? catalogType?.priority
             ?? NotificationContent.defaultPriority(for: pushType)
         guard priority.isValid else { throw .invalid("priority", "priority is 10, 5 or 1") }
         if pushType == .background && priority == .immediate {
@@ -52,31 +56,37 @@ package enum NotificationComposer {
         if let level = draft.interruptionLevel {
             let known = APSInterruptionLevel(rawValue: level)
             guard APSInterruptionLevel.known.contains(known) else {
-                throw .invalid("interruption_level", "interruption_level is passive, active, time-sensitive or critical")
+                throw .invalid(
+                    "interruption_level", "interruption_level is passive, active, time-sensitive or critical")
             }
             interruption = known
         }
         if let score = draft.relevanceScore, !(0...1).contains(score) {
             throw .invalid("relevance_score", "relevance_score is between 0 and 1")
         }
-        if let expiration = draft.expiration, expiration < 0 { throw .invalid("expiration", "expiration is UNIX seconds ≥ 0") }
+        if let expiration = draft.expiration, expiration < 0 {
+            throw .invalid("expiration", "expiration is UNIX seconds ≥ 0")
+        }
         if let badge = draft.badge, badge < 0 { throw .invalid("badge", "badge is 0 or more") }
         let data = draft.data
         if let data, data.objectValue == nil { throw .invalid("data", "data must be a JSON object") }
         if let data, data.depth > NotificationDraft.maximumDataDepth {
-            throw .invalid("data", "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
+            throw .invalid(
+                "data", "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
         }
         if let key = data?.objectValue?.keys.sorted().first(where: FCMMessage.isReservedDataKey) {
             throw .invalid("data.\(key)", "data.\(key) is reserved by FCM (from, message_type, google*, gcm*)")
         }
         if data?.objectValue?[HeraldStamp.key] != nil {
-            throw .invalid("data.\(HeraldStamp.key)", "data.\(HeraldStamp.key) is where Herald puts each delivery's ids")
+            throw .invalid(
+                "data.\(HeraldStamp.key)", "data.\(HeraldStamp.key) is where Herald puts each delivery's ids")
         }
         if let channel = draft.androidChannelID, channel.isEmpty || channel.utf8.count > 256 {
             throw .invalid("android.channel_id", "android.channel_id is 1 to 256 bytes")
         }
         if let image = draft.androidImage {
-            guard let url = URL(string: image), url.scheme == "https" || url.scheme == "http", url.host?.isEmpty == false,
+            guard let url = URL(string: image), url.scheme == "https" || url.scheme == "http",
+                url.host?.isEmpty == false,
                 image.utf8.count <= 2048
             else { throw .invalid("android.image", "android.image is an http(s) URL of at most 2048 bytes") }
         }
@@ -96,19 +106,22 @@ package enum NotificationComposer {
             badge: draft.badge, sound: draft.sound, threadID: draft.threadID, category: draft.category,
             contentAvailable: draft.contentAvailable ?? false, mutableContent: draft.mutableContent ?? false,
             interruptionLevel: interruption, relevanceScore: draft.relevanceScore, collapseID: draft.collapseID,
-            expiration: draft.expiration, data: data?.objectValue, androidChannelID: draft.androidChannelID, image: draft.androidImage)
+            expiration: draft.expiration, data: data?.objectValue, androidChannelID: draft.androidChannelID,
+            image: draft.androidImage)
         // A scheduled send's age (outbox.max_age) counts from when it is due.
         let deliverAt = dueAt > now ? dueAt : nil
         let urgent = draft.isUrgent(catalog: catalog)
         if let catalogType, let catalog {
-            var stored = try typedContent(draft, catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm, id: id)
+            var stored = try typedContent(
+                draft, catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm, id: id)
             stored.deliverAt = deliverAt
             return ComposedNotification(content: stored, dueAt: dueAt, apnsPayload: nil, urgent: urgent)
         }
         let payload = try checkRendering(
             content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data", id: id)
         return ComposedNotification(
-            content: StoredNotificationContent(content: content, deliverAt: deliverAt), dueAt: dueAt, apnsPayload: payload, urgent: urgent)
+            content: StoredNotificationContent(content: content, deliverAt: deliverAt), dueAt: dueAt,
+            apnsPayload: payload, urgent: urgent)
     }
 
     /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
@@ -116,13 +129,16 @@ package enum NotificationComposer {
     /// payload of notification `id`.
     @discardableResult
     package static func checkRendering(
-        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID, actionTokens: [(id: Int, token: Int)] = []
+        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID,
+        actionTokens: [(id: Int, token: Int)] = []
     ) throws(CompositionError) -> APNSPayloadTemplate {
         do {
-            let template = try APNSRenderer.template(content, payloadKey: payloadKey, notificationID: id, actionTokens: actionTokens)
+            let template = try APNSRenderer.template(
+                content, payloadKey: payloadKey, notificationID: id, actionTokens: actionTokens)
             try APNSRenderer.check(template, pushType: content.pushType, field: field)
             if fcm {
-                let stampLength = HeraldStamp.maximumJSONLength(notificationID: template.notificationID, actionTokens: actionTokens)
+                let stampLength = HeraldStamp.maximumJSONLength(
+                    notificationID: template.notificationID, actionTokens: actionTokens)
                 try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field, stampLength: stampLength)
             }
             return template
@@ -135,7 +151,8 @@ package enum NotificationComposer {
     /// the dispatcher needs to render per device, and checks that the default-locale rendering
     /// can fit once the policy engine shortens the body.
     private static func typedContent(
-        _ draft: NotificationDraft, _ type: CatalogType, catalog: Catalog, base: NotificationContent, payloadKey: String, fcm: Bool,
+        _ draft: NotificationDraft, _ type: CatalogType, catalog: Catalog, base: NotificationContent,
+        payloadKey: String, fcm: Bool,
         id: UUID
     ) throws(CompositionError) -> StoredNotificationContent {
         let object = draft.data?.objectValue ?? [:]
@@ -157,11 +174,14 @@ package enum NotificationComposer {
         let resolvedCollapseID = draft.collapseID ?? type.collapseID.flatMap { Placeholders.render($0, data: values) }
         if let resolvedCollapseID, resolvedCollapseID.utf8.count > APNSNotification.collapseIDLimit {
             throw .invalid(
-                draft.collapseID != nil ? "collapse_id" : "data", "the collapse id \"\(resolvedCollapseID.prefix(80))\" is over 64 bytes")
+                draft.collapseID != nil ? "collapse_id" : "data",
+                "the collapse id \"\(resolvedCollapseID.prefix(80))\" is over 64 bytes")
         }
         var custom = object
         custom["type"] = .string(type.name)
-        if let link = type.deepLink.flatMap({ Placeholders.render($0, data: values) }) { custom["deep_link"] = .string(link) }
+        if let link = type.deepLink.flatMap({ Placeholders.render($0, data: values) }) {
+            custom["deep_link"] = .string(link)
+        }
         var content = base
         content.sound = draft.sound ?? type.sound
         content.threadID = draft.threadID ?? type.threadID.flatMap { Placeholders.render($0, data: values) }
@@ -174,9 +194,11 @@ package enum NotificationComposer {
         content.androidChannelID = draft.androidChannelID ?? type.androidChannel ?? catalog.app.androidChannel
         content.analyticsLabel = type.name
         let alert = draft.alert
-        let typed = TypedContent(type: type.name, data: values, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body)
+        let typed = TypedContent(
+            type: type.name, data: values, title: alert?.title, subtitle: alert?.subtitle, body: alert?.body)
         var stored = StoredNotificationContent(content: content, typed: typed)
-        let copy = base.pushType == .background && alert == nil
+        let copy =
+            base.pushType == .background && alert == nil
             ? nil : type.render(locale: nil, defaultLocale: catalog.app.defaultLocale, data: values)
         var decided = stored.policyContent(copy: copy)
         stored.content = stored.deviceContent(copy: copy, decided: decided)

@@ -44,9 +44,12 @@ package struct NotificationDraft: Sendable, Hashable {
     package var androidImage: String?
 
     package init(
-        alert: Alert? = nil, data: JSONValue? = nil, pushType: String? = nil, priority: Int? = nil, collapseID: String? = nil,
-        threadID: String? = nil, category: String? = nil, badge: Int? = nil, sound: String? = nil, contentAvailable: Bool? = nil,
-        mutableContent: Bool? = nil, interruptionLevel: String? = nil, relevanceScore: Double? = nil, expiration: Int? = nil,
+        alert: Alert? = nil, data: JSONValue? = nil, pushType: String? = nil, priority: Int? = nil,
+        collapseID: String? = nil,
+        threadID: String? = nil, category: String? = nil, badge: Int? = nil, sound: String? = nil,
+        contentAvailable: Bool? = nil,
+        mutableContent: Bool? = nil, interruptionLevel: String? = nil, relevanceScore: Double? = nil,
+        expiration: Int? = nil,
         deliverAt: String? = nil, type: String? = nil, androidChannelID: String? = nil, androidImage: String? = nil
     ) {
         self.alert = alert
@@ -125,7 +128,8 @@ package struct CompositionError: Error, Sendable, Hashable, CustomStringConverti
     }
 
     package init(rendering error: RenderingError) {
-        self.init(error.code == .payloadTooLarge ? .payloadTooLarge : .invalid, field: error.field, message: error.message)
+        self.init(
+            error.code == .payloadTooLarge ? .payloadTooLarge : .invalid, field: error.field, message: error.message)
     }
 
     package var description: String { "\(field): \(message)" }

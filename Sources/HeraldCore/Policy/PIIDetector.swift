@@ -40,7 +40,8 @@ public struct PIIDetector: Sendable {
     // of its positions. The phone pattern checks what follows the number in `validate`
     // instead of a look-ahead, which would make a possessive run backtrack.
     public static let email = try! PIIDetector(
-        name: "email", pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
+        name: "email",
+        pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
     public static let phone = try! PIIDetector(
         name: "phone", pattern: #"(?<![\w.])\+?\d(?:[ ().-]*+\d)++[\w.]?"#,
         validate: { text in
@@ -53,7 +54,9 @@ public struct PIIDetector: Sendable {
         validate: { text in Self.passesLuhn(text.filter(\.isNumber)) })
     public static let streetAddress = try! PIIDetector(
         name: "street_address",
-        pattern: #"\b\d{1,5}+\s++(?:[A-Z][a-z]*+\s++){1,3}?(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#)
+        pattern:
+            #"\b\d{1,5}+\s++(?:[A-Z][a-z]*+\s++){1,3}?(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#
+    )
 
     public static let builtIn: [PIIDetector] = [.email, .phone, .cardNumber, .streetAddress]
 

@@ -36,14 +36,19 @@ public struct PolicyEngine: Sendable {
             return finish(.suppressed(reason: "preference"))
         }
         if user.vacation, type.stakes <= .medium {
-            trace.append(PolicyStep(rule: "vacation", message: "suppressed: vacation mode lets only high and failure through"))
+            trace.append(
+                PolicyStep(rule: "vacation", message: "suppressed: vacation mode lets only high and failure through"))
             return finish(.suppressed(reason: "vacation"))
         }
-        if !type.transactional, let quiet = user.quietHours, let end = Self.quietHoursEnd(quiet, at: now, in: user.timeZone) {
+        if !type.transactional, let quiet = user.quietHours,
+            let end = Self.quietHoursEnd(quiet, at: now, in: user.timeZone)
+        {
             trace.append(
                 PolicyStep(
                     rule: "quiet_hours",
-                    message: "deferred: quiet hours until \(Self.format(end, in: user.timeZone)) \(user.timeZone.identifier)"))
+                    message:
+                        "deferred: quiet hours until \(Self.format(end, in: user.timeZone)) \(user.timeZone.identifier)"
+                ))
             return finish(.deferred(until: end))
         }
         let windowStart = now.addingTimeInterval(-3600)
@@ -54,7 +59,9 @@ public struct PolicyEngine: Sendable {
             trace.append(
                 PolicyStep(
                     rule: "pacing",
-                    message: "deferred: \(lastHour.count) sent in the last hour (limit \(limit)) until \(Self.format(until, in: user.timeZone))"))
+                    message:
+                        "deferred: \(lastHour.count) sent in the last hour (limit \(limit)) until \(Self.format(until, in: user.timeZone))"
+                ))
             return finish(.deferred(until: until))
         }
         if let threshold = app.groupingThreshold, threshold > 0, lastHour.count + 1 >= threshold {
@@ -63,7 +70,8 @@ public struct PolicyEngine: Sendable {
             content.summary = app.groupSummaryFormat
                 .replacingOccurrences(of: "{app}", with: app.name)
                 .replacingOccurrences(of: "{count}", with: String(count))
-            trace.append(PolicyStep(rule: "grouping", message: "grouped: \(count) in the last hour → \(content.summary!)"))
+            trace.append(
+                PolicyStep(rule: "grouping", message: "grouped: \(count) in the last hour → \(content.summary!)"))
         }
         if let level = content.interruptionLevel, level == .timeSensitive || level == .critical {
             let allowed = type.stakes >= .high && user.dndBypass.contains(type.stakes)
@@ -72,7 +80,9 @@ public struct PolicyEngine: Sendable {
                 trace.append(
                     PolicyStep(
                         rule: "dnd",
-                        message: "interruption level \(level.rawValue) → active (\(type.stakes.rawValue) stakes\(type.stakes >= .high ? " not allowed by the user" : ""))"))
+                        message:
+                            "interruption level \(level.rawValue) → active (\(type.stakes.rawValue) stakes\(type.stakes >= .high ? " not allowed by the user" : ""))"
+                    ))
             }
         }
         let texts = [content.title, content.body].compactMap { $0 }
@@ -91,13 +101,16 @@ public struct PolicyEngine: Sendable {
             trace.append(PolicyStep(rule: "pii", message: "collapse id left out: \(detector.name) found"))
         }
         if payloadSize(content) > payloadLimit {
-            guard let body = content.body, let shortened = Self.shorten(body, content: content, limit: payloadLimit, size: payloadSize)
+            guard let body = content.body,
+                let shortened = Self.shorten(body, content: content, limit: payloadLimit, size: payloadSize)
             else {
-                trace.append(PolicyStep(rule: "size", message: "suppressed: the payload cannot fit \(payloadLimit) bytes"))
+                trace.append(
+                    PolicyStep(rule: "size", message: "suppressed: the payload cannot fit \(payloadLimit) bytes"))
                 return finish(.suppressed(reason: "payload_too_large"))
             }
             content.body = shortened
-            trace.append(PolicyStep(rule: "size", message: "body shortened from \(body.count) to \(shortened.count) characters"))
+            trace.append(
+                PolicyStep(rule: "size", message: "body shortened from \(body.count) to \(shortened.count) characters"))
         }
         return finish(.send)
     }

@@ -34,7 +34,8 @@ package struct APNSPayloadTemplate: Sendable, Hashable {
     /// The payload of one delivery.
     package func payload(deliveryID: Int64, actionTokens: [String: String]? = nil) -> Data {
         if let actionTokens, !actionTokens.isEmpty {
-            let stamp = HeraldStamp(notificationID: notificationID, deliveryID: deliveryID, actionTokens: actionTokens).json()
+            let stamp = HeraldStamp(notificationID: notificationID, deliveryID: deliveryID, actionTokens: actionTokens)
+                .json()
             var data = Data(capacity: head.count + stamp.count + tail.count)
             data.append(contentsOf: head)
             data.append(contentsOf: stamp)
@@ -69,7 +70,8 @@ extension APNSRenderer {
     /// use the key `herald`: the stamp replaces it). `actionTokens`: the byte lengths of each
     /// action's id and token, counted in `maximumSize`.
     package static func template(
-        _ content: NotificationContent, payloadKey: String, notificationID: UUID, actionTokens: [(id: Int, token: Int)] = []
+        _ content: NotificationContent, payloadKey: String, notificationID: UUID,
+        actionTokens: [(id: Int, token: Int)] = []
     ) throws(RenderingError) -> APNSPayloadTemplate {
         // A marker no data can hold (random, and its quotes would be escaped inside a string)
         // shows where the stamp goes once the payload is encoded with sorted keys.
@@ -86,7 +88,8 @@ extension APNSRenderer {
         let tail = Array(bytes[start.upperBound...])
         return APNSPayloadTemplate(
             head: head, tail: tail, notificationID: id,
-            maximumSize: head.count + tail.count + HeraldStamp.maximumJSONLength(notificationID: id, actionTokens: actionTokens))
+            maximumSize: head.count + tail.count
+                + HeraldStamp.maximumJSONLength(notificationID: id, actionTokens: actionTokens))
     }
 
     /// Where `needle` first occurs in `bytes` (the generic `firstRange(of:)` cost tens of
@@ -96,7 +99,9 @@ extension APNSRenderer {
         return bytes.withUnsafeBufferPointer { haystack in
             needle.withUnsafeBufferPointer { needle in
                 for index in 0...(haystack.count - needle.count) where haystack[index] == first {
-                    if memcmp(haystack.baseAddress! + index, needle.baseAddress!, needle.count) == 0 { return index..<(index + needle.count) }
+                    if memcmp(haystack.baseAddress! + index, needle.baseAddress!, needle.count) == 0 {
+                        return index..<(index + needle.count)
+                    }
                 }
                 return nil
             }
@@ -104,11 +109,15 @@ extension APNSRenderer {
     }
 
     /// Refuses a template whose largest delivery would be over the push type's limit.
-    package static func check(_ template: APNSPayloadTemplate, pushType: APNSPushType, field: String) throws(RenderingError) {
+    package static func check(_ template: APNSPayloadTemplate, pushType: APNSPushType, field: String)
+        throws(RenderingError)
+    {
         guard template.maximumSize <= pushType.payloadLimit else {
             throw RenderingError(
                 .payloadTooLarge, field: field,
-                message: "the APNs payload is \(template.maximumSize) bytes with Herald's ids; \(pushType.rawValue) allows \(pushType.payloadLimit)")
+                message:
+                    "the APNs payload is \(template.maximumSize) bytes with Herald's ids; \(pushType.rawValue) allows \(pushType.payloadLimit)"
+            )
         }
     }
 }

@@ -26,7 +26,8 @@ package enum APNSRenderer {
         guard payload.count <= pushType.payloadLimit else {
             throw RenderingError(
                 .payloadTooLarge, field: field,
-                message: "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)")
+                message:
+                    "the APNs payload is \(payload.count) bytes; \(pushType.rawValue) allows \(pushType.payloadLimit)")
         }
     }
 

@@ -31,7 +31,8 @@ package enum FCMRenderer {
         let size = payloadSize(message) + (stampLength > 0 ? HeraldStamp.key.utf8.count + stampLength : 0)
         guard size <= FCMMessage.sizeLimit else {
             throw RenderingError(
-                .payloadTooLarge, field: field, message: "the FCM message is \(size) bytes; FCM allows \(FCMMessage.sizeLimit)")
+                .payloadTooLarge, field: field,
+                message: "the FCM message is \(size) bytes; FCM allows \(FCMMessage.sizeLimit)")
         }
     }
 

@@ -43,7 +43,8 @@ package struct NotificationContent: Sendable, Hashable {
         pushType: APNSPushType = .alert, priority: APNSPriority? = nil, title: String? = nil, subtitle: String? = nil,
         body: String? = nil, badge: Int? = nil, sound: String? = nil, threadID: String? = nil, category: String? = nil,
         contentAvailable: Bool = false, mutableContent: Bool = false, interruptionLevel: APSInterruptionLevel? = nil,
-        relevanceScore: Double? = nil, collapseID: String? = nil, expiration: Int? = nil, data: [String: JSONValue]? = nil,
+        relevanceScore: Double? = nil, collapseID: String? = nil, expiration: Int? = nil,
+        data: [String: JSONValue]? = nil,
         androidChannelID: String? = nil, image: String? = nil, analyticsLabel: String? = nil
     ) {
         self.pushType = pushType
@@ -84,17 +85,24 @@ package struct NotificationContent: Sendable, Hashable {
 
 extension NotificationContent: Codable {
     enum CodingKeys: String, CodingKey {
-        case pushType = "push_type", priority, title, subtitle, body, badge, sound, category, expiration, data, image
-        case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
-        case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", collapseID = "collapse_id"
-        case androidChannelID = "android_channel_id", analyticsLabel = "analytics_label"
+        case pushType = "push_type"
+        case priority, title, subtitle, body, badge, sound, category, expiration, data, image
+        case threadID = "thread_id"
+        case contentAvailable = "content_available"
+        case mutableContent = "mutable_content"
+        case interruptionLevel = "interruption_level"
+        case relevanceScore = "relevance_score"
+        case collapseID = "collapse_id"
+        case androidChannelID = "android_channel_id"
+        case analyticsLabel = "analytics_label"
     }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let pushType = APNSPushType(rawValue: try container.decode(String.self, forKey: .pushType))
         self.init(
-            pushType: pushType, priority: try container.decodeIfPresent(Int.self, forKey: .priority).map(APNSPriority.init(rawValue:)),
+            pushType: pushType,
+            priority: try container.decodeIfPresent(Int.self, forKey: .priority).map(APNSPriority.init(rawValue:)),
             title: try container.decodeIfPresent(String.self, forKey: .title),
             subtitle: try container.decodeIfPresent(String.self, forKey: .subtitle),
             body: try container.decodeIfPresent(String.self, forKey: .body),
@@ -104,7 +112,8 @@ extension NotificationContent: Codable {
             category: try container.decodeIfPresent(String.self, forKey: .category),
             contentAvailable: try container.decodeIfPresent(Bool.self, forKey: .contentAvailable) ?? false,
             mutableContent: try container.decodeIfPresent(Bool.self, forKey: .mutableContent) ?? false,
-            interruptionLevel: try container.decodeIfPresent(String.self, forKey: .interruptionLevel).map(APSInterruptionLevel.init(rawValue:)),
+            interruptionLevel: try container.decodeIfPresent(String.self, forKey: .interruptionLevel).map(
+                APSInterruptionLevel.init(rawValue:)),
             relevanceScore: try container.decodeIfPresent(Double.self, forKey: .relevanceScore),
             collapseID: try container.decodeIfPresent(String.self, forKey: .collapseID),
             expiration: try container.decodeIfPresent(Int.self, forKey: .expiration),

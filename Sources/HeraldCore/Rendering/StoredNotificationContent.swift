@@ -30,14 +30,18 @@ package struct StoredNotificationContent: Sendable, Hashable {
         device.threadID = decided.threadID
         device.interruptionLevel = decided.interruptionLevel
         device.collapseID = decided.collapseID
-        if let summary = decided.summary { device.data = (device.data ?? [:]).merging(["group_summary": .string(summary)]) { $1 } }
+        if let summary = decided.summary {
+            device.data = (device.data ?? [:]).merging(["group_summary": .string(summary)]) { $1 }
+        }
         return device
     }
 
     /// A typed notification's copy for a device locale, placeholders filled from its data; none
     /// for a background push without explicit text (a silent sync has nothing to show).
     package func copy(of type: CatalogType, locale: String?, defaultLocale: String) -> CatalogCopy? {
-        guard let typed, !(content.pushType == .background && typed.title == nil && typed.body == nil) else { return nil }
+        guard let typed, !(content.pushType == .background && typed.title == nil && typed.body == nil) else {
+            return nil
+        }
         return type.render(locale: locale, defaultLocale: defaultLocale, data: typed.data)
     }
 
@@ -54,13 +58,18 @@ extension StoredNotificationContent: Codable {
         case content, typed
         case deliverAt = "deliver_at_ms"
         // Written before the neutral content: the rendered APNs request.
-        case pushType = "push_type", priority, collapseID = "collapse_id", expiration, payload, android
+        case pushType = "push_type"
+        case priority
+        case collapseID = "collapse_id"
+        case expiration, payload, android
     }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         typed = try container.decodeIfPresent(TypedContent.self, forKey: .typed)
-        deliverAt = try container.decodeIfPresent(Int64.self, forKey: .deliverAt).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        deliverAt = try container.decodeIfPresent(Int64.self, forKey: .deliverAt).map {
+            Date(timeIntervalSince1970: Double($0) / 1000)
+        }
         if let content = try container.decodeIfPresent(NotificationContent.self, forKey: .content) {
             self.content = content
             return
@@ -68,6 +77,7 @@ extension StoredNotificationContent: Codable {
         // A row queued by an earlier version: its neutral content is read back from the APNs
         // payload it stored, once, so it is delivered after the upgrade as before.
         struct Android: Decodable {
+            // swift-format-ignore: AlwaysUseLowerCamelCase
             var channel_id: String?
             var image: String?
         }
@@ -104,7 +114,8 @@ extension StoredNotificationContent: Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(content, forKey: .content)
         try container.encodeIfPresent(typed, forKey: .typed)
-        try container.encodeIfPresent(deliverAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }, forKey: .deliverAt)
+        try container.encodeIfPresent(
+            deliverAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }, forKey: .deliverAt)
     }
 }
 
@@ -123,7 +134,8 @@ package struct TypedContent: Codable, Sendable, Hashable {
     package var test: Bool?
 
     package init(
-        type: String, data: [String: String], title: String? = nil, subtitle: String? = nil, body: String? = nil, test: Bool? = nil
+        type: String, data: [String: String], title: String? = nil, subtitle: String? = nil, body: String? = nil,
+        test: Bool? = nil
     ) {
         self.type = type
         self.data = data

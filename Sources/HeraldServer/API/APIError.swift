@@ -1,6 +1,6 @@
 import Foundation
-package import Hummingbird
 import HeraldCore
+package import Hummingbird
 
 /// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
 package struct APIError: HTTPResponseError, Sendable {
@@ -11,7 +11,9 @@ package struct APIError: HTTPResponseError, Sendable {
     /// Seconds to wait before trying again (a 429's or a 503's `Retry-After`).
     package var retryAfter: Int?
 
-    package init(_ status: HTTPResponse.Status, code: String, message: String, field: String? = nil, retryAfter: Int? = nil) {
+    package init(
+        _ status: HTTPResponse.Status, code: String, message: String, field: String? = nil, retryAfter: Int? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
@@ -22,7 +24,8 @@ package struct APIError: HTTPResponseError, Sendable {
     /// A draft the composer refused: 413 for size, else 400; names the field.
     init(composition error: CompositionError) {
         switch error.code {
-        case .payloadTooLarge: self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
+        case .payloadTooLarge:
+            self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
         case .missing: self.init(.badRequest, code: "missing_field", message: error.message, field: error.field)
         case .invalid: self.init(.badRequest, code: "invalid_field", message: error.message, field: error.field)
         }
@@ -73,4 +76,3 @@ enum JSONResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
-

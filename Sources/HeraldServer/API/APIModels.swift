@@ -18,28 +18,46 @@ package struct DeviceBody: Codable, Sendable, Equatable {
     package var authorizationStatus: String?
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", userID = "user_id", platform, token, environment, name, model, locale
-        case timeZone = "time_zone", appVersion = "app_version", authorizationStatus = "authorization_status"
+        case deviceID = "device_id"
+        case userID = "user_id"
+        case platform, token, environment, name, model, locale
+        case timeZone = "time_zone"
+        case appVersion = "app_version"
+        case authorizationStatus = "authorization_status"
     }
 
     static let platforms: Set<String> = ["apns", "fcm"]
-    static let authorizationStatuses: Set<String> = ["not_determined", "denied", "authorized", "provisional", "ephemeral"]
+    static let authorizationStatuses: Set<String> = [
+        "not_determined", "denied", "authorized", "provisional", "ephemeral",
+    ]
 
     /// Checks every field; the first problem names its field. `prefix` (built only for an error) is for import lines.
     func validated(prefix: @autoclosure () -> String = "") throws(APIError) -> DeviceRecord {
         func named(_ field: String) -> String { prefix() + field }
         func text(_ value: String?, _ field: String, limit: Int = 256) throws(APIError) -> String? {
             guard let value else { return nil }
-            guard value.utf8.count <= limit else { throw APIError.invalid(named(field), "\(field) is longer than \(limit) bytes") }
+            guard value.utf8.count <= limit else {
+                throw APIError.invalid(named(field), "\(field) is longer than \(limit) bytes")
+            }
             return value
         }
-        guard let deviceID = try text(deviceID, "device_id"), !deviceID.isEmpty else { throw APIError.missing(named("device_id")) }
-        guard let userID = try text(userID, "user_id"), !userID.isEmpty else { throw APIError.missing(named("user_id")) }
+        guard let deviceID = try text(deviceID, "device_id"), !deviceID.isEmpty else {
+            throw APIError.missing(named("device_id"))
+        }
+        guard let userID = try text(userID, "user_id"), !userID.isEmpty else {
+            throw APIError.missing(named("user_id"))
+        }
         let platform = platform ?? "apns"
-        guard Self.platforms.contains(platform) else { throw APIError.invalid(named("platform"), "platform is apns or fcm") }
-        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else { throw APIError.missing(named("token")) }
+        guard Self.platforms.contains(platform) else {
+            throw APIError.invalid(named("platform"), "platform is apns or fcm")
+        }
+        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else {
+            throw APIError.missing(named("token"))
+        }
         if platform == "apns" {
-            if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) { token = token.lowercased() }
+            if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+                token = token.lowercased()
+            }
             do {
                 try APNSNotification.validateDeviceToken(token)
             } catch {
@@ -61,7 +79,8 @@ package struct DeviceBody: Codable, Sendable, Equatable {
         }
         return DeviceRecord(
             deviceID: deviceID, userID: userID, platform: platform, token: token, environment: environment,
-            name: try text(name, "name"), model: try text(model, "model"), locale: try text(locale, "locale", limit: 35),
+            name: try text(name, "name"), model: try text(model, "model"),
+            locale: try text(locale, "locale", limit: 35),
             timeZone: timeZone, appVersion: try text(appVersion, "app_version", limit: 64),
             authorizationStatus: authorizationStatus)
     }
@@ -72,10 +91,17 @@ struct DeviceView: Encodable {
     var device: DeviceRecord
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", userID = "user_id", platform, token, environment, name, model, locale
-        case timeZone = "time_zone", appVersion = "app_version", authorizationStatus = "authorization_status"
-        case active, inactiveReason = "inactive_reason", inactiveSince = "inactive_since"
-        case createdAt = "created_at", updatedAt = "updated_at"
+        case deviceID = "device_id"
+        case userID = "user_id"
+        case platform, token, environment, name, model, locale
+        case timeZone = "time_zone"
+        case appVersion = "app_version"
+        case authorizationStatus = "authorization_status"
+        case active
+        case inactiveReason = "inactive_reason"
+        case inactiveSince = "inactive_since"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -105,7 +131,11 @@ struct NotificationBody: Decodable, Sendable {
         var userIDs: [String]?
         var deviceIDs: [String]?
         var all: Bool?
-        enum CodingKeys: String, CodingKey { case userIDs = "user_ids", deviceIDs = "device_ids", all }
+        enum CodingKeys: String, CodingKey {
+            case userIDs = "user_ids"
+            case deviceIDs = "device_ids"
+            case all
+        }
     }
 
     struct Alert: Decodable, Sendable {
@@ -118,7 +148,10 @@ struct NotificationBody: Decodable, Sendable {
     struct Android: Decodable, Sendable {
         var channelID: String?
         var image: String?
-        enum CodingKeys: String, CodingKey { case channelID = "channel_id", image }
+        enum CodingKeys: String, CodingKey {
+            case channelID = "channel_id"
+            case image
+        }
     }
 
     var to: Target?
@@ -148,19 +181,30 @@ struct NotificationBody: Decodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case to, alert, data, priority, category, badge, sound, expiration, type, android
-        case excludeDeviceIDs = "exclude_device_ids", pushType = "push_type", collapseID = "collapse_id"
-        case threadID = "thread_id", contentAvailable = "content_available", mutableContent = "mutable_content"
-        case interruptionLevel = "interruption_level", relevanceScore = "relevance_score", deliverAt = "deliver_at"
-        case idempotencyKey = "idempotency_key", cancelKey = "cancel_key"
+        case excludeDeviceIDs = "exclude_device_ids"
+        case pushType = "push_type"
+        case collapseID = "collapse_id"
+        case threadID = "thread_id"
+        case contentAvailable = "content_available"
+        case mutableContent = "mutable_content"
+        case interruptionLevel = "interruption_level"
+        case relevanceScore = "relevance_score"
+        case deliverAt = "deliver_at"
+        case idempotencyKey = "idempotency_key"
+        case cancelKey = "cancel_key"
     }
 
     /// The content part of the request, for `NotificationComposer`.
     var draft: NotificationDraft {
         NotificationDraft(
-            alert: alert.map { NotificationDraft.Alert(title: $0.title, subtitle: $0.subtitle, body: $0.body) }, data: data,
-            pushType: pushType, priority: priority, collapseID: collapseID, threadID: threadID, category: category, badge: badge,
-            sound: sound, contentAvailable: contentAvailable, mutableContent: mutableContent, interruptionLevel: interruptionLevel,
-            relevanceScore: relevanceScore, expiration: expiration, deliverAt: deliverAt, type: type, androidChannelID: android?.channelID,
+            alert: alert.map { NotificationDraft.Alert(title: $0.title, subtitle: $0.subtitle, body: $0.body) },
+            data: data,
+            pushType: pushType, priority: priority, collapseID: collapseID, threadID: threadID, category: category,
+            badge: badge,
+            sound: sound, contentAvailable: contentAvailable, mutableContent: mutableContent,
+            interruptionLevel: interruptionLevel,
+            relevanceScore: relevanceScore, expiration: expiration, deliverAt: deliverAt, type: type,
+            androidChannelID: android?.channelID,
             androidImage: android?.image)
     }
 
@@ -180,7 +224,8 @@ struct NotificationBody: Decodable, Sendable {
             selector = .users(ids)
         } else if let ids = to.deviceIDs {
             guard !ids.isEmpty, ids.count <= SendLimits.maximumRecipientIDs else {
-                throw APIError.invalid("to.device_ids", "to.device_ids needs 1 to \(SendLimits.maximumRecipientIDs) ids")
+                throw APIError.invalid(
+                    "to.device_ids", "to.device_ids needs 1 to \(SendLimits.maximumRecipientIDs) ids")
             }
             selector = .devices(ids)
         } else {
@@ -190,13 +235,15 @@ struct NotificationBody: Decodable, Sendable {
             throw APIError.invalid("exclude_device_ids", "at most \(SendLimits.maximumRecipientIDs) ids")
         }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > SendLimits.maximumIdempotencyKey {
-            throw APIError.invalid("idempotency_key", "idempotency_key is 1 to \(SendLimits.maximumIdempotencyKey) bytes")
+            throw APIError.invalid(
+                "idempotency_key", "idempotency_key is 1 to \(SendLimits.maximumIdempotencyKey) bytes")
         }
         if let cancelKey, !SendLimits.isValidCancelKey(cancelKey) {
             throw APIError.invalid("cancel_key", "cancel_key is 1 to \(SendLimits.maximumCancelKey) bytes")
         }
         return SendRequest(
-            recipients: selector, draft: draft, excludeDeviceIDs: excludeDeviceIDs ?? [], idempotencyKey: idempotencyKey, cancelKey: cancelKey)
+            recipients: selector, draft: draft, excludeDeviceIDs: excludeDeviceIDs ?? [],
+            idempotencyKey: idempotencyKey, cancelKey: cancelKey)
     }
 }
 
@@ -207,7 +254,8 @@ struct CancelBody: Decodable {
     var userIDs: [String]?
 
     enum CodingKeys: String, CodingKey {
-        case cancelKey = "cancel_key", userIDs = "user_ids"
+        case cancelKey = "cancel_key"
+        case userIDs = "user_ids"
     }
 
     /// The key and the users, checked; the first problem names its field.
@@ -218,7 +266,9 @@ struct CancelBody: Decodable {
         }
         if let userIDs {
             guard !userIDs.isEmpty, userIDs.count <= SendLimits.maximumRecipientIDs else {
-                throw APIError.invalid("user_ids", "user_ids needs 1 to \(SendLimits.maximumRecipientIDs) ids (leave it out for every user)")
+                throw APIError.invalid(
+                    "user_ids",
+                    "user_ids needs 1 to \(SendLimits.maximumRecipientIDs) ids (leave it out for every user)")
             }
             if let index = userIDs.firstIndex(where: { $0.isEmpty || $0.utf8.count > 256 }) {
                 throw APIError.invalid("user_ids[\(index)]", "a user id is 1 to 256 bytes")
@@ -238,7 +288,9 @@ struct CancelView: Encodable {
     var steps: Int
 
     enum CodingKeys: String, CodingKey {
-        case cancelled, steps, inFlight = "in_flight", broadcastsSkipped = "broadcasts_skipped"
+        case cancelled, steps
+        case inFlight = "in_flight"
+        case broadcastsSkipped = "broadcasts_skipped"
     }
 }
 

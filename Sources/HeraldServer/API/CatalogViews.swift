@@ -39,16 +39,19 @@ extension TrackCatalog {
             tracks: catalog.tracks.map { track in
                 var copy: [String: LocalTrack.Copy] = [:]
                 for step in track.steps where copy[step.type] == nil {
-                    guard let type = catalog.type(step.type), let chosen = type.copy(locale: locale, defaultLocale: catalog.app.defaultLocale)
+                    guard let type = catalog.type(step.type),
+                        let chosen = type.copy(locale: locale, defaultLocale: catalog.app.defaultLocale)
                     else { continue }
                     copy[step.type] = LocalTrack.Copy(
-                        title: chosen.title ?? "", body: chosen.body ?? "", fallbackBody: type.fallbackBody, deepLink: type.deepLink)
+                        title: chosen.title ?? "", body: chosen.body ?? "", fallbackBody: type.fallbackBody,
+                        deepLink: type.deepLink)
                 }
                 return LocalTrack(
                     name: track.name,
                     steps: track.steps.map { step in
                         LocalTrack.Step(
-                            id: step.id, type: step.type, after: HeraldDuration.text(step.after), at: step.at?.description,
+                            id: step.id, type: step.type, after: HeraldDuration.text(step.after),
+                            at: step.at?.description,
                             data: step.data.isEmpty ? nil : step.data)
                     },
                     copy: copy)

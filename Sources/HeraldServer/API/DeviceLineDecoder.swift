@@ -41,7 +41,8 @@ package enum DeviceLineDecoder {
 
     /// The keys a device line may carry (`DeviceBody.CodingKeys`); others are ignored.
     private enum Field: Int, CaseIterable {
-        case deviceID, userID, platform, token, environment, name, model, locale, timeZone, appVersion, authorizationStatus
+        case deviceID, userID, platform, token, environment, name, model, locale, timeZone, appVersion,
+            authorizationStatus
 
         var key: StaticString {
             switch self {

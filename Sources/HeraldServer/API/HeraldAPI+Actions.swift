@@ -15,7 +15,9 @@ extension HeraldAPI {
             // ≤ 200 bytes and a reply of ≤ 1,000 characters): a stranger cannot make it buffer more.
             let appID = try context.parameters.require("app")
             guard let app = runtime.apps[appID] else {
-                throw APIError(.unauthorized, code: "unauthorized", message: "the action token is not a token Herald issued", field: "token")
+                throw APIError(
+                    .unauthorized, code: "unauthorized", message: "the action token is not a token Herald issued",
+                    field: "token")
             }
             let body = try await decode(ActionBody.self, request, limit: actionBodyLimit).validated()
             let now = runtime.store.now
@@ -29,26 +31,38 @@ extension HeraldAPI {
                 }
             }
             guard let token = verified else {
-                throw APIError(.unauthorized, code: "unauthorized", message: failure?.message ?? "the action token is not valid", field: "token")
+                throw APIError(
+                    .unauthorized, code: "unauthorized", message: failure?.message ?? "the action token is not valid",
+                    field: "token")
             }
-            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: token.deliveryID) else {
+            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: token.deliveryID)
+            else {
                 throw APIError(
                     .notFound, code: "not_found",
-                    message: "the token's delivery has no row yet (it is written once its provider answered): commit again shortly", field: "token")
+                    message:
+                        "the token's delivery has no row yet (it is written once its provider answered): commit again shortly",
+                    field: "token")
             }
             guard delivery.deviceID == body.deviceID else {
-                throw APIError(.forbidden, code: "forbidden", message: "the token is another delivery's: it was sent to another device", field: "device_id")
+                throw APIError(
+                    .forbidden, code: "forbidden",
+                    message: "the token is another delivery's: it was sent to another device", field: "device_id")
             }
             // Resolved on another device already (the user dealt with it there): refused, saying where.
             if let userID = delivery.userID,
-                let resolution = try await runtime.store.resolution(appID: app.id, notificationID: delivery.notificationID, userID: userID),
+                let resolution = try await runtime.store.resolution(
+                    appID: app.id, notificationID: delivery.notificationID, userID: userID),
                 resolution.deviceID != delivery.deviceID
             {
-                throw APIError(.conflict, code: "resolved_elsewhere", message: "already resolved: \(resolution.label)", field: "token")
+                throw APIError(
+                    .conflict, code: "resolved_elsewhere", message: "already resolved: \(resolution.label)",
+                    field: "token")
             }
             let commit = HeraldStore.ActionCommit(
-                deliveryID: delivery.id, action: token.action, notificationID: delivery.notificationID, deviceID: delivery.deviceID,
-                userID: delivery.userID, turnID: body.turnID, text: body.text, status: .queued, createdAt: now, updatedAt: now)
+                deliveryID: delivery.id, action: token.action, notificationID: delivery.notificationID,
+                deviceID: delivery.deviceID,
+                userID: delivery.userID, turnID: body.turnID, text: body.text, status: .queued, createdAt: now,
+                updatedAt: now)
             let (stored, new, backlog) = try await runtime.store.beginCommit(appID: app.id, commit)
             guard new else {
                 // Replayed (a retry from the device): the first answer. Another action of the
@@ -56,14 +70,16 @@ extension HeraldAPI {
                 guard stored.action == token.action else {
                     throw APIError(
                         .conflict, code: "already_committed",
-                        message: "this delivery's \(stored.action) was committed first (\(stored.status.rawValue))", field: "token")
+                        message: "this delivery's \(stored.action) was committed first (\(stored.status.rawValue))",
+                        field: "token")
                 }
                 runtime.metrics.action(app: app.id, outcome: "replay")
                 return try ActionView(stored, replay: true).response()
             }
             guard let webhook = app.configuration.webhook else {
                 // No backend to tell: the commit is the audit row.
-                try await runtime.store.finishCommit(appID: app.id, deliveryID: delivery.id, status: .committed, result: nil, latencyMilliseconds: 0)
+                try await runtime.store.finishCommit(
+                    appID: app.id, deliveryID: delivery.id, status: .committed, result: nil, latencyMilliseconds: 0)
                 runtime.metrics.action(app: app.id, outcome: "committed")
                 var done = stored
                 done.status = .committed
@@ -77,12 +93,15 @@ extension HeraldAPI {
             if backlog {
                 // The user's earlier messages go first: this one queues behind them.
                 try await runtime.store.queueWebhook(
-                    appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType, idempotencyKey: idempotencyKey,
-                    body: payload, attempts: 0, dueAt: now, lastStatus: nil, lastError: nil, commitDelivery: delivery.id)
+                    appID: app.id, messageID: messageID, userID: delivery.userID,
+                    event: WebhookEvent.actionCommittedType, idempotencyKey: idempotencyKey,
+                    body: payload, attempts: 0, dueAt: now, lastStatus: nil, lastError: nil, commitDelivery: delivery.id
+                )
                 runtime.webhookWake.signal()
             } else {
                 let attempt = await runtime.webhooks.send(
-                    webhook, messageID: messageID, body: Data(payload.utf8), idempotencyKey: idempotencyKey, timeout: webhook.timeout)
+                    webhook, messageID: messageID, body: Data(payload.utf8), idempotencyKey: idempotencyKey,
+                    timeout: webhook.timeout)
                 if attempt.delivered {
                     answered.status = .committed
                     answered.result = WebhookSender.deviceResult(attempt.body)
@@ -93,16 +112,20 @@ extension HeraldAPI {
                 } else {
                     // Queued: tried again on the schedule, the first retry in 5 s.
                     try await runtime.store.queueWebhook(
-                        appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType,
+                        appID: app.id, messageID: messageID, userID: delivery.userID,
+                        event: WebhookEvent.actionCommittedType,
                         idempotencyKey: idempotencyKey, body: payload, attempts: 1,
-                        dueAt: now.addingTimeInterval(WebhookSender.retryDelay(afterAttempts: 1) ?? 5), lastStatus: attempt.status,
+                        dueAt: now.addingTimeInterval(WebhookSender.retryDelay(afterAttempts: 1) ?? 5),
+                        lastStatus: attempt.status,
                         lastError: attempt.error, commitDelivery: delivery.id)
                 }
                 if answered.status != .queued {
                     // Kept as sent (or aborted), for the audit and a replay.
                     try await runtime.store.queueWebhook(
-                        appID: app.id, messageID: messageID, userID: delivery.userID, event: WebhookEvent.actionCommittedType,
-                        idempotencyKey: idempotencyKey, body: payload, attempts: 1, dueAt: now, lastStatus: attempt.status, lastError: nil,
+                        appID: app.id, messageID: messageID, userID: delivery.userID,
+                        event: WebhookEvent.actionCommittedType,
+                        idempotencyKey: idempotencyKey, body: payload, attempts: 1, dueAt: now,
+                        lastStatus: attempt.status, lastError: nil,
                         commitDelivery: delivery.id, status: answered.status == .committed ? "delivered" : "aborted")
                     try await runtime.store.finishCommit(
                         appID: app.id, deliveryID: delivery.id, status: answered.status, result: answered.result,
@@ -113,22 +136,28 @@ extension HeraldAPI {
             // The user's other devices learn it is dealt with (unless the backend refused it).
             if answered.status != .failed, let userID = delivery.userID {
                 let action = delivery.type.flatMap { app.catalog?.type($0) }?.actions.first { $0.id == token.action }
-                let name = try await runtime.store.device(appID: app.id, deviceID: delivery.deviceID)?.name ?? "another device"
-                let label = (action?.resolvedLabel ?? "✓ \(action?.title ?? token.action) on {device}").replacingOccurrences(of: "{device}", with: name)
+                let name =
+                    try await runtime.store.device(appID: app.id, deviceID: delivery.deviceID)?.name ?? "another device"
+                let label = (action?.resolvedLabel ?? "✓ \(action?.title ?? token.action) on {device}")
+                    .replacingOccurrences(of: "{device}", with: name)
                 // The commit stands whatever happens here: a failed replacement is logged, not answered.
                 do {
                     _ = try await Resolutions.resolve(
-                        app: app, notificationID: delivery.notificationID, userID: userID, deviceID: delivery.deviceID, label: label, runtime: runtime)
+                        app: app, notificationID: delivery.notificationID, userID: userID, deviceID: delivery.deviceID,
+                        label: label, runtime: runtime)
                 } catch {
                     runtime.logger.error(
                         "A committed action's notification could not be resolved on the user's other devices",
-                        metadata: ["herald.delivery.id": "\(delivery.id)", "error": "\(String(describing: error).prefix(300))"])
+                        metadata: [
+                            "herald.delivery.id": "\(delivery.id)", "error": "\(String(describing: error).prefix(300))",
+                        ])
                 }
             }
             runtime.logger.info(
                 "Quick action committed",
                 metadata: [
-                    "herald.app": "\(app.id)", "herald.delivery.id": "\(delivery.id)", "herald.action": "\(token.action)",
+                    "herald.app": "\(app.id)", "herald.delivery.id": "\(delivery.id)",
+                    "herald.action": "\(token.action)",
                     "herald.status": "\(answered.status.rawValue)",
                 ])
             return try ActionView(answered, replay: false).response()
@@ -141,7 +170,9 @@ extension HeraldAPI {
             let body = try await decode(ResolveBody.self, request)
             guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
             guard let label = body.label else { throw APIError.missing("label") }
-            guard !label.isEmpty, label.count <= 178 else { throw APIError.invalid("label", "label is 1 to 178 characters") }
+            guard !label.isEmpty, label.count <= 178 else {
+                throw APIError.invalid("label", "label is 1 to 178 characters")
+            }
             let device = try await ownedDevice(app: app, deviceID: deviceID, tokenUser: tokenUser, runtime: runtime)
             let resolution = try await Resolutions.resolve(
                 app: app, notificationID: id, userID: device.userID, deviceID: deviceID, label: label, runtime: runtime)
@@ -156,9 +187,11 @@ extension HeraldAPI {
             guard try await runtime.store.notification(appID: app.id, id: id) != nil else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
-            let device = try await ownedDevice(app: app, deviceID: body.deviceID, tokenUser: tokenUser, runtime: runtime)
+            let device = try await ownedDevice(
+                app: app, deviceID: body.deviceID, tokenUser: tokenUser, runtime: runtime)
             let response = HeraldStore.NotificationResponse(
-                id: UUID.random(), notificationID: id, userID: device.userID, deviceID: body.deviceID, text: body.text, energy: body.energy,
+                id: UUID.random(), notificationID: id, userID: device.userID, deviceID: body.deviceID, text: body.text,
+                energy: body.energy,
                 mood: body.mood, focus: body.focus, createdAt: runtime.store.now)
             try await runtime.store.addResponse(appID: app.id, response)
             return try JSONResponse.make(ResponseView(response), status: .created)
@@ -174,10 +207,14 @@ extension HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let parameters = request.uri.queryParameters
             let userID = parameters.get("user_id")
-            if let userID, userID.isEmpty || userID.utf8.count > 256 { throw APIError.invalid("user_id", "user_id is 1 to 256 bytes") }
+            if let userID, userID.isEmpty || userID.utf8.count > 256 {
+                throw APIError.invalid("user_id", "user_id is 1 to 256 bytes")
+            }
             var since = runtime.store.now.addingTimeInterval(-30 * 86_400)
             if let text = parameters.get("since") {
-                guard let date = HeraldTime.parse(text) else { throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+                guard let date = HeraldTime.parse(text) else {
+                    throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+                }
                 since = date
             }
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
@@ -188,13 +225,16 @@ extension HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(ReplayBody.self, request)
             guard let text = body.since else { throw APIError.missing("since") }
-            guard let since = HeraldTime.parse(text) else { throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z") }
+            guard let since = HeraldTime.parse(text) else {
+                throw APIError.invalid("since", "since is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
             guard app.configuration.webhook != nil else {
                 throw APIError.invalid("app", "the app has no webhook (apps[].webhook.url): nothing to replay to")
             }
             let replayed = try await runtime.store.replayWebhooks(appID: app.id, since: since)
             if replayed > 0 { runtime.webhookWake.signal() }
-            runtime.logger.notice("Webhook messages replayed", metadata: ["herald.app": "\(app.id)", "herald.messages": "\(replayed)"])
+            runtime.logger.notice(
+                "Webhook messages replayed", metadata: ["herald.app": "\(app.id)", "herald.messages": "\(replayed)"])
             return try JSONResponse.make(["replayed": replayed])
         }
     }
@@ -207,13 +247,22 @@ struct ActionBody: Decodable {
     var turnID: String?
     var text: String?
 
-    enum CodingKeys: String, CodingKey { case token, deviceID = "device_id", turnID = "turn_id", text }
+    enum CodingKeys: String, CodingKey {
+        case token
+        case deviceID = "device_id"
+        case turnID = "turn_id"
+        case text
+    }
 
     func validated() throws(APIError) -> (token: String, deviceID: String, turnID: String?, text: String?) {
         guard let token else { throw APIError.missing("token") }
         guard let deviceID else { throw APIError.missing("device_id") }
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else { throw APIError.invalid("device_id", "device_id is 1 to 256 bytes") }
-        if let turnID, turnID.isEmpty || turnID.utf8.count > 128 { throw APIError.invalid("turn_id", "turn_id is 1 to 128 bytes") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
+            throw APIError.invalid("device_id", "device_id is 1 to 256 bytes")
+        }
+        if let turnID, turnID.isEmpty || turnID.utf8.count > 128 {
+            throw APIError.invalid("turn_id", "turn_id is 1 to 128 bytes")
+        }
         if let text, text.count > 1000 { throw APIError.invalid("text", "text is at most 1000 characters") }
         return (token, deviceID, turnID, text)
     }
@@ -222,12 +271,16 @@ struct ActionBody: Decodable {
 extension HeraldAPI {
     /// The app's device `deviceID` (404 naming `device_id`), which must be `tokenUser`'s when a
     /// client key's user token named one (403).
-    static func ownedDevice(app: AppRuntime, deviceID: String, tokenUser: String?, runtime: HeraldRuntime) async throws -> DeviceRecord {
+    static func ownedDevice(app: AppRuntime, deviceID: String, tokenUser: String?, runtime: HeraldRuntime) async throws
+        -> DeviceRecord
+    {
         guard let device = try await runtime.store.device(appID: app.id, deviceID: deviceID) else {
             throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
         }
         if let tokenUser, tokenUser != device.userID {
-            throw APIError(.forbidden, code: "forbidden", message: "the device is another user's than the user token's", field: "device_id")
+            throw APIError(
+                .forbidden, code: "forbidden", message: "the device is another user's than the user token's",
+                field: "device_id")
         }
         return device
     }
@@ -249,12 +302,19 @@ struct RespondBody: Decodable {
     var energy: Int?
     var mood: Int?
     var focus: Int?
-    enum CodingKeys: String, CodingKey { case deviceID = "device_id", text, energy, mood, focus }
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id"
+        case text, energy, mood, focus
+    }
 
     func validated() throws(APIError) -> (deviceID: String, text: String?, energy: Int?, mood: Int?, focus: Int?) {
         guard let deviceID else { throw APIError.missing("device_id") }
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else { throw APIError.invalid("device_id", "device_id is 1 to 256 bytes") }
-        if let text, text.isEmpty || text.count > 1000 { throw APIError.invalid("text", "text is 1 to 1000 characters") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
+            throw APIError.invalid("device_id", "device_id is 1 to 256 bytes")
+        }
+        if let text, text.isEmpty || text.count > 1000 {
+            throw APIError.invalid("text", "text is 1 to 1000 characters")
+        }
         for (name, value) in [("energy", energy), ("mood", mood), ("focus", focus)] {
             if let value, !(1...10).contains(value) { throw APIError.invalid(name, "\(name) is 1 to 10") }
         }
@@ -270,7 +330,12 @@ struct ResponseView: Encodable {
     var response: HeraldStore.NotificationResponse
     init(_ response: HeraldStore.NotificationResponse) { self.response = response }
     enum CodingKeys: String, CodingKey {
-        case id, notificationID = "notification_id", userID = "user_id", deviceID = "device_id", text, energy, mood, focus, createdAt = "created_at"
+        case id
+        case notificationID = "notification_id"
+        case userID = "user_id"
+        case deviceID = "device_id"
+        case text, energy, mood, focus
+        case createdAt = "created_at"
     }
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -290,7 +355,10 @@ struct ResponseView: Encodable {
 struct ResolveBody: Decodable {
     var deviceID: String?
     var label: String?
-    enum CodingKeys: String, CodingKey { case deviceID = "device_id", label }
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id"
+        case label
+    }
 }
 
 /// Resolved elsewhere: the replacement the user's other devices get.
@@ -310,15 +378,20 @@ enum Resolutions {
         let replacement = NotificationContent(
             pushType: .alert, priority: .immediate, body: label, threadID: original?.threadID, contentAvailable: true,
             collapseID: original?.collapseID ?? notificationID.uuidString.lowercased(),
-            data: ["resolved": .object(["n": .string(notificationID.uuidString.lowercased()), "label": .string(label)])],
+            data: [
+                "resolved": .object(["n": .string(notificationID.uuidString.lowercased()), "label": .string(label)])
+            ],
             androidChannelID: original?.androidChannelID)
         let content = try JSONEncoder().encode(StoredNotificationContent(content: replacement))
         let resolution: HeraldStore.Resolution
         do {
             resolution = try await runtime.store.resolve(
-                appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label, replacement: (UUID.random(), content))
+                appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label,
+                replacement: (UUID.random(), content))
         } catch let error as StoreError where error.code == .notFound {
-            throw APIError(.forbidden, code: "forbidden", message: "device_id had no delivery of this notification", field: "device_id")
+            throw APIError(
+                .forbidden, code: "forbidden", message: "device_id had no delivery of this notification",
+                field: "device_id")
         }
         if resolution.first {
             if resolution.devices > 0 { runtime.wake.signal(outbox: true) }
@@ -337,7 +410,13 @@ enum Resolutions {
 struct ResolutionView: Encodable {
     var resolution: HeraldStore.Resolution
     init(_ resolution: HeraldStore.Resolution) { self.resolution = resolution }
-    enum CodingKeys: String, CodingKey { case first, deviceID = "device_id", label, cancelled, devices, replacementID = "replacement_id", resolvedAt = "resolved_at" }
+    enum CodingKeys: String, CodingKey {
+        case first
+        case deviceID = "device_id"
+        case label, cancelled, devices
+        case replacementID = "replacement_id"
+        case resolvedAt = "resolved_at"
+    }
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(resolution.first, forKey: .first)
@@ -362,14 +441,20 @@ enum WebhookEvent {
     /// `{"type", "timestamp", "data"}`, keys sorted.
     static func actionCommitted(appID: String, commit: HeraldStore.ActionCommit, type: String?, at: Date) -> String {
         var data: [String: JSONValue] = [
-            "app": .string(appID), "delivery_id": .int(Int(commit.deliveryID)), "notification_id": .string(commit.notificationID.uuidString.lowercased()),
-            "device_id": .string(commit.deviceID), "action": .string(commit.action), "committed_at": .string(HeraldTime.format(at)),
+            "app": .string(appID), "delivery_id": .int(Int(commit.deliveryID)),
+            "notification_id": .string(commit.notificationID.uuidString.lowercased()),
+            "device_id": .string(commit.deviceID), "action": .string(commit.action),
+            "committed_at": .string(HeraldTime.format(at)),
         ]
         if let user = commit.userID { data["user_id"] = .string(user) }
         if let turn = commit.turnID { data["turn_id"] = .string(turn) }
         if let text = commit.text { data["text"] = .string(text) }
         if let type { data["type"] = .string(type) }
-        return JSONWriter.encode(.object(["type": .string(actionCommittedType), "timestamp": .string(HeraldTime.format(at)), "data": .object(data)]))
+        return JSONWriter.encode(
+            .object([
+                "type": .string(actionCommittedType), "timestamp": .string(HeraldTime.format(at)),
+                "data": .object(data),
+            ]))
     }
 }
 
@@ -383,7 +468,11 @@ struct ActionView: Encodable {
         self.replay = replay
     }
 
-    enum CodingKeys: String, CodingKey { case status, deliveryID = "delivery_id", action, result, replay }
+    enum CodingKeys: String, CodingKey {
+        case status
+        case deliveryID = "delivery_id"
+        case action, result, replay
+    }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -406,9 +495,17 @@ struct AuditEntry: Encodable {
     init(_ commit: HeraldStore.ActionCommit) { self.commit = commit }
 
     enum CodingKeys: String, CodingKey {
-        case deliveryID = "delivery_id", notificationID = "notification_id", userID = "user_id", deviceID = "device_id", action
-        case turnID = "turn_id", text, status, result, latencyMilliseconds = "latency_ms", messageID = "message_id"
-        case createdAt = "created_at", updatedAt = "updated_at"
+        case deliveryID = "delivery_id"
+        case notificationID = "notification_id"
+        case userID = "user_id"
+        case deviceID = "device_id"
+        case action
+        case turnID = "turn_id"
+        case text, status, result
+        case latencyMilliseconds = "latency_ms"
+        case messageID = "message_id"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
     }
 
     /// The backend's answer as JSON when it is JSON, else as text.

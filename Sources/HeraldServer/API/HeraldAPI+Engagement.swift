@@ -15,20 +15,28 @@ extension HeraldAPI {
             try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
-            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: open.deliveryID) else {
+            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: open.deliveryID)
+            else {
                 throw APIError(
                     .notFound, code: "not_found",
-                    message: "no delivery \(open.deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
+                    message:
+                        "no delivery \(open.deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
                     field: "delivery_id")
             }
             guard delivery.deviceID == open.deviceID else {
-                throw APIError(.forbidden, code: "forbidden", message: "the delivery went to another device than device_id", field: "device_id")
+                throw APIError(
+                    .forbidden, code: "forbidden", message: "the delivery went to another device than device_id",
+                    field: "device_id")
             }
             if let tokenUser, delivery.userID != tokenUser {
-                throw APIError(.forbidden, code: "forbidden", message: "the delivery is another user's than the user token's", field: UserToken.header)
+                throw APIError(
+                    .forbidden, code: "forbidden", message: "the delivery is another user's than the user token's",
+                    field: UserToken.header)
             }
             let type = delivery.type.flatMap { app.catalog?.type($0) }
-            if open.action != OpenedBody.defaultAction, let type, !type.actions.contains(where: { $0.id == open.action }) {
+            if open.action != OpenedBody.defaultAction, let type,
+                !type.actions.contains(where: { $0.id == open.action })
+            {
                 let known = ([OpenedBody.defaultAction] + type.actions.map(\.id)).joined(separator: ", ")
                 throw APIError.invalid("action", "action is one of \(known) for \(type.name)")
             }
@@ -37,7 +45,8 @@ extension HeraldAPI {
             var event: HeraldStore.OpenEvent?
             if let userID = delivery.userID {
                 var data: [String: JSONValue] = [
-                    "delivery_id": .int(Int(delivery.id)), "notification_id": .string(delivery.notificationID.uuidString.lowercased()),
+                    "delivery_id": .int(Int(delivery.id)),
+                    "notification_id": .string(delivery.notificationID.uuidString.lowercased()),
                     "action": .string(open.action),
                 ]
                 if let type { data["type"] = .string(type.name) }
@@ -49,7 +58,8 @@ extension HeraldAPI {
                     effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
                     badgeContent: Triggers.badgeContent(app: app))
             }
-            let recorded = try await runtime.store.recordOpen(appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)
+            let recorded = try await runtime.store.recordOpen(
+                appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)
             if recorded.counted {
                 runtime.metrics.opened(app: app.id, type: type?.name)
                 if !recorded.notifications.isEmpty {
@@ -64,7 +74,8 @@ extension HeraldAPI {
             let query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
             let counts = try await runtime.store.typeCounts(appID: app.id, days: query.days, type: query.type?.name)
             let permissions = try await runtime.store.permissionCounts(appID: app.id)
-            return try JSONResponse.make(AnalyticsView(query: query, counts: counts, permissions: permissions, catalog: app.catalog))
+            return try JSONResponse.make(
+                AnalyticsView(query: query, counts: counts, permissions: permissions, catalog: app.catalog))
         }
     }
 }
@@ -79,7 +90,9 @@ struct OpenedBody: Decodable {
     var at: String?
 
     enum CodingKeys: String, CodingKey {
-        case deliveryID = "delivery_id", deviceID = "device_id", action, at
+        case deliveryID = "delivery_id"
+        case deviceID = "device_id"
+        case action, at
     }
 
     /// A tap on the notification itself (UNNotificationDefaultActionIdentifier).
@@ -100,21 +113,31 @@ struct OpenedBody: Decodable {
         case nil: throw APIError.missing("delivery_id")
         case .int(let value)?: id = Int64(value)
         case .string(let text)?:
-            guard let value = Int64(text) else { throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number") }
+            guard let value = Int64(text) else {
+                throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
+            }
             id = value
         default: throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
         }
-        guard id > 0 else { throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number above 0") }
+        guard id > 0 else {
+            throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number above 0")
+        }
         guard let deviceID else { throw APIError.missing("device_id") }
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else { throw APIError.invalid("device_id", "device_id is 1 to 256 bytes") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
+            throw APIError.invalid("device_id", "device_id is 1 to 256 bytes")
+        }
         let action = action ?? Self.defaultAction
-        guard !action.isEmpty, action.utf8.count <= 64 else { throw APIError.invalid("action", "action is \"default\" or an action id of 1 to 64 bytes") }
+        guard !action.isEmpty, action.utf8.count <= 64 else {
+            throw APIError.invalid("action", "action is \"default\" or an action id of 1 to 64 bytes")
+        }
         var at = now
         if let text = self.at {
             guard let date = HeraldTime.parse(text) else {
                 throw APIError.invalid("at", "at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
             }
-            guard date >= now.addingTimeInterval(-30 * 86_400) else { throw APIError.invalid("at", "at is within the last 30 days") }
+            guard date >= now.addingTimeInterval(-30 * 86_400) else {
+                throw APIError.invalid("at", "at is within the last 30 days")
+            }
             at = min(date, now)
         }
         return Checked(deliveryID: id, deviceID: deviceID, action: action, at: at)
@@ -127,7 +150,10 @@ struct OpenedView: Encodable {
     var recorded: HeraldStore.OpenRecorded
 
     enum CodingKeys: String, CodingKey {
-        case deliveryID = "delivery_id", counted, reports, action, eventID = "event_id", notifications
+        case deliveryID = "delivery_id"
+        case counted, reports, action
+        case eventID = "event_id"
+        case notifications
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -154,17 +180,24 @@ struct AnalyticsQuery {
         let todayDay = Int64((today.timeIntervalSince1970 / 86_400).rounded(.down))
         func day(_ name: String) throws(APIError) -> Int64? {
             guard let text = parameters.get(name) else { return nil }
-            guard let day = Self.day(text) else { throw APIError.invalid(name, "\(name) is a date such as 2026-11-23 (UTC)") }
+            guard let day = Self.day(text) else {
+                throw APIError.invalid(name, "\(name) is a date such as 2026-11-23 (UTC)")
+            }
             return day
         }
         let to = try day("to") ?? todayDay
         let from = try day("from") ?? (to - Self.defaultDays + 1)
         guard from <= to else { throw APIError.invalid("from", "from is on or before to") }
-        guard to - from < Self.maximumDays else { throw APIError.invalid("from", "from and to are at most \(Self.maximumDays) days apart") }
+        guard to - from < Self.maximumDays else {
+            throw APIError.invalid("from", "from and to are at most \(Self.maximumDays) days apart")
+        }
         days = from...to
         if let name = parameters.get("type") {
             guard let catalog, let found = catalog.type(name) else {
-                throw APIError.invalid("type", "unknown type \"\(name)\"; the catalog has \(catalog?.types.map(\.name).joined(separator: ", ") ?? "no types")")
+                throw APIError.invalid(
+                    "type",
+                    "unknown type \"\(name)\"; the catalog has \(catalog?.types.map(\.name).joined(separator: ", ") ?? "no types")"
+                )
             }
             type = found
         }
@@ -221,10 +254,17 @@ struct AnalyticsView: Encodable {
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            for (key, value) in [(CodingKeys.sent, sent), (.accepted, accepted), (.failed, failed), (.suppressed, suppressed), (.deferred, deferred), (.cancelled, cancelled), (.opened, opened)] {
+            for (key, value) in [
+                (CodingKeys.sent, sent), (.accepted, accepted), (.failed, failed), (.suppressed, suppressed),
+                (.deferred, deferred), (.cancelled, cancelled), (.opened, opened),
+            ] {
                 try container.encode(value, forKey: key)
             }
-            if let ctr { try container.encode(AnalyticsView.rounded(ctr), forKey: .ctr) } else { try container.encodeNil(forKey: .ctr) }
+            if let ctr {
+                try container.encode(AnalyticsView.rounded(ctr), forKey: .ctr)
+            } else {
+                try container.encodeNil(forKey: .ctr)
+            }
         }
     }
 
@@ -252,7 +292,13 @@ struct AnalyticsView: Encodable {
         var goalMet: Bool? { goal.flatMap { goal in counts.ctr.map { $0 >= goal } } }
         var belowGoal: Bool { counts.sent >= Self.minimumSends && goalMet == false }
 
-        enum CodingKeys: String, CodingKey { case type, id, goalCTR = "goal_ctr", goalMet = "goal_met", belowGoal = "below_goal", days }
+        enum CodingKeys: String, CodingKey {
+            case type, id
+            case goalCTR = "goal_ctr"
+            case goalMet = "goal_met"
+            case belowGoal = "below_goal"
+            case days
+        }
 
         func encode(to encoder: any Encoder) throws {
             try counts.encode(to: encoder)
@@ -280,10 +326,18 @@ struct AnalyticsView: Encodable {
                 statuses[count.status, default: 0] += count.devices
             }
 
-            enum CodingKeys: String, CodingKey { case rate, optedIn = "opted_in", reported, statuses }
+            enum CodingKeys: String, CodingKey {
+                case rate
+                case optedIn = "opted_in"
+                case reported, statuses
+            }
             func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
-                if let rate { try container.encode(AnalyticsView.rounded(rate), forKey: .rate) } else { try container.encodeNil(forKey: .rate) }
+                if let rate {
+                    try container.encode(AnalyticsView.rounded(rate), forKey: .rate)
+                } else {
+                    try container.encodeNil(forKey: .rate)
+                }
                 try container.encode(optedIn, forKey: .optedIn)
                 try container.encode(reported, forKey: .reported)
                 try container.encode(statuses, forKey: .statuses)
@@ -294,8 +348,14 @@ struct AnalyticsView: Encodable {
         var platforms: [String: Group] = [:]
         var appVersions: [String: Group] = [:]
 
-        enum CodingKeys: String, CodingKey { case platforms, appVersions = "app_versions" }
-        enum NamedKeys: String, CodingKey { case platform, appVersion = "app_version" }
+        enum CodingKeys: String, CodingKey {
+            case platforms
+            case appVersions = "app_versions"
+        }
+        enum NamedKeys: String, CodingKey {
+            case platform
+            case appVersion = "app_version"
+        }
 
         func encode(to encoder: any Encoder) throws {
             try all.encode(to: encoder)
@@ -330,9 +390,15 @@ struct AnalyticsView: Encodable {
     var types: [TypeEntry]
     var optIn: OptIn
 
-    enum CodingKeys: String, CodingKey { case from, to, types, optIn = "opt_in" }
+    enum CodingKeys: String, CodingKey {
+        case from, to, types
+        case optIn = "opt_in"
+    }
 
-    init(query: AnalyticsQuery, counts: [HeraldStore.TypeDayCounts], permissions: [HeraldStore.PermissionCount], catalog: Catalog?) {
+    init(
+        query: AnalyticsQuery, counts: [HeraldStore.TypeDayCounts], permissions: [HeraldStore.PermissionCount],
+        catalog: Catalog?
+    ) {
         from = AnalyticsQuery.date(query.days.lowerBound)
         to = AnalyticsQuery.date(query.days.upperBound)
         // Every type of the catalog (or the one asked for), then types no longer in it that have counts.

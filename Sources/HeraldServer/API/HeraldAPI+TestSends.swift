@@ -17,7 +17,9 @@ extension HeraldAPI {
             let (userID, draft) = try body.validated()
             let devices = try await runtime.store.devices(appID: app.id, userID: userID).filter(\.active)
             guard !devices.isEmpty else {
-                throw APIError(.notFound, code: "no_devices", message: "the user has no active device in this app", field: "user_id")
+                throw APIError(
+                    .notFound, code: "no_devices", message: "the user has no active device in this app",
+                    field: "user_id")
             }
             let id = UUID.random()
             // Watched before it is stored: a direct claim may be sent before the accept returns.
@@ -26,13 +28,17 @@ extension HeraldAPI {
             let accepted: HeraldStore.Accepted
             do {
                 accepted = try await NotificationSends.accept(
-                    SendRequest(recipients: .users([userID]), draft: draft), app: app, runtime: runtime, id: id, test: true)
+                    SendRequest(recipients: .users([userID]), draft: draft), app: app, runtime: runtime, id: id,
+                    test: true)
             } catch let error as CompositionError {
                 throw APIError(composition: error)
             }
             runtime.logger.info(
                 "Test send",
-                metadata: ["herald.app": "\(app.id)", "herald.type": "\(body.type ?? "")", "herald.notification": "\(id)", "herald.devices": "\(accepted.record.recipients)"])
+                metadata: [
+                    "herald.app": "\(app.id)", "herald.type": "\(body.type ?? "")", "herald.notification": "\(id)",
+                    "herald.devices": "\(accepted.record.recipients)",
+                ])
             // Until every delivery has its answer: sent, failed, held by the policy engine, or
             // queued again with a reason (a retry, a paused provider).
             let deadline = ContinuousClock.now + testSendWait
@@ -45,8 +51,10 @@ extension HeraldAPI {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let view = TestSendView(
-                id: id, userID: userID, type: app.catalog?.type(body.type ?? "")?.name ?? "", complete: complete, deliveries: deliveries,
-                platforms: Dictionary(devices.map { ($0.deviceID, $0.platform) }, uniquingKeysWith: { first, _ in first }),
+                id: id, userID: userID, type: app.catalog?.type(body.type ?? "")?.name ?? "", complete: complete,
+                deliveries: deliveries,
+                platforms: Dictionary(
+                    devices.map { ($0.deviceID, $0.platform) }, uniquingKeysWith: { first, _ in first }),
                 sent: runtime.testSends.sent(id))
             return try JSONResponse.make(view, status: complete ? .ok : .accepted)
         }
@@ -59,12 +67,17 @@ struct TestSendBody: Decodable {
     var type: String?
     var data: JSONValue?
 
-    enum CodingKeys: String, CodingKey { case userID = "user_id", type, data }
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case type, data
+    }
 
     /// The user, and the notification a send of the type to them would be; the first problem names its field.
     func validated() throws(APIError) -> (String, NotificationDraft) {
         guard let userID else { throw APIError.missing("user_id") }
-        guard !userID.isEmpty, userID.utf8.count <= 256 else { throw APIError.invalid("user_id", "user_id is 1 to 256 bytes") }
+        guard !userID.isEmpty, userID.utf8.count <= 256 else {
+            throw APIError.invalid("user_id", "user_id is 1 to 256 bytes")
+        }
         guard let type else { throw APIError.missing("type") }
         return (userID, NotificationDraft(data: data, type: type))
     }
@@ -80,9 +93,15 @@ struct TestSendView: Encodable {
     var platforms: [String: String]
     var sent: [Int64: TestSends.Sent]
 
-    enum CodingKeys: String, CodingKey { case id, userID = "user_id", type, complete, deliveries }
+    enum CodingKeys: String, CodingKey {
+        case id
+        case userID = "user_id"
+        case type, complete, deliveries
+    }
     enum DeliveryKeys: String, CodingKey {
-        case deliveryID = "delivery_id", deviceID = "device_id", platform, status, reason, attempts, until, trace, headers, payload
+        case deliveryID = "delivery_id"
+        case deviceID = "device_id"
+        case platform, status, reason, attempts, until, trace, headers, payload
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -100,7 +119,9 @@ struct TestSendView: Encodable {
             try item.encode(delivery.status == .sending ? "queued" : delivery.status.rawValue, forKey: .status)
             try item.encodeIfPresent(delivery.reason, forKey: .reason)
             try item.encode(delivery.attempts, forKey: .attempts)
-            if delivery.status == .deferred || delivery.status == .queued { try item.encode(delivery.dueAt, forKey: .until) }
+            if delivery.status == .deferred || delivery.status == .queued {
+                try item.encode(delivery.dueAt, forKey: .until)
+            }
             let trace = DecisionTrace.entries(delivery.trace)
             if !trace.isEmpty { try item.encode(trace, forKey: .trace) }
             // What went to the provider (sent by this node): APNs headers and payload, or FCM's request body.

@@ -39,7 +39,8 @@ package enum HeraldAPI {
         router.get("/metrics") { request, _ in
             guard isOperator(request, runtime) else {
                 throw APIError(
-                    .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key or metrics_key>",
+                    .unauthorized, code: "unauthorized",
+                    message: "send Authorization: Bearer <admin_key or metrics_key>",
                     field: "authorization")
             }
             let outbox = try await runtime.store.outboxGauges(appIDs: Array(runtime.apps.keys))
@@ -61,15 +62,20 @@ package enum HeraldAPI {
         router.post("/v1/dev/clock") { request, _ in
             // Only where the clock may move (--dev, clock: manual): anywhere else the path does not exist.
             guard let devClock = runtime.devClock else {
-                throw APIError(.notFound, code: "not_found", message: "the clock moves only under --dev or clock: manual", field: "path")
+                throw APIError(
+                    .notFound, code: "not_found", message: "the clock moves only under --dev or clock: manual",
+                    field: "path")
             }
             guard let key = presentedKey(request), isAdmin(key, runtime) else {
-                throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key>", field: "authorization")
+                throw APIError(
+                    .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <admin_key>",
+                    field: "authorization")
             }
             let body = try await decode(ClockBody.self, request)
             guard let text = body.advance else { throw APIError.missing("advance") }
             guard let seconds = HeraldDuration.seconds(text), seconds > 0, seconds <= DevClock.maximumAdvance else {
-                throw APIError.invalid("advance", "advance is a duration such as 30s, 15m, 48h or 2d, more than 0 and at most 366d")
+                throw APIError.invalid(
+                    "advance", "advance is a duration such as 30s, 15m, 48h or 2d, more than 0 and at most 366d")
             }
             guard devClock.advance(by: seconds) else {
                 throw APIError.invalid("advance", "the clock goes at most 3650 days past where it started")
@@ -78,7 +84,8 @@ package enum HeraldAPI {
             runtime.wake.signal(outbox: true)
             runtime.timerWake.signal()
             let now = HeraldTime.format(devClock.now)
-            runtime.logger.notice("Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(now)"])
+            runtime.logger.notice(
+                "Clock moved forward", metadata: ["herald.seconds": "\(seconds)", "herald.now": "\(now)"])
             return try JSONResponse.make(ClockView(now: now, advancedSeconds: seconds))
         }
 
@@ -91,7 +98,8 @@ package enum HeraldAPI {
             let device = try body.validated()
             if let tokenUser, tokenUser != device.userID {
                 throw APIError(
-                    .forbidden, code: "forbidden", message: "the user token is for another user than user_id", field: "user_id")
+                    .forbidden, code: "forbidden", message: "the user token is for another user than user_id",
+                    field: "user_id")
             }
             do {
                 let (stored, created) = try await runtime.store.upsertDevice(
@@ -100,7 +108,8 @@ package enum HeraldAPI {
             } catch let error as StoreError where error.code == .conflict {
                 throw APIError(
                     .forbidden, code: "forbidden",
-                    message: "device_id is registered to another user: only that device, presenting the token it holds, can sign in as a new user",
+                    message:
+                        "device_id is registered to another user: only that device, presenting the token it holds, can sign in as a new user",
                     field: "device_id")
             }
         }
@@ -116,7 +125,8 @@ package enum HeraldAPI {
             let removal = try await runtime.store.removeDevice(appID: app.id, deviceID: deviceID, ownedBy: owner)
             guard removal != .ownedByAnotherUser else {
                 throw APIError(
-                    .forbidden, code: "forbidden", message: "the device is registered to another user than the user token's",
+                    .forbidden, code: "forbidden",
+                    message: "the device is registered to another user than the user token's",
                     field: "device_id")
             }
             return Response(status: .noContent)
@@ -134,7 +144,9 @@ package enum HeraldAPI {
                 after = cursor
             }
             let page = try await runtime.store.devicePage(appID: app.id, userID: userID, limit: limit, after: after)
-            return try JSONResponse.make(DevicePageView(devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
+            return try JSONResponse.make(
+                DevicePageView(
+                    devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
         }
         apps.get("catalog/categories") { request, context in
             let app = try authorize(request, context, runtime, allowClient: true)
@@ -162,7 +174,9 @@ package enum HeraldAPI {
                 appID: app.id, userID: userID, timeZone: body.timeZone, locale: body.locale, attributes: attributes)
             if record.timeZone != before, let name = record.timeZone, let zone = TimeZone(identifier: name) {
                 // Wall-clock track steps follow the user to the new zone.
-                try await Tracks.replan(app: app, userID: userID, from: before.flatMap(TimeZone.init(identifier:)), to: zone, runtime: runtime)
+                try await Tracks.replan(
+                    app: app, userID: userID, from: before.flatMap(TimeZone.init(identifier:)), to: zone,
+                    runtime: runtime)
             }
             return try JSONResponse.make(UserView(record: record))
         }
@@ -201,7 +215,8 @@ package enum HeraldAPI {
             runtime.metrics.cancelled(app: app.id, done.cancelled)
             return try JSONResponse.make(
                 CancelView(
-                    cancelled: done.cancelled + done.steps, inFlight: done.inFlight, broadcastsSkipped: done.broadcastsSkipped, steps: done.steps))
+                    cancelled: done.cancelled + done.steps, inFlight: done.inFlight,
+                    broadcastsSkipped: done.broadcastsSkipped, steps: done.steps))
         }
         apps.put("users/:user/tracks/:track") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -213,13 +228,17 @@ package enum HeraldAPI {
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
             let plan = track.plan(anchor: anchor, zone: zone, testSeconds: testSeconds, now: now)
             let (enrolled, record) = try await runtime.store.enrol(
-                appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey, anchorAt: anchor, data: data,
+                appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey, anchorAt: anchor,
+                data: data,
                 testSeconds: testSeconds, steps: plan, restart: restart)
             if enrolled {
                 runtime.timerWake.signal()
                 runtime.logger.info(
                     "Enrolled in a track",
-                    metadata: ["herald.app": "\(app.id)", "herald.track": "\(track.name)", "herald.steps": "\(plan.count)", "herald.restart": "\(restart)"])
+                    metadata: [
+                        "herald.app": "\(app.id)", "herald.track": "\(track.name)", "herald.steps": "\(plan.count)",
+                        "herald.restart": "\(restart)",
+                    ])
             }
             return try JSONResponse.make(EnrolmentView(record, enrolled: enrolled, catalog: catalog, zone: zone))
         }
@@ -232,26 +251,39 @@ package enum HeraldAPI {
             if importer.enrolled > 0 { runtime.timerWake.signal() }
             runtime.logger.info(
                 "Enrolled in a track in bulk",
-                metadata: ["herald.app": "\(app.id)", "herald.track": "\(track.name)", "herald.enrolled": "\(importer.enrolled)", "herald.lines": "\(importer.lines)"])
+                metadata: [
+                    "herald.app": "\(app.id)", "herald.track": "\(track.name)",
+                    "herald.enrolled": "\(importer.enrolled)", "herald.lines": "\(importer.lines)",
+                ])
             return try JSONResponse.make(["enrolled": importer.enrolled, "already": importer.lines - importer.enrolled])
         }
         apps.delete("users/:user/tracks/:track") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let (_, track) = try trackParameter(app, context)
-            guard let done = try await runtime.store.unenrol(appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey) else {
-                throw APIError(.notFound, code: "not_enrolled", message: "the user is not enrolled in \(track.name)", field: "track")
+            guard
+                let done = try await runtime.store.unenrol(
+                    appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey)
+            else {
+                throw APIError(
+                    .notFound, code: "not_enrolled", message: "the user is not enrolled in \(track.name)",
+                    field: "track")
             }
             runtime.metrics.cancelled(app: app.id, done.cancelled)
             return try JSONResponse.make(
-                ["cancelled": done.steps + done.cancelled, "steps": done.steps, "deliveries": done.cancelled, "in_flight": done.inFlight])
+                [
+                    "cancelled": done.steps + done.cancelled, "steps": done.steps, "deliveries": done.cancelled,
+                    "in_flight": done.inFlight,
+                ])
         }
         apps.get("users/:user/tracks") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
             let records = try await runtime.store.enrolments(appID: app.id, userID: userID)
-            return try JSONResponse.make(["tracks": records.map { EnrolmentView($0, enrolled: nil, catalog: app.catalog, zone: zone) }])
+            return try JSONResponse.make([
+                "tracks": records.map { EnrolmentView($0, enrolled: nil, catalog: app.catalog, zone: zone) }
+            ])
         }
         apps.post("events") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -272,7 +304,8 @@ package enum HeraldAPI {
                 // Each event in its own transaction, in order: a batch's second event sees the first's effects.
                 let effects = try await Triggers.effects(app: app, event: event, runtime: runtime, now: now)
                 let (id, duplicate, notifications) = try await runtime.store.applyEvent(
-                    appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data, occurredAt: event.occurredAt,
+                    appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data,
+                    occurredAt: event.occurredAt,
                     idempotencyKey: event.idempotencyKey, effects: effects, badgeContent: badgeContent)
                 if !notifications.isEmpty, !duplicate {
                     runtime.wake.signal(outbox: true)
@@ -309,7 +342,8 @@ package enum HeraldAPI {
         }
         apps.get("users/:user/badges") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            return try JSONResponse.make(BadgeView(try await runtime.store.badges(appID: app.id, userID: try validUserID(context))))
+            return try JSONResponse.make(
+                BadgeView(try await runtime.store.badges(appID: app.id, userID: try validUserID(context))))
         }
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
@@ -342,7 +376,9 @@ package enum HeraldAPI {
     }
 
     /// `POST …/notifications`: checks the request and stores the notification.
-    static func send(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws -> NotificationAccepted {
+    static func send(_ body: NotificationBody, app: AppRuntime, runtime: HeraldRuntime) async throws
+        -> NotificationAccepted
+    {
         let request = try body.sendRequest()
         let accepted: HeraldStore.Accepted
         do {
@@ -351,7 +387,8 @@ package enum HeraldAPI {
             throw APIError(composition: error)
         }
         let record = accepted.record
-        return NotificationAccepted(id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !accepted.created)
+        return NotificationAccepted(
+            id: record.id.uuidString.lowercased(), recipients: record.recipients, duplicate: !accepted.created)
     }
 
     /// The app's catalog and the track the path names (404 naming `track` when there is none).
@@ -360,7 +397,9 @@ package enum HeraldAPI {
         guard let catalog = app.catalog, let track = catalog.track(name) else {
             let known = app.catalog?.tracks.map(\.name).joined(separator: ", ") ?? ""
             throw APIError(
-                .notFound, code: "not_found", message: known.isEmpty ? "the app's catalog has no tracks" : "no track \"\(name)\"; the catalog has \(known)",
+                .notFound, code: "not_found",
+                message: known.isEmpty
+                    ? "the app's catalog has no tracks" : "no track \"\(name)\"; the catalog has \(known)",
                 field: "track")
         }
         return (catalog, track)
@@ -368,9 +407,12 @@ package enum HeraldAPI {
 
     /// A whole-number query parameter: `default` when absent; digits only, within `range`, else a
     /// 400 naming it (`abc`, `-1`, `1e3` and out-of-range values are refused, not defaulted).
-    static func queryNumber(_ request: Request, _ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+    static func queryNumber(_ request: Request, _ name: String, default value: Int, in range: ClosedRange<Int>) throws
+        -> Int
+    {
         guard let text = request.uri.queryParameters.get(name) else { return value }
-        guard let number = DecimalText.int64(text), number <= Int64(range.upperBound), range.contains(Int(number)) else {
+        guard let number = DecimalText.int64(text), number <= Int64(range.upperBound), range.contains(Int(number))
+        else {
             throw APIError.invalid(name, "\(name) is a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return Int(number)
@@ -392,7 +434,9 @@ package enum HeraldAPI {
         let appID = try context.parameters.require("app")
         let app = runtime.apps[appID]
         if isAdmin(key, runtime) {
-            guard let app else { throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app") }
+            guard let app else {
+                throw APIError(.notFound, code: "not_found", message: "no app \"\(appID)\"", field: "app")
+            }
             return (app, .admin)
         }
         if let app {
@@ -402,7 +446,8 @@ package enum HeraldAPI {
             if server { return (app, .server) }
             if client { return (app, .client) }
         }
-        throw APIError(.unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
+        throw APIError(
+            .unauthorized, code: "unauthorized", message: "the key is not valid for this app", field: "authorization")
     }
 
     /// A client-key write (registration, open, response, resolve) takes a token from its user's
@@ -414,7 +459,8 @@ package enum HeraldAPI {
         if let wait = runtime.rateLimiter.take(appID: app.id, userID: user, peer: context.peer, now: Date()) {
             runtime.metrics.rateLimited(app: app.id)
             throw APIError(
-                .tooManyRequests, code: "rate_limited", message: "too many client-key writes: try again in \(wait) s", field: "authorization",
+                .tooManyRequests, code: "rate_limited", message: "too many client-key writes: try again in \(wait) s",
+                field: "authorization",
                 retryAfter: wait)
         }
     }
@@ -425,7 +471,9 @@ package enum HeraldAPI {
     ) throws -> AppRuntime {
         let (app, role) = try caller(request, context, runtime)
         if role == .client && !allowClient {
-            throw APIError(.forbidden, code: "forbidden", message: "a client key may only register and unregister devices", field: "authorization")
+            throw APIError(
+                .forbidden, code: "forbidden", message: "a client key may only register and unregister devices",
+                field: "authorization")
         }
         return app
     }
@@ -446,7 +494,9 @@ package enum HeraldAPI {
     /// The key in `Authorization: Bearer <key>`; a 401 without one.
     static func bearerKey(_ request: Request) throws -> String {
         guard let key = presentedKey(request) else {
-            throw APIError(.unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
+            throw APIError(
+                .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization"
+            )
         }
         return key
     }
@@ -458,13 +508,16 @@ package enum HeraldAPI {
         let secrets = app.configuration.userTokenSecrets
         guard !secrets.isEmpty else {
             // Refused at start; kept closed should a configuration bypass the check.
-            throw APIError(.unauthorized, code: "unauthorized", message: "the app has no user_token_secret", field: UserToken.header)
+            throw APIError(
+                .unauthorized, code: "unauthorized", message: "the app has no user_token_secret",
+                field: UserToken.header)
         }
         let name = UserToken.header.lowercased()
         guard let token = request.headers.first(where: { $0.name.canonicalName == name })?.value, !token.isEmpty else {
             throw APIError(
                 .unauthorized, code: "unauthorized",
-                message: "a client key needs \(UserToken.header): a user token (JWT HS256, sub = user id) signed by the app's backend",
+                message:
+                    "a client key needs \(UserToken.header): a user token (JWT HS256, sub = user id) signed by the app's backend",
                 field: UserToken.header)
         }
         // While the secret rotates, a token signed with either verifies.
@@ -476,7 +529,9 @@ package enum HeraldAPI {
                 failure = failure ?? error
             }
         }
-        throw APIError(.unauthorized, code: "unauthorized", message: failure?.message ?? "the user token is not valid", field: UserToken.header)
+        throw APIError(
+            .unauthorized, code: "unauthorized", message: failure?.message ?? "the user token is not valid",
+            field: UserToken.header)
     }
 
     /// A path parameter, percent-decoded (`jos%C3%A9` is `josé`); a bad encoding is a 400 naming `field`.
@@ -485,7 +540,9 @@ package enum HeraldAPI {
         guard let decoded = raw.removingPercentEncoding else {
             throw APIError.invalid(field, "\(field) in the path is not valid percent-encoding")
         }
-        guard !decoded.unicodeScalars.contains("\u{0}") else { throw APIError.invalid(field, "\(field) holds a NUL character") }
+        guard !decoded.unicodeScalars.contains("\u{0}") else {
+            throw APIError.invalid(field, "\(field) holds a NUL character")
+        }
         return decoded
     }
 
@@ -507,7 +564,9 @@ package enum HeraldAPI {
         return difference == 0
     }
 
-    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int = bodyLimit) async throws -> Body {
+    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int = bodyLimit) async throws
+        -> Body
+    {
         try decodeJSON(type, try await body(request, limit: limit), prefix: "")
     }
 
@@ -525,7 +584,8 @@ package enum HeraldAPI {
             return Data(try await request.body.collect(upTo: limit).readableBytesView)
         } catch is NIOTooManyBytesError {
             let size = limit >= 1 << 20 ? "\(limit >> 20) MB" : "\(limit >> 10) KB"
-            throw APIError(.contentTooLarge, code: "body_too_large", message: "the body is larger than \(size)", field: "body")
+            throw APIError(
+                .contentTooLarge, code: "body_too_large", message: "the body is larger than \(size)", field: "body")
         }
     }
 
@@ -533,18 +593,22 @@ package enum HeraldAPI {
         do {
             return try JSONDecoder().decode(type, from: data)
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
-            let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            let field = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(
+                separator: ".")
             throw APIError.invalid(prefix + field, "\(field.isEmpty ? "the body" : field) has the wrong type")
         } catch let DecodingError.keyNotFound(key, _) {
             throw APIError.missing(prefix + key.stringValue)
         } catch {
-            throw APIError(.badRequest, code: "invalid_json", message: "the body is not valid JSON", field: prefix.isEmpty ? "body" : String(prefix.dropLast()))
+            throw APIError(
+                .badRequest, code: "invalid_json", message: "the body is not valid JSON",
+                field: prefix.isEmpty ? "body" : String(prefix.dropLast()))
         }
     }
 
     /// Streams JSON lines into the store in batches: a million lines never sit in memory.
     static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
-        let importer = DeviceLineImporter(store: runtime.store, appID: app.id, rules: app.registrationRules(client: false))
+        let importer = DeviceLineImporter(
+            store: runtime.store, appID: app.id, rules: app.registrationRules(client: false))
         for try await chunk in request.body {
             try await importer.feed(buffer: chunk)
         }
@@ -557,7 +621,10 @@ package enum HeraldAPI {
 struct DevicePageView: Encodable {
     var devices: [DeviceView]
     var nextCursor: String?
-    enum CodingKeys: String, CodingKey { case devices, nextCursor = "next_cursor" }
+    enum CodingKeys: String, CodingKey {
+        case devices
+        case nextCursor = "next_cursor"
+    }
 }
 
 /// A page cursor as the API shows it: `<created ms>.<base64url device id>`, opaque to callers.
@@ -588,10 +655,20 @@ struct NotificationView: Encodable {
     var counts: [DeliveryStatus: Int]
     var deliveries: [DeliveryRecord]
 
-    enum CodingKeys: String, CodingKey { case id, createdAt = "created_at", recipients, counts, deliveries }
+    enum CodingKeys: String, CodingKey {
+        case id
+        case createdAt = "created_at"
+        case recipients, counts, deliveries
+    }
     enum DeliveryKeys: String, CodingKey {
-        case id, deviceID = "device_id", status, reason, apnsID = "apns_id", attempts, until, createdAt = "created_at"
-        case updatedAt = "updated_at", trace
+        case id
+        case deviceID = "device_id"
+        case status, reason
+        case apnsID = "apns_id"
+        case attempts, until
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+        case trace
     }
     enum ExtraKeys: String, CodingKey { case cancelKey = "cancel_key" }
 
@@ -617,9 +694,12 @@ struct NotificationView: Encodable {
             try item.encode(delivery.deviceID, forKey: .deviceID)
             try item.encode(delivery.status == .sending ? "queued" : delivery.status.rawValue, forKey: .status)
             try item.encodeIfPresent(delivery.reason, forKey: .reason)
-            try item.encode(UUID.apnsID(notification: record.id, delivery: delivery.id).uuidString.lowercased(), forKey: .apnsID)
+            try item.encode(
+                UUID.apnsID(notification: record.id, delivery: delivery.id).uuidString.lowercased(), forKey: .apnsID)
             try item.encode(delivery.attempts, forKey: .attempts)
-            if delivery.status == .deferred || delivery.status == .queued { try item.encode(delivery.dueAt, forKey: .until) }
+            if delivery.status == .deferred || delivery.status == .queued {
+                try item.encode(delivery.dueAt, forKey: .until)
+            }
             try item.encode(delivery.createdAt, forKey: .createdAt)
             try item.encode(delivery.updatedAt, forKey: .updatedAt)
             let trace = DecisionTrace.entries(delivery.trace)
@@ -635,7 +715,8 @@ struct ListenerMiddleware: RouterMiddleware {
     let runtime: HeraldRuntime
 
     func handle(
-        _ request: Request, context: HeraldRequestContext, next: (Request, HeraldRequestContext) async throws -> Response
+        _ request: Request, context: HeraldRequestContext,
+        next: (Request, HeraldRequestContext) async throws -> Response
     ) async throws -> Response {
         let admin = HeraldAPI.presentedKey(request).map { HeraldAPI.isAdmin($0, runtime) } ?? false
         var status: UInt16 = 500
@@ -644,8 +725,10 @@ struct ListenerMiddleware: RouterMiddleware {
                 runtime.logger.notice(
                     "Admin key used",
                     metadata: [
-                        "herald.route": "\(context.endpointPath ?? "unmatched")", "herald.method": "\(request.method.rawValue)",
-                        "herald.app": "\((context.parameters.get("app") ?? "-").prefix(64))", "herald.status": "\(status)", "herald.peer": "\(context.peer)",
+                        "herald.route": "\(context.endpointPath ?? "unmatched")",
+                        "herald.method": "\(request.method.rawValue)",
+                        "herald.app": "\((context.parameters.get("app") ?? "-").prefix(64))",
+                        "herald.status": "\(status)", "herald.peer": "\(context.peer)",
                     ])
             }
         }
@@ -656,7 +739,8 @@ struct ListenerMiddleware: RouterMiddleware {
             response = try error.response(from: request, context: context)
         } catch let error as StoreError where error.code == .unstorableText {
             // Input the database refuses (a NUL character in a text field) is the caller's: a 400.
-            response = try APIError(.badRequest, code: "invalid_text", message: error.message, field: "body").response(from: request, context: context)
+            response = try APIError(.badRequest, code: "invalid_text", message: error.message, field: "body").response(
+                from: request, context: context)
         } catch let error as CompositionError {
             // A notification the composer refused, from any route that sends one: 400 or 413.
             response = try APIError(composition: error).response(from: request, context: context)
@@ -671,14 +755,19 @@ struct ListenerMiddleware: RouterMiddleware {
 struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: HeraldMetrics
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         do {
             let response = try await next(request, context)
-            metrics.apiRequest(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: response.status.code)
+            metrics.apiRequest(
+                route: context.endpointPath ?? "unmatched", method: request.method.rawValue,
+                status: response.status.code)
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            metrics.apiRequest(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status)
+            metrics.apiRequest(
+                route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status)
             throw error
         }
     }

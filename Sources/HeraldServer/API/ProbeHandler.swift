@@ -34,14 +34,17 @@ final class ProbeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let request):
             if inFlight == 0, !swallowing, request.method == .get, let path = request.path,
-                request.headerFields[.authorization] == nil, request.headerFields[.connection] == nil, let ok = answer(path)
+                request.headerFields[.authorization] == nil, request.headerFields[.connection] == nil,
+                let ok = answer(path)
             {
                 swallowing = true
                 let body = ok ? HeraldAPI.readyBody : HeraldAPI.notReadyBody
                 var fields = extraHeaders
                 fields[.contentType] = "application/json"
                 fields[.contentLength] = "\(body.readableBytes)"
-                context.write(wrapOutboundOut(.head(HTTPResponse(status: ok ? .ok : .serviceUnavailable, headerFields: fields))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.head(HTTPResponse(status: ok ? .ok : .serviceUnavailable, headerFields: fields))),
+                    promise: nil)
                 context.write(wrapOutboundOut(.body(body)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 counted(path, ok ? 200 : 503)

@@ -13,7 +13,10 @@ struct EnrolBody: Decodable {
     var testSeconds: Int?
 
     enum CodingKeys: String, CodingKey {
-        case data, anchorAt = "anchor_at", onConflict = "on_conflict", testSeconds = "test_seconds"
+        case data
+        case anchorAt = "anchor_at"
+        case onConflict = "on_conflict"
+        case testSeconds = "test_seconds"
     }
 
     /// The anchor, data (a JSON object's text), restart and test seconds, checked; the first
@@ -24,13 +27,16 @@ struct EnrolBody: Decodable {
             guard let date = HeraldTime.parse(anchorAt) else {
                 throw APIError.invalid("anchor_at", "anchor_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
             }
-            guard abs(date.timeIntervalSince(now)) <= 366 * 86_400 else { throw APIError.invalid("anchor_at", "anchor_at is within a year of now") }
+            guard abs(date.timeIntervalSince(now)) <= 366 * 86_400 else {
+                throw APIError.invalid("anchor_at", "anchor_at is within a year of now")
+            }
             anchor = date
         }
         if let data {
             guard data.objectValue != nil else { throw APIError.invalid("data", "data must be a JSON object") }
             guard data.depth <= NotificationDraft.maximumDataDepth else {
-                throw APIError.invalid("data", "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
+                throw APIError.invalid(
+                    "data", "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
             }
         }
         // No data is "{}" without an encoder: a bulk enrolment checks a million lines.
@@ -63,7 +69,9 @@ struct EnrolmentView: Encodable {
 
         enum CodingKeys: String, CodingKey {
             case id, type, status, reason, trace
-            case dueAt = "due_at", localTime = "local_time", notificationID = "notification_id"
+            case dueAt = "due_at"
+            case localTime = "local_time"
+            case notificationID = "notification_id"
         }
     }
 
@@ -76,7 +84,9 @@ struct EnrolmentView: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case enrolled, track, steps
-        case anchorAt = "anchor_at", enrolledAt = "enrolled_at", testSeconds = "test_seconds"
+        case anchorAt = "anchor_at"
+        case enrolledAt = "enrolled_at"
+        case testSeconds = "test_seconds"
     }
 
     init(_ record: HeraldStore.EnrolmentRecord, enrolled: Bool?, catalog: Catalog?, zone: TimeZone) {
@@ -91,8 +101,10 @@ struct EnrolmentView: Encodable {
         steps = record.steps.map { step in
             let trace = DecisionTrace.entries(step.trace)
             return Step(
-                id: step.step, type: catalog?.track(record.track)?.step(step.step)?.type, dueAt: HeraldTime.format(step.dueAt),
-                localTime: formatter.string(from: step.dueAt) + " " + zone.identifier, status: step.status, reason: step.reason,
+                id: step.step, type: catalog?.track(record.track)?.step(step.step)?.type,
+                dueAt: HeraldTime.format(step.dueAt),
+                localTime: formatter.string(from: step.dueAt) + " " + zone.identifier, status: step.status,
+                reason: step.reason,
                 notificationID: step.notificationID?.lowercased(), trace: trace.isEmpty ? nil : trace)
         }
     }
@@ -110,7 +122,9 @@ struct EventBody: Decodable {
 
     enum CodingKeys: String, CodingKey {
         case name, data, events
-        case userID = "user_id", occurredAt = "occurred_at", idempotencyKey = "idempotency_key"
+        case userID = "user_id"
+        case occurredAt = "occurred_at"
+        case idempotencyKey = "idempotency_key"
     }
 
     /// The most events in one batch.
@@ -119,22 +133,30 @@ struct EventBody: Decodable {
     /// Checked; the first problem names its field (after `prefix`, `events[3].` in a batch).
     func validated(now: Date, prefix: String) throws(APIError) -> UserEvent {
         guard let name else { throw APIError.missing(prefix + "name") }
-        guard !name.isEmpty, name.utf8.count <= 128 else { throw APIError.invalid(prefix + "name", "name is 1 to 128 bytes") }
+        guard !name.isEmpty, name.utf8.count <= 128 else {
+            throw APIError.invalid(prefix + "name", "name is 1 to 128 bytes")
+        }
         guard let userID else { throw APIError.missing(prefix + "user_id") }
-        guard !userID.isEmpty, userID.utf8.count <= 256 else { throw APIError.invalid(prefix + "user_id", "user_id is 1 to 256 bytes") }
+        guard !userID.isEmpty, userID.utf8.count <= 256 else {
+            throw APIError.invalid(prefix + "user_id", "user_id is 1 to 256 bytes")
+        }
         if let data {
             guard data.objectValue != nil else { throw APIError.invalid(prefix + "data", "data must be a JSON object") }
             guard data.depth <= NotificationDraft.maximumDataDepth else {
-                throw APIError.invalid(prefix + "data", "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
+                throw APIError.invalid(
+                    prefix + "data",
+                    "data nests objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
             }
         }
         var occurred = now
         if let occurredAt {
             guard let date = HeraldTime.parse(occurredAt) else {
-                throw APIError.invalid(prefix + "occurred_at", "occurred_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+                throw APIError.invalid(
+                    prefix + "occurred_at", "occurred_at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
             }
             guard date <= now.addingTimeInterval(300), date >= now.addingTimeInterval(-366 * 86_400) else {
-                throw APIError.invalid(prefix + "occurred_at", "occurred_at is in the last year, and not more than 5 minutes ahead")
+                throw APIError.invalid(
+                    prefix + "occurred_at", "occurred_at is in the last year, and not more than 5 minutes ahead")
             }
             occurred = date
         }
@@ -182,7 +204,11 @@ final class EnrolmentLineImporter {
         var userID: String?
         var anchorAt: String?
         var data: JSONValue?
-        enum CodingKeys: String, CodingKey { case data, userID = "user_id", anchorAt = "anchor_at" }
+        enum CodingKeys: String, CodingKey {
+            case data
+            case userID = "user_id"
+            case anchorAt = "anchor_at"
+        }
     }
 
     func feed(_ bytes: some Sequence<UInt8>) async throws {
@@ -200,7 +226,9 @@ final class EnrolmentLineImporter {
             start = pending.index(after: newline)
         }
         pending.removeSubrange(pending.startIndex..<start)
-        guard pending.count <= 1 << 16 else { throw APIError.invalid("line \(lineNumber + 1)", "a line is longer than 64 KiB") }
+        guard pending.count <= 1 << 16 else {
+            throw APIError.invalid("line \(lineNumber + 1)", "a line is longer than 64 KiB")
+        }
     }
 
     func finish() async throws {
@@ -231,7 +259,9 @@ final class EnrolmentLineImporter {
         let prefix = "line \(lineNumber): "
         let decoded = try HeraldAPI.decodeJSON(Line.self, line, prefix: prefix)
         guard let userID = decoded.userID else { throw APIError.missing(prefix + "user_id") }
-        guard !userID.isEmpty, userID.utf8.count <= 256 else { throw APIError.invalid(prefix + "user_id", "user_id is 1 to 256 bytes") }
+        guard !userID.isEmpty, userID.utf8.count <= 256 else {
+            throw APIError.invalid(prefix + "user_id", "user_id is 1 to 256 bytes")
+        }
         let body = EnrolBody(anchorAt: decoded.anchorAt, data: decoded.data)
         do {
             let (anchor, data, _, _) = try body.validated(now: runtime.store.now)
@@ -258,9 +288,11 @@ final class EnrolmentLineImporter {
             let entries = taken.map { entry in
                 let zone = zones[entry.userID].flatMap(TimeZone.init(identifier:)) ?? utc
                 return HeraldStore.BulkEnrolment(
-                    userID: entry.userID, anchorAt: entry.anchor, data: entry.data, steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
+                    userID: entry.userID, anchorAt: entry.anchor, data: entry.data,
+                    steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
             }
-            return try await runtime.store.enrolMany(appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)
+            return try await runtime.store.enrolMany(
+                appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)
         }
     }
 }
@@ -273,7 +305,9 @@ struct BadgeBody: Decodable {
 
     func validated() throws(APIError) -> BadgeChange {
         guard let counter else { throw APIError.missing("counter") }
-        guard !counter.isEmpty, counter.utf8.count <= 64 else { throw APIError.invalid("counter", "counter is 1 to 64 bytes") }
+        guard !counter.isEmpty, counter.utf8.count <= 64 else {
+            throw APIError.invalid("counter", "counter is 1 to 64 bytes")
+        }
         switch (delta, value) {
         case (let delta?, nil):
             guard abs(delta) <= 1_000_000 else { throw APIError.invalid("delta", "delta is -1000000 to 1000000") }
@@ -292,7 +326,10 @@ struct BadgeView: Encodable {
     var counters: [String: Int64]
     var notificationID: String?
 
-    enum CodingKeys: String, CodingKey { case badge, counters, notificationID = "notification_id" }
+    enum CodingKeys: String, CodingKey {
+        case badge, counters
+        case notificationID = "notification_id"
+    }
 
     init(_ counters: [String: Int64], notification: UUID? = nil) {
         badge = counters.values.reduce(0, +)
@@ -306,7 +343,10 @@ struct SyncBody: Decodable {
     var originDeviceID: String?
     var cursor: String?
 
-    enum CodingKeys: String, CodingKey { case cursor, originDeviceID = "origin_device_id" }
+    enum CodingKeys: String, CodingKey {
+        case cursor
+        case originDeviceID = "origin_device_id"
+    }
 
     /// The longest cursor, in bytes (it rides in a 4 KB payload).
     static let maximumCursor = 1_024
@@ -331,12 +371,18 @@ struct SyncView: Encodable {
         var dueAt: String
         var coalesced: Bool
         var held: Bool
-        enum CodingKeys: String, CodingKey { case coalesced, held, deviceID = "device_id", dueAt = "due_at" }
+        enum CodingKeys: String, CodingKey {
+            case coalesced, held
+            case deviceID = "device_id"
+            case dueAt = "due_at"
+        }
     }
 
     var devices: [Device]
 
     init(_ plans: [HeraldStore.SyncPlan]) {
-        devices = plans.map { Device(deviceID: $0.deviceID, dueAt: HeraldTime.format($0.dueAt), coalesced: $0.coalesced, held: $0.held) }
+        devices = plans.map {
+            Device(deviceID: $0.deviceID, dueAt: HeraldTime.format($0.dueAt), coalesced: $0.coalesced, held: $0.held)
+        }
     }
 }

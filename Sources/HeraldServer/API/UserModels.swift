@@ -30,7 +30,9 @@ package struct UserPreferences: Codable, Sendable, Hashable {
         if let catalog {
             for key in (types ?? [:]).keys.sorted() {
                 guard let type = catalog.type(key) else {
-                    throw APIError.invalid("types.\(key)", "unknown type \"\(key)\"; the catalog has \(catalog.types.map(\.name).joined(separator: ", "))")
+                    throw APIError.invalid(
+                        "types.\(key)",
+                        "unknown type \"\(key)\"; the catalog has \(catalog.types.map(\.name).joined(separator: ", "))")
                 }
                 guard type.userControllable else {
                     throw APIError.invalid("types.\(key)", "\(key) is not user-controllable; it cannot be switched off")
@@ -91,7 +93,8 @@ struct UserBody: Decodable {
     var attributes: JSONValue?
 
     enum CodingKeys: String, CodingKey {
-        case timeZone = "time_zone", locale, attributes
+        case timeZone = "time_zone"
+        case locale, attributes
     }
 
     func validate() throws(APIError) {
@@ -106,7 +109,8 @@ struct UserBody: Decodable {
         }
         if let attributes, attributes.depth > NotificationDraft.maximumDataDepth {
             throw APIError.invalid(
-                "attributes", "attributes nest objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
+                "attributes",
+                "attributes nest objects and arrays more than \(NotificationDraft.maximumDataDepth) levels deep")
         }
     }
 }
@@ -116,7 +120,10 @@ struct UserView: Encodable {
     var record: UserRecord
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", timeZone = "time_zone", locale, attributes, createdAt = "created_at"
+        case userID = "user_id"
+        case timeZone = "time_zone"
+        case locale, attributes
+        case createdAt = "created_at"
         case updatedAt = "updated_at"
     }
 
@@ -126,7 +133,8 @@ struct UserView: Encodable {
         try container.encodeIfPresent(record.timeZone, forKey: .timeZone)
         try container.encodeIfPresent(record.locale, forKey: .locale)
         try container.encode(
-            (try? JSONDecoder().decode(JSONValue.self, from: record.attributes)) ?? JSONValue.object([:]), forKey: .attributes)
+            (try? JSONDecoder().decode(JSONValue.self, from: record.attributes)) ?? JSONValue.object([:]),
+            forKey: .attributes)
         try container.encode(record.createdAt, forKey: .createdAt)
         try container.encode(record.updatedAt, forKey: .updatedAt)
     }

@@ -49,7 +49,9 @@ package struct ActionToken: Sendable, Equatable {
     }
 
     /// Checks a token's tag and expiry at `now`; returns what it allows.
-    package static func verify(_ token: String, appID: String, key: SymmetricKey, now: Date) throws(Failure) -> ActionToken {
+    package static func verify(_ token: String, appID: String, key: SymmetricKey, now: Date) throws(Failure)
+        -> ActionToken
+    {
         guard token.utf8.count <= 200, let data = Base64URL.decode(Substring(token)) else {
             throw Failure(message: "the action token is not a token Herald issued")
         }

@@ -46,7 +46,8 @@ package struct UserToken: Sendable, Equatable {
         ]
         if let issuedAt { object["iat"] = .int(Int(issuedAt.timeIntervalSince1970.rounded(.down))) }
         let claims = JSONWriter.encode(.object(object))
-        let input = Base64URL.encode(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
+        let input =
+            Base64URL.encode(Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
         let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret)))
         return input + "." + Base64URL.encode(Data(mac))
     }
@@ -55,7 +56,8 @@ package struct UserToken: Sendable, Equatable {
     package static func verify(_ token: String, secret: some DataProtocol, now: Date) throws(Failure) -> UserToken {
         guard token.utf8.count <= 4096 else { throw Failure(message: "the user token is longer than 4096 bytes") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
+            let claimsData = Base64URL.decode(parts[1]),
             let signature = Base64URL.decode(parts[2])
         else { throw Failure(message: "the user token is not a JWT (header.claims.signature, base64url)") }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerData) else {
@@ -63,7 +65,9 @@ package struct UserToken: Sendable, Equatable {
         }
         guard header.alg == "HS256" else { throw Failure(message: "the user token must be signed with HS256") }
         let input = Data(parts[0].utf8) + Data(".".utf8) + Data(parts[1].utf8)
-        guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: input, using: SymmetricKey(data: Data(secret)))
+        guard
+            HMAC<SHA256>.isValidAuthenticationCode(
+                signature, authenticating: input, using: SymmetricKey(data: Data(secret)))
         else { throw Failure(message: "the user token's signature does not match the app's user_token_secret") }
         let claims: Claims
         do {
@@ -76,13 +80,17 @@ package struct UserToken: Sendable, Equatable {
             throw Failure(message: "the user token's sub, the user id, is 1 to 256 bytes")
         }
         let now = now.timeIntervalSince1970
-        guard claims.exp.isFinite, claims.exp > now - clockLeeway else { throw Failure(message: "the user token has expired") }
+        guard claims.exp.isFinite, claims.exp > now - clockLeeway else {
+            throw Failure(message: "the user token has expired")
+        }
         guard claims.exp <= now + maximumLifetime + clockLeeway else {
             throw Failure(message: "the user token's exp is more than 24 hours ahead")
         }
         var issuedAt: Date?
         if let issued = claims.iat {
-            guard issued.isFinite, issued <= now + clockLeeway else { throw Failure(message: "the user token's iat is in the future") }
+            guard issued.isFinite, issued <= now + clockLeeway else {
+                throw Failure(message: "the user token's iat is in the future")
+            }
             issuedAt = Date(timeIntervalSince1970: issued)
         }
         let expiry = claims.exp

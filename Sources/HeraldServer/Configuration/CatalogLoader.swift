@@ -1,6 +1,6 @@
 import Foundation
-import HeraldPayload
 package import HeraldCore
+import HeraldPayload
 import Yams
 
 /// Reads a catalog YAML file into `Catalog`; errors name the file, line and key.
@@ -42,15 +42,23 @@ package enum CatalogLoader {
             } else if name == "app" {
                 app = try self.app(value, reader)
             } else if name == "tracks" {
-                guard case .mapping(let mapping) = value else { throw reader.fail(value, "tracks", "must be a mapping of track name → track") }
+                guard case .mapping(let mapping) = value else {
+                    throw reader.fail(value, "tracks", "must be a mapping of track name → track")
+                }
                 for (trackName, trackNode) in mapping {
-                    guard let trackName = trackName.string else { throw reader.fail(trackNode, "tracks", "track names are strings") }
+                    guard let trackName = trackName.string else {
+                        throw reader.fail(trackNode, "tracks", "track names are strings")
+                    }
                     tracks.append(try track(trackName, trackNode, reader))
                 }
             } else {
-                guard case .mapping(let mapping) = value else { throw reader.fail(value, "types", "must be a mapping of type name → type") }
+                guard case .mapping(let mapping) = value else {
+                    throw reader.fail(value, "types", "must be a mapping of type name → type")
+                }
                 for (typeName, typeNode) in mapping {
-                    guard let typeName = typeName.string else { throw reader.fail(typeNode, "types", "type names are strings") }
+                    guard let typeName = typeName.string else {
+                        throw reader.fail(typeNode, "types", "type names are strings")
+                    }
                     types.append(try type(typeName, typeNode, reader))
                 }
             }
@@ -59,7 +67,9 @@ package enum CatalogLoader {
     }
 
     /// A mapping of name → text (templates).
-    private static func texts(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> [String: String] {
+    private static func texts(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> [String:
+        String]
+    {
         guard case .mapping(let pairs) = node else { throw reader.fail(node, key, "a mapping of name → text") }
         var texts: [String: String] = [:]
         for (nameNode, textNode) in pairs {
@@ -70,7 +80,9 @@ package enum CatalogLoader {
     }
 
     /// `triggers[i]: {event, type?, when?, data?, cancel?, cancel_key?, badge?, attributes?}`.
-    private static func trigger(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogTrigger {
+    private static func trigger(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError)
+        -> CatalogTrigger
+    {
         var trigger = CatalogTrigger(event: "")
         trigger.line = node.mark?.line
         let allowed: Set<String> = ["event", "type", "when", "data", "cancel", "cancel_key", "badge", "attributes"]
@@ -83,7 +95,9 @@ package enum CatalogLoader {
             case "attributes": trigger.attributes = try texts(value, fieldKey, reader)
             case "cancel_key": trigger.cancelKey = try reader.string(value, fieldKey)
             case "cancel":
-                guard case .sequence(let keys) = value else { throw reader.fail(value, fieldKey, "a list of cancel keys") }
+                guard case .sequence(let keys) = value else {
+                    throw reader.fail(value, fieldKey, "a list of cancel keys")
+                }
                 for keyNode in keys { trigger.cancel.append(try reader.string(keyNode, fieldKey)) }
             case "badge":
                 var counter: String?
@@ -99,16 +113,21 @@ package enum CatalogLoader {
                 guard let counter, (delta == nil) != (setTo == nil) else {
                     throw reader.fail(value, fieldKey, "needs counter and one of delta or value")
                 }
-                trigger.badge = BadgeChange(counter: counter, delta: delta.map(Int64.init), value: setTo.map(Int64.init))
+                trigger.badge = BadgeChange(
+                    counter: counter, delta: delta.map(Int64.init), value: setTo.map(Int64.init))
             default:
                 guard case .mapping(let conditions) = value else {
-                    throw reader.fail(value, fieldKey, "a mapping of data.NAME or user.NAME → value or {eq|ne|in|exists|gt|gte|lt|lte: value}")
+                    throw reader.fail(
+                        value, fieldKey,
+                        "a mapping of data.NAME or user.NAME → value or {eq|ne|in|exists|gt|gte|lt|lte: value}")
                 }
                 for (pathNode, testNode) in conditions {
                     let path = pathNode.string ?? "?"
                     let conditionKey = fieldKey + "." + path
                     guard path.hasPrefix("data.") || path.hasPrefix("user."), path.count > 5 else {
-                        throw reader.fail(pathNode, conditionKey, "a condition names data.NAME (the event's data) or user.NAME (an attribute)")
+                        throw reader.fail(
+                            pathNode, conditionKey,
+                            "a condition names data.NAME (the event's data) or user.NAME (an attribute)")
                     }
                     trigger.when.append(TriggerCondition(path: path, test: try test(testNode, conditionKey, reader)))
                 }
@@ -118,13 +137,19 @@ package enum CatalogLoader {
         return trigger
     }
 
-    private static func test(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> TriggerCondition.Test {
+    private static func test(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError)
+        -> TriggerCondition.Test
+    {
         guard case .mapping(let pairs) = node else { return .equals(try reader.string(node, key)) }
-        guard pairs.count == 1, let (opNode, operand) = pairs.first, let op = opNode.string, TriggerCondition.operators.contains(op) else {
+        guard pairs.count == 1, let (opNode, operand) = pairs.first, let op = opNode.string,
+            TriggerCondition.operators.contains(op)
+        else {
             throw reader.fail(node, key, "one operator of eq, ne, in, exists, gt, gte, lt, lte")
         }
         func number() throws(ConfigurationError) -> Double {
-            guard let value = Double(try reader.string(operand, key + "." + op)) else { throw reader.fail(operand, key + "." + op, "a number") }
+            guard let value = Double(try reader.string(operand, key + "." + op)) else {
+                throw reader.fail(operand, key + "." + op, "a number")
+            }
             return value
         }
         switch op {
@@ -136,7 +161,9 @@ package enum CatalogLoader {
         case "lt": return .less(try number(), orEqual: false)
         case "lte": return .less(try number(), orEqual: true)
         default:
-            guard case .sequence(let options) = operand else { throw reader.fail(operand, key + ".in", "a list of values") }
+            guard case .sequence(let options) = operand else {
+                throw reader.fail(operand, key + ".in", "a list of values")
+            }
             var values: [String] = []
             for option in options { values.append(try reader.string(option, key + ".in")) }
             return .oneOf(values)
@@ -144,7 +171,8 @@ package enum CatalogLoader {
     }
 
     /// `jobs[i]: {name, type, every: "day at HH:MM", when: {attribute, within | in}}`.
-    private static func job(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogJob {
+    private static func job(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogJob
+    {
         var name: String?
         var type: String?
         var at: LocalTime?
@@ -168,13 +196,17 @@ package enum CatalogLoader {
                         attribute = try reader.string(partNode, partKey)
                         continue
                     }
-                    guard let seconds = HeraldDuration.seconds(try reader.string(partNode, partKey)), seconds > 0, seconds <= 366 * 86_400 else {
+                    guard let seconds = HeraldDuration.seconds(try reader.string(partNode, partKey)), seconds > 0,
+                        seconds <= 366 * 86_400
+                    else {
                         throw reader.fail(partNode, partKey, "a duration such as 24h or 3d")
                     }
                     if part == "within" {
                         condition = .within(seconds)
                     } else {
-                        guard seconds.truncatingRemainder(dividingBy: 86_400) == 0 else { throw reader.fail(partNode, partKey, "whole days, such as 3d") }
+                        guard seconds.truncatingRemainder(dividingBy: 86_400) == 0 else {
+                            throw reader.fail(partNode, partKey, "whole days, such as 3d")
+                        }
                         condition = .inDays(Int(seconds / 86_400))
                     }
                 }
@@ -183,12 +215,17 @@ package enum CatalogLoader {
         guard let name, !name.isEmpty else { throw reader.fail(node, key, "a job needs name") }
         guard let type else { throw reader.fail(node, key, "a job needs type") }
         guard let at else { throw reader.fail(node, key, "a job needs every (\"day at 09:00\")") }
-        guard let attribute, let condition else { throw reader.fail(node, key, "a job needs when: {attribute, within | in}") }
-        return CatalogJob(name: name, type: type, at: at, attribute: attribute, condition: condition, line: node.mark?.line)
+        guard let attribute, let condition else {
+            throw reader.fail(node, key, "a job needs when: {attribute, within | in}")
+        }
+        return CatalogJob(
+            name: name, type: type, at: at, attribute: attribute, condition: condition, line: node.mark?.line)
     }
 
     /// `tracks.NAME: {anchor, cancel_key?, steps: [{id, type, after, at?, unless?, data?}]}`.
-    private static func track(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogTrack {
+    private static func track(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError)
+        -> CatalogTrack
+    {
         let key = "tracks." + name
         var anchor: String?
         var cancelKey: String?
@@ -199,7 +236,9 @@ package enum CatalogLoader {
             case "anchor": anchor = try reader.string(value, fieldKey)
             case "cancel_key":
                 let text = try reader.string(value, fieldKey)
-                guard !text.isEmpty, text.utf8.count <= 128 else { throw reader.fail(value, fieldKey, "1 to 128 bytes") }
+                guard !text.isEmpty, text.utf8.count <= 128 else {
+                    throw reader.fail(value, fieldKey, "1 to 128 bytes")
+                }
                 cancelKey = text
             default:
                 guard case .sequence(let items) = value else { throw reader.fail(value, fieldKey, "a list of steps") }
@@ -208,12 +247,16 @@ package enum CatalogLoader {
                 }
             }
         }
-        guard let anchor else { throw reader.fail(node, key, "needs anchor (what the steps count from, e.g. trial_started)") }
+        guard let anchor else {
+            throw reader.fail(node, key, "needs anchor (what the steps count from, e.g. trial_started)")
+        }
         guard !steps.isEmpty else { throw reader.fail(node, key, "needs at least one step") }
         return CatalogTrack(name: name, anchor: anchor, steps: steps, cancelKey: cancelKey, line: node.mark?.line)
     }
 
-    private static func step(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogStep {
+    private static func step(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError)
+        -> CatalogStep
+    {
         var id: String?
         var type: String?
         var after: TimeInterval?
@@ -226,16 +269,22 @@ package enum CatalogLoader {
             case "id": id = try reader.string(value, fieldKey)
             case "type": type = try reader.string(value, fieldKey)
             case "after":
-                guard let seconds = HeraldDuration.seconds(try reader.string(value, fieldKey)), seconds >= 0, seconds <= 366 * 86_400 else {
+                guard let seconds = HeraldDuration.seconds(try reader.string(value, fieldKey)), seconds >= 0,
+                    seconds <= 366 * 86_400
+                else {
                     throw reader.fail(value, fieldKey, "a duration such as 2d, 36h or 90m (0 to 366d)")
                 }
                 after = seconds
             case "at":
-                guard let time = LocalTime(try reader.string(value, fieldKey)) else { throw reader.fail(value, fieldKey, "a time HH:MM") }
+                guard let time = LocalTime(try reader.string(value, fieldKey)) else {
+                    throw reader.fail(value, fieldKey, "a time HH:MM")
+                }
                 at = time
             case "unless": unless = try reader.string(value, fieldKey)
             default:
-                guard case .mapping(let pairs) = value else { throw reader.fail(value, fieldKey, "a mapping of name → text") }
+                guard case .mapping(let pairs) = value else {
+                    throw reader.fail(value, fieldKey, "a mapping of name → text")
+                }
                 for (nameNode, textNode) in pairs {
                     let name = nameNode.string ?? "?"
                     data[name] = try reader.string(textNode, fieldKey + "." + name)
@@ -256,11 +305,17 @@ package enum CatalogLoader {
     }
 
     /// `opaque: { title: …, body: … }`: the text shown when the PII guard fires.
-    private static func opaque(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> (String?, String?) {
+    private static func opaque(_ node: Node, _ key: String, _ reader: YAMLReader) throws(ConfigurationError) -> (
+        String?, String?
+    ) {
         var title: String?
         var body: String?
         for (part, textNode) in try reader.mapping(node, key, allowed: ["title", "body"]) {
-            if part == "title" { title = try reader.string(textNode, key + ".title") } else { body = try reader.string(textNode, key + ".body") }
+            if part == "title" {
+                title = try reader.string(textNode, key + ".title")
+            } else {
+                body = try reader.string(textNode, key + ".body")
+            }
         }
         return (title, body)
     }
@@ -298,7 +353,9 @@ package enum CatalogLoader {
                 app.quietHours = QuietHours(start: start, end: end)
             case "grouping":
                 app.groupingThreshold = 5
-                for (field, fieldNode) in try reader.mapping(value, key, allowed: ["threshold", "thread_id", "summary"]) {
+                for (field, fieldNode) in try reader.mapping(
+                    value, key, allowed: ["threshold", "thread_id", "summary"])
+                {
                     switch field {
                     case "threshold": app.groupingThreshold = try reader.int(fieldNode, key + ".threshold")
                     case "thread_id": app.groupThreadID = try reader.string(fieldNode, key + ".thread_id")
@@ -306,7 +363,9 @@ package enum CatalogLoader {
                     }
                 }
             case "pii":
-                guard case .mapping(let patterns) = value else { throw reader.fail(value, key, "a mapping of name → regular expression") }
+                guard case .mapping(let patterns) = value else {
+                    throw reader.fail(value, key, "a mapping of name → regular expression")
+                }
                 for (patternName, patternNode) in patterns {
                     let patternKey = key + "." + (patternName.string ?? "?")
                     let pattern = try reader.string(patternNode, patternKey)
@@ -324,8 +383,12 @@ package enum CatalogLoader {
                     case "body_max": app.copyRules.bodyMaximum = try reader.int(fieldNode, fieldKey)
                     case "no_money": app.copyRules.noMoney = try bool(fieldNode, fieldKey, reader)
                     default:
-                        guard case .sequence(let phrases) = fieldNode else { throw reader.fail(fieldNode, fieldKey, "a list of phrases") }
-                        for phrase in phrases { app.copyRules.bannedPhrases.append(try reader.string(phrase, fieldKey)) }
+                        guard case .sequence(let phrases) = fieldNode else {
+                            throw reader.fail(fieldNode, fieldKey, "a list of phrases")
+                        }
+                        for phrase in phrases {
+                            app.copyRules.bannedPhrases.append(try reader.string(phrase, fieldKey))
+                        }
                     }
                 }
             }
@@ -333,7 +396,9 @@ package enum CatalogLoader {
         return app
     }
 
-    private static func type(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError) -> CatalogType {
+    private static func type(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError)
+        -> CatalogType
+    {
         var type = CatalogType(name: name)
         type.line = node.mark?.line
         let key = "types." + name
@@ -385,11 +450,15 @@ package enum CatalogLoader {
                 guard case .sequence(let names) = value else { throw reader.fail(value, fieldKey, "a list of names") }
                 for nameNode in names { type.placeholders.append(try reader.string(nameNode, fieldKey)) }
             case "copy":
-                guard case .mapping(let locales) = value else { throw reader.fail(value, fieldKey, "a mapping of locale → copy") }
+                guard case .mapping(let locales) = value else {
+                    throw reader.fail(value, fieldKey, "a mapping of locale → copy")
+                }
                 for (localeNode, copyNode) in locales {
                     let locale = localeNode.string ?? "?"
                     var copy = CatalogCopy(line: copyNode.mark?.line)
-                    for (part, textNode) in try reader.mapping(copyNode, fieldKey + "." + locale, allowed: ["title", "subtitle", "body"]) {
+                    for (part, textNode) in try reader.mapping(
+                        copyNode, fieldKey + "." + locale, allowed: ["title", "subtitle", "body"])
+                    {
                         let text = try reader.string(textNode, "\(fieldKey).\(locale).\(part)")
                         switch part {
                         case "title": copy.title = text
@@ -400,34 +469,46 @@ package enum CatalogLoader {
                     type.copy[locale] = copy
                 }
             default:
-                guard case .sequence(let actions) = value else { throw reader.fail(value, fieldKey, "a list of actions") }
+                guard case .sequence(let actions) = value else {
+                    throw reader.fail(value, fieldKey, "a list of actions")
+                }
                 for actionNode in actions {
                     var id: String?
                     var title: String?
                     var action = CatalogAction(id: "", title: "")
-                    let allowedAction: Set<String> = ["id", "title", "authentication_required", "destructive", "text_input", "resolved"]
+                    let allowedAction: Set<String> = [
+                        "id", "title", "authentication_required", "destructive", "text_input", "resolved",
+                    ]
                     for (part, partNode) in try reader.mapping(actionNode, fieldKey, allowed: allowedAction) {
                         switch part {
                         case "id": id = try reader.string(partNode, fieldKey + ".id")
                         case "title": title = try reader.string(partNode, fieldKey + ".title")
-                        case "authentication_required": action.authenticationRequired = try bool(partNode, fieldKey + "." + part, reader)
+                        case "authentication_required":
+                            action.authenticationRequired = try bool(partNode, fieldKey + "." + part, reader)
                         case "destructive": action.destructive = try bool(partNode, fieldKey + "." + part, reader)
                         case "resolved":
                             let label = try reader.string(partNode, fieldKey + ".resolved")
-                            guard !label.isEmpty, label.count <= 100 else { throw reader.fail(partNode, fieldKey + ".resolved", "1 to 100 characters") }
+                            guard !label.isEmpty, label.count <= 100 else {
+                                throw reader.fail(partNode, fieldKey + ".resolved", "1 to 100 characters")
+                            }
                             action.resolvedLabel = label
                         default: action.textInput = try bool(partNode, fieldKey + "." + part, reader)
                         }
                     }
-                    guard let id, let title else { throw reader.fail(actionNode, fieldKey, "an action needs id and title") }
+                    guard let id, let title else {
+                        throw reader.fail(actionNode, fieldKey, "an action needs id and title")
+                    }
                     // The id travels in each delivery's action token and as a key of its payload.
                     guard !id.isEmpty, id.utf8.count <= ActionToken.maximumActionBytes,
-                        id.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }),
+                        id.unicodeScalars.allSatisfy({
+                            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0))
+                        }),
                         id != OpenedBody.defaultAction
                     else {
                         throw reader.fail(
                             actionNode, fieldKey + ".id",
-                            "1 to \(ActionToken.maximumActionBytes) letters, digits, _, - or . (and not \"default\", which is a tap)")
+                            "1 to \(ActionToken.maximumActionBytes) letters, digits, _, - or . (and not \"default\", which is a tap)"
+                        )
                     }
                     action.id = id
                     action.title = title

@@ -152,7 +152,8 @@ package struct HeraldConfiguration: Sendable {
 
         package init(
             id: String, payloadKey: String? = nil, serverKey: String? = nil, clientKey: String? = nil,
-            userTokenSecret: String? = nil, apns: APNSConfiguration? = nil, catalogFile: String? = nil, fcm: FCMConfiguration? = nil
+            userTokenSecret: String? = nil, apns: APNSConfiguration? = nil, catalogFile: String? = nil,
+            fcm: FCMConfiguration? = nil
         ) {
             self.fcm = fcm
             self.id = id
@@ -179,9 +180,12 @@ package struct HeraldConfiguration: Sendable {
         package var events: Set<String> = Self.deliveryEvents
 
         /// The events `events` may name.
-        package static let deliveryEvents: Set<String> = [HeraldStore.deliveryFailedEvent, HeraldStore.deviceDeactivatedEvent]
+        package static let deliveryEvents: Set<String> = [
+            HeraldStore.deliveryFailedEvent, HeraldStore.deviceDeactivatedEvent,
+        ]
 
-        package init(url: String, secrets: [Data], timeout: TimeInterval = 5, events: Set<String> = Self.deliveryEvents) {
+        package init(url: String, secrets: [Data], timeout: TimeInterval = 5, events: Set<String> = Self.deliveryEvents)
+        {
             self.url = url
             self.secrets = secrets
             self.timeout = timeout
@@ -190,7 +194,8 @@ package struct HeraldConfiguration: Sendable {
 
         /// A Standard Webhooks secret (`whsec_` + base64 of 24 to 64 bytes), decoded.
         package static func secret(_ text: String) -> Data? {
-            guard text.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(text.dropFirst(6))), (24...64).contains(bytes.count)
+            guard text.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(text.dropFirst(6))),
+                (24...64).contains(bytes.count)
             else { return nil }
             return bytes
         }
@@ -211,7 +216,9 @@ package struct HeraldConfiguration: Sendable {
         package var tokenEndpoint: String?
         package var caFile: String?
 
-        package init(serviceAccountFile: String, endpoint: String? = nil, tokenEndpoint: String? = nil, caFile: String? = nil) {
+        package init(
+            serviceAccountFile: String, endpoint: String? = nil, tokenEndpoint: String? = nil, caFile: String? = nil
+        ) {
             self.serviceAccountFile = serviceAccountFile
             self.endpoint = endpoint
             self.tokenEndpoint = tokenEndpoint
@@ -230,7 +237,10 @@ package struct HeraldConfiguration: Sendable {
         package var endpoint: String?
         package var caFile: String?
 
-        package init(teamID: String, keyID: String, keyFile: String, topic: String, environment: String = "production", endpoint: String? = nil, caFile: String? = nil) {
+        package init(
+            teamID: String, keyID: String, keyFile: String, topic: String, environment: String = "production",
+            endpoint: String? = nil, caFile: String? = nil
+        ) {
             self.teamID = teamID
             self.keyID = keyID
             self.keyFile = keyFile
@@ -281,7 +291,8 @@ package struct HeraldConfiguration: Sendable {
                 guard keys.count <= 2 else { throw fail("\(path).keys.\(role)", "one key, or two while rotating") }
                 for key in keys {
                     guard key.count >= Self.minimumAppKeyLength else {
-                        throw fail("\(path).keys.\(role)", "API keys need at least \(Self.minimumAppKeyLength) characters")
+                        throw fail(
+                            "\(path).keys.\(role)", "API keys need at least \(Self.minimumAppKeyLength) characters")
                     }
                     try claim(key, "\(path).keys.\(role)")
                 }
@@ -299,10 +310,16 @@ package struct HeraldConfiguration: Sendable {
                 )
             }
             guard app.maxDevicesPerUser >= 1 else { throw fail("\(path).max_devices_per_user", "must be 1 or more") }
-            if let webhook = app.webhook, !development, !allowPlainHTTPWebhooks, !webhook.url.lowercased().hasPrefix("https://") {
-                throw fail("\(path).webhook.url", "must be https:// (quick replies and user ids would travel in clear; http is for --dev only)")
+            if let webhook = app.webhook, !development, !allowPlainHTTPWebhooks,
+                !webhook.url.lowercased().hasPrefix("https://")
+            {
+                throw fail(
+                    "\(path).webhook.url",
+                    "must be https:// (quick replies and user ids would travel in clear; http is for --dev only)")
             }
-            guard app.userTokenSecrets.count <= 2 else { throw fail("\(path).user_token_secret", "one secret, or two while rotating") }
+            guard app.userTokenSecrets.count <= 2 else {
+                throw fail("\(path).user_token_secret", "one secret, or two while rotating")
+            }
             for (index, secret) in app.userTokenSecrets.enumerated() where index > 0 {
                 guard secret.utf8.count >= UserToken.minimumSecretBytes else {
                     throw fail("\(path).user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
@@ -310,7 +327,9 @@ package struct HeraldConfiguration: Sendable {
                 try claim(secret, "\(path).user_token_secret")
             }
             for secret in app.actionTokenSecrets {
-                guard secret.utf8.count >= 32 else { throw fail("\(path).action_token_secret", "needs at least 32 bytes") }
+                guard secret.utf8.count >= 32 else {
+                    throw fail("\(path).action_token_secret", "needs at least 32 bytes")
+                }
                 try claim(secret, "\(path).action_token_secret")
             }
         }
@@ -395,8 +414,10 @@ struct YAMLReader {
     func outbox(_ node: Node) throws(ConfigurationError) -> DispatcherConfiguration {
         var outbox = DispatcherConfiguration()
         let ranges: [String: ClosedRange<Int>] = [
-            "batch_size": 1...50_000, "max_in_flight": 1...1_000_000, "max_attempts": 1...1_000, "retry_base_delay": 1...3_600,
-            "retry_max_delay": 1...86_400, "batch_deadline": 5...3_600, "shutdown_grace": 0...300, "max_age": 60...2_592_000,
+            "batch_size": 1...50_000, "max_in_flight": 1...1_000_000, "max_attempts": 1...1_000,
+            "retry_base_delay": 1...3_600,
+            "retry_max_delay": 1...86_400, "batch_deadline": 5...3_600, "shutdown_grace": 0...300,
+            "max_age": 60...2_592_000,
             "retention": 3_600...31_536_000,
         ]
         for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys)) {
@@ -431,11 +452,16 @@ struct YAMLReader {
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
         for (name, value) in try mapping(
-            root, "", allowed: ["server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits"])
+            root, "",
+            allowed: [
+                "server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits",
+            ])
         {
             switch name {
             case "server":
-                for (field, node) in try mapping(value, "server", allowed: ["host", "port", "idle_timeout", "max_connections", "tls"]) {
+                for (field, node) in try mapping(
+                    value, "server", allowed: ["host", "port", "idle_timeout", "max_connections", "tls"])
+                {
                     if field == "host" { configuration.host = try string(node, "server.host") }
                     if field == "tls" { configuration.tls = try tls(node) }
                     if field == "idle_timeout" {
@@ -496,8 +522,12 @@ struct YAMLReader {
         for (name, value) in try mapping(node, "server.tls", allowed: ["cert_file", "key_file"]) {
             values[name] = try path(value, "server.tls." + name)
         }
-        guard let cert = values["cert_file"] else { throw fail(node, "server.tls.cert_file", "is required (the certificate chain, PEM)") }
-        guard let key = values["key_file"] else { throw fail(node, "server.tls.key_file", "is required (the private key, PEM)") }
+        guard let cert = values["cert_file"] else {
+            throw fail(node, "server.tls.cert_file", "is required (the certificate chain, PEM)")
+        }
+        guard let key = values["key_file"] else {
+            throw fail(node, "server.tls.key_file", "is required (the private key, PEM)")
+        }
         return HeraldConfiguration.TLSFiles(certFile: cert, keyFile: key)
     }
 
@@ -526,7 +556,9 @@ struct YAMLReader {
     /// `limits: {user_per_minute, user_burst, address_per_minute, address_burst}`.
     func limits(_ node: Node) throws(ConfigurationError) -> HeraldConfiguration.RateLimits {
         var limits = HeraldConfiguration.RateLimits()
-        for (name, value) in try mapping(node, "limits", allowed: ["user_per_minute", "user_burst", "address_per_minute", "address_burst"]) {
+        for (name, value) in try mapping(
+            node, "limits", allowed: ["user_per_minute", "user_burst", "address_per_minute", "address_burst"])
+        {
             let path = "limits." + name
             let number = try int(value, path)
             guard (1...1_000_000).contains(number) else { throw fail(value, path, "must be 1–1000000") }
@@ -547,7 +579,9 @@ struct YAMLReader {
                 "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
                 "max_devices_per_user", "sync", "webhook", "action_token_secret",
             ])
-        guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else { throw fail(node, key + ".id", "is required") }
+        guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else {
+            throw fail(node, key + ".id", "is required")
+        }
         let id = try string(idNode, key + ".id")
         guard !id.isEmpty, id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
             throw fail(idNode, key + ".id", "use letters, digits, - and _")
@@ -561,18 +595,26 @@ struct YAMLReader {
                     let path = key + ".keys." + kind
                     let secrets = try rotating(keyNode, path, maximum: 2, "one key, or a list of two while rotating")
                     for secret in secrets where secret.count < HeraldConfiguration.minimumAppKeyLength {
-                        throw fail(keyNode, path, "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
+                        throw fail(
+                            keyNode, path,
+                            "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
                     }
                     if kind == "server" { app.serverKeys = secrets } else { app.clientKeys = secrets }
                 }
             case "user_token_secret":
-                let secrets = try rotating(value, key + ".user_token_secret", maximum: 2, "one secret, or a list of two while rotating (the first signs)")
+                let secrets = try rotating(
+                    value, key + ".user_token_secret", maximum: 2,
+                    "one secret, or a list of two while rotating (the first signs)")
                 for secret in secrets where secret.utf8.count < UserToken.minimumSecretBytes {
-                    throw fail(value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
+                    throw fail(
+                        value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
                 }
                 app.userTokenSecrets = secrets
             case "client_registration":
-                guard let mode = HeraldConfiguration.ClientRegistration(rawValue: try string(value, key + ".client_registration")) else {
+                guard
+                    let mode = HeraldConfiguration.ClientRegistration(
+                        rawValue: try string(value, key + ".client_registration"))
+                else {
                     throw fail(value, key + ".client_registration", "is verified or unverified")
                 }
                 app.clientRegistration = mode
@@ -588,13 +630,17 @@ struct YAMLReader {
                         guard (0...3600).contains(number) else { throw fail(fieldNode, path, "seconds, 0 to 3600") }
                         app.syncDebounce = TimeInterval(number)
                     } else {
-                        guard (1...100).contains(number) else { throw fail(fieldNode, path, "1 to 100 pushes an hour per device") }
+                        guard (1...100).contains(number) else {
+                            throw fail(fieldNode, path, "1 to 100 pushes an hour per device")
+                        }
                         app.syncHourlyBudget = number
                     }
                 }
             case "webhook": app.webhook = try webhook(value, key + ".webhook")
             case "action_token_secret":
-                let secrets = try rotating(value, key + ".action_token_secret", maximum: 2, "one secret, or a list of two while rotating (the first signs)")
+                let secrets = try rotating(
+                    value, key + ".action_token_secret", maximum: 2,
+                    "one secret, or a list of two while rotating (the first signs)")
                 for secret in secrets where secret.utf8.count < 32 {
                     throw fail(value, key + ".action_token_secret", "needs at least 32 bytes")
                 }
@@ -609,7 +655,8 @@ struct YAMLReader {
     }
 
     /// A secret, or a list of up to `maximum` while one is rotated out (`problem` says so).
-    func rotating(_ node: Node, _ path: String, maximum: Int, _ problem: String) throws(ConfigurationError) -> [String] {
+    func rotating(_ node: Node, _ path: String, maximum: Int, _ problem: String) throws(ConfigurationError) -> [String]
+    {
         guard case .sequence(let list) = node else { return [try string(node, path)] }
         guard (1...maximum).contains(list.count) else { throw fail(node, path, problem) }
         var values: [String] = []
@@ -627,15 +674,20 @@ struct YAMLReader {
             switch name {
             case "url":
                 let text = try string(value, path)
-                guard let parsed = URL(string: text), parsed.scheme == "https" || parsed.scheme == "http", parsed.host?.isEmpty == false else {
+                guard let parsed = URL(string: text), parsed.scheme == "https" || parsed.scheme == "http",
+                    parsed.host?.isEmpty == false
+                else {
                     throw fail(value, path, "an http(s):// URL")
                 }
                 url = text
             case "secret":
-                let texts = try rotating(value, path, maximum: 3, "one secret, or a list of up to three while rotating (the first is the new one)")
+                let texts = try rotating(
+                    value, path, maximum: 3,
+                    "one secret, or a list of up to three while rotating (the first is the new one)")
                 for text in texts {
                     guard let secret = HeraldConfiguration.WebhookConfiguration.secret(text) else {
-                        throw fail(value, path, "whsec_ followed by the base64 of 24 to 64 random bytes (Standard Webhooks)")
+                        throw fail(
+                            value, path, "whsec_ followed by the base64 of 24 to 64 random bytes (Standard Webhooks)")
                     }
                     secrets.append(secret)
                 }
@@ -651,7 +703,10 @@ struct YAMLReader {
                     events = Set(named)
                     continue
                 }
-                throw fail(value, path, "\(unknown) is not one of \(allowed.sorted().joined(separator: ", ")) (action.committed is always sent)")
+                throw fail(
+                    value, path,
+                    "\(unknown) is not one of \(allowed.sorted().joined(separator: ", ")) (action.committed is always sent)"
+                )
             default:
                 let seconds = try int(value, path)
                 guard (1...5).contains(seconds) else { throw fail(value, path, "seconds, 1 to 5") }
@@ -659,7 +714,9 @@ struct YAMLReader {
             }
         }
         guard let url else { throw fail(node, key + ".url", "is required") }
-        guard !secrets.isEmpty else { throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it") }
+        guard !secrets.isEmpty else {
+            throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it")
+        }
         return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout, events: events)
     }
 
@@ -667,14 +724,18 @@ struct YAMLReader {
         var values: [String: String] = [:]
         let allowed: Set<String> = ["service_account_file", "endpoint", "token_endpoint", "ca_file"]
         for (name, value) in try mapping(node, key, allowed: allowed) {
-            values[name] = name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
+            values[name] =
+                name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
             if name.hasSuffix("endpoint"), !(values[name]!.hasPrefix("https://")) {
                 throw fail(value, key + "." + name, "an https:// URL")
             }
         }
-        guard let file = values["service_account_file"] else { throw fail(node, key + ".service_account_file", "is required") }
+        guard let file = values["service_account_file"] else {
+            throw fail(node, key + ".service_account_file", "is required")
+        }
         return HeraldConfiguration.FCMConfiguration(
-            serviceAccountFile: file, endpoint: values["endpoint"], tokenEndpoint: values["token_endpoint"], caFile: values["ca_file"])
+            serviceAccountFile: file, endpoint: values["endpoint"], tokenEndpoint: values["token_endpoint"],
+            caFile: values["ca_file"])
     }
 
     func apns(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.APNSConfiguration {
@@ -682,7 +743,8 @@ struct YAMLReader {
         var nodes: [String: Node] = [:]
         let allowed: Set<String> = ["team_id", "key_id", "key_file", "topic", "environment", "endpoint", "ca_file"]
         for (name, value) in try mapping(node, key, allowed: allowed) {
-            values[name] = name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
+            values[name] =
+                name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
             nodes[name] = value
         }
         for required in ["team_id", "key_id", "key_file", "topic"] where values[required] == nil {

@@ -34,7 +34,8 @@ extension Dashboard {
                         runtime.logger.notice(
                             "Dashboard send",
                             metadata: [
-                                "herald.app": "\(app.id)", "herald.notification": "\(id)", "herald.devices": "\(accepted.record.recipients)",
+                                "herald.app": "\(app.id)", "herald.notification": "\(id)",
+                                "herald.devices": "\(accepted.record.recipients)",
                                 "herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)",
                             ])
                         return redirect("/dashboard/apps/\(escaped(app.id))/notifications/\(id)")
@@ -43,20 +44,24 @@ extension Dashboard {
                     return composePage(form, previews: previews, error: nil, session: session, app: app, status: .ok)
                 } catch let error as CompositionError {
                     let message = "\(ComposeForm.label(of: error.field)): \(error.message)"
-                    return composePage(form, previews: nil, error: message, session: session, app: app, status: .badRequest)
+                    return composePage(
+                        form, previews: nil, error: message, session: session, app: app, status: .badRequest)
                 } catch let error as RenderingError {
-                    return composePage(form, previews: nil, error: error.message, session: session, app: app, status: .badRequest)
+                    return composePage(
+                        form, previews: nil, error: error.message, session: session, app: app, status: .badRequest)
                 }
             }
         }
     }
 
     static func composePage(
-        _ form: ComposeForm, previews: [ComposePage.Device]?, error: String?, session: DashboardSession, app: AppRuntime,
+        _ form: ComposeForm, previews: [ComposePage.Device]?, error: String?, session: DashboardSession,
+        app: AppRuntime,
         status: HTTPResponse.Status
     ) -> Response {
         let types = (app.catalog?.types ?? []).map {
-            NotificationsPage.Option(name: $0.name, selected: $0.name == form.type || ($0.id != nil && $0.id == form.type))
+            NotificationsPage.Option(
+                name: $0.name, selected: $0.name == form.type || ($0.id != nil && $0.id == form.type))
         }
         let view = ComposePage(
             app: app.id, csrf: session.csrf, types: types, form: form, error: error, previewed: previews != nil,
@@ -70,11 +75,14 @@ extension Dashboard {
     /// request as the provider gets it (a delivery's stamp with id 0; tokens by 8 characters)
     /// and its size against the limit. Quiet hours, pacing and preferences decide when it is
     /// sent; the preview shows what is sent.
-    static func preview(_ send: SendRequest, app: AppRuntime, runtime: HeraldRuntime) async throws -> [ComposePage.Device] {
+    static func preview(_ send: SendRequest, app: AppRuntime, runtime: HeraldRuntime) async throws -> [ComposePage
+        .Device]
+    {
         let id = UUID.random()
         let now = runtime.store.now
         let stored = try NotificationComposer.compose(
-            send.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil, now: now, id: id
+            send.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
+            fcm: app.configuration.fcm != nil, now: now, id: id
         ).content
         guard case .users(let userIDs) = send.recipients else { return [] }
         var devices: [ComposePage.Device] = []
@@ -94,7 +102,8 @@ extension Dashboard {
     }
 
     static func previewDevice(
-        _ stored: StoredNotificationContent, device: DeviceRecord, user: UserRecord?, app: AppRuntime, id: UUID, now: Date
+        _ stored: StoredNotificationContent, device: DeviceRecord, user: UserRecord?, app: AppRuntime, id: UUID,
+        now: Date
     ) throws -> ComposePage.Device {
         var content = stored.content
         var actionTokens: [(id: Int, token: Int)] = []
@@ -105,7 +114,9 @@ extension Dashboard {
             content = stored.deviceContent(copy: copy, decided: stored.policyContent(copy: copy))
             actionTokens = type.actionTokenLengths
         }
-        var view = ComposePage.Device(user: device.userID, note: device.active ? nil : "inactive: not sent (\(device.inactiveReason ?? "unregistered"))")
+        var view = ComposePage.Device(
+            user: device.userID,
+            note: device.active ? nil : "inactive: not sent (\(device.inactiveReason ?? "unregistered"))")
         view.device = device.deviceID
         view.platform = device.platform
         view.locale = locale ?? "default"
@@ -120,7 +131,8 @@ extension Dashboard {
             view.limit = FCMMessage.sizeLimit
             bytes = try message.requestBody()
         } else {
-            let template = try APNSRenderer.template(content, payloadKey: app.configuration.payloadKey, notificationID: id, actionTokens: actionTokens)
+            let template = try APNSRenderer.template(
+                content, payloadKey: app.configuration.payloadKey, notificationID: id, actionTokens: actionTokens)
             view.size = template.maximumSize
             view.limit = content.pushType.payloadLimit
             bytes = template.payload(deliveryID: 0)
@@ -133,7 +145,8 @@ extension Dashboard {
     static func pretty(_ json: Data) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: json), let text = try? encoder.encode(value) else {
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: json), let text = try? encoder.encode(value)
+        else {
             return String(decoding: json, as: UTF8.self)
         }
         return String(decoding: text, as: UTF8.self)
@@ -179,14 +192,18 @@ struct ComposeForm {
     /// The users named: separated by commas, spaces or lines.
     var users: [String] {
         var seen = Set<String>()
-        return userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init).filter { seen.insert($0).inserted }
+        return userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init).filter {
+            seen.insert($0).inserted
+        }
     }
 
     /// The send the form asks for (what `POST …/notifications` would take); the first problem
     /// names its field.
     func sendRequest() throws(CompositionError) -> SendRequest {
         let users = self.users
-        guard !users.isEmpty else { throw CompositionError(.missing, field: "to.user_ids", message: "to.user_ids is required") }
+        guard !users.isEmpty else {
+            throw CompositionError(.missing, field: "to.user_ids", message: "to.user_ids is required")
+        }
         guard users.count <= Dashboard.composerMaximumUsers else {
             throw .invalid("to.user_ids", "at most \(Dashboard.composerMaximumUsers) users; send to more with the API")
         }
@@ -200,7 +217,8 @@ struct ComposeForm {
         if !data.isEmpty { draft.data = try parsedData() }
         if !deliverAt.isEmpty {
             // An RFC 3339 time, or the browser's date-time field (taken as UTC).
-            draft.deliverAt = HeraldTime.parse(deliverAt) != nil ? deliverAt : deliverAt + (deliverAt.count == 16 ? ":00Z" : "Z")
+            draft.deliverAt =
+                HeraldTime.parse(deliverAt) != nil ? deliverAt : deliverAt + (deliverAt.count == 16 ? ":00Z" : "Z")
         }
         if !cancelKey.isEmpty, !SendLimits.isValidCancelKey(cancelKey) {
             throw .invalid("cancel_key", "cancel_key is 1 to \(SendLimits.maximumCancelKey) bytes")
@@ -211,7 +229,8 @@ struct ComposeForm {
     /// `data`: a JSON object, or `key=value` lines.
     func parsedData() throws(CompositionError) -> JSONValue {
         if data.hasPrefix("{") {
-            guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)), value.objectValue != nil else {
+            guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)), value.objectValue != nil
+            else {
                 throw .invalid("data", "data is a JSON object or key=value lines")
             }
             return value

@@ -12,21 +12,26 @@ extension Dashboard {
             try await withApp(request, context, runtime) { session, app in
                 let query: AnalyticsQuery
                 do throws(APIError) {
-                    query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
+                    query = try AnalyticsQuery(
+                        request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
                 } catch {
                     return message("Bad request", error.message, session: session, app: app.id, status: .badRequest)
                 }
                 let counts = try await runtime.store.typeCounts(appID: app.id, days: query.days, type: query.type?.name)
                 let permissions = try await runtime.store.permissionCounts(appID: app.id)
-                let analytics = AnalyticsView(query: query, counts: counts, permissions: permissions, catalog: app.catalog)
+                let analytics = AnalyticsView(
+                    query: query, counts: counts, permissions: permissions, catalog: app.catalog)
                 return render(
-                    "Analytics", "analytics", AnalyticsPage(app: app.id, analytics, days: query.days), session: session, app: app.id,
+                    "Analytics", "analytics", AnalyticsPage(app: app.id, analytics, days: query.days), session: session,
+                    app: app.id,
                     tab: "analytics")
             }
         }
         router.get("/dashboard/apps/:app/catalog") { request, context in
             try await withApp(request, context, runtime) { session, app in
-                render("Catalog", "catalog", CatalogPage(app: app.id, catalog: app.catalog), session: session, app: app.id, tab: "catalog")
+                render(
+                    "Catalog", "catalog", CatalogPage(app: app.id, catalog: app.catalog), session: session, app: app.id,
+                    tab: "catalog")
             }
         }
     }
@@ -76,20 +81,30 @@ struct AnalyticsPage {
                 case (_, false?):
                     entry.belowGoal
                         ? ("bad", "below goal")
-                        : ("warn", "below goal, \(counts.sent) of \(AnalyticsView.TypeEntry.minimumSends) sends needed to judge")
+                        : (
+                            "warn",
+                            "below goal, \(counts.sent) of \(AnalyticsView.TypeEntry.minimumSends) sends needed to judge"
+                        )
                 }
             let byDay = Dictionary(entry.days.map { ($0.day, $0.counts) }, uniquingKeysWith: { first, _ in first })
             return TypeRow(
-                name: entry.type, id: entry.id, counts: counts, ctr: Self.percent(counts.ctr), goal: entry.goal.map { Self.percent($0) },
+                name: entry.type, id: entry.id, counts: counts, ctr: Self.percent(counts.ctr),
+                goal: entry.goal.map { Self.percent($0) },
                 state: state, verdict: verdict,
-                chart: counts.accepted + counts.opened == 0 ? nil : Charts.daily(
-                    days.map { day in
-                        let counts = byDay[AnalyticsQuery.date(day)]
-                        return Charts.Day(label: AnalyticsQuery.date(day), accepted: counts?.accepted ?? 0, opened: counts?.opened ?? 0)
-                    }))
+                chart: counts.accepted + counts.opened == 0
+                    ? nil
+                    : Charts.daily(
+                        days.map { day in
+                            let counts = byDay[AnalyticsQuery.date(day)]
+                            return Charts.Day(
+                                label: AnalyticsQuery.date(day), accepted: counts?.accepted ?? 0,
+                                opened: counts?.opened ?? 0)
+                        }))
         }
         func row(_ name: String, _ group: AnalyticsView.OptIn.Group) -> OptInRow {
-            OptInRow(name: name, rate: Self.percent(group.rate), optedIn: group.optedIn, reported: group.reported, bar: Charts.share(group.rate))
+            OptInRow(
+                name: name, rate: Self.percent(group.rate), optedIn: group.optedIn, reported: group.reported,
+                bar: Charts.share(group.rate))
         }
         optIn = row("All devices", view.optIn.all)
         platforms = view.optIn.platforms.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
@@ -149,7 +164,9 @@ struct CatalogPage {
         self.app = app
         configured = catalog != nil
         guard let catalog else {
-            (appName, titleMaximum, bodyMaximum, problems, types, tracks, triggers, jobs) = ("", 0, 0, [], [], [], [], [])
+            (appName, titleMaximum, bodyMaximum, problems, types, tracks, triggers, jobs) = (
+                "", 0, 0, [], [], [], [], []
+            )
             return
         }
         appName = catalog.app.name
@@ -161,27 +178,38 @@ struct CatalogPage {
         types = catalog.types.map { type in
             // Placeholders shown by name, as ‹name›, where a send fills them from its data.
             let sample = Dictionary(type.placeholders.map { ($0, "‹\($0)›") }, uniquingKeysWith: { first, _ in first })
-            let locales = type.copy.keys.sorted { ($0 == defaultLocale ? 0 : 1, $0) < ($1 == defaultLocale ? 0 : 1, $1) }
+            let locales = type.copy.keys.sorted {
+                ($0 == defaultLocale ? 0 : 1, $0) < ($1 == defaultLocale ? 0 : 1, $1)
+            }
             let copies = locales.map { locale -> TypeCard.Copy in
                 let written = type.copy[locale]
                 let shown = type.render(locale: locale, defaultLocale: defaultLocale, data: sample)
                 let titleLength = written?.title?.count ?? 0
                 let bodyLength = written?.body?.count ?? 0
                 return TypeCard.Copy(
-                    locale: locale, isDefault: locale == defaultLocale, title: shown?.title, subtitle: shown?.subtitle, body: shown?.body,
-                    titleLength: titleLength, bodyLength: bodyLength, titleOver: titleLength > catalog.app.copyRules.titleMaximum,
+                    locale: locale, isDefault: locale == defaultLocale, title: shown?.title, subtitle: shown?.subtitle,
+                    body: shown?.body,
+                    titleLength: titleLength, bodyLength: bodyLength,
+                    titleOver: titleLength > catalog.app.copyRules.titleMaximum,
                     bodyOver: bodyLength > catalog.app.copyRules.bodyMaximum)
             }
-            let mine = found.enumerated().filter { $0.element.key == "types.\(type.name)" || $0.element.key.hasPrefix("types.\(type.name).") }
+            let mine = found.enumerated().filter {
+                $0.element.key == "types.\(type.name)" || $0.element.key.hasPrefix("types.\(type.name).")
+            }
             typed.formUnion(mine.map(\.offset))
             var facts = [type.pushType.rawValue, "stakes \(type.stakes)"]
             if type.transactional { facts.append("transactional") }
-            if !type.userControllable { facts.append("not user-controllable") } else if !type.defaultEnabled { facts.append("off by default") }
+            if !type.userControllable {
+                facts.append("not user-controllable")
+            } else if !type.defaultEnabled {
+                facts.append("off by default")
+            }
             if let level = type.interruptionLevel { facts.append(level.rawValue) }
             if let thread = type.threadID { facts.append("thread \(thread)") }
             if let goal = type.goalCTR { facts.append("goal CTR \(AnalyticsPage.percent(goal))") }
             return TypeCard(
-                name: type.name, id: type.id, facts: facts.joined(separator: " · "), category: type.category, deepLink: type.deepLink,
+                name: type.name, id: type.id, facts: facts.joined(separator: " · "), category: type.category,
+                deepLink: type.deepLink,
                 actions: type.actions.map { $0.title + ($0.destructive ? " (destructive)" : "") }, copies: copies,
                 problems: mine.map { $0.element.description })
         }
@@ -195,7 +223,8 @@ struct CatalogPage {
                 }.joined(separator: " → "))
         }
         triggers = catalog.triggers.map { trigger in
-            "\(trigger.event) → " + ([trigger.type].compactMap { $0 } + trigger.cancel.map { "cancel \($0)" }
+            "\(trigger.event) → "
+                + ([trigger.type].compactMap { $0 } + trigger.cancel.map { "cancel \($0)" }
                 + (trigger.badge.map { ["badge \($0.counter)"] } ?? [])).joined(separator: ", ")
         }
         jobs = catalog.jobs.map { "\($0.name): \($0.type) daily at \($0.at) on \($0.attribute)" }
@@ -220,17 +249,21 @@ extension Charts {
             let x = Double(index) * step
             let accepted = Double(day.accepted) / top * (height - 2)
             let opened = min(accepted, Double(day.opened) / top * (height - 2))
-            bars += #"<rect class="accepted" x="\#(fmt(x))" y="\#(fmt(height - accepted))" width="\#(fmt(step * 0.8))" height="\#(fmt(accepted))"><title>\#(day.label): \#(day.accepted) accepted, \#(day.opened) opened</title></rect>"#
+            bars +=
+                #"<rect class="accepted" x="\#(fmt(x))" y="\#(fmt(height - accepted))" width="\#(fmt(step * 0.8))" height="\#(fmt(accepted))"><title>\#(day.label): \#(day.accepted) accepted, \#(day.opened) opened</title></rect>"#
             if opened > 0 {
-                bars += #"<rect class="opened" x="\#(fmt(x))" y="\#(fmt(height - opened))" width="\#(fmt(step * 0.8))" height="\#(fmt(opened))"></rect>"#
+                bars +=
+                    #"<rect class="opened" x="\#(fmt(x))" y="\#(fmt(height - opened))" width="\#(fmt(step * 0.8))" height="\#(fmt(opened))"></rect>"#
             }
         }
-        return #"<svg class="chart daily" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Accepted and opened per day, \#(days.first?.label ?? "") to \#(days.last?.label ?? "")">\#(bars)</svg>"#
+        return
+            #"<svg class="chart daily" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Accepted and opened per day, \#(days.first?.label ?? "") to \#(days.last?.label ?? "")">\#(bars)</svg>"#
     }
 
     /// A horizontal bar filled to `rate` (0–1).
     static func share(_ rate: Double?) -> String {
         let filled = (rate ?? 0) * 200
-        return #"<svg class="share" viewBox="0 0 200 10" preserveAspectRatio="none" role="img" aria-label="\#(AnalyticsPage.percent(rate))"><rect class="track" x="0" y="0" width="200" height="10"></rect><rect class="fill" x="0" y="0" width="\#(fmt(filled))" height="10"></rect></svg>"#
+        return
+            #"<svg class="share" viewBox="0 0 200 10" preserveAspectRatio="none" role="img" aria-label="\#(AnalyticsPage.percent(rate))"><rect class="track" x="0" y="0" width="200" height="10"></rect><rect class="fill" x="0" y="0" width="\#(fmt(filled))" height="10"></rect></svg>"#
     }
 }

@@ -50,7 +50,9 @@ struct DashboardSession: Sendable, Equatable {
 
     /// A new session for `key`, or nil when it is no dashboard key (unknown, a client key, or
     /// shorter than `minimumKeyLength`).
-    static func signIn(key: String, configuration: HeraldConfiguration, secret: SymmetricKey, now: Date) -> DashboardSession? {
+    static func signIn(key: String, configuration: HeraldConfiguration, secret: SymmetricKey, now: Date)
+        -> DashboardSession?
+    {
         let key = key.trimmingCharacters(in: .whitespacesAndNewlines)
         guard key.count >= minimumKeyLength else { return nil }
         let nonce = randomToken()
@@ -62,7 +64,8 @@ struct DashboardSession: Sendable, Equatable {
         }
         for app in configuration.apps {
             for server in app.serverKeys where HeraldAPI.constantTimeEquals(server, key) && found == nil {
-                found = DashboardSession(role: .app(app.id), expires: expires, nonce: nonce, key: derive(secret, server))
+                found = DashboardSession(
+                    role: .app(app.id), expires: expires, nonce: nonce, key: derive(secret, server))
             }
         }
         return found
@@ -71,7 +74,9 @@ struct DashboardSession: Sendable, Equatable {
     /// The session a cookie carries, when its MAC holds under a key that is still configured and
     /// it has not expired. The MAC is checked before the expiry is read, and the expiry is digits
     /// only, at most `lifetime` ahead.
-    static func verify(_ value: String, configuration: HeraldConfiguration, secret: SymmetricKey, now: Date) -> DashboardSession? {
+    static func verify(_ value: String, configuration: HeraldConfiguration, secret: SymmetricKey, now: Date)
+        -> DashboardSession?
+    {
         guard value.utf8.count <= 512 else { return nil }
         let parts = value.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 6, parts[0] == "v1" else { return nil }
@@ -92,9 +97,13 @@ struct DashboardSession: Sendable, Equatable {
         var matched: (DashboardRole, SymmetricKey)?
         for (role, candidate) in candidates {
             let key = derive(secret, candidate)
-            if HeraldAPI.constantTimeEquals(sign("session|" + body, key: key), sent) && matched == nil { matched = (role, key) }
+            if HeraldAPI.constantTimeEquals(sign("session|" + body, key: key), sent) && matched == nil {
+                matched = (role, key)
+            }
         }
-        guard let (role, key) = matched, let expires = DecimalText.int64(parts[3], maximumDigits: 12) else { return nil }
+        guard let (role, key) = matched, let expires = DecimalText.int64(parts[3], maximumDigits: 12) else {
+            return nil
+        }
         let seconds = Int64(clamping: Int(now.timeIntervalSince1970.rounded(.down)))
         guard seconds < expires, expires <= seconds + lifetime + 60 else { return nil }
         return DashboardSession(role: role, expires: expires, nonce: String(parts[4]), key: key)
@@ -143,7 +152,8 @@ struct DashboardSession: Sendable, Equatable {
     /// The MAC key for sessions signed in with `apiKey`.
     private static func derive(_ secret: SymmetricKey, _ apiKey: String) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: secret, salt: Data(SHA256.hash(data: Data(apiKey.utf8))), info: Data("herald-dashboard-session".utf8),
+            inputKeyMaterial: secret, salt: Data(SHA256.hash(data: Data(apiKey.utf8))),
+            info: Data("herald-dashboard-session".utf8),
             outputByteCount: 32)
     }
 

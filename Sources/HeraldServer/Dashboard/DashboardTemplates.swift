@@ -6,7 +6,8 @@ enum DashboardTemplates {
     // Rows link with the page's `app`: a name a row lacks is looked up in the enclosing sections.
     static let all: [String: String] = [
         "layout": layout, "login": login, "overview": overview, "users": users, "notifications": notifications,
-        "notification": notification, "message": message, "compose": compose, "analytics": analytics, "catalog": catalog,
+        "notification": notification, "message": message, "compose": compose, "analytics": analytics,
+        "catalog": catalog,
     ]
 
     static let layout = #"""

@@ -179,7 +179,8 @@ struct NotificationPage {
         var deliveries: [Item]
 
         init(counts: [DeliveryStatus: Int], deliveries: [DeliveryRecord]) {
-            self.counts = Dictionary(uniqueKeysWithValues: DeliveryStatus.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
+            self.counts = Dictionary(
+                uniqueKeysWithValues: DeliveryStatus.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
             self.deliveries = deliveries.map { Item(id: $0.id, status: $0.status.rawValue) }
         }
 
@@ -211,7 +212,12 @@ struct NotificationPage {
         return switch delivery.status {
         case .sent: [.init(rule: "sent", message: "accepted by the provider after \(attempts)", at: at)]
         case .failed: [.init(rule: "failed", message: "\(delivery.reason ?? "failed") after \(attempts)", at: at)]
-        case .cancelled: [.init(rule: "cancelled", message: delivery.reason.map { "cancelled: \($0)" } ?? "cancelled before it was sent", at: at)]
+        case .cancelled:
+            [
+                .init(
+                    rule: "cancelled",
+                    message: delivery.reason.map { "cancelled: \($0)" } ?? "cancelled before it was sent", at: at)
+            ]
         case .queued, .sending, .deferred, .suppressed: []
         }
     }
@@ -222,15 +228,21 @@ struct NotificationPage {
         let deliveries = try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0)
         let content = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
         return NotificationPage(
-            app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom", created: Format.utc(record.createdAt),
+            app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom",
+            created: Format.utc(record.createdAt),
             recipients: record.recipients, cancelKey: record.cancelKey,
-            counts: DeliveryStatus.allCases.map { Count(status: $0.rawValue, count: counts[$0] ?? 0, zero: (counts[$0] ?? 0) == 0) },
+            counts: DeliveryStatus.allCases.map {
+                Count(status: $0.rawValue, count: counts[$0] ?? 0, zero: (counts[$0] ?? 0) == 0)
+            },
             deliveries: deliveries.map { delivery in
-                let trace = DecisionTrace.entries(delivery.trace).map {
-                    Delivery.Step(rule: $0.rule, message: $0.message, at: HeraldTime.parse($0.at).map(Format.utc) ?? $0.at)
-                } + outcome(delivery)
+                let trace =
+                    DecisionTrace.entries(delivery.trace).map {
+                        Delivery.Step(
+                            rule: $0.rule, message: $0.message, at: HeraldTime.parse($0.at).map(Format.utc) ?? $0.at)
+                    } + outcome(delivery)
                 return Delivery(
-                    id: delivery.id, device: delivery.deviceID, status: delivery.status.rawValue, reason: delivery.reason, attempts: delivery.attempts,
+                    id: delivery.id, device: delivery.deviceID, status: delivery.status.rawValue,
+                    reason: delivery.reason, attempts: delivery.attempts,
                     due: Format.utc(delivery.dueAt), updated: Format.utc(delivery.updatedAt), trace: trace)
             })
     }
@@ -250,13 +262,16 @@ enum Charts {
             let sent = Double(minute.sent) / top * (height - 2)
             let failed = Double(minute.failed) / top * (height - 2)
             if minute.sent > 0 {
-                bars += #"<rect class="sent" x="\#(fmt(x))" y="\#(fmt(height - sent))" width="\#(fmt(step * 0.8))" height="\#(fmt(sent))"><title>\#(minute.sent) sent</title></rect>"#
+                bars +=
+                    #"<rect class="sent" x="\#(fmt(x))" y="\#(fmt(height - sent))" width="\#(fmt(step * 0.8))" height="\#(fmt(sent))"><title>\#(minute.sent) sent</title></rect>"#
             }
             if minute.failed > 0 {
-                bars += #"<rect class="failed" x="\#(fmt(x))" y="\#(fmt(height - sent - failed))" width="\#(fmt(step * 0.8))" height="\#(fmt(failed))"><title>\#(minute.failed) failed</title></rect>"#
+                bars +=
+                    #"<rect class="failed" x="\#(fmt(x))" y="\#(fmt(height - sent - failed))" width="\#(fmt(step * 0.8))" height="\#(fmt(failed))"><title>\#(minute.failed) failed</title></rect>"#
             }
         }
-        return #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
+        return
+            #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
     }
 
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }

@@ -40,12 +40,18 @@ final class DeliveryActivity: Sendable {
 
     /// The last `minutes` minutes up to `now` (empty minutes included, oldest first), and the
     /// failures by reason, most first.
-    func snapshot(app: String, now: Date, minutes: Int = 30) -> (minutes: [Minute], failures: [(reason: String, count: Int)]) {
+    func snapshot(app: String, now: Date, minutes: Int = 30) -> (
+        minutes: [Minute], failures: [(reason: String, count: Int)]
+    ) {
         let current = Int64(now.timeIntervalSince1970 / 60)
         let state = apps.withLock { $0[app] } ?? App()
         let byStart = Dictionary(state.minutes.map { ($0.start, $0) }, uniquingKeysWith: { $1 })
-        let series = (0..<minutes).reversed().map { back in byStart[current - Int64(back)] ?? Minute(start: current - Int64(back)) }
-        let failures = state.failures.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { (reason: $0.key, count: $0.value) }
+        let series = (0..<minutes).reversed().map { back in
+            byStart[current - Int64(back)] ?? Minute(start: current - Int64(back))
+        }
+        let failures = state.failures.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map {
+            (reason: $0.key, count: $0.value)
+        }
         return (series, failures)
     }
 }

@@ -21,9 +21,12 @@ enum FormBody {
                 inValue = false
             }
             if name.isEmpty && value.isEmpty && !inValue { return nil }
-            guard let decodedName = decode(name) else { return Invalid(message: "a field name is not valid percent-encoded UTF-8") }
+            guard let decodedName = decode(name) else {
+                return Invalid(message: "a field name is not valid percent-encoded UTF-8")
+            }
             guard let decodedValue = decode(value) else {
-                return Invalid(message: "the value of \(String(decodedName.prefix(64))) is not valid percent-encoded UTF-8")
+                return Invalid(
+                    message: "the value of \(String(decodedName.prefix(64))) is not valid percent-encoded UTF-8")
             }
             if fields[decodedName] == nil { fields[decodedName] = decodedValue }
             return nil
@@ -50,7 +53,9 @@ enum FormBody {
         while index < raw.count {
             let byte = raw[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < raw.count, let high = hex(raw[index + 1]), let low = hex(raw[index + 2]) else { return nil }
+                guard index + 2 < raw.count, let high = hex(raw[index + 1]), let low = hex(raw[index + 2]) else {
+                    return nil
+                }
                 bytes.append(high << 4 | low)
                 index += 3
             } else {

@@ -27,7 +27,10 @@ final class BatchTracker: Sendable {
     private let window: InFlightWindow
     private let state: Mutex<State>
 
-    init(_ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant, turn: SubmissionTurn = SubmissionTurn()) {
+    init(
+        _ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant,
+        turn: SubmissionTurn = SubmissionTurn()
+    ) {
         self.deadline = deadline
         self.turn = turn
         self.window = window
@@ -52,7 +55,9 @@ final class BatchTracker: Sendable {
 
     /// Removes deliveries answered without a provider (policy, pauses, unsendable).
     func settle(_ ids: some Sequence<Int64>) {
-        let removed = state.withLock { state in ids.reduce(0) { $0 + (state.pending.removeValue(forKey: $1) == nil ? 0 : 1) } }
+        let removed = state.withLock { state in
+            ids.reduce(0) { $0 + (state.pending.removeValue(forKey: $1) == nil ? 0 : 1) }
+        }
         window.release(removed)
     }
 
@@ -60,7 +65,10 @@ final class BatchTracker: Sendable {
     /// delivered; removes them.
     func takeHeld(_ provider: ProviderKey) -> (held: [Held], answered: Int, delivered: Bool) {
         state.withLock { state in
-            (state.held.removeValue(forKey: provider) ?? [], state.answered[provider] ?? 0, state.delivered.contains(provider))
+            (
+                state.held.removeValue(forKey: provider) ?? [], state.answered[provider] ?? 0,
+                state.delivered.contains(provider)
+            )
         }
     }
 
@@ -96,7 +104,12 @@ package final class SubmissionOrder: Sendable {
     package init() {}
 
     /// The next batch's place in line.
-    func ticket() -> UInt64 { state.withLock { state in defer { state.issued += 1 }; return state.issued } }
+    func ticket() -> UInt64 {
+        state.withLock { state in
+            defer { state.issued += 1 }
+            return state.issued
+        }
+    }
 
     /// Returns once every batch before `ticket` is submitted.
     func wait(_ ticket: UInt64) async {

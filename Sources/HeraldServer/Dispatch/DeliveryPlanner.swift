@@ -31,8 +31,10 @@ struct DeliveryPlanner {
             // What each user received in the last hour matters to pacing and grouping alone: an
             // app with neither neither reads nor writes it.
             let counting = policyApp.pacingLimit != nil || policyApp.groupingThreshold != nil
-            var history = counting
-                ? try await runtime.store.recentSends(appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-3600)) : [:]
+            var history =
+                counting
+                ? try await runtime.store.recentSends(
+                    appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-3600)) : [:]
             var policyUsers: [String: PolicyUser] = [:]
             policyUsers.reserveCapacity(userIDs.count)
             var paced: [(String, UUID)] = []
@@ -47,27 +49,34 @@ struct DeliveryPlanner {
             var sizes = RunMemo<DeviceKey, Int>()
             var renderings = RunMemo<DeviceKey, DeviceRendering>()
             for delivery in appDeliveries.sorted(by: { $0.id < $1.id }) {
-                guard let notification = notifications.value(delivery.notificationID, {
-                    NotificationEntry(contents[delivery.notificationID], catalog: catalog)
-                }) else {
+                guard
+                    let notification = notifications.value(
+                        delivery.notificationID,
+                        {
+                            NotificationEntry(contents[delivery.notificationID], catalog: catalog)
+                        })
+                else {
                     held.append(DeliveryResult(delivery, .failed(reason: "TypeNotInCatalog"), attempts: 0))
                     continue
                 }
                 let content = notification.content
                 let type = notification.type
                 let user = users[delivery.userID]
-                let policyUser = policyUsers[delivery.userID] ?? {
-                    let preferences = user.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
-                        ?? UserPreferences()
-                    var policyUser = preferences.policyUser(
-                        timeZone: user?.timeZone ?? delivery.timeZone, defaultQuietHours: catalog.app.quietHours)
-                    // Preferences may name a type by its external id (PN-01); the engine uses names.
-                    policyUser.typeEnabled = Dictionary(
-                        policyUser.typeEnabled.map { (catalog.type($0.key)?.name ?? $0.key, $0.value) },
-                        uniquingKeysWith: { _, last in last })
-                    policyUsers[delivery.userID] = policyUser
-                    return policyUser
-                }()
+                let policyUser =
+                    policyUsers[delivery.userID]
+                    ?? {
+                        let preferences =
+                            user.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
+                            ?? UserPreferences()
+                        var policyUser = preferences.policyUser(
+                            timeZone: user?.timeZone ?? delivery.timeZone, defaultQuietHours: catalog.app.quietHours)
+                        // Preferences may name a type by its external id (PN-01); the engine uses names.
+                        policyUser.typeEnabled = Dictionary(
+                            policyUser.typeEnabled.map { (catalog.type($0.key)?.name ?? $0.key, $0.value) },
+                            uniquingKeysWith: { _, last in last })
+                        policyUsers[delivery.userID] = policyUser
+                        return policyUser
+                    }()
                 let pushType = content.content.pushType
                 let locale = delivery.locale ?? user?.locale
                 let copy = copies.value(CopyKey(notification: delivery.notificationID, locale: locale)) {
@@ -81,17 +90,22 @@ struct DeliveryPlanner {
                     type: notification.policyType, user: policyUser, app: policyApp,
                     content: content.policyContent(copy: copy), recent: recent, payloadLimit: pushType.payloadLimit,
                     payloadSize: { decided in
-                        sizes.value(DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided)) {
+                        sizes.value(DeviceKey(notification: delivery.notificationID, locale: locale, decided: decided))
+                        {
                             (try? APNSRenderer.template(
-                                content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, notificationID: delivery.notificationID,
+                                content.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey,
+                                notificationID: delivery.notificationID,
                                 actionTokens: type.actionTokenLengths))?
                                 .maximumSize ?? .max
                         }
                     })
-                let trace = DecisionTrace.appending((test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
+                let trace = DecisionTrace.appending(
+                    (test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
                 switch decision.outcome {
                 case .send:
-                    let entry = renderings.value(DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)) {
+                    let entry = renderings.value(
+                        DeviceKey(notification: delivery.notificationID, locale: locale, decided: decision.content)
+                    ) {
                         var device = content.deviceContent(copy: copy, decided: decision.content)
                         var found = Set<String>()
                         // Every data value, at any depth (the deep link included), is scanned too.
@@ -103,27 +117,35 @@ struct DeliveryPlanner {
                         return DeviceRendering(
                             content: device, found: found,
                             payload: try? APNSRenderer.template(
-                                device, payloadKey: payloadKey, notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths))
+                                device, payloadKey: payloadKey, notificationID: delivery.notificationID,
+                                actionTokens: type.actionTokenLengths))
                     }
                     let (device, found, payload) = (entry.content, entry.found, entry.payload)
                     var trace = trace
                     if !found.isEmpty {
                         trace = DecisionTrace.appending(
-                            [PolicyStep(rule: "pii", message: "data values left out: \(found.sorted().joined(separator: ", ")) found")],
+                            [
+                                PolicyStep(
+                                    rule: "pii",
+                                    message: "data values left out: \(found.sorted().joined(separator: ", ")) found")
+                            ],
                             at: now, to: trace)
                     }
                     guard let payload else {
-                        held.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
+                        held.append(
+                            DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: trace))
                         continue
                     }
-                    planned[delivery.id] = PlannedDelivery(content: device, trace: trace, apnsPayload: payload, actions: type.actions.map(\.id))
+                    planned[delivery.id] = PlannedDelivery(
+                        content: device, trace: trace, apnsPayload: payload, actions: type.actions.map(\.id))
                     if !test, !(history[delivery.userID] ?? []).contains(where: { $0.0 == delivery.notificationID }) {
                         history[delivery.userID, default: []].append((delivery.notificationID, now))
                         paced.append((delivery.userID, delivery.notificationID))
                     }
                 case .deferred(let until):
                     let reason = decision.trace.last?.rule ?? "deferred"
-                    held.append(DeliveryResult(delivery, .deferred(reason: reason, until: until), attempts: 0, trace: trace))
+                    held.append(
+                        DeliveryResult(delivery, .deferred(reason: reason, until: until), attempts: 0, trace: trace))
                 case .suppressed(let reason):
                     held.append(DeliveryResult(delivery, .suppressed(reason: reason), attempts: 0, trace: trace))
                 }
@@ -187,11 +209,13 @@ private struct RunMemo<Key: Hashable, Value> {
 
     mutating func value(_ key: Key, _ make: () -> Value) -> Value {
         if let last, last.key == key { return last.value }
-        let value = values[key] ?? {
-            let value = make()
-            values[key] = value
-            return value
-        }()
+        let value =
+            values[key]
+            ?? {
+                let value = make()
+                values[key] = value
+                return value
+            }()
         last = (key, value)
         return value
     }

@@ -26,7 +26,11 @@ final class DeliveryRecorder: Sendable {
         buffer.withLock { buffer in
             buffer.results.append(result)
             if let latency {
-                if platform == "fcm" { buffer.fcmLatencies.append(latency) } else { buffer.apnsLatencies.append(latency) }
+                if platform == "fcm" {
+                    buffer.fcmLatencies.append(latency)
+                } else {
+                    buffer.apnsLatencies.append(latency)
+                }
             }
         }
     }
@@ -81,7 +85,8 @@ final class DeliveryRecorder: Sendable {
                 dead[result.appID, default: [:]][reason, default: 0] += 1
             case .retry(let reason, _): key = DeliveryCountKey(app: result.appID, status: "retry", reason: reason)
             case .deferred(let reason, _): key = DeliveryCountKey(app: result.appID, status: "deferred", reason: reason)
-            case .suppressed(let reason): key = DeliveryCountKey(app: result.appID, status: "suppressed", reason: reason)
+            case .suppressed(let reason):
+                key = DeliveryCountKey(app: result.appID, status: "suppressed", reason: reason)
             }
             counts[key, default: 0] += 1
         }
@@ -92,7 +97,8 @@ final class DeliveryRecorder: Sendable {
                 "Devices deactivated: their tokens are dead",
                 metadata: [
                     "herald.app": "\(app)", "herald.devices": "\(reasons.values.reduce(0, +))",
-                    "herald.reasons": "\(reasons.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                    "herald.reasons":
+                        "\(reasons.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
                 ])
         }
     }

@@ -39,7 +39,8 @@ package struct DispatcherConfiguration: Sendable {
 
     package init(
         batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
-        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120, shutdownGrace: TimeInterval = 20,
+        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120,
+        shutdownGrace: TimeInterval = 20,
         maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300,
         maximumAge: TimeInterval = 86_400, retention: TimeInterval = 604_800, retentionInterval: Duration = .seconds(60)
     ) {
@@ -63,7 +64,9 @@ package struct DispatcherConfiguration: Sendable {
     package func retryDelay(attempts: Int, providerAsked: TimeInterval? = nil) -> TimeInterval {
         let exponent = Double(min(max(attempts - 1, 0), 20))
         let schedule = min(retryMaximumDelay, retryBaseDelay * pow(2, exponent))
-        let asked = providerAsked.map { $0.isFinite ? min(max($0, 0), Self.maximumProviderWait) : Self.maximumProviderWait } ?? 0
+        let asked =
+            providerAsked.map { $0.isFinite ? min(max($0, 0), Self.maximumProviderWait) : Self.maximumProviderWait }
+            ?? 0
         return max(schedule, asked)
     }
 }

@@ -132,7 +132,8 @@ package final class HeraldMetrics: Sendable {
     /// Rows the retention clean-up deleted, by kind.
     func retentionDeleted(_ pruned: HeraldStore.Pruned) {
         for (kind, count) in [
-            ("deliveries", pruned.deliveries), ("notifications", pruned.notifications), ("user_sends", pruned.userSends), ("history", pruned.history),
+            ("deliveries", pruned.deliveries), ("notifications", pruned.notifications),
+            ("user_sends", pruned.userSends), ("history", pruned.history),
         ] {
             counter("herald_retention_deleted_total", [("kind", kind)]).increment(by: count)
         }
@@ -175,7 +176,8 @@ package final class HeraldMetrics: Sendable {
 
     /// One API request, by route (the pattern, never the path) and status.
     func apiRequest(route: String, method: String, status: Int) {
-        counter("herald_api_requests_total", [("route", route), ("method", method), ("status", "\(status)")]).increment()
+        counter("herald_api_requests_total", [("route", route), ("method", method), ("status", "\(status)")])
+            .increment()
     }
 
     /// A client-key write refused by its rate limit.
@@ -201,7 +203,9 @@ package final class HeraldMetrics: Sendable {
         let seen = handles.withLock { $0.filter { $0.key.hasPrefix("herald_provider_paused\u{1}") } }
         var current = Set<String>()
         for (key, pause) in pauses {
-            let dimensions = [("app", key.app), ("platform", key.platform), ("reason", MetricReason.label(pause.reason))]
+            let dimensions = [
+                ("app", key.app), ("platform", key.platform), ("reason", MetricReason.label(pause.reason)),
+            ]
             current.insert(Self.key("herald_provider_paused", dimensions))
             gauge("herald_provider_paused", dimensions).record(1)
         }
@@ -222,7 +226,8 @@ struct DeliveryCountKey: Hashable {
         self.app = app
         self.status = status
         // Deferred and suppressed reasons are the policy engine's rule names: Herald's own words.
-        self.reason = status == "deferred" || status == "suppressed" ? reason ?? "" : reason.map(MetricReason.label) ?? ""
+        self.reason =
+            status == "deferred" || status == "suppressed" ? reason ?? "" : reason.map(MetricReason.label) ?? ""
     }
 }
 
@@ -237,11 +242,14 @@ enum MetricReason {
             // FCM error codes and Google statuses (protocols.md §12).
             "UNREGISTERED", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT", "UNSPECIFIED_ERROR", "THIRD_PARTY_AUTH_ERROR",
             "APNS_AUTH_ERROR", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED", "PERMISSION_DENIED",
-            "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "ResponseTooLarge", "TokenExchangeFailed",
+            "NOT_FOUND", "RESOURCE_EXHAUSTED", "OAuth2", "Unanswered", "ConnectFailed", "ResponseTooLarge",
+            "TokenExchangeFailed",
             "InvalidMessage", "MessageTooBig", "ReservedDataKey",
             // Herald's.
-            OutboxLoop.pausedReason, "Shutdown", "DeviceReassigned", "AppNotConfigured", "FCMNotConfigured", "APNsNotConfigured", "CatalogNotConfigured",
-            "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired", "ActionKeyUnavailable",
+            OutboxLoop.pausedReason, "Shutdown", "DeviceReassigned", "AppNotConfigured", "FCMNotConfigured",
+            "APNsNotConfigured", "CatalogNotConfigured",
+            "TypeNotInCatalog", "PayloadNotEncodable", "DeviceUnregistered", "DeviceLimit", "Expired",
+            "ActionKeyUnavailable",
         ])
         return known
     }()
@@ -249,8 +257,12 @@ enum MetricReason {
     /// `reason` when known (`ReservedDataKey:x` and `OAuth2:invalid_grant` by their prefix), else `other`.
     static func label(_ reason: String) -> String {
         if known.contains(reason) { return reason }
-        if let prefix = reason.split(separator: ":", maxSplits: 1).first, known.contains(String(prefix)) { return String(prefix) }
-        if reason.hasPrefix("HTTP"), reason.count <= 8, reason.dropFirst(4).allSatisfy({ $0.isNumber || $0 == " " }) { return reason }
+        if let prefix = reason.split(separator: ":", maxSplits: 1).first, known.contains(String(prefix)) {
+            return String(prefix)
+        }
+        if reason.hasPrefix("HTTP"), reason.count <= 8, reason.dropFirst(4).allSatisfy({ $0.isNumber || $0 == " " }) {
+            return reason
+        }
         return "other"
     }
 }

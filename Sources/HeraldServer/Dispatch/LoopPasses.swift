@@ -20,7 +20,9 @@ package final class LoopPasses: Sendable {
     package init() {}
 
     package var snapshot: Snapshot {
-        Snapshot(timer: timer.load(ordering: .acquiring), outboxIdle: outboxIdle.load(ordering: .acquiring), webhook: webhook.load(ordering: .acquiring))
+        Snapshot(
+            timer: timer.load(ordering: .acquiring), outboxIdle: outboxIdle.load(ordering: .acquiring),
+            webhook: webhook.load(ordering: .acquiring))
     }
 
     func timerPassed() { timer.add(1, ordering: .releasing) }

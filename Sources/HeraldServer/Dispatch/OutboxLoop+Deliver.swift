@@ -124,7 +124,9 @@ extension OutboxLoop {
     /// Renders each delivery for its provider (once per notification where nothing per device
     /// differs) and sends each provider's share in one call; answers go to the recorder as
     /// they arrive, except those the batch's judgement must see first.
-    private func send(_ deliveries: [ClaimedDelivery], batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder) async {
+    private func send(
+        _ deliveries: [ClaimedDelivery], batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder
+    ) async {
         var apns: [ObjectIdentifier: (APNSProvider, [ProviderRequest<APNSNotification>])] = [:]
         var fcm: [ObjectIdentifier: (FCMProvider, [ProviderRequest<FCMMessage>])] = [:]
         var payloads = batch.apnsPayloads
@@ -142,45 +144,65 @@ extension OutboxLoop {
             var tokens: [String: String]?
             if let actions = plan?.actions, !actions.isEmpty {
                 guard let key = actionKeys[delivery.appID] else {
-                    unsendable.append(outcome(unanswered: delivery, reason: "ActionKeyUnavailable", attempts: 0, now: false))
+                    unsendable.append(
+                        outcome(unanswered: delivery, reason: "ActionKeyUnavailable", attempts: 0, now: false))
                     continue
                 }
                 let lifetime = now.addingTimeInterval(ActionToken.lifetime)
-                let expiresAt = plan?.content.expiration.flatMap { $0 > 0 ? min(Date(timeIntervalSince1970: Double($0)), lifetime) : nil } ?? lifetime
+                let expiresAt =
+                    plan?.content.expiration.flatMap {
+                        $0 > 0 ? min(Date(timeIntervalSince1970: Double($0)), lifetime) : nil
+                    } ?? lifetime
                 tokens = Dictionary(
-                    actions.map { ($0, ActionToken(deliveryID: delivery.id, action: $0, expiresAt: expiresAt).signed(appID: delivery.appID, key: key)) },
+                    actions.map {
+                        (
+                            $0,
+                            ActionToken(deliveryID: delivery.id, action: $0, expiresAt: expiresAt).signed(
+                                appID: delivery.appID, key: key)
+                        )
+                    },
                     uniquingKeysWith: { first, _ in first })
             }
             guard let app = runtime.apps[delivery.appID], let stored = batch.contents[delivery.notificationID] else {
-                unsendable.append(DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
+                unsendable.append(
+                    DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
                 continue
             }
             var content = plan?.content ?? stored.content
             // A card with actions can be resolved on another device later: its replacement must
             // collapse onto it, so it always has a collapse id (the notification's id if the type
             // gives none; unique, so it collapses nothing else).
-            if content.collapseID == nil, tokens != nil { content.collapseID = delivery.notificationID.uuidString.lowercased() }
+            if content.collapseID == nil, tokens != nil {
+                content.collapseID = delivery.notificationID.uuidString.lowercased()
+            }
             if delivery.platform == "fcm" {
                 guard let client = app.fcmClient else {
-                    unsendable.append(DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
+                    unsendable.append(
+                        DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
                     continue
                 }
                 var message: FCMMessage
                 if plan != nil {
                     message = FCMRenderer.message(content, token: delivery.token, now: now)
                 } else {
-                    message = fcmTemplates[delivery.notificationID] ?? {
-                        let template = FCMRenderer.message(content, now: now)
-                        fcmTemplates[delivery.notificationID] = template
-                        return template
-                    }()
+                    message =
+                        fcmTemplates[delivery.notificationID]
+                        ?? {
+                            let template = FCMRenderer.message(content, now: now)
+                            fcmTemplates[delivery.notificationID] = template
+                            return template
+                        }()
                     message.token = delivery.token
                 }
                 FCMRenderer.stamp(
-                    &message, HeraldStamp(notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id, actionTokens: tokens))
+                    &message,
+                    HeraldStamp(
+                        notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id,
+                        actionTokens: tokens))
                 if stored.typed?.test == true {
                     runtime.testSends.record(
-                        notification: delivery.notificationID, delivery: delivery.id, .init(headers: [:], body: (try? message.requestBody()) ?? Data()))
+                        notification: delivery.notificationID, delivery: delivery.id,
+                        .init(headers: [:], body: (try? message.requestBody()) ?? Data()))
                 }
                 fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
@@ -191,26 +213,39 @@ extension OutboxLoop {
                 // The server is stopping: queued again, unsent, for the next start.
                 unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
             case .unavailable(let reason):
-                unsendable.append(DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
+                unsendable.append(
+                    DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
             case .client(let client):
                 let payloadKey = app.configuration.payloadKey
-                let template = plan != nil
-                    ? plan?.apnsPayload ?? (try? APNSRenderer.template(content, payloadKey: payloadKey, notificationID: delivery.notificationID))
-                    : payloads[delivery.notificationID] ?? {
-                        let template = try? APNSRenderer.template(content, payloadKey: payloadKey, notificationID: delivery.notificationID)
-                        payloads[delivery.notificationID] = template
-                        return template
-                    }()
+                let template =
+                    plan != nil
+                    ? plan?.apnsPayload
+                        ?? (try? APNSRenderer.template(
+                            content, payloadKey: payloadKey, notificationID: delivery.notificationID))
+                    : payloads[delivery.notificationID]
+                        ?? {
+                            let template = try? APNSRenderer.template(
+                                content, payloadKey: payloadKey, notificationID: delivery.notificationID)
+                            payloads[delivery.notificationID] = template
+                            return template
+                        }()
                 guard let payload = template?.payload(deliveryID: delivery.id, actionTokens: tokens) else {
-                    unsendable.append(DeliveryResult(delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
+                    unsendable.append(
+                        DeliveryResult(
+                            delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
                     continue
                 }
                 let notification = APNSRenderer.notification(
-                    content, payload: payload, deviceToken: delivery.token, bundleID: app.configuration.apns?.topic ?? "",
+                    content, payload: payload, deviceToken: delivery.token,
+                    bundleID: app.configuration.apns?.topic ?? "",
                     apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id))
-                if stored.typed?.test == true { runtime.testSends.record(notification: delivery.notificationID, delivery: delivery.id, .init(notification)) }
+                if stored.typed?.test == true {
+                    runtime.testSends.record(
+                        notification: delivery.notificationID, delivery: delivery.id, .init(notification))
+                }
                 apns[ObjectIdentifier(client), default: (APNSProvider(client: client), [])].1.append(
-                    ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: notification))
+                    ProviderRequest(
+                        deliveryID: delivery.id, notificationID: delivery.notificationID, message: notification))
             }
         }
         settle(unsendable, tracker: tracker, recorder: recorder)
@@ -244,12 +279,15 @@ extension OutboxLoop {
     /// One answer, on a client's event loop: taken once by the batch; recorded at once unless
     /// it blames (or may blame) the configuration.
     private func answer(
-        _ answer: ProviderAnswer, batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder, platform: String
+        _ answer: ProviderAnswer, batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder,
+        platform: String
     ) {
         let hold = answer.suspect || answer.disposition == .providerPaused
         let trace = batch.planned[answer.deliveryID]?.trace
         guard let delivery = tracker.take(answer, hold: hold, trace: trace) else { return }
-        if !hold { recorder.add(result(answer, delivery: delivery, trace: trace), latency: answer.latency, platform: platform) }
+        if !hold {
+            recorder.add(result(answer, delivery: delivery, trace: trace), latency: answer.latency, platform: platform)
+        }
     }
 
     /// The outcome of a provider's answer for a delivery: a retry follows the outbox's schedule
@@ -262,7 +300,8 @@ extension OutboxLoop {
         case .tokenDead(let since): outcome = .tokenDead(reason: reason, since: since)
         case .failed, .providerPaused: outcome = .failed(reason: reason)
         case .unsent: outcome = .retry(reason: reason, dueAt: runtime.store.now)
-        case .retry(let after): outcome = retryOutcome(delivery, reason: reason, attempts: answer.attempts, providerAsked: after)
+        case .retry(let after):
+            outcome = retryOutcome(delivery, reason: reason, attempts: answer.attempts, providerAsked: after)
         }
         return DeliveryResult(delivery, outcome, attempts: answer.attempts, trace: trace)
     }

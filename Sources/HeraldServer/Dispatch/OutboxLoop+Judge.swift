@@ -35,20 +35,26 @@ extension OutboxLoop {
                 continue
             }
             let reason = Self.mostCommonReason(pausing.answers.map(\.answer))
-            let (pause, isNew) = runtime.pauses.pause(key, kind: pausing.kind, reason: reason, now: now, tried: probed[key] != nil)
+            let (pause, isNew) = runtime.pauses.pause(
+                key, kind: pausing.kind, reason: reason, now: now, tried: probed[key] != nil)
             if isNew || probed[key] != nil {
-                let what = pausing.kind == .credential
+                let what =
+                    pausing.kind == .credential
                     ? "refused the credential or topic (\(reason))"
                     : "called \(pausing.answers.count) of \(answered) tokens bad (\(reason)): the environment, topic or project is likely wrong"
                 runtime.logger.critical(
                     "\(provider) \(what); app \"\(key.app)\" stays queued and is tried again at \(HeraldTime.format(pause.retryAt))",
-                    metadata: ["herald.app": "\(key.app)", "herald.platform": "\(key.platform)", "herald.reason": "\(reason)"])
+                    metadata: [
+                        "herald.app": "\(key.app)", "herald.platform": "\(key.platform)", "herald.reason": "\(reason)",
+                    ])
             }
             let paused = Set(pausing.answers.map(\.answer.deliveryID))
             recorder.add(
                 held.map { held in
                     paused.contains(held.answer.deliveryID)
-                        ? DeliveryResult(held.delivery, .retry(reason: Self.pausedReason, dueAt: pause.retryAt), attempts: 0, trace: held.trace)
+                        ? DeliveryResult(
+                            held.delivery, .retry(reason: Self.pausedReason, dueAt: pause.retryAt), attempts: 0,
+                            trace: held.trace)
                         : result(held.answer, delivery: held.delivery, trace: held.trace)
                 })
         }

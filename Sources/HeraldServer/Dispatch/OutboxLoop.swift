@@ -24,14 +24,18 @@ package struct OutboxLoop: Service {
         try await runtime.store.heartbeat()
         logger.info(
             "Dispatcher started",
-            metadata: ["herald.node": "\(runtime.store.nodeID)", "herald.database": "\(runtime.store.dialect.rawValue)"])
+            metadata: [
+                "herald.node": "\(runtime.store.nodeID)", "herald.database": "\(runtime.store.dialect.rawValue)",
+            ])
         try await rescue()
         // No pause is known after a start: what waits for a provider paused before it (a fixed
         // key or topic, say) is due now, so the first of it probes the provider within seconds.
         let released = try await runtime.store.releasePausedDeliveries(
             apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
         if released > 0 {
-            logger.notice("Deliveries held for a paused provider are due again: the provider is probed now", metadata: ["herald.deliveries": "\(released)"])
+            logger.notice(
+                "Deliveries held for a paused provider are due again: the provider is probed now",
+                metadata: ["herald.deliveries": "\(released)"])
         }
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
@@ -60,7 +64,9 @@ package struct OutboxLoop: Service {
                     // Answers not yet written count too, beyond a window's worth: when the
                     // database writes results slower than the providers answer, claiming waits
                     // instead of piling answers up in memory.
-                    let room = configuration.maximumInFlight - window.count - max(0, recorder.count - configuration.maximumInFlight)
+                    let room =
+                        configuration.maximumInFlight - window.count
+                        - max(0, recorder.count - configuration.maximumInFlight)
                     runtime.direct.setRoom(room, capacity: configuration.maximumInFlight)
                     guard room > 0 else {
                         try? await Task.sleep(for: .milliseconds(5))
@@ -77,7 +83,8 @@ package struct OutboxLoop: Service {
                     let prepared: PreparedBatch
                     do {
                         if claimed.count < limit,
-                            outboxWork || storeBacklog || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
+                            outboxWork || storeBacklog
+                                || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
                         {
                             let started = ContinuousClock.now
                             let fromStore = try await runtime.store.claimDueDeliveries(limit: limit - claimed.count)
@@ -99,8 +106,11 @@ package struct OutboxLoop: Service {
                         failures += 1
                         // Claimed but not sent: back to the queue, not left `sending` under a
                         // live node (which nobody would rescue).
-                        if !claimed.isEmpty, (try? await runtime.store.unclaim(claimed)) == nil { runtime.direct.putBack(claimed) }
-                        await waitOutStoreError(error, failures: failures, "Dispatcher cannot use the database; trying again")
+                        if !claimed.isEmpty, (try? await runtime.store.unclaim(claimed)) == nil {
+                            runtime.direct.putBack(claimed)
+                        }
+                        await waitOutStoreError(
+                            error, failures: failures, "Dispatcher cannot use the database; trying again")
                         continue
                     }
                     let tracker = BatchTracker(
@@ -165,7 +175,9 @@ package struct OutboxLoop: Service {
                 if failures == 1 || failures % 10 == 0 {
                     runtime.logger.error(
                         "Retention cannot delete old history; trying again later",
-                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
+                        metadata: [
+                            "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)",
+                        ])
                 }
             }
             if pruned.total > 0 {
@@ -190,12 +202,17 @@ package struct OutboxLoop: Service {
     private func logPartitions(_ upkeep: HeraldStore.PartitionUpkeep) {
         let logger = runtime.logger
         if !upkeep.created.isEmpty {
-            logger.info("Deliveries partitions created ahead", metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
+            logger.info(
+                "Deliveries partitions created ahead",
+                metadata: ["herald.partitions": "\(upkeep.created.joined(separator: ","))"])
         }
         if !upkeep.dropped.isEmpty {
             logger.info(
                 "Deliveries partitions past outbox.retention dropped",
-                metadata: ["herald.partitions": "\(upkeep.dropped.joined(separator: ","))", "herald.deliveries": "\(upkeep.droppedRows)"])
+                metadata: [
+                    "herald.partitions": "\(upkeep.dropped.joined(separator: ","))",
+                    "herald.deliveries": "\(upkeep.droppedRows)",
+                ])
         }
         if !upkeep.skipped.isEmpty {
             logger.warning(
@@ -223,7 +240,8 @@ package struct OutboxLoop: Service {
         guard !claimed.isEmpty else { return 0 }
         let recorder = DeliveryRecorder(runtime: runtime)
         let prepared = try await prepare(claimed)
-        let tracker = BatchTracker(claimed, window: InFlightWindow(), deadline: .now + .seconds(configuration.batchDeadline))
+        let tracker = BatchTracker(
+            claimed, window: InFlightWindow(), deadline: .now + .seconds(configuration.batchDeadline))
         await deliver(prepared, tracker: tracker, recorder: recorder)
         try await recorder.flush()
         return claimed.count
@@ -241,7 +259,10 @@ package struct OutboxLoop: Service {
                 // Written every recordInterval, or as soon as recordBatch answers wait: what is
                 // answered but unwritten is what a crash would send twice.
                 try? await Task.sleep(for: .milliseconds(10))
-                guard ContinuousClock.now - lastFlush >= configuration.recordInterval || recorder.count >= Self.recordBatch else { continue }
+                guard
+                    ContinuousClock.now - lastFlush >= configuration.recordInterval
+                        || recorder.count >= Self.recordBatch
+                else { continue }
             }
             lastFlush = .now
             if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
@@ -251,7 +272,9 @@ package struct OutboxLoop: Service {
                     try await runtime.store.heartbeat()
                     try await rescue()
                 } catch {
-                    runtime.logger.error("Dispatcher cannot write its heartbeat", metadata: ["error": "\(String(describing: error).prefix(300))"])
+                    runtime.logger.error(
+                        "Dispatcher cannot write its heartbeat",
+                        metadata: ["error": "\(String(describing: error).prefix(300))"])
                 }
             }
             let now = ContinuousClock.now
@@ -260,7 +283,10 @@ package struct OutboxLoop: Service {
                 guard !late.isEmpty else { continue }
                 runtime.logger.warning(
                     "Deliveries unanswered at their batch's deadline are queued again",
-                    metadata: ["herald.deliveries": "\(late.count)", "herald.deadline_seconds": "\(configuration.batchDeadline)"])
+                    metadata: [
+                        "herald.deliveries": "\(late.count)",
+                        "herald.deadline_seconds": "\(configuration.batchDeadline)",
+                    ])
                 recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
             }
             do {
@@ -293,22 +319,28 @@ package struct OutboxLoop: Service {
         }
         runtime.logger.warning(
             "Stopping with deliveries unanswered: they are queued again",
-            metadata: ["herald.deliveries": "\(handedBack.count)", "herald.grace_seconds": "\(configuration.shutdownGrace)"])
+            metadata: [
+                "herald.deliveries": "\(handedBack.count)", "herald.grace_seconds": "\(configuration.shutdownGrace)",
+            ])
         recorder.add(handedBack)
         await runtime.shutdown(gracePeriod: 0)
     }
 
     /// A delivery that got no answer: queued again after the retry schedule (or at once), or
     /// failed once its attempts are spent.
-    func outcome(unanswered delivery: ClaimedDelivery, reason: String, attempts: Int, now: Bool = false) -> DeliveryResult {
-        DeliveryResult(delivery, retryOutcome(delivery, reason: reason, attempts: attempts, immediately: now), attempts: attempts)
+    func outcome(unanswered delivery: ClaimedDelivery, reason: String, attempts: Int, now: Bool = false)
+        -> DeliveryResult
+    {
+        DeliveryResult(
+            delivery, retryOutcome(delivery, reason: reason, attempts: attempts, immediately: now), attempts: attempts)
     }
 
     /// A delivery to try again after `attempts` more requests: queued at the retry schedule's
     /// time (no sooner than the provider asked; at once when `immediately`), or failed once it
     /// has had `outbox.max_attempts`.
     func retryOutcome(
-        _ delivery: ClaimedDelivery, reason: String, attempts: Int, providerAsked: TimeInterval? = nil, immediately: Bool = false
+        _ delivery: ClaimedDelivery, reason: String, attempts: Int, providerAsked: TimeInterval? = nil,
+        immediately: Bool = false
     ) -> DeliveryResult.Outcome {
         let total = delivery.attempts + attempts
         guard total < configuration.maximumAttempts else { return .failed(reason: reason) }
@@ -324,7 +356,8 @@ package struct OutboxLoop: Service {
             runtime.logger.error(
                 message,
                 metadata: [
-                    "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)", "herald.retry_seconds": "\(wait)",
+                    "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)",
+                    "herald.retry_seconds": "\(wait)",
                 ])
         }
         try? await Task.sleep(for: .seconds(wait))

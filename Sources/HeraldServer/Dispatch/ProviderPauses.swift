@@ -71,7 +71,9 @@ package final class ProviderPauses: Sendable {
 
     /// Pauses `key`. A provider already paused keeps its pause unless this answer came from a
     /// probe (`tried`), which lengthens the wait. Returns the pause and whether it is new.
-    package func pause(_ key: ProviderKey, kind: ProviderPause.Kind, reason: String, now: Date, tried: Bool) -> (ProviderPause, isNew: Bool) {
+    package func pause(_ key: ProviderKey, kind: ProviderPause.Kind, reason: String, now: Date, tried: Bool) -> (
+        ProviderPause, isNew: Bool
+    ) {
         state.withLock { pauses in
             if let existing = pauses[key], !tried { return (existing, false) }
             let failures = (pauses[key]?.failures ?? 0) + 1

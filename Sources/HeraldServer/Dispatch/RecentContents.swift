@@ -45,7 +45,9 @@ package final class RecentContents: Sendable {
 
     /// The contents held of `ids`, and the APNs payloads held of them (plain notifications: the
     /// same bytes for every device but its stamp).
-    package func held(_ ids: some Sequence<UUID>) -> (contents: [UUID: StoredNotificationContent], apnsPayloads: [UUID: APNSPayloadTemplate]) {
+    package func held(_ ids: some Sequence<UUID>) -> (
+        contents: [UUID: StoredNotificationContent], apnsPayloads: [UUID: APNSPayloadTemplate]
+    ) {
         state.withLock { state in
             var contents: [UUID: StoredNotificationContent] = [:]
             var payloads: [UUID: APNSPayloadTemplate] = [:]

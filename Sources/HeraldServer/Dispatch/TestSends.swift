@@ -20,7 +20,8 @@ final class TestSends: Sendable {
         init(_ notification: APNSNotification) {
             var headers = [
                 "apns-push-type": notification.pushType.rawValue, "apns-topic": notification.topic,
-                "apns-priority": String(notification.priority.rawValue), "apns-id": notification.apnsID.uuidString.lowercased(),
+                "apns-priority": String(notification.priority.rawValue),
+                "apns-id": notification.apnsID.uuidString.lowercased(),
             ]
             headers["apns-expiration"] = notification.expiration.map(String.init)
             headers["apns-collapse-id"] = notification.collapseID

@@ -33,7 +33,9 @@ struct TimerLoop {
                 if failures == 1 || failures % 10 == 0 {
                     runtime.logger.error(
                         "Timers or jobs cannot run; trying again",
-                        metadata: ["error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)"])
+                        metadata: [
+                            "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)",
+                        ])
                 }
             }
             runtime.passes.timerPassed()
@@ -82,7 +84,9 @@ struct TimerLoop {
         let full = plan.timers.count == limit
         if full {
             let decide = self.decide
-            next = Task { try await store.planDueTimers(limit: limit, directUpTo: .max, after: plan.last, decide: decide) }
+            next = Task {
+                try await store.planDueTimers(limit: limit, directUpTo: .max, after: plan.last, decide: decide)
+            }
         }
         var directUpTo = 0
         if let (free, capacity) = runtime.direct.bulkRoom {
@@ -127,7 +131,9 @@ struct TimerLoop {
     }
 
     /// What due timers become, app by app.
-    @Sendable private func decide(_ reads: HeraldStore.TimerReads, _ timers: [HeraldStore.DueTimer]) async throws -> [HeraldStore.TimerOutcome] {
+    @Sendable private func decide(_ reads: HeraldStore.TimerReads, _ timers: [HeraldStore.DueTimer]) async throws
+        -> [HeraldStore.TimerOutcome]
+    {
         var outcomes: [HeraldStore.TimerOutcome] = []
         for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
             outcomes += try await self.outcomes(appID: appID, appTimers, reads: reads)
@@ -151,7 +157,8 @@ struct TimerLoop {
                 for (appID, count) in byApp.sorted(by: { $0.key < $1.key }) {
                     counts[appID, default: [:]]["failed", default: 0] += count
                     runtime.logger.error(
-                        "Track steps could not be sent", metadata: ["herald.app": "\(appID)", "herald.steps": "\(count)", "herald.reason": "\(reason)"])
+                        "Track steps could not be sent",
+                        metadata: ["herald.app": "\(appID)", "herald.steps": "\(count)", "herald.reason": "\(reason)"])
                 }
             }
         }
@@ -163,18 +170,24 @@ struct TimerLoop {
         if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
         if result.notifications > 0 {
             runtime.wake.signal(outbox: result.claimed.isEmpty)
-            runtime.logger.debug("Timers fired", metadata: ["herald.timers": "\(result.fired)", "herald.notifications": "\(result.notifications)"])
+            runtime.logger.debug(
+                "Timers fired",
+                metadata: ["herald.timers": "\(result.fired)", "herald.notifications": "\(result.notifications)"])
         }
     }
 
     /// What each of an app's due timers becomes.
-    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer], reads: HeraldStore.TimerReads) async throws -> [HeraldStore.TimerOutcome] {
+    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer], reads: HeraldStore.TimerReads) async throws
+        -> [HeraldStore.TimerOutcome]
+    {
         let syncs = all.filter { $0.kind == "sync" }
         let timers = all.filter { $0.kind != "sync" }
         var outcomes = syncOutcomes(appID: appID, syncs)
         guard !timers.isEmpty else { return outcomes }
         guard let app = runtime.apps[appID], let catalog = app.catalog else {
-            return outcomes + [.failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")]
+            return outcomes + [
+                .failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")
+            ]
         }
         var live: [(HeraldStore.DueTimer, CatalogTrack, CatalogStep)] = []
         var missing: [Int64] = []
@@ -192,10 +205,14 @@ struct TimerLoop {
             let users = live.filter { $0.2.unless == event }.map(\.0.userID)
             let last = try await reads.lastEvents(appID: appID, name: event, userIDs: Array(Set(users)))
             for (timer, _, step) in live where step.unless == event {
-                if let at = last[timer.userID], at >= (timer.anchorAt ?? .distantPast) { skipped[event, default: []].append(timer.id) }
+                if let at = last[timer.userID], at >= (timer.anchorAt ?? .distantPast) {
+                    skipped[event, default: []].append(timer.id)
+                }
             }
         }
-        for (event, ids) in skipped.sorted(by: { $0.key < $1.key }) { outcomes.append(.skipped(timers: ids, reason: "unless \(event)")) }
+        for (event, ids) in skipped.sorted(by: { $0.key < $1.key }) {
+            outcomes.append(.skipped(timers: ids, reason: "unless \(event)"))
+        }
         let skippedIDs = Set(skipped.values.joined())
         // One notification per (track, step, data, trace): the same content for all its users.
         struct Key: Hashable {
@@ -212,7 +229,8 @@ struct TimerLoop {
             groups[key, default: []].append(timer)
         }
         for key in order {
-            guard let members = groups[key], let track = catalog.track(key.track), let step = track.step(key.step) else { continue }
+            guard let members = groups[key], let track = catalog.track(key.track), let step = track.step(key.step)
+            else { continue }
             var data: [String: JSONValue] = step.data.mapValues { .string($0) }
             if let enrolled = try? JSONDecoder().decode(JSONValue.self, from: Data(key.data.utf8)).objectValue {
                 data.merge(enrolled) { _, new in new }
@@ -220,11 +238,13 @@ struct TimerLoop {
             let draft = NotificationDraft(data: .object(data), type: step.type)
             do {
                 let composed = try NotificationComposer.compose(
-                    draft, payloadKey: app.configuration.payloadKey, catalog: catalog, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                    draft, payloadKey: app.configuration.payloadKey, catalog: catalog,
+                    fcm: app.configuration.fcm != nil, now: runtime.store.now)
                 let content = try JSONEncoder().encode(composed.content)
                 outcomes.append(
                     .send(
-                        appID: appID, notification: UUID.random(), content: content, lane: DeliveryLane(urgent: composed.urgent),
+                        appID: appID, notification: UUID.random(), content: content,
+                        lane: DeliveryLane(urgent: composed.urgent),
                         cancelKey: track.cancelKey, trace: key.trace, timers: members.map(\.id)))
             } catch let error as CompositionError {
                 outcomes.append(.failed(timers: members.map(\.id), reason: "\(error.field): \(error.message)"))
@@ -237,7 +257,9 @@ struct TimerLoop {
     /// cursor under the payload key; one notification per cursor (and trace) for its devices.
     private func syncOutcomes(appID: String, _ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
         guard !timers.isEmpty else { return [] }
-        guard let app = runtime.apps[appID] else { return [.failed(timers: timers.map(\.id), reason: "the app is no longer configured")] }
+        guard let app = runtime.apps[appID] else {
+            return [.failed(timers: timers.map(\.id), reason: "the app is no longer configured")]
+        }
         struct Key: Hashable {
             var cursor: String
             var trace: String?
@@ -246,12 +268,15 @@ struct TimerLoop {
         for timer in timers { groups[Key(cursor: timer.data ?? "", trace: timer.trace), default: []].append(timer) }
         return groups.sorted { $0.key.cursor < $1.key.cursor }.map { key, members in
             let draft = NotificationDraft(
-                data: .object(["cursor": .string(key.cursor)]), pushType: "background", priority: 5, contentAvailable: true)
+                data: .object(["cursor": .string(key.cursor)]), pushType: "background", priority: 5,
+                contentAvailable: true)
             do {
                 let composed = try NotificationComposer.compose(
-                    draft, payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                    draft, payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil,
+                    now: runtime.store.now)
                 return .send(
-                    appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(composed.content), lane: .normal, cancelKey: nil,
+                    appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(composed.content),
+                    lane: .normal, cancelKey: nil,
                     trace: key.trace, timers: members.map(\.id))
             } catch {
                 return .failed(timers: members.map(\.id), reason: "\(error)")

@@ -9,11 +9,15 @@ enum Tracks {
     /// The zone a user's wall-clock steps are planned in: the user's `time_zone`, else one of
     /// their devices', else UTC.
     static func zone(appID: String, userID: String, runtime: HeraldRuntime) async throws -> TimeZone {
-        if let name = try await runtime.store.user(appID: appID, userID: userID)?.timeZone, let zone = TimeZone(identifier: name) {
+        if let name = try await runtime.store.user(appID: appID, userID: userID)?.timeZone,
+            let zone = TimeZone(identifier: name)
+        {
             return zone
         }
         let devices = try await runtime.store.devices(appID: appID, userID: userID)
-        if let name = devices.sorted(by: { $0.updatedAt > $1.updatedAt }).compactMap(\.timeZone).first, let zone = TimeZone(identifier: name) {
+        if let name = devices.sorted(by: { $0.updatedAt > $1.updatedAt }).compactMap(\.timeZone).first,
+            let zone = TimeZone(identifier: name)
+        {
             return zone
         }
         return TimeZone(identifier: "UTC")!
@@ -21,16 +25,20 @@ enum Tracks {
 
     /// Re-plans a user's pending wall-clock steps for a new zone (the user's `time_zone`
     /// changed), each move written to the step's trace, which its deliveries start with.
-    static func replan(app: AppRuntime, userID: String, from old: TimeZone?, to new: TimeZone, runtime: HeraldRuntime) async throws {
+    static func replan(app: AppRuntime, userID: String, from old: TimeZone?, to new: TimeZone, runtime: HeraldRuntime)
+        async throws
+    {
         guard let catalog = app.catalog, !catalog.tracks.isEmpty else { return }
         var moves: [(timerID: Int64, dueAt: Date, trace: String?)] = []
-        for pending in try await runtime.store.pendingSteps(appID: app.id, userID: userID) where pending.testSeconds == nil {
+        for pending in try await runtime.store.pendingSteps(appID: app.id, userID: userID)
+        where pending.testSeconds == nil {
             guard let step = catalog.track(pending.track)?.step(pending.step), let at = step.at else { continue }
             let due = step.due(anchor: pending.anchorAt, zone: new)
             guard due != pending.dueAt else { continue }
             let message =
                 "time zone \(old?.identifier ?? "unknown") → \(new.identifier): step \(pending.track).\(pending.step) at \(at) local moves from \(HeraldTime.format(pending.dueAt)) to \(HeraldTime.format(due))"
-            let trace = DecisionTrace.appending([PolicyStep(rule: "schedule", message: message)], at: runtime.store.now, to: pending.trace)
+            let trace = DecisionTrace.appending(
+                [PolicyStep(rule: "schedule", message: message)], at: runtime.store.now, to: pending.trace)
             moves.append((pending.timerID, due, trace))
         }
         let moved = try await runtime.store.moveSteps(moves)
@@ -38,7 +46,9 @@ enum Tracks {
             runtime.timerWake.signal()
             runtime.logger.info(
                 "Track steps re-planned for a new time zone",
-                metadata: ["herald.app": "\(app.id)", "herald.steps": "\(moved)", "herald.time_zone": "\(new.identifier)"])
+                metadata: [
+                    "herald.app": "\(app.id)", "herald.steps": "\(moved)", "herald.time_zone": "\(new.identifier)",
+                ])
         }
     }
 }

@@ -8,15 +8,20 @@ import HeraldStore
 enum Triggers {
     /// The effects of `event` for its user, their attributes read from the store only when a
     /// trigger of the catalog answers the event (most `app.opened` events have none).
-    static func effects(app: AppRuntime, event: UserEvent, runtime: HeraldRuntime, now: Date) async throws -> HeraldStore.EventEffects {
-        guard let catalog = app.catalog, catalog.triggers.contains(where: { $0.event == event.name }) else { return HeraldStore.EventEffects() }
+    static func effects(app: AppRuntime, event: UserEvent, runtime: HeraldRuntime, now: Date) async throws
+        -> HeraldStore.EventEffects
+    {
+        guard let catalog = app.catalog, catalog.triggers.contains(where: { $0.event == event.name }) else {
+            return HeraldStore.EventEffects()
+        }
         let stored = try await runtime.store.user(appID: app.id, userID: event.userID)?.attributes
         let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
         return try effects(app: app, event: event, attributes: attributes, now: now)
     }
 
     /// The effects of the triggers `event` drives, in the catalog's order within each kind.
-    static func effects(app: AppRuntime, event: UserEvent, attributes: [String: JSONValue], now: Date) throws(CompositionError)
+    static func effects(app: AppRuntime, event: UserEvent, attributes: [String: JSONValue], now: Date)
+        throws(CompositionError)
         -> HeraldStore.EventEffects
     {
         var effects = HeraldStore.EventEffects()
@@ -24,7 +29,8 @@ enum Triggers {
         let data = (try? JSONDecoder().decode(JSONValue.self, from: Data(event.data.utf8)).objectValue) ?? [:]
         var values: [String: String] = [:]
         for (key, value) in data { values[key] = TriggerCondition.text(value) }
-        for trigger in catalog.triggers where trigger.event == event.name && trigger.matches(data: data, user: attributes) {
+        for trigger in catalog.triggers
+        where trigger.event == event.name && trigger.matches(data: data, user: attributes) {
             for (name, template) in trigger.attributes.sorted(by: { $0.key < $1.key }) {
                 if let value = Placeholders.render(template, data: values) { effects.attributes[name] = value }
             }
@@ -32,18 +38,25 @@ enum Triggers {
             if let badge = trigger.badge { effects.badges.append(badge) }
             guard let type = trigger.type else { continue }
             // The event's data, unless the trigger maps it (a missing value leaves its field out).
-            let sent: [String: JSONValue] = trigger.data.map { mapping in
-                mapping.compactMapValues { Placeholders.render($0, data: values).map(JSONValue.string) }
-            } ?? data
+            let sent: [String: JSONValue] =
+                trigger.data.map { mapping in
+                    mapping.compactMapValues { Placeholders.render($0, data: values).map(JSONValue.string) }
+                } ?? data
             let cancelKey = trigger.cancelKey.flatMap { Placeholders.render($0, data: values) }
             if let cancelKey, !SendLimits.isValidCancelKey(cancelKey) {
-                throw .invalid("data", "the trigger's cancel key \"\(cancelKey.prefix(40))\" is not 1 to \(SendLimits.maximumCancelKey) bytes")
+                throw .invalid(
+                    "data",
+                    "the trigger's cancel key \"\(cancelKey.prefix(40))\" is not 1 to \(SendLimits.maximumCancelKey) bytes"
+                )
             }
             let composed = try NotificationComposer.compose(
-                NotificationDraft(data: .object(sent), type: type), payloadKey: app.configuration.payloadKey, catalog: catalog,
+                NotificationDraft(data: .object(sent), type: type), payloadKey: app.configuration.payloadKey,
+                catalog: catalog,
                 fcm: app.configuration.fcm != nil, now: now)
             let content: Data
-            do { content = try JSONEncoder().encode(composed.content) } catch { throw .invalid("data", "the send cannot be stored") }
+            do { content = try JSONEncoder().encode(composed.content) } catch {
+                throw .invalid("data", "the send cannot be stored")
+            }
             effects.sends.append((UUID.random(), content, DeliveryLane(urgent: composed.urgent), cancelKey))
         }
         return effects
@@ -55,8 +68,11 @@ enum Triggers {
         let payloadKey = app.configuration.payloadKey
         let fcm = app.configuration.fcm != nil
         return { total in
-            let draft = NotificationDraft(data: .object(["badge": .int(Int(total))]), priority: 5, collapseID: "herald-badge", badge: Int(total))
-            return try JSONEncoder().encode(try NotificationComposer.compose(draft, payloadKey: payloadKey, catalog: nil, fcm: fcm, now: Date()).content)
+            let draft = NotificationDraft(
+                data: .object(["badge": .int(Int(total))]), priority: 5, collapseID: "herald-badge", badge: Int(total))
+            return try JSONEncoder().encode(
+                try NotificationComposer.compose(draft, payloadKey: payloadKey, catalog: nil, fcm: fcm, now: Date())
+                    .content)
         }
     }
 }

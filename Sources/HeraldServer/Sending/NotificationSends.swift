@@ -21,7 +21,8 @@ enum NotificationSends {
         _ request: SendRequest, app: AppRuntime, runtime: HeraldRuntime, id: UUID = UUID.random(), test: Bool = false
     ) async throws -> HeraldStore.Accepted {
         var composed = try NotificationComposer.compose(
-            request.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog, fcm: app.configuration.fcm != nil,
+            request.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
+            fcm: app.configuration.fcm != nil,
             now: runtime.store.now, id: id)
         if test {
             composed.content.typed?.test = true
@@ -35,10 +36,13 @@ enum NotificationSends {
         // A due send to a few named devices or users is claimed as it is stored, for this
         // node's outbox loop to send at once (when it has room).
         let accepted = try await runtime.store.acceptNotification(
-            appID: app.id, id: id, idempotencyKey: request.idempotencyKey, content: contentData, recipients: request.recipients,
-            excludeDeviceIDs: request.excludeDeviceIDs, dueAt: composed.dueAt, lane: DeliveryLane(urgent: composed.urgent),
+            appID: app.id, id: id, idempotencyKey: request.idempotencyKey, content: contentData,
+            recipients: request.recipients,
+            excludeDeviceIDs: request.excludeDeviceIDs, dueAt: composed.dueAt,
+            lane: DeliveryLane(urgent: composed.urgent),
             cancelKey: request.cancelKey,
-            directUpTo: test ? (runtime.direct.bulkRoom == nil ? 0 : DirectClaims.perNotification) : runtime.direct.room)
+            directUpTo: test ? (runtime.direct.bulkRoom == nil ? 0 : DirectClaims.perNotification) : runtime.direct.room
+        )
         if !test { runtime.metrics.outboxStore("accept", seconds: (ContinuousClock.now - started).seconds) }
         await handOver(accepted, app: app, runtime: runtime)
         return accepted

@@ -28,7 +28,9 @@ package struct WebhookLoop: Service {
             } catch {
                 failures += 1
                 if failures == 1 || failures % 10 == 0 {
-                    runtime.logger.error("Webhook messages cannot be read; trying again", metadata: ["error": "\(String(describing: error).prefix(300))"])
+                    runtime.logger.error(
+                        "Webhook messages cannot be read; trying again",
+                        metadata: ["error": "\(String(describing: error).prefix(300))"])
                 }
             }
             runtime.passes.webhookPassed()
@@ -50,17 +52,22 @@ package struct WebhookLoop: Service {
         let now = runtime.store.now
         guard let webhook = runtime.apps[message.appID]?.configuration.webhook else {
             runtime.logger.warning(
-                "A webhook message waits: its app has no webhook configured", metadata: ["herald.app": "\(message.appID)", "herald.message": "\(message.messageID)"])
-            try? await runtime.store.recordWebhook(message, .postponed(at: now.addingTimeInterval(300), error: "no webhook configured"), latencyMilliseconds: nil)
+                "A webhook message waits: its app has no webhook configured",
+                metadata: ["herald.app": "\(message.appID)", "herald.message": "\(message.messageID)"])
+            try? await runtime.store.recordWebhook(
+                message, .postponed(at: now.addingTimeInterval(300), error: "no webhook configured"),
+                latencyMilliseconds: nil)
             return
         }
         let attempt = await runtime.webhooks.send(
-            webhook, messageID: message.messageID, body: Data(message.body.utf8), idempotencyKey: message.idempotencyKey, timeout: WebhookSender.retryTimeout)
+            webhook, messageID: message.messageID, body: Data(message.body.utf8),
+            idempotencyKey: message.idempotencyKey, timeout: WebhookSender.retryTimeout)
         let outcome: HeraldStore.WebhookOutcome
         if attempt.delivered {
             outcome = .delivered(status: attempt.status ?? 200, result: WebhookSender.deviceResult(attempt.body))
         } else if attempt.abort {
-            outcome = .failed(status: attempt.status, error: "the receiver answered webhook-delivery: abort", aborted: true)
+            outcome = .failed(
+                status: attempt.status, error: "the receiver answered webhook-delivery: abort", aborted: true)
         } else if let delay = WebhookSender.retryDelay(afterAttempts: message.attempts + 1) {
             outcome = .retry(at: now.addingTimeInterval(delay), status: attempt.status, error: attempt.error)
         } else {
@@ -71,16 +78,20 @@ package struct WebhookLoop: Service {
             runtime.logger.warning(
                 aborted ? "A webhook message was aborted by its receiver" : "A webhook message failed its last try",
                 metadata: [
-                    "herald.app": "\(message.appID)", "herald.message": "\(message.messageID)", "herald.event": "\(message.event)",
-                    "herald.attempts": "\(message.attempts + 1)", "http.status": "\(attempt.status.map(String.init) ?? "none")",
+                    "herald.app": "\(message.appID)", "herald.message": "\(message.messageID)",
+                    "herald.event": "\(message.event)",
+                    "herald.attempts": "\(message.attempts + 1)",
+                    "http.status": "\(attempt.status.map(String.init) ?? "none")",
                 ])
         }
         do {
-            try await runtime.store.recordWebhook(message, outcome, latencyMilliseconds: attempt.delivered ? attempt.milliseconds : nil)
+            try await runtime.store.recordWebhook(
+                message, outcome, latencyMilliseconds: attempt.delivered ? attempt.milliseconds : nil)
         } catch {
             // Unrecorded: the lease runs out and the message is tried again (the receiver's
             // idempotency key, webhook-id, makes that harmless).
-            runtime.logger.error("A webhook try cannot be recorded", metadata: ["error": "\(String(describing: error).prefix(300))"])
+            runtime.logger.error(
+                "A webhook try cannot be recorded", metadata: ["error": "\(String(describing: error).prefix(300))"])
         }
     }
 }

@@ -36,7 +36,8 @@ package struct WebhookSender: Sendable {
     /// internal address is not fetched; it counts as a failed try). Made once, kept for the
     /// process's life like `HTTPClient.shared`.
     package static let sharedClient = HTTPClient(
-        eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 
     /// What of a receiver's answer goes back to the device that committed the action: a JSON
     /// document of at most `maximumDeviceResultBytes`, else nothing (the audit keeps the answer).
@@ -57,7 +58,8 @@ package struct WebhookSender: Sendable {
 
     /// POSTs `body` to `webhook` as message `messageID`, waiting at most `timeout` seconds.
     package func send(
-        _ webhook: HeraldConfiguration.WebhookConfiguration, messageID: String, body: Data, idempotencyKey: String?, timeout: TimeInterval
+        _ webhook: HeraldConfiguration.WebhookConfiguration, messageID: String, body: Data, idempotencyKey: String?,
+        timeout: TimeInterval
     ) async -> Attempt {
         let started = ContinuousClock.now
         func elapsed() -> Int64 {
@@ -74,16 +76,21 @@ package struct WebhookSender: Sendable {
         request.headers.add(name: "webhook-id", value: messageID)
         request.headers.add(name: "webhook-timestamp", value: String(timestamp))
         request.headers.add(
-            name: "webhook-signature", value: WebhookSignature.header(id: messageID, timestamp: timestamp, body: body, secrets: webhook.secrets))
+            name: "webhook-signature",
+            value: WebhookSignature.header(id: messageID, timestamp: timestamp, body: body, secrets: webhook.secrets))
         if let idempotencyKey { request.headers.add(name: "idempotency-key", value: idempotencyKey) }
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
             let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
             let answer = try await response.body.collect(upTo: Self.maximumAnswerBytes)
             let abort = response.headers["webhook-delivery"].contains { $0.lowercased() == "abort" }
-            return Attempt(status: Int(response.status.code), body: String(buffer: answer), abort: abort, error: nil, milliseconds: elapsed())
+            return Attempt(
+                status: Int(response.status.code), body: String(buffer: answer), abort: abort, error: nil,
+                milliseconds: elapsed())
         } catch {
-            return Attempt(status: nil, body: nil, abort: false, error: String(String(describing: error).prefix(300)), milliseconds: elapsed())
+            return Attempt(
+                status: nil, body: nil, abort: false, error: String(String(describing: error).prefix(300)),
+                milliseconds: elapsed())
         }
     }
 }

@@ -16,15 +16,19 @@ package enum WebhookSignature {
     package static func signature(id: String, timestamp: Int, body: Data, secret: Data) -> String {
         var message = Data("\(id).\(timestamp).".utf8)
         message.append(body)
-        return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret))).base64EncodedString()
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)))
+            .base64EncodedString()
     }
 
     /// What a receiver does: whether one of `header`'s `v1` signatures is the message's under
     /// `secret`, and the timestamp within `tolerance` of `now` (replays are refused).
     package static func verify(
-        id: String, timestamp: String, body: Data, header: String, secret: Data, now: Date, tolerance: TimeInterval = 300
+        id: String, timestamp: String, body: Data, header: String, secret: Data, now: Date,
+        tolerance: TimeInterval = 300
     ) -> Bool {
-        guard let seconds = Int(timestamp), abs(now.timeIntervalSince1970 - Double(seconds)) <= tolerance else { return false }
+        guard let seconds = Int(timestamp), abs(now.timeIntervalSince1970 - Double(seconds)) <= tolerance else {
+            return false
+        }
         let expected = Data(signature(id: id, timestamp: seconds, body: body, secret: secret).utf8)
         return header.split(separator: " ").contains { part in
             guard part.hasPrefix("v1,") else { return false }
