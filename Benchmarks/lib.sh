@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the delivery benchmarks (apns-send.sh, fcm-send.sh); sourced, not run.
 # Expects HERALD, OUT, PORT and CONTROL to be set.
 
@@ -10,7 +11,13 @@ start_sim() {
     for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$CONTROL/inbox" >/dev/null && return 0; sleep 0.1; done
     echo "simulator did not start" >&2; cat "$OUT/sim.err" >&2; exit 1
 }
-stop_sim() { [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null || true; SIM_PID=""; }
+stop_sim() {
+    if [ -n "$SIM_PID" ]; then
+        kill "$SIM_PID" 2>/dev/null || true
+        wait "$SIM_PID" 2>/dev/null || true
+    fi
+    SIM_PID=""
+}
 trap stop_sim EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

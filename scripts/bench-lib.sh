@@ -1,3 +1,6 @@
+# shellcheck shell=bash
+# HERALD, WORK, PG_URL and PSQL are set here for the scripts that source this file.
+# shellcheck disable=SC2034
 # Shared by the load scripts (sourced, not run): release build, work folder, process cleanup,
 # waiting for a port, JSON fields, a PostgreSQL server of the script's own.
 #   bench_setup NAME   → HERALD (HERALD_BIN, else a release build), WORK (bench-out/NAME, emptied),
@@ -26,8 +29,8 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 start_postgres() {
     local port=$1 bin as=""
-    bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-    [ -n "$bin" ] || { echo "PostgreSQL's server binaries not found: apt-get install postgresql" >&2; exit 69; }
+    bin=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    [ -d "$bin" ] || { echo "PostgreSQL's server binaries not found: apt-get install postgresql" >&2; exit 69; }
     [ "$(id -u)" = 0 ] && as="runuser -u postgres --"
     mkdir -p "$WORK/pg"; [ -z "$as" ] || chown postgres "$WORK/pg"
     $as "$bin/initdb" -D "$WORK/pg/data" -U postgres -A trust -E UTF8 > "$WORK/pg/initdb.log"

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HERALD_BIN="${HERALD_BIN:-$(pwd)/.build/debug/herald}"
 [ -x "$HERALD_BIN" ] || { echo "examples: no Herald binary at $HERALD_BIN (swift build first)" >&2; exit 1; }
-for example in Examples/LucidComments; do
+for manifest in Examples/*/Package.swift; do
+    example=$(dirname "$manifest")
     echo "== $example"
     swift build --package-path "$example" --build-tests 2>&1 | tee /tmp/herald-example-build.log
     if grep -E "^$(pwd)/$example/(Sources|Tests)/.*warning:" /tmp/herald-example-build.log; then

@@ -64,12 +64,12 @@ bench_setup "server-$MODE"
 SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
 METRICS="metrics-key-0123456789abcdef-0123456789"
-peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$1/status; }
+peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
 "${SIM_BIN:-$HERALD}" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
     > "$WORK/sim.out" 2> "$WORK/sim.err" &
 SIM_PID=$!
-PIDS+=($SIM_PID)
+PIDS+=("$SIM_PID")
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
@@ -134,7 +134,7 @@ SERVE_PID=""
 start_server() {
     HERALD_LOG_LEVEL=${HERALD_LOG_LEVEL:-notice} "$HERALD" serve --config "$WORK/herald.yaml" >> "$WORK/serve.out" 2>> "$WORK/serve.err" &
     SERVE_PID=$!
-    PIDS+=($SERVE_PID)
+    PIDS+=("$SERVE_PID")
     wait_for "http://127.0.0.1:$PORT/healthz"
 }
 start_server
