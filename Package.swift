@@ -142,6 +142,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
+            resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict
         ),
         .target(
