@@ -117,6 +117,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [.embedInCode("Resources/migrations.sql")],
             swiftSettings: strict
         ),
         .target(

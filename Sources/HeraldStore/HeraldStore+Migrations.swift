@@ -4,774 +4,42 @@ import SQLKit
 /// The schema, as versioned migrations applied at open (written for SQLite; `translate` makes
 /// them PostgreSQL's).
 extension HeraldStore {
-    static let migrations: [(version: Int, statements: [String])] = [
-        (
-            1,
-            [
-                """
-                CREATE TABLE devices (
-                    app_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    platform TEXT NOT NULL,
-                    token TEXT NOT NULL,
-                    environment TEXT NOT NULL,
-                    name TEXT, model TEXT, locale TEXT, time_zone TEXT, app_version TEXT, authorization_status TEXT,
-                    active INTEGER NOT NULL DEFAULT 1,
-                    inactive_reason TEXT,
-                    inactive_since BIGINT,
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, device_id)
-                )
-                """,
-                "CREATE UNIQUE INDEX devices_token ON devices (app_id, platform, token)",
-                "CREATE INDEX devices_user ON devices (app_id, user_id)",
-                """
-                CREATE TABLE notifications (
-                    id TEXT PRIMARY KEY,
-                    app_id TEXT NOT NULL,
-                    idempotency_key TEXT,
-                    content TEXT NOT NULL,
-                    recipients INTEGER NOT NULL DEFAULT 0,
-                    created_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE UNIQUE INDEX notifications_idempotency ON notifications (app_id, idempotency_key)",
-                """
-                CREATE TABLE deliveries (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    notification_id TEXT NOT NULL,
-                    app_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    due_at BIGINT NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0,
-                    reason TEXT,
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE INDEX deliveries_due ON deliveries (status, due_at)",
-                "CREATE INDEX deliveries_notification ON deliveries (notification_id)",
-                """
-                CREATE TABLE counters (
-                    name TEXT PRIMARY KEY,
-                    value BIGINT NOT NULL
-                )
-                """,
-            ]
-        ),
-        (
-            2,
-            [
-                // Per-notification counters, kept in the same transactions as the deliveries, so
-                // status reads are O(1) however many recipients a notification has.
-                "ALTER TABLE notifications ADD COLUMN sent_count INTEGER NOT NULL DEFAULT 0",
-                "ALTER TABLE notifications ADD COLUMN failed_count INTEGER NOT NULL DEFAULT 0",
-                "ALTER TABLE notifications ADD COLUMN deferred_count INTEGER NOT NULL DEFAULT 0",
-                "ALTER TABLE notifications ADD COLUMN suppressed_count INTEGER NOT NULL DEFAULT 0",
-            ]
-        ),
-        (
-            3,
-            [
-                """
-                CREATE TABLE users (
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    time_zone TEXT,
-                    locale TEXT,
-                    attributes TEXT NOT NULL DEFAULT '{}',
-                    preferences TEXT NOT NULL DEFAULT '{}',
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, user_id)
-                )
-                """
-            ]
-        ),
-        (
-            4,
-            [
-                // The policy engine's decision trace per delivery (JSON array of steps), and what
-                // each user received when: pacing and grouping look at the last hour of it.
-                "ALTER TABLE deliveries ADD COLUMN trace TEXT",
-                """
-                CREATE TABLE user_sends (
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    notification_id TEXT NOT NULL,
-                    sent_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, user_id, notification_id)
-                )
-                """,
-                "CREATE INDEX user_sends_recent ON user_sends (app_id, user_id, sent_at)",
-            ]
-        ),
-        (
-            5,
-            [
-                // The outbox index holds only rows still to be answered: a delivery leaves it when it
-                // is sent, failed or suppressed, so the index stays the size of the queue, not of
-                // the history (queries must name statuses as literals to use it).
-                "DROP INDEX deliveries_due",
-                "CREATE INDEX deliveries_due ON deliveries (status, due_at) WHERE status IN ('queued', 'deferred', 'sending')",
-            ]
-        ),
-        (
-            6,
-            [
-                // One row /healthz writes: proof that the database takes writes.
-                "CREATE TABLE heartbeat (id INTEGER PRIMARY KEY CHECK (id = 1), at BIGINT NOT NULL)"
-            ]
-        ),
-        (
-            7,
-            [
-                // The user a delivery was planned for (a device that changed hands is
-                // not sent another user's notification), and owned, fenced claims: the node that
-                // claimed a row and the claim's number, which every result write must match.
-                "ALTER TABLE deliveries ADD COLUMN user_id TEXT",
-                "ALTER TABLE deliveries ADD COLUMN claimed_by TEXT",
-                "ALTER TABLE deliveries ADD COLUMN claim INTEGER NOT NULL DEFAULT 0",
-                // Every process with an outbox loop, and when it last said it was alive.
-                "CREATE TABLE nodes (id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, heartbeat_at BIGINT NOT NULL)",
-            ]
-        ),
-        (
-            8,
-            // PostgreSQL: identifiers compare byte by byte (`COLLATE "C"`, what SQLite does), not
-            // by the database's locale: ids and tokens have no linguistic order, and strcoll was a
-            // fifth of PostgreSQL's CPU in a device import (every index probe compares tokens).
-            // Rebuilds the indexes on these columns.
-            [
-                ("devices", ["app_id", "device_id", "user_id", "platform", "token"]),
-                ("notifications", ["id", "app_id", "idempotency_key"]),
-                ("deliveries", ["notification_id", "app_id", "device_id", "status"]),
-                ("users", ["app_id", "user_id"]),
-                ("user_sends", ["app_id", "user_id", "notification_id"]),
-            ].map { table, columns in
-                postgresOnly(
-                    "ALTER TABLE \(table) "
-                        + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
-            }
-        ),
-        (
-            9,
-            // Fairness: each delivery's lane (0 urgent: a transactional type or priority
-            // 10 asked for; 1 normal), and the outbox index by status, app and lane, so a claim
-            // takes urgent rows first and shares itself between apps (one range per app and lane).
-            // On PostgreSQL the index ends with the id, so a claim's `ORDER BY due_at, id` walks
-            // it in order: without it every claim read and sorted all due rows of its status (a
-            // fan-out's million rows share one due_at; the 1M fan-out took 50 s, each claim slower
-            // than the last). SQLite's index ends with the rowid (the id) already.
-            [
-                "ALTER TABLE deliveries ADD COLUMN lane INTEGER NOT NULL DEFAULT 1",
-                "DROP INDEX deliveries_due",
-                sqliteOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at) WHERE status IN ('queued', 'deferred', 'sending')"
-                ),
-                postgresOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"
-                ),
-            ]
-        ),
-        (
-            10,
-            // Broadcasts: a notification to all of an app's devices is a cursor over
-            // its devices, not a million rows written at acceptance. Pages of devices are handed
-            // out under a claim (the fence), and each device's row is written once, with its
-            // result. A page whose node died is handed out again, without the devices that have
-            // their row (hence the deliveries index by notification and device).
-            [
-                """
-                CREATE TABLE broadcasts (
-                    notification_id TEXT PRIMARY KEY,
-                    app_id TEXT NOT NULL,
-                    lane INTEGER NOT NULL,
-                    due_at BIGINT NOT NULL,
-                    accepted_at BIGINT NOT NULL,
-                    expected INTEGER NOT NULL,
-                    cursor TEXT NOT NULL DEFAULT '',
-                    handed INTEGER NOT NULL DEFAULT 0
-                )
-                """,
-                "CREATE INDEX broadcasts_due ON broadcasts (due_at)",
-                """
-                CREATE TABLE broadcast_pages (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    notification_id TEXT NOT NULL,
-                    app_id TEXT NOT NULL,
-                    lane INTEGER NOT NULL,
-                    due_at BIGINT NOT NULL,
-                    accepted_at BIGINT NOT NULL,
-                    after_device TEXT NOT NULL,
-                    through_device TEXT NOT NULL,
-                    first_id BIGINT NOT NULL,
-                    size INTEGER NOT NULL,
-                    remaining INTEGER NOT NULL,
-                    claimed_by TEXT,
-                    claim INTEGER NOT NULL DEFAULT 1
-                )
-                """,
-                postgresOnly(
-                    "ALTER TABLE broadcasts ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN cursor TYPE TEXT COLLATE \"C\""
-                ),
-                postgresOnly(
-                    "ALTER TABLE broadcast_pages ALTER COLUMN notification_id TYPE TEXT COLLATE \"C\", ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN after_device TYPE TEXT COLLATE \"C\", ALTER COLUMN through_device TYPE TEXT COLLATE \"C\""
-                ),
-                // A broadcast counts its recipients from two indexes: the app's devices (by
-                // user) less its inactive ones (this partial index: only inactive devices).
-                "CREATE INDEX devices_inactive ON devices (app_id) WHERE active = 0",
-                "DROP INDEX deliveries_notification",
-                "CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)",
-                // A page's row ids are a block reserved when it is first handed out, kept if it
-                // is handed out again: on SQLite from the AUTOINCREMENT counter (which must
-                // exist), on PostgreSQL blocks of 4,096 from 2^50 up (the identity sequence
-                // cannot hand out a contiguous range; it would need 2^50 rows to reach them).
-                postgresOnly("CREATE SEQUENCE broadcast_blocks"),
-                sqliteOnly(
-                    "INSERT INTO sqlite_sequence (name, seq) SELECT 'deliveries', COALESCE((SELECT MAX(id) FROM deliveries), 0) WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'deliveries')"
-                ),
-            ]
-        ),
-        (
-            11,
-            // PostgreSQL: deliveries partitioned by day of creation (UTC), so retention drops a
-            // day's partition whole instead of deleting its rows one by one (no dead tuples, no
-            // vacuum debt). The key becomes (id, created_at): a partitioned table's unique keys
-            // must hold the partition key; ids still come from one sequence. A DEFAULT partition
-            // takes rows of days with no partition of their own (none, while the upkeep creates
-            // days ahead: `maintainPartitions`). Existing rows are copied into one partition per
-            // day they were created on. SQLite has nothing to drop partitions from.
-            [
-                postgresOnly("DROP INDEX deliveries_due"),
-                postgresOnly("DROP INDEX deliveries_notification"),
-                postgresOnly("ALTER TABLE deliveries RENAME TO deliveries_unpartitioned"),
-                postgresOnly(
-                    """
-                    CREATE TABLE deliveries (LIKE deliveries_unpartitioned INCLUDING DEFAULTS INCLUDING IDENTITY, PRIMARY KEY (id, created_at))
-                    PARTITION BY RANGE (created_at)
-                    """),
-                postgresOnly("CREATE TABLE deliveries_default PARTITION OF deliveries DEFAULT"),
-                postgresOnly(
-                    """
-                    DO $$
-                    DECLARE day BIGINT;
-                    BEGIN
-                        FOR day IN SELECT DISTINCT created_at / 86400000 FROM deliveries_unpartitioned LOOP
-                            EXECUTE format('CREATE TABLE %I PARTITION OF deliveries FOR VALUES FROM (%s) TO (%s)',
-                                'deliveries_' || to_char(to_timestamp(day * 86400) AT TIME ZONE 'UTC', 'YYYYMMDD'), day * 86400000, (day + 1) * 86400000);
-                        END LOOP;
-                    END $$
-                    """),
-                postgresOnly("INSERT INTO deliveries SELECT * FROM deliveries_unpartitioned"),
-                postgresOnly(
-                    "SELECT setval(pg_get_serial_sequence('deliveries', 'id'), GREATEST(1, (SELECT COALESCE(MAX(id), 0) FROM deliveries WHERE id < 1125899906842624)))"
-                ),
-                postgresOnly("DROP TABLE deliveries_unpartitioned"),
-                postgresOnly(
-                    "CREATE INDEX deliveries_due ON deliveries (status, app_id, lane, due_at, id) WHERE status IN ('queued', 'deferred', 'sending')"
-                ),
-                postgresOnly("CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id)"),
-            ]
-        ),
-        (
-            12,
-            // Cancellation: a notification's cancel key (found by app and key), how
-            // many of its deliveries were cancelled, and a broadcast page cancelled while a node
-            // held it (its devices without an answer end cancelled, and it is never handed out
-            // again).
-            [
-                sqliteOnly("ALTER TABLE notifications ADD COLUMN cancel_key TEXT"),
-                postgresOnly("ALTER TABLE notifications ADD COLUMN cancel_key TEXT COLLATE \"C\""),
-                "ALTER TABLE notifications ADD COLUMN cancelled_count INTEGER NOT NULL DEFAULT 0",
-                "CREATE INDEX notifications_cancel_key ON notifications (app_id, cancel_key) WHERE cancel_key IS NOT NULL",
-                "ALTER TABLE broadcast_pages ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0",
-            ]
-        ),
-        (
-            13,
-            // Time and events: enrolments in lifecycle tracks; timers, what fires later
-            // (a track's step, a silent sync) as a row with a due time, claimed and fenced like a
-            // delivery (pending → firing → fired, skipped, cancelled or failed); events users did
-            // (what a step's `unless` and triggers read); badge counters; job occurrences.
-            [
-                """
-                CREATE TABLE enrolments (
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    track TEXT NOT NULL,
-                    anchor_at BIGINT NOT NULL,
-                    data TEXT NOT NULL DEFAULT '{}',
-                    test_seconds INTEGER,
-                    enrolled_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, user_id, track)
-                )
-                """,
-                """
-                CREATE TABLE timers (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    name TEXT NOT NULL,
-                    step TEXT NOT NULL,
-                    due_at BIGINT NOT NULL,
-                    status TEXT NOT NULL,
-                    cancel_key TEXT,
-                    data TEXT,
-                    trace TEXT,
-                    reason TEXT,
-                    notification_id TEXT,
-                    claimed_by TEXT,
-                    claim BIGINT NOT NULL DEFAULT 0,
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE INDEX timers_due ON timers (status, due_at) WHERE status IN ('pending', 'firing')",
-                "CREATE INDEX timers_user ON timers (app_id, user_id, kind, name)",
-                "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key) WHERE status IN ('pending', 'firing')",
-                """
-                CREATE TABLE events (
-                    id TEXT PRIMARY KEY,
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    name TEXT NOT NULL,
-                    data TEXT NOT NULL DEFAULT '{}',
-                    occurred_at BIGINT NOT NULL,
-                    received_at BIGINT NOT NULL,
-                    idempotency_key TEXT,
-                    notifications TEXT
-                )
-                """,
-                "CREATE INDEX events_user ON events (app_id, user_id, name, occurred_at)",
-                "CREATE UNIQUE INDEX events_idempotency ON events (app_id, idempotency_key)",
-                "CREATE INDEX events_received ON events (received_at)",
-                // Badges: each user's counters; the badge is their sum.
-                """
-                CREATE TABLE badges (
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    counter TEXT NOT NULL,
-                    value BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, user_id, counter)
-                )
-                """,
-                // Jobs: each user gets each occurrence of a job at most once (the key), and
-                // each (job, zone, local day) is run once.
-                """
-                CREATE TABLE job_occurrences (
-                    app_id TEXT NOT NULL,
-                    job TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    occurrence TEXT NOT NULL,
-                    notification_id TEXT,
-                    created_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, job, user_id, occurrence)
-                )
-                """,
-                """
-                CREATE TABLE job_runs (
-                    app_id TEXT NOT NULL,
-                    job TEXT NOT NULL,
-                    zone TEXT NOT NULL,
-                    occurrence TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    claimed_by TEXT,
-                    users INTEGER NOT NULL DEFAULT 0,
-                    sent INTEGER NOT NULL DEFAULT 0,
-                    started_at BIGINT NOT NULL,
-                    finished_at BIGINT,
-                    PRIMARY KEY (app_id, job, zone, occurrence)
-                )
-                """,
-                "CREATE INDEX users_zone ON users (app_id, time_zone)",
-            ]
-                + [
-                    ("enrolments", ["app_id", "user_id", "track"]),
-                    ("timers", ["app_id", "user_id", "kind", "name", "step", "status", "cancel_key"]),
-                    ("events", ["id", "app_id", "user_id", "name", "idempotency_key"]),
-                    ("badges", ["app_id", "user_id", "counter"]),
-                    ("job_occurrences", ["app_id", "job", "user_id", "occurrence"]),
-                    ("job_runs", ["app_id", "job", "zone", "occurrence"]),
-                ].map { table, columns in
-                    postgresOnly(
-                        "ALTER TABLE \(table) "
-                            + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
-                }
-        ),
-        // The key's index no longer names the status, so a step that fires does not touch it
-        // (a cancel by key tests the status on the rows it finds; one for some users finds them
-        // by user, `timers_user`). New steps still append to it, in id order.
-        (
-            version: 14,
-            statements: [
-                "DROP INDEX timers_cancel_key",
-                "CREATE INDEX timers_cancel_key ON timers (app_id, cancel_key) WHERE cancel_key IS NOT NULL",
-            ]
-        ),
-        // A fired step's page (`HeraldStore+StepPages`): its devices listed in the page (a JSON
-        // array of [device, user] in row-id order) instead of a range of the app's devices, and
-        // the users cancelled while it was handed out (a JSON array), whose devices are never
-        // tried again, and the decision trace its deliveries start with.
-        (
-            version: 15,
-            statements: [
-                "ALTER TABLE broadcast_pages ADD COLUMN devices TEXT",
-                "ALTER TABLE broadcast_pages ADD COLUMN cancelled_users TEXT",
-                "ALTER TABLE broadcast_pages ADD COLUMN trace TEXT",
-            ]
-        ),
-        // The engagement loop: each notification's catalog type and the day
-        // (UTC, days since 1970) it was sent, or scheduled for, which is its analytics cohort;
-        // its deliveries' opens (one per delivery, however often reported); per (type, day) the
-        // counters the analytics read, kept by a trigger from the notifications' counters, so
-        // every path that counts a delivery counts it there too, in the same transaction.
-        (
-            version: 16,
-            statements: [
-                sqliteOnly("ALTER TABLE notifications ADD COLUMN type TEXT"),
-                postgresOnly("ALTER TABLE notifications ADD COLUMN type TEXT COLLATE \"C\""),
-                "ALTER TABLE notifications ADD COLUMN day INTEGER",
-                "ALTER TABLE notifications ADD COLUMN opened_count INTEGER NOT NULL DEFAULT 0",
-                """
-                CREATE TABLE type_stats (
-                    app_id TEXT NOT NULL,
-                    type TEXT NOT NULL,
-                    day INTEGER NOT NULL,
-                    sent INTEGER NOT NULL DEFAULT 0,
-                    failed INTEGER NOT NULL DEFAULT 0,
-                    deferred INTEGER NOT NULL DEFAULT 0,
-                    suppressed INTEGER NOT NULL DEFAULT 0,
-                    cancelled INTEGER NOT NULL DEFAULT 0,
-                    opened INTEGER NOT NULL DEFAULT 0,
-                    PRIMARY KEY (app_id, type, day)
-                )
-                """,
-                postgresOnly(
-                    "ALTER TABLE type_stats ALTER COLUMN app_id TYPE TEXT COLLATE \"C\", ALTER COLUMN type TYPE TEXT COLLATE \"C\""
-                ),
-                """
-                CREATE TABLE opens (
-                    app_id TEXT NOT NULL,
-                    delivery_id INTEGER NOT NULL,
-                    notification_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    user_id TEXT,
-                    action TEXT NOT NULL,
-                    opened_at BIGINT NOT NULL,
-                    received_at BIGINT NOT NULL,
-                    reports INTEGER NOT NULL DEFAULT 1,
-                    PRIMARY KEY (app_id, delivery_id)
-                )
-                """,
-                postgresOnly("ALTER TABLE opens ALTER COLUMN app_id TYPE TEXT COLLATE \"C\""),
-                "CREATE INDEX opens_received ON opens (received_at)",
-                // SQLite: a row trigger on the counters.
-                sqliteOnly(
-                    """
-                    CREATE TRIGGER notifications_type_stats
-                    AFTER UPDATE OF sent_count, failed_count, deferred_count, suppressed_count, cancelled_count, opened_count ON notifications
-                    WHEN NEW.type IS NOT NULL AND NEW.day IS NOT NULL
-                    BEGIN
-                        INSERT INTO type_stats (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened)
-                        VALUES (NEW.app_id, NEW.type, NEW.day, NEW.sent_count - OLD.sent_count, NEW.failed_count - OLD.failed_count,
-                            NEW.deferred_count - OLD.deferred_count, NEW.suppressed_count - OLD.suppressed_count,
-                            NEW.cancelled_count - OLD.cancelled_count, NEW.opened_count - OLD.opened_count)
-                        ON CONFLICT (app_id, type, day) DO UPDATE SET sent = sent + excluded.sent, failed = failed + excluded.failed,
-                            deferred = deferred + excluded.deferred, suppressed = suppressed + excluded.suppressed,
-                            cancelled = cancelled + excluded.cancelled, opened = opened + excluded.opened;
-                    END
-                    """),
-                // PostgreSQL: once per statement, the changes summed per (type, day) and written in
-                // key order, so two nodes' result transactions take the rows in the same order.
-                postgresOnly(
-                    """
-                    CREATE FUNCTION herald_type_stats() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                        INSERT INTO type_stats AS s (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened)
-                        SELECT n.app_id, n.type, n.day, sum(n.sent_count - o.sent_count), sum(n.failed_count - o.failed_count),
-                            sum(n.deferred_count - o.deferred_count), sum(n.suppressed_count - o.suppressed_count),
-                            sum(n.cancelled_count - o.cancelled_count), sum(n.opened_count - o.opened_count)
-                        FROM changed_new n JOIN changed_old o ON o.id = n.id
-                        WHERE n.type IS NOT NULL AND n.day IS NOT NULL
-                            AND (n.sent_count, n.failed_count, n.deferred_count, n.suppressed_count, n.cancelled_count, n.opened_count)
-                                IS DISTINCT FROM (o.sent_count, o.failed_count, o.deferred_count, o.suppressed_count, o.cancelled_count, o.opened_count)
-                        GROUP BY n.app_id, n.type, n.day
-                        ORDER BY n.app_id, n.type, n.day
-                        ON CONFLICT (app_id, type, day) DO UPDATE SET sent = s.sent + excluded.sent, failed = s.failed + excluded.failed,
-                            deferred = s.deferred + excluded.deferred, suppressed = s.suppressed + excluded.suppressed,
-                            cancelled = s.cancelled + excluded.cancelled, opened = s.opened + excluded.opened;
-                        RETURN NULL;
-                    END
-                    $$
-                    """),
-                postgresOnly(
-                    """
-                    CREATE TRIGGER notifications_type_stats AFTER UPDATE ON notifications
-                    REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new
-                    FOR EACH STATEMENT EXECUTE FUNCTION herald_type_stats()
-                    """),
-            ]
-        ),
-        // Quick actions and webhooks: keys Herald makes for an app (the action
-        // tokens' key, shared by every node); each delivery's commit (one per delivery: a replay
-        // answers the first), its audit row; webhook messages not yet delivered, retried on a
-        // schedule, in order per user.
-        (
-            version: 17,
-            statements: [
-                """
-                CREATE TABLE app_secrets (
-                    app_id TEXT NOT NULL,
-                    purpose TEXT NOT NULL,
-                    secret TEXT NOT NULL,
-                    created_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, purpose)
-                )
-                """,
-                """
-                CREATE TABLE action_commits (
-                    app_id TEXT NOT NULL,
-                    delivery_id INTEGER NOT NULL,
-                    action TEXT NOT NULL,
-                    notification_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    user_id TEXT,
-                    turn_id TEXT,
-                    text TEXT,
-                    status TEXT NOT NULL,
-                    result TEXT,
-                    latency_ms INTEGER,
-                    message_id TEXT,
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, delivery_id)
-                )
-                """,
-                "CREATE INDEX action_commits_user ON action_commits (app_id, user_id, created_at)",
-                "CREATE INDEX action_commits_created ON action_commits (app_id, created_at)",
-                """
-                CREATE TABLE webhook_messages (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    message_id TEXT NOT NULL,
-                    app_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    event TEXT NOT NULL,
-                    idempotency_key TEXT,
-                    body TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0,
-                    next_at BIGINT NOT NULL,
-                    last_status INTEGER,
-                    last_error TEXT,
-                    claimed_by TEXT,
-                    claimed_until BIGINT,
-                    created_at BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE INDEX webhook_messages_due ON webhook_messages (next_at) WHERE status = 'pending'",
-                "CREATE INDEX webhook_messages_user ON webhook_messages (app_id, user_id, id) WHERE status = 'pending'",
-                "CREATE INDEX webhook_messages_created ON webhook_messages (app_id, created_at)",
-                // Resolved elsewhere: the first resolution of a notification for a user.
-                """
-                CREATE TABLE resolutions (
-                    app_id TEXT NOT NULL,
-                    notification_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    label TEXT NOT NULL,
-                    replacement_id TEXT,
-                    created_at BIGINT NOT NULL,
-                    PRIMARY KEY (app_id, notification_id, user_id)
-                )
-                """,
-                // Responses to a notification (Lucid's respond endpoint).
-                """
-                CREATE TABLE responses (
-                    id TEXT PRIMARY KEY,
-                    app_id TEXT NOT NULL,
-                    notification_id TEXT NOT NULL,
-                    user_id TEXT,
-                    device_id TEXT NOT NULL,
-                    text TEXT,
-                    energy INTEGER,
-                    mood INTEGER,
-                    focus INTEGER,
-                    created_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE INDEX responses_notification ON responses (app_id, notification_id, created_at)",
-                // The opt-in rate (analytics) counts devices by these: an index scan, not a read of
-                // every device row (100k devices: 450 ms → 20 ms). Devices without a permission
-                // (most imports) are not in it.
-                """
-                CREATE INDEX devices_permission ON devices (app_id, platform, app_version, authorization_status)
-                WHERE active = 1 AND authorization_status IS NOT NULL
-                """,
-            ]
-                + [
-                    ("app_secrets", ["app_id", "purpose"]), ("action_commits", ["app_id", "user_id"]),
-                    ("webhook_messages", ["app_id", "user_id"]),
-                    ("resolutions", ["app_id", "user_id"]),
-                ]
-                .map { table, columns in
-                    postgresOnly(
-                        "ALTER TABLE \(table) "
-                            + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", "))
-                }
-        ),
-        // The opt-in rate's counts, kept by triggers on devices as the type
-        // counters are on notifications: the analytics read a row per (platform, app version,
-        // permission), not the devices (1M devices: 247 ms through the covering index it replaces).
-        (
-            version: 18,
-            statements: [
-                """
-                CREATE TABLE permission_stats (
-                    app_id TEXT NOT NULL,
-                    platform TEXT NOT NULL,
-                    app_version TEXT NOT NULL,
-                    permission TEXT NOT NULL,
-                    devices INTEGER NOT NULL,
-                    PRIMARY KEY (app_id, platform, app_version, permission)
-                )
-                """,
-                postgresOnly(
-                    """
-                    ALTER TABLE permission_stats ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN platform TYPE TEXT COLLATE "C",
-                        ALTER COLUMN app_version TYPE TEXT COLLATE "C", ALTER COLUMN permission TYPE TEXT COLLATE "C"
-                    """),
-                """
-                INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
-                SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, count(*) FROM devices
-                WHERE active = 1 AND authorization_status IS NOT NULL GROUP BY app_id, platform, COALESCE(app_version, ''), authorization_status
-                """,
-                "DROP INDEX devices_permission",
-                // SQLite: row triggers; a device counts while active with a permission reported.
-                sqliteOnly(
-                    """
-                    CREATE TRIGGER devices_permission_insert AFTER INSERT ON devices
-                    WHEN NEW.active = 1 AND NEW.authorization_status IS NOT NULL
-                    BEGIN
-                        INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
-                        VALUES (NEW.app_id, NEW.platform, COALESCE(NEW.app_version, ''), NEW.authorization_status, 1)
-                        ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = devices + 1;
-                    END
-                    """),
-                sqliteOnly(
-                    """
-                    CREATE TRIGGER devices_permission_delete AFTER DELETE ON devices
-                    WHEN OLD.active = 1 AND OLD.authorization_status IS NOT NULL
-                    BEGIN
-                        UPDATE permission_stats SET devices = devices - 1 WHERE app_id = OLD.app_id AND platform = OLD.platform
-                            AND app_version = COALESCE(OLD.app_version, '') AND permission = OLD.authorization_status;
-                    END
-                    """),
-                sqliteOnly(
-                    """
-                    CREATE TRIGGER devices_permission_update AFTER UPDATE OF app_id, platform, app_version, authorization_status, active ON devices
-                    WHEN ((OLD.active = 1 AND OLD.authorization_status IS NOT NULL) OR (NEW.active = 1 AND NEW.authorization_status IS NOT NULL))
-                        AND (OLD.app_id IS NOT NEW.app_id OR OLD.platform IS NOT NEW.platform OR OLD.app_version IS NOT NEW.app_version
-                            OR OLD.authorization_status IS NOT NEW.authorization_status OR OLD.active IS NOT NEW.active)
-                    BEGIN
-                        UPDATE permission_stats SET devices = devices - 1 WHERE OLD.active = 1 AND OLD.authorization_status IS NOT NULL
-                            AND app_id = OLD.app_id AND platform = OLD.platform AND app_version = COALESCE(OLD.app_version, '')
-                            AND permission = OLD.authorization_status;
-                        INSERT INTO permission_stats (app_id, platform, app_version, permission, devices)
-                        SELECT NEW.app_id, NEW.platform, COALESCE(NEW.app_version, ''), NEW.authorization_status, 1
-                        WHERE NEW.active = 1 AND NEW.authorization_status IS NOT NULL
-                        ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = devices + 1;
-                    END
-                    """),
-                // PostgreSQL: once per statement, the changes summed per key and written in key
-                // order (a statement that changes no counted value writes nothing).
-                postgresOnly(
-                    """
-                    CREATE FUNCTION herald_permission_stats() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                        IF TG_OP = 'INSERT' THEN
-                            INSERT INTO permission_stats AS s (app_id, platform, app_version, permission, devices)
-                            SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, count(*) FROM changed_new
-                            WHERE active = 1 AND authorization_status IS NOT NULL
-                            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-                            ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = s.devices + excluded.devices;
-                        ELSIF TG_OP = 'DELETE' THEN
-                            UPDATE permission_stats s SET devices = s.devices - d.n
-                            FROM (SELECT app_id, platform, COALESCE(app_version, '') AS app_version, authorization_status AS permission, count(*) AS n
-                                FROM changed_old WHERE active = 1 AND authorization_status IS NOT NULL GROUP BY 1, 2, 3, 4) d
-                            WHERE s.app_id = d.app_id AND s.platform = d.platform AND s.app_version = d.app_version AND s.permission = d.permission;
-                        ELSE
-                            INSERT INTO permission_stats AS s (app_id, platform, app_version, permission, devices)
-                            SELECT app_id, platform, app_version, permission, sum(delta) FROM (
-                                SELECT app_id, platform, COALESCE(app_version, '') AS app_version, authorization_status AS permission, 1 AS delta
-                                FROM changed_new WHERE active = 1 AND authorization_status IS NOT NULL
-                                UNION ALL
-                                SELECT app_id, platform, COALESCE(app_version, ''), authorization_status, -1
-                                FROM changed_old WHERE active = 1 AND authorization_status IS NOT NULL
-                            ) d GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0 ORDER BY 1, 2, 3, 4
-                            ON CONFLICT (app_id, platform, app_version, permission) DO UPDATE SET devices = s.devices + excluded.devices;
-                        END IF;
-                        RETURN NULL;
-                    END
-                    $$
-                    """),
-                postgresOnly(
-                    """
-                    CREATE TRIGGER devices_permission_insert AFTER INSERT ON devices
-                    REFERENCING NEW TABLE AS changed_new FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
-                    """),
-                postgresOnly(
-                    """
-                    CREATE TRIGGER devices_permission_update AFTER UPDATE ON devices
-                    REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
-                    """),
-                postgresOnly(
-                    """
-                    CREATE TRIGGER devices_permission_delete AFTER DELETE ON devices
-                    REFERENCING OLD TABLE AS changed_old FOR EACH STATEMENT EXECUTE FUNCTION herald_permission_stats()
-                    """),
-            ]
-        ),
-        // The dashboard's recent notifications: newest first per app, read from an
-        // index instead of sorting every notification of the app.
-        (
-            version: 19,
-            statements: ["CREATE INDEX notifications_recent ON notifications (app_id, created_at)"]
-        ),
-        // The dashboard's waiting deliveries of a user: the notifications not yet
-        // done (a delivery queued, sending or deferred), whose deliveries are looked up by the
-        // user's devices — instead of every waiting delivery filtered by user (a million deferred
-        // read for one user: 530 ms). Written as `recipients > …` so SQLite matches the query's term.
-        (
-            version: 20,
-            statements: [
-                """
-                CREATE INDEX notifications_open ON notifications (app_id, created_at)
-                WHERE recipients > sent_count + failed_count + suppressed_count + cancelled_count
-                """
-            ]
-        ),
-        // Dashboard sign-outs: a session's nonce until the session would have expired, so a
-        // sign-out holds on every node and across restarts.
-        (
-            version: 21,
-            statements: ["CREATE TABLE dashboard_signouts (nonce TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)"]
-        ),
-    ]
+    /// The schema's migrations, from `Resources/migrations.sql` (compiled into the binary).
+    static let migrations: [(version: Int, statements: [String])] = parseMigrations(
+        String(decoding: PackageResources.migrations_sql, as: UTF8.self))
 
-    /// A migration statement for PostgreSQL alone (SQLite skips it).
-    private static func postgresOnly(_ statement: String) -> String { postgresOnlyMarker + statement }
-    private static let postgresOnlyMarker = "-- PostgreSQL only\n"
-    /// A migration statement for SQLite alone (PostgreSQL skips it).
-    private static func sqliteOnly(_ statement: String) -> String { sqliteOnlyMarker + statement }
-    private static let sqliteOnlyMarker = "-- SQLite only\n"
+    /// Reads migrations as `migrations.sql` writes them: `-- migration: N` starts migration N;
+    /// a statement runs up to a line holding only `;`; comment lines between statements are
+    /// documentation, but a statement may begin with the `-- PostgreSQL only` or `-- SQLite
+    /// only` marker. The file is the binary's own: a malformed one stops the start.
+    static func parseMigrations(_ text: String) -> [(version: Int, statements: [String])] {
+        var migrations: [(version: Int, statements: [String])] = []
+        var statement: [Substring] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if statement.isEmpty {
+                if line.hasPrefix("-- migration: "), let version = Int(line.dropFirst("-- migration: ".count)) {
+                    migrations.append((version, []))
+                    continue
+                }
+                let marker = line == postgresOnlyMarker.dropLast() || line == sqliteOnlyMarker.dropLast()
+                if line.trimmingCharacters(in: .whitespaces).isEmpty || (line.hasPrefix("--") && !marker) { continue }
+            }
+            if line == ";" {
+                precondition(!migrations.isEmpty, "migrations.sql: a statement before the first migration")
+                migrations[migrations.count - 1].statements.append(statement.joined(separator: "\n"))
+                statement = []
+            } else {
+                statement.append(line)
+            }
+        }
+        precondition(statement.isEmpty, "migrations.sql: the last statement has no closing ;")
+        return migrations
+    }
+
+    /// The first line of a migration statement for PostgreSQL alone (SQLite skips it).
+    static let postgresOnlyMarker = "-- PostgreSQL only\n"
+    /// The first line of a migration statement for SQLite alone (PostgreSQL skips it).
+    static let sqliteOnlyMarker = "-- SQLite only\n"
 
     /// Applies the migrations this database has not seen, each in its own transaction. On
     /// PostgreSQL, nodes starting together migrate one at a time (an advisory lock held by the
@@ -857,5 +125,55 @@ extension HeraldStore {
                 of: "INTEGER PRIMARY KEY AUTOINCREMENT", with: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"
             )
             .replacingOccurrences(of: " INTEGER", with: " BIGINT")
+    }
+}
+
+extension HeraldStore {
+    /// The schema the migrations built, one line per table, index, trigger and column, sorted:
+    /// what the schema snapshot test compares with the checked-in one. SQLite: `sqlite_master`'s
+    /// definitions; PostgreSQL: columns with their types and collations, index and trigger
+    /// definitions, from the catalog (but the deliveries' day partitions, which depend on the date).
+    package func schemaSnapshot() async throws -> [String] {
+        try await exclusive { session in
+            switch dialect {
+            case .sqlite:
+                let rows = try await session.query(
+                    "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND sql IS NOT NULL", [])
+                return rows.map { row in
+                    let definition = (row[2].text ?? "").split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                    return "\(row[0].text ?? "") \(row[1].text ?? ""): \(definition)"
+                }.sorted()
+            case .postgres:
+                let columns = try await session.query(
+                    """
+                    SELECT table_name, column_name, data_type, COALESCE(collation_name, ''), is_nullable, COALESCE(column_default, '')
+                    FROM information_schema.columns WHERE table_schema = current_schema()
+                    """, [])
+                let indexes = try await session.query(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()", [])
+                let triggers = try await session.query(
+                    """
+                    SELECT tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t
+                    JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE NOT t.tgisinternal AND n.nspname = current_schema()
+                    """, [])
+                let text = { (row: [Session.Value], index: Int) in row[index].text ?? "" }
+                let lines =
+                    columns.map {
+                        "column \(text($0, 0)).\(text($0, 1)): \(text($0, 2)) \(text($0, 3)) null=\(text($0, 4)) default=\(text($0, 5))"
+                    }
+                    + indexes.map { "index \(text($0, 0)): \(text($0, 1))" }
+                    + triggers.map { "trigger \(text($0, 0)): \(text($0, 1))" }
+                // The deliveries' day partitions are made by the upkeep for the days around now.
+                return lines.filter { !Self.namesDayPartition($0) }.sorted()
+            }
+        }
+    }
+
+    /// Whether a snapshot line names a day partition (`deliveries_20261127`).
+    private static func namesDayPartition(_ line: String) -> Bool {
+        guard let range = line.range(of: "deliveries_") else { return false }
+        let digits = line[range.upperBound...].prefix(8)
+        return digits.count == 8 && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
     }
 }
