@@ -260,8 +260,9 @@ package final class HeraldRuntime: Sendable {
             + app.configuration.actionTokenSecrets.dropFirst().map { SymmetricKey(data: Data($0.utf8)) }
     }
     let logger: Logger
-    /// When this runtime started: the dispatcher's clock for `/healthz` before its first batch.
-    let started = Date()
+    /// When this runtime started (on the store's clock): the dispatcher's clock for `/healthz`
+    /// before its first batch.
+    let started: Date
     /// How long work may be due without the dispatcher finishing a batch before `/healthz` is 503.
     package let dispatcherStallLimit: TimeInterval
     /// The clock `POST /v1/dev/clock` moves (`--dev`, `clock: manual`); nil on the wall clock.
@@ -279,6 +280,7 @@ package final class HeraldRuntime: Sendable {
         self.writeProbeInterval = writeProbeInterval
         try configuration.validate()
         self.dispatcherStallLimit = dispatcherStallLimit
+        self.started = store.now
         self.devClock = devClock
         rateLimiter = RateLimiter(configuration.limits)
         self.configuration = configuration
@@ -407,7 +409,7 @@ package final class HeraldRuntime: Sendable {
         var due = 0
         if let outbox = try? await store.outboxGauges(appIDs: Array(apps.keys)) {
             due = outbox.due
-            let idle = Date().timeIntervalSince(lastBatch ?? started)
+            let idle = store.now.timeIntervalSince(lastBatch ?? started)
             if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {
                 problems.append(
                     "dispatcher: no batch finished in \(Int(idle)) s while \(outbox.due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)"

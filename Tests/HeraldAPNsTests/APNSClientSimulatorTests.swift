@@ -353,7 +353,8 @@ struct APNSClientSimulatorTests {
             let client = try harness.makeClient { $0.connections = 1 }
             #expect(await client.send(harness.notification(to: makeDeviceTokens(1)[0])).isAccepted)
             await harness.simulator.goAwayAll()
-            try await Task.sleep(for: .milliseconds(100))
+            // The client has seen the GOAWAY once its connection is closed.
+            for _ in 0..<500 where client.openConnections > 0 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(await client.send(harness.notification(to: makeDeviceTokens(1)[0])).isAccepted)
             #expect(harness.simulator.state.counters.connections == 2)
             await client.shutdown()

@@ -91,7 +91,7 @@ final class DeliveryRecorder: Sendable {
             counts[key, default: 0] += 1
         }
         runtime.metrics.deliveries(counts)
-        runtime.metrics.batchFinished(at: Date())
+        runtime.metrics.batchFinished(at: runtime.store.now)
         for (app, reasons) in dead.sorted(by: { $0.key < $1.key }) {
             runtime.logger.info(
                 "Devices deactivated: their tokens are dead",
