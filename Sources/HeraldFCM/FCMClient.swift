@@ -1,42 +1,42 @@
-public import Foundation
-public import HeraldCore
+package import Foundation
+package import HeraldCore
 import HeraldHTTP2
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
 
 /// How an `FCMClient` runs.
-public struct FCMClientConfiguration: Sendable {
+package struct FCMClientConfiguration: Sendable {
     /// `https://fcm.googleapis.com` unless pointed at a simulator.
-    public var endpoint: String = "https://fcm.googleapis.com"
+    package var endpoint: String = "https://fcm.googleapis.com"
     /// The OAuth2 token endpoint; the service account's `token_uri` when `nil`.
-    public var tokenEndpoint: String?
+    package var tokenEndpoint: String?
     /// An extra CA to trust (the simulator's).
-    public var caFile: String?
+    package var caFile: String?
     /// Long-lived HTTP/2 connections to the send endpoint; each carries as many streams as the server allows.
-    public var connections: Int = 2
+    package var connections: Int = 2
     /// Per request (protocols.md: ≥ 10 s).
-    public var requestTimeout: TimeInterval = 10
-    public var connectTimeout: TimeInterval = 10
+    package var requestTimeout: TimeInterval = 10
+    package var connectTimeout: TimeInterval = 10
     /// Answers per message before giving up on retryable errors.
-    public var maximumAttempts: Int = 4
+    package var maximumAttempts: Int = 4
     /// When set, retryable errors are also retried only until this many seconds after the send
     /// began (`herald send --retry-deadline`).
-    public var retryDeadline: TimeInterval?
+    package var retryDeadline: TimeInterval?
     /// Exponential backoff for `UNAVAILABLE`/`INTERNAL`/no answer: base·2ⁿ with jitter, capped.
-    public var baseDelay: TimeInterval = 1
-    public var maximumDelay: TimeInterval = 120
+    package var baseDelay: TimeInterval = 1
+    package var maximumDelay: TimeInterval = 120
     /// Wait after `QUOTA_EXCEEDED` without `Retry-After` (Google: 60 s).
-    public var quotaDelay: TimeInterval = 60
+    package var quotaDelay: TimeInterval = 60
     /// The access token is renewed this long before it expires.
-    public var tokenRefreshMargin: TimeInterval = 300
+    package var tokenRefreshMargin: TimeInterval = 300
     /// After a failed token exchange, sends fail fast with the same error for this long instead of
     /// each trying the token endpoint again (an OAuth2 outage must not be hammered).
-    public var tokenFailureCooldown: TimeInterval = 5
+    package var tokenFailureCooldown: TimeInterval = 5
 
-    public init() {}
+    package init() {}
 }
 
 /// Sends to FCM HTTP v1 (protocols.md §10–§13): a service account's RS256 assertion is exchanged
@@ -44,9 +44,9 @@ public struct FCMClientConfiguration: Sendable {
 /// messages go one request per token over long-lived HTTP/2 connections; answers are classified
 /// per protocols.md §12 and retried with backoff, honouring `Retry-After`. A project-wide `QUOTA_EXCEEDED`
 /// pauses every send; a per-device one slows only that message.
-public final class FCMClient: Sendable {
-    public let account: FCMServiceAccount
-    public let configuration: FCMClientConfiguration
+package final class FCMClient: Sendable {
+    package let account: FCMServiceAccount
+    package let configuration: FCMClientConfiguration
     private let endpoint: FCMEndpoint
     private let tokenEndpoint: FCMEndpoint
     private let tokenPath: String
@@ -66,7 +66,7 @@ public final class FCMClient: Sendable {
 
     /// `eventLoopGroup`: loops shared with other clients (the server's provider loops; their
     /// owner shuts them down); without it the client runs on one loop of its own.
-    public init(
+    package init(
         account: FCMServiceAccount, configuration: FCMClientConfiguration = FCMClientConfiguration(),
         clock: HeraldClock = .system, eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger = Logger(label: "herald.fcm")
@@ -87,36 +87,36 @@ public final class FCMClient: Sendable {
     }
 
     /// The event loops the connections run on (lent by the server, or this client's own).
-    public var eventLoopGroup: any EventLoopGroup { group }
+    package var eventLoopGroup: any EventLoopGroup { group }
 
     /// Why sends fail fast, after a configuration error (bad credentials).
-    public var disabledReason: String? { state.withLock { $0.disabledReason } }
+    package var disabledReason: String? { state.withLock { $0.disabledReason } }
 
     /// Lets messages through again after the credential was refused (the server's provider
     /// pause tries it again this way); the next send gets a new access token.
-    public func enable() async {
+    package func enable() async {
         state.withLock { $0.disabledReason = nil }
         await tokens.invalidate()
     }
     /// OAuth2 exchanges made so far (tests check reuse).
-    public var tokenExchanges: Int { state.withLock { $0.exchanges } }
+    package var tokenExchanges: Int { state.withLock { $0.exchanges } }
     /// Until when every send waits after a project-wide `QUOTA_EXCEEDED`; `nil` when not paused.
-    public var projectPausedUntil: Date? {
+    package var projectPausedUntil: Date? {
         let now = clock.now()
         return state.withLock { $0.pausedUntil }.flatMap { $0 > now ? $0 : nil }
     }
     /// Token exchanges started, answered or not.
-    public var tokenExchangeAttempts: Int { state.withLock { $0.exchangeAttempts } }
+    package var tokenExchangeAttempts: Int { state.withLock { $0.exchangeAttempts } }
 
     /// Closes the connections and event loops; a second call returns at once.
-    public func shutdown() async {
+    package func shutdown() async {
         guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await pool.closeAll()
         if ownsGroup { try? await group.shutdownGracefully() }
     }
 
     /// Sends many messages concurrently (every one is its own request); results in input order.
-    public func send(_ messages: [FCMMessage], concurrency: Int = 1000) async -> [FCMResult] {
+    package func send(_ messages: [FCMMessage], concurrency: Int = 1000) async -> [FCMResult] {
         await withTaskGroup(of: (Int, FCMResult).self) { group in
             var results = [FCMResult?](repeating: nil, count: messages.count)
             var next = 0
@@ -136,7 +136,7 @@ public final class FCMClient: Sendable {
     }
 
     /// Sends one message, retrying what protocols.md §12 says to retry.
-    public func send(_ message: FCMMessage) async -> FCMResult {
+    package func send(_ message: FCMMessage) async -> FCMResult {
         var latency: TimeInterval?
         func result(
             _ status: Int?, _ reason: String?, _ disposition: FCMDisposition, _ attempts: Int, name: String? = nil,
@@ -307,7 +307,7 @@ public final class FCMClient: Sendable {
 
     /// Auth errors that can be one token's (a web push or iOS token of an app whose APNs
     /// credential FCM holds): they do not disable the client; the caller judges them in bulk.
-    public static let perTokenAuthErrors: Set<String> = ["THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR"]
+    package static let perTokenAuthErrors: Set<String> = ["THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR"]
 
     /// The longest `Retry-After` believed: an hour. Larger, negative or non-numeric values
     /// (`inf`, `nan`, `1e300`) from a proxy or a wrong endpoint are clamped or ignored.

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 
 /// What to do about an FCM answer (protocols.md §12).
-public enum FCMDisposition: String, Sendable, Hashable {
+package enum FCMDisposition: String, Sendable, Hashable {
     case delivered
     /// `UNREGISTERED`, `SENDER_ID_MISMATCH`: the token is unusable; stop sending to it.
     case tokenDead
@@ -14,19 +14,19 @@ public enum FCMDisposition: String, Sendable, Hashable {
 }
 
 /// The outcome of one FCM send, after the client's retries.
-public struct FCMResult: Sendable, Hashable {
-    public var token: String
-    public var status: Int?
+package struct FCMResult: Sendable, Hashable {
+    package var token: String
+    package var status: Int?
     /// FCM's `errorCode` (or the Google `status` when there is none, or a Herald reason such as `Timeout`).
-    public var reason: String?
-    public var disposition: FCMDisposition
-    public var attempts: Int
+    package var reason: String?
+    package var disposition: FCMDisposition
+    package var attempts: Int
     /// `projects/{project}/messages/{id}` on success.
-    public var messageName: String?
+    package var messageName: String?
     /// Seconds to wait before trying again (`Retry-After`), when FCM said.
-    public var retryAfter: TimeInterval?
+    package var retryAfter: TimeInterval?
     /// Seconds from sending the last attempt to its answer; `nil` when nothing was sent.
-    public var latency: TimeInterval?
+    package var latency: TimeInterval?
 
-    public var isDelivered: Bool { disposition == .delivered }
+    package var isDelivered: Bool { disposition == .delivered }
 }

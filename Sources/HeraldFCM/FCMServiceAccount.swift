@@ -1,21 +1,21 @@
 import Crypto
-public import Foundation
+package import Foundation
 import HeraldCore
 import _CryptoExtras
 
 /// A Google service account key file (`sa.json`): what signs the OAuth2 assertion. The private
 /// key never leaves this value: `description` shows the e-mail and key id only.
-public struct FCMServiceAccount: Sendable, CustomStringConvertible {
-    public let projectID: String
-    public let clientEmail: String
-    public let privateKeyID: String
-    public let tokenURI: String
+package struct FCMServiceAccount: Sendable, CustomStringConvertible {
+    package let projectID: String
+    package let clientEmail: String
+    package let privateKeyID: String
+    package let tokenURI: String
     let privateKey: _RSA.Signing.PrivateKey
 
     /// The OAuth2 scope FCM sends need.
-    public static let scope = "https://www.googleapis.com/auth/firebase.messaging"
+    package static let scope = "https://www.googleapis.com/auth/firebase.messaging"
 
-    public init(json: Data) throws(FCMConfigurationError) {
+    package init(json: Data) throws(FCMConfigurationError) {
         guard let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] else {
             throw FCMConfigurationError("the service account file is not a JSON object")
         }
@@ -38,18 +38,18 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible {
         }
     }
 
-    public init(file: String) throws(FCMConfigurationError) {
+    package init(file: String) throws(FCMConfigurationError) {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw FCMConfigurationError("cannot read the service account file \(file)")
         }
         try self.init(json: data)
     }
 
-    public var description: String { "FCMServiceAccount(\(clientEmail), key \(privateKeyID))" }
+    package var description: String { "FCMServiceAccount(\(clientEmail), key \(privateKeyID))" }
 
     /// The RS256 JWT assertion exchanged at `tokenURI` for an access token: `iss` = client e-mail,
     /// `scope`, `aud` = the token URI, `iat`, `exp` = `iat` + 1 h.
-    public func assertion(at date: Date) throws -> String {
+    package func assertion(at date: Date) throws -> String {
         let header = #"{"alg":"RS256","typ":"JWT","kid":"\#(privateKeyID)"}"#
         let issuedAt = Int(date.timeIntervalSince1970)
         let claims = try JSONSerialization.data(
@@ -63,8 +63,8 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible {
 }
 
 /// A problem with FCM credentials or endpoints; the message never carries key material.
-public struct FCMConfigurationError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct FCMConfigurationError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

@@ -1,21 +1,21 @@
-public import NIOCore
-public import NIOHPACK
+package import NIOCore
+package import NIOHPACK
 import Synchronization
 
 /// What a generic HTTP/2 request ends with.
-public struct HTTP2Response: Sendable {
-    public var status: Int
-    public var headers: HPACKHeaders
-    public var body: ByteBuffer?
+package struct HTTP2Response: Sendable {
+    package var status: Int
+    package var headers: HPACKHeaders
+    package var body: ByteBuffer?
 
     /// The first value of a response header.
-    public func header(_ name: String) -> String? { headers.first(name: name) }
+    package func header(_ name: String) -> String? { headers.first(name: name) }
 }
 
 /// Why a request got no answer. `unanswered` requests never reached the server's application
 /// (refused stream, above a GOAWAY's last stream, connection lost before any answer): they may
 /// be sent again as they are.
-public enum HTTP2RequestFailure: Error, Sendable, Hashable {
+package enum HTTP2RequestFailure: Error, Sendable, Hashable {
     case unanswered
     case timedOut
     case invalidRequest
@@ -24,12 +24,12 @@ public enum HTTP2RequestFailure: Error, Sendable, Hashable {
 }
 
 /// Whether a connection still takes new requests, readable from any thread.
-public final class HTTP2ConnectionStatus: Sendable {
+package final class HTTP2ConnectionStatus: Sendable {
     private let usable = Atomic<Bool>(true)
 
-    public init() {}
+    package init() {}
 
-    public var isUsable: Bool { usable.load(ordering: .relaxed) }
+    package var isUsable: Bool { usable.load(ordering: .relaxed) }
     func markUnusable() { usable.store(false, ordering: .relaxed) }
 }
 
@@ -38,10 +38,10 @@ public final class HTTP2ConnectionStatus: Sendable {
 /// out, every request has a deadline from its submission, idle connections are PINGed, and
 /// answers, refusals and GOAWAY are reported per request through its promise. A NIO shell over
 /// ``HTTP2ClientStreams``. All calls on the channel's event loop.
-public final class HTTP2ClientHandler: ChannelDuplexHandler {
-    public typealias InboundIn = ByteBuffer
-    public typealias OutboundIn = Never
-    public typealias OutboundOut = ByteBuffer
+package final class HTTP2ClientHandler: ChannelDuplexHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundIn = Never
+    package typealias OutboundOut = ByteBuffer
 
     private struct Pending {
         var headers: HPACKHeaders
@@ -50,7 +50,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         var promise: EventLoopPromise<HTTP2Response>
     }
 
-    public let status: HTTP2ConnectionStatus
+    package let status: HTTP2ConnectionStatus
     private let authority: String
     private let idlePingInterval: TimeAmount
     private let pingTimeout: TimeAmount
@@ -64,7 +64,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     private var flushScheduled = false
     private var sweepTask: RepeatedTask?
 
-    public init(
+    package init(
         authority: String, status: HTTP2ConnectionStatus = HTTP2ConnectionStatus(),
         idlePingInterval: TimeAmount = .seconds(60),
         pingTimeout: TimeAmount = .seconds(10)
@@ -77,7 +77,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
 
     /// Sends a request once there is room; `headers` are the regular (non-pseudo) headers.
     /// `deadline` counts from now, waiting for a stream included.
-    public func submit(
+    package func submit(
         method: String, path: String, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline,
         promise: EventLoopPromise<HTTP2Response>
     ) {
@@ -129,7 +129,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
     }
 
     /// Stops taking requests and closes once the streams in flight are answered.
-    public func retire() {
+    package func retire() {
         streams.retire()
         status.markUnusable()
         failWaiting()
@@ -138,7 +138,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
 
     // MARK: Channel events
 
-    public func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         streams.output = context.channel.allocator.buffer(capacity: 4096)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -149,13 +149,13 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         if context.channel.isActive { sendPreface() }
     }
 
-    public func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         sweepTask?.cancel()
         sweepTask = nil
         self.context = nil
     }
 
-    public func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         sendPreface()
         context.fireChannelActive()
     }
@@ -167,7 +167,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         flush()
     }
 
-    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
         streams.didRead(now: .now())
@@ -197,14 +197,14 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         }
     }
 
-    public func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         streams.readComplete()
         drain()
         flush()
         closeIfDrained()
     }
 
-    public func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         isClosed = true
         status.markUnusable()
         for box in streams.closed() { PromiseBox.promise(box).fail(HTTP2RequestFailure.unanswered) }
@@ -214,7 +214,7 @@ public final class HTTP2ClientHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
     }
 

@@ -4,56 +4,56 @@ package import HeraldCore
 ///
 /// Reasons Herald makes up for failures APNs never answered (a deadline, a lost connection,
 /// a refused configuration) are in the same set so every result has exactly one reason.
-public struct APNSReason: Sendable, Hashable, RawRepresentable, CustomStringConvertible, Codable {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(_ rawValue: String) { self.rawValue = rawValue }
+package struct APNSReason: Sendable, Hashable, RawRepresentable, CustomStringConvertible, Codable {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package init(_ rawValue: String) { self.rawValue = rawValue }
 
-    public static let badCollapseID = APNSReason("BadCollapseId")
-    public static let badDeviceToken = APNSReason("BadDeviceToken")
-    public static let badExpirationDate = APNSReason("BadExpirationDate")
-    public static let badMessageID = APNSReason("BadMessageId")
-    public static let badPriority = APNSReason("BadPriority")
-    public static let badTopic = APNSReason("BadTopic")
-    public static let deviceTokenNotForTopic = APNSReason("DeviceTokenNotForTopic")
-    public static let duplicateHeaders = APNSReason("DuplicateHeaders")
-    public static let idleTimeout = APNSReason("IdleTimeout")
-    public static let invalidPushType = APNSReason("InvalidPushType")
-    public static let missingDeviceToken = APNSReason("MissingDeviceToken")
-    public static let missingTopic = APNSReason("MissingTopic")
-    public static let payloadEmpty = APNSReason("PayloadEmpty")
-    public static let topicDisallowed = APNSReason("TopicDisallowed")
-    public static let badCertificate = APNSReason("BadCertificate")
-    public static let badCertificateEnvironment = APNSReason("BadCertificateEnvironment")
-    public static let expiredProviderToken = APNSReason("ExpiredProviderToken")
-    public static let forbidden = APNSReason("Forbidden")
-    public static let invalidProviderToken = APNSReason("InvalidProviderToken")
-    public static let missingProviderToken = APNSReason("MissingProviderToken")
-    public static let unrelatedKeyIDInToken = APNSReason("UnrelatedKeyIdInToken")
-    public static let badEnvironmentKeyIDInToken = APNSReason("BadEnvironmentKeyIdInToken")
-    public static let badEnvironmentKeyInToken = APNSReason("BadEnvironmentKeyInToken")
-    public static let badPath = APNSReason("BadPath")
-    public static let methodNotAllowed = APNSReason("MethodNotAllowed")
-    public static let expiredToken = APNSReason("ExpiredToken")
-    public static let unregistered = APNSReason("Unregistered")
-    public static let payloadTooLarge = APNSReason("PayloadTooLarge")
-    public static let tooManyProviderTokenUpdates = APNSReason("TooManyProviderTokenUpdates")
-    public static let tooManyRequests = APNSReason("TooManyRequests")
-    public static let internalServerError = APNSReason("InternalServerError")
-    public static let serviceUnavailable = APNSReason("ServiceUnavailable")
-    public static let shutdown = APNSReason("Shutdown")
+    package static let badCollapseID = APNSReason("BadCollapseId")
+    package static let badDeviceToken = APNSReason("BadDeviceToken")
+    package static let badExpirationDate = APNSReason("BadExpirationDate")
+    package static let badMessageID = APNSReason("BadMessageId")
+    package static let badPriority = APNSReason("BadPriority")
+    package static let badTopic = APNSReason("BadTopic")
+    package static let deviceTokenNotForTopic = APNSReason("DeviceTokenNotForTopic")
+    package static let duplicateHeaders = APNSReason("DuplicateHeaders")
+    package static let idleTimeout = APNSReason("IdleTimeout")
+    package static let invalidPushType = APNSReason("InvalidPushType")
+    package static let missingDeviceToken = APNSReason("MissingDeviceToken")
+    package static let missingTopic = APNSReason("MissingTopic")
+    package static let payloadEmpty = APNSReason("PayloadEmpty")
+    package static let topicDisallowed = APNSReason("TopicDisallowed")
+    package static let badCertificate = APNSReason("BadCertificate")
+    package static let badCertificateEnvironment = APNSReason("BadCertificateEnvironment")
+    package static let expiredProviderToken = APNSReason("ExpiredProviderToken")
+    package static let forbidden = APNSReason("Forbidden")
+    package static let invalidProviderToken = APNSReason("InvalidProviderToken")
+    package static let missingProviderToken = APNSReason("MissingProviderToken")
+    package static let unrelatedKeyIDInToken = APNSReason("UnrelatedKeyIdInToken")
+    package static let badEnvironmentKeyIDInToken = APNSReason("BadEnvironmentKeyIdInToken")
+    package static let badEnvironmentKeyInToken = APNSReason("BadEnvironmentKeyInToken")
+    package static let badPath = APNSReason("BadPath")
+    package static let methodNotAllowed = APNSReason("MethodNotAllowed")
+    package static let expiredToken = APNSReason("ExpiredToken")
+    package static let unregistered = APNSReason("Unregistered")
+    package static let payloadTooLarge = APNSReason("PayloadTooLarge")
+    package static let tooManyProviderTokenUpdates = APNSReason("TooManyProviderTokenUpdates")
+    package static let tooManyRequests = APNSReason("TooManyRequests")
+    package static let internalServerError = APNSReason("InternalServerError")
+    package static let serviceUnavailable = APNSReason("ServiceUnavailable")
+    package static let shutdown = APNSReason("Shutdown")
 
     // Herald's own reasons: the request got no answer from APNs.
     /// The request's deadline passed without an answer.
-    public static let timeout = APNSReason("Timeout")
+    package static let timeout = APNSReason("Timeout")
     /// No connection could be made, or connections kept dropping, until the resend budget ran out.
-    public static let connectionFailed = APNSReason("ConnectionFailed")
+    package static let connectionFailed = APNSReason("ConnectionFailed")
     /// The credential was disabled by an earlier configuration error; nothing was sent.
-    public static let credentialDisabled = APNSReason("CredentialDisabled")
+    package static let credentialDisabled = APNSReason("CredentialDisabled")
     /// The client was shut down before an answer came.
-    public static let clientShutdown = APNSReason("ClientShutdown")
+    package static let clientShutdown = APNSReason("ClientShutdown")
     /// The notification broke an APNs rule and was refused before sending.
-    public static let invalidNotification = APNSReason("InvalidNotification")
+    package static let invalidNotification = APNSReason("InvalidNotification")
 
     /// Every reason in Apple's table with the HTTP status Apple answers it with.
     /// Whether this configuration error refuses the app's credential or topic as a whole. A topic
@@ -64,7 +64,7 @@ public struct APNSReason: Sendable, Hashable, RawRepresentable, CustomStringConv
         return pushType.topicSuffix.isEmpty && pushType != .mdm
     }
 
-    public static let documented: [(status: Int, reason: APNSReason)] = [
+    package static let documented: [(status: Int, reason: APNSReason)] = [
         (400, .badCollapseID), (400, .badDeviceToken), (400, .badExpirationDate), (400, .badMessageID),
         (400, .badPriority), (400, .badTopic), (400, .deviceTokenNotForTopic), (400, .duplicateHeaders),
         (400, .idleTimeout), (400, .invalidPushType), (400, .missingDeviceToken), (400, .missingTopic),
@@ -76,11 +76,11 @@ public struct APNSReason: Sendable, Hashable, RawRepresentable, CustomStringConv
         (503, .serviceUnavailable), (503, .shutdown),
     ]
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// What a sender must do about an answer: exactly one for every status and reason.
-public enum APNSDisposition: String, Sendable, Hashable, Codable {
+package enum APNSDisposition: String, Sendable, Hashable, Codable {
     /// 200: APNs accepted the notification.
     case delivered
     /// 429 `TooManyRequests`: too many pushes to this one token; retry it later.
@@ -97,7 +97,7 @@ public enum APNSDisposition: String, Sendable, Hashable, Codable {
     case badRequest
 
     /// Classifies an answer. Unknown reasons fall back on their status code.
-    public init(status: Int, reason: APNSReason?) {
+    package init(status: Int, reason: APNSReason?) {
         if status == 200 {
             self = .delivered
             return
@@ -125,7 +125,7 @@ public enum APNSDisposition: String, Sendable, Hashable, Codable {
     }
 
     /// Whether the same notification may be sent again.
-    public var isRetryable: Bool {
+    package var isRetryable: Bool {
         switch self {
         case .retryTokenLater, .retryWithBackoff, .resendOnNewConnection: true
         case .delivered, .tokenDead, .configurationError, .badRequest: false

@@ -1,23 +1,23 @@
-public import Foundation
+package import Foundation
 
 /// One notification for one device token, ready for the wire: the headers APNs reads and the
 /// encoded payload. Built once per device; validated before anything is sent.
-public struct APNSNotification: Sendable, Hashable {
+package struct APNSNotification: Sendable, Hashable {
     /// The device token as lowercase hex of the raw token bytes.
-    public var deviceToken: String
-    public var pushType: APNSPushType
+    package var deviceToken: String
+    package var pushType: APNSPushType
     /// The app's bundle id; the push type's suffix is added for `apns-topic`.
-    public var bundleID: String
-    public var priority: APNSPriority
+    package var bundleID: String
+    package var priority: APNSPriority
     /// UNIX seconds; `0` means one attempt only, `nil` leaves APNs' default storage policy.
-    public var expiration: Int?
-    public var collapseID: String?
+    package var expiration: Int?
+    package var collapseID: String?
     /// Our own `apns-id`, a UUID we generate and return to the caller.
-    public var apnsID: UUID
+    package var apnsID: UUID
     /// The JSON payload bytes.
-    public var payload: Data
+    package var payload: Data
 
-    public init(
+    package init(
         deviceToken: String,
         pushType: APNSPushType = .alert,
         bundleID: String,
@@ -39,14 +39,14 @@ public struct APNSNotification: Sendable, Hashable {
     }
 
     /// The `apns-topic` header value.
-    public var topic: String { pushType.topic(forBundleID: bundleID) }
+    package var topic: String { pushType.topic(forBundleID: bundleID) }
 
     /// The `:path` of the request.
-    public var path: String { "/3/device/" + deviceToken }
+    package var path: String { "/3/device/" + deviceToken }
 
     /// Checks every rule APNs enforces that can be checked before sending; the first broken one
     /// is thrown. Nothing that fails here is ever sent.
-    public func validate() throws(APNSValidationError) {
+    package func validate() throws(APNSValidationError) {
         try Self.validateDeviceToken(deviceToken)
         if bundleID.isEmpty {
             throw APNSValidationError(code: .missingTopic, field: "topic", message: "the topic (bundle id) is empty")
@@ -85,10 +85,10 @@ public struct APNSNotification: Sendable, Hashable {
     }
 
     /// `apns-collapse-id` limit in bytes.
-    public static let collapseIDLimit = 64
+    package static let collapseIDLimit = 64
 
     /// Checks that a token is non-empty hex of whole bytes. Apple says not to assume a length.
-    public static func validateDeviceToken(_ token: String) throws(APNSValidationError) {
+    package static func validateDeviceToken(_ token: String) throws(APNSValidationError) {
         guard !token.isEmpty else {
             throw APNSValidationError(code: .missingDeviceToken, field: "token", message: "the device token is empty")
         }
@@ -106,38 +106,38 @@ public struct APNSNotification: Sendable, Hashable {
 
 extension UInt8 {
     /// Whether this ASCII byte is `0-9`, `a-f` or `A-F`.
-    @inlinable public var isHexDigit: Bool {
+    @inlinable package var isHexDigit: Bool {
         (self >= 0x30 && self <= 0x39) || (self >= 0x61 && self <= 0x66) || (self >= 0x41 && self <= 0x46)
     }
 }
 
 /// A notification that breaks an APNs rule, found before sending.
-public struct APNSValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct APNSValidationError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The APNs reason this would have earned.
-    public struct Code: Sendable, Hashable, RawRepresentable {
-        public var rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public static let missingDeviceToken = Code(rawValue: "MissingDeviceToken")
-        public static let badDeviceToken = Code(rawValue: "BadDeviceToken")
-        public static let missingTopic = Code(rawValue: "MissingTopic")
-        public static let invalidPushType = Code(rawValue: "InvalidPushType")
-        public static let badPriority = Code(rawValue: "BadPriority")
-        public static let badExpirationDate = Code(rawValue: "BadExpirationDate")
-        public static let badCollapseID = Code(rawValue: "BadCollapseId")
-        public static let payloadEmpty = Code(rawValue: "PayloadEmpty")
-        public static let payloadTooLarge = Code(rawValue: "PayloadTooLarge")
+    package struct Code: Sendable, Hashable, RawRepresentable {
+        package var rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package static let missingDeviceToken = Code(rawValue: "MissingDeviceToken")
+        package static let badDeviceToken = Code(rawValue: "BadDeviceToken")
+        package static let missingTopic = Code(rawValue: "MissingTopic")
+        package static let invalidPushType = Code(rawValue: "InvalidPushType")
+        package static let badPriority = Code(rawValue: "BadPriority")
+        package static let badExpirationDate = Code(rawValue: "BadExpirationDate")
+        package static let badCollapseID = Code(rawValue: "BadCollapseId")
+        package static let payloadEmpty = Code(rawValue: "PayloadEmpty")
+        package static let payloadTooLarge = Code(rawValue: "PayloadTooLarge")
     }
 
-    public var code: Code
+    package var code: Code
     /// The request field at fault, in the API's snake_case.
-    public var field: String
-    public var message: String
+    package var field: String
+    package var message: String
 
-    public init(code: Code, field: String, message: String) {
+    package init(code: Code, field: String, message: String) {
         self.code = code
         self.field = field
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue) (\(field)): \(message)" }
+    package var description: String { "\(code.rawValue) (\(field)): \(message)" }
 }

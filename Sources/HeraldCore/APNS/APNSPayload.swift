@@ -1,21 +1,21 @@
-public import Foundation
-public import HeraldPayload
+package import Foundation
+package import HeraldPayload
 
 /// A complete APNs payload: the `aps` dictionary plus custom top-level keys (protocols.md §4).
 ///
 /// Custom keys sit beside `aps`; a custom key named `aps` is ignored. Encoding sorts keys so
 /// that the same payload always has the same bytes.
-public struct APNSPayload: Sendable, Hashable, Encodable {
-    public var aps: APS
+package struct APNSPayload: Sendable, Hashable, Encodable {
+    package var aps: APS
     /// Custom top-level keys, siblings of `aps` (the app's payload key lives here).
-    public var custom: [String: JSONValue]
+    package var custom: [String: JSONValue]
 
-    public init(aps: APS = APS(), custom: [String: JSONValue] = [:]) {
+    package init(aps: APS = APS(), custom: [String: JSONValue] = [:]) {
         self.aps = aps
         self.custom = custom
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: DynamicKey.self)
         try container.encode(aps, forKey: DynamicKey("aps"))
         for (key, value) in custom where key != "aps" {
@@ -24,7 +24,7 @@ public struct APNSPayload: Sendable, Hashable, Encodable {
     }
 
     /// The payload as compact JSON with sorted keys and unescaped slashes.
-    public func jsonData() throws -> Data {
+    package func jsonData() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(self)
@@ -32,30 +32,30 @@ public struct APNSPayload: Sendable, Hashable, Encodable {
 }
 
 /// The `aps` dictionary. Every key Apple documents is here; `nil` keys are left out.
-public struct APS: Sendable, Hashable, Encodable {
-    public var alert: APSAlert?
-    public var badge: Int?
-    public var sound: APSSound?
-    public var threadID: String?
-    public var category: String?
-    public var contentAvailable: Bool
-    public var mutableContent: Bool
-    public var targetContentID: String?
-    public var interruptionLevel: APSInterruptionLevel?
-    public var relevanceScore: Double?
-    public var filterCriteria: String?
+package struct APS: Sendable, Hashable, Encodable {
+    package var alert: APSAlert?
+    package var badge: Int?
+    package var sound: APSSound?
+    package var threadID: String?
+    package var category: String?
+    package var contentAvailable: Bool
+    package var mutableContent: Bool
+    package var targetContentID: String?
+    package var interruptionLevel: APSInterruptionLevel?
+    package var relevanceScore: Double?
+    package var filterCriteria: String?
     // Live Activity keys.
-    public var staleDate: Int?
-    public var contentState: JSONValue?
-    public var timestamp: Int?
-    public var event: String?
-    public var dismissalDate: Int?
-    public var attributesType: String?
-    public var attributes: JSONValue?
-    public var inputPushToken: Bool
-    public var inputPushChannel: String?
+    package var staleDate: Int?
+    package var contentState: JSONValue?
+    package var timestamp: Int?
+    package var event: String?
+    package var dismissalDate: Int?
+    package var attributesType: String?
+    package var attributes: JSONValue?
+    package var inputPushToken: Bool
+    package var inputPushChannel: String?
 
-    public init(
+    package init(
         alert: APSAlert? = nil,
         badge: Int? = nil,
         sound: APSSound? = nil,
@@ -116,7 +116,7 @@ public struct APS: Sendable, Hashable, Encodable {
         case inputPushChannel = "input-push-channel"
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encodeIfPresent(alert, forKey: .alert)
         try container.encodeIfPresent(badge, forKey: .badge)
@@ -142,21 +142,21 @@ public struct APS: Sendable, Hashable, Encodable {
 }
 
 /// `aps.alert`: a dictionary with text or localization keys, or a plain body string.
-public struct APSAlert: Sendable, Hashable, Encodable {
-    public var title: String?
-    public var subtitle: String?
-    public var body: String?
-    public var launchImage: String?
-    public var titleLocKey: String?
-    public var titleLocArgs: [String]?
-    public var subtitleLocKey: String?
-    public var subtitleLocArgs: [String]?
-    public var locKey: String?
-    public var locArgs: [String]?
+package struct APSAlert: Sendable, Hashable, Encodable {
+    package var title: String?
+    package var subtitle: String?
+    package var body: String?
+    package var launchImage: String?
+    package var titleLocKey: String?
+    package var titleLocArgs: [String]?
+    package var subtitleLocKey: String?
+    package var subtitleLocArgs: [String]?
+    package var locKey: String?
+    package var locArgs: [String]?
     /// When set, the alert is encoded as this plain string (body only).
-    public var plainBody: String?
+    package var plainBody: String?
 
-    public init(
+    package init(
         title: String? = nil,
         subtitle: String? = nil,
         body: String? = nil,
@@ -181,7 +181,7 @@ public struct APSAlert: Sendable, Hashable, Encodable {
     }
 
     /// An alert sent as a plain string: the body only.
-    public static func plain(_ body: String) -> APSAlert {
+    package static func plain(_ body: String) -> APSAlert {
         var alert = APSAlert()
         alert.plainBody = body
         return alert
@@ -198,7 +198,7 @@ public struct APSAlert: Sendable, Hashable, Encodable {
         case locArgs = "loc-args"
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         if let plainBody {
             var container = encoder.singleValueContainer()
             try container.encode(plainBody)
@@ -219,16 +219,16 @@ public struct APSAlert: Sendable, Hashable, Encodable {
 }
 
 /// `aps.sound`: a sound file name (`"default"` for the system sound) or a critical alert sound.
-public enum APSSound: Sendable, Hashable, Encodable {
+package enum APSSound: Sendable, Hashable, Encodable {
     case named(String)
     /// A critical alert sound: `{"critical":1,"name":…,"volume":0.0–1.0}`.
     case critical(name: String, volume: Double)
 
-    public static let `default` = APSSound.named("default")
+    package static let `default` = APSSound.named("default")
 
     enum CodingKeys: String, CodingKey { case critical, name, volume }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch self {
         case .named(let name):
             var container = encoder.singleValueContainer()
@@ -243,16 +243,16 @@ public enum APSSound: Sendable, Hashable, Encodable {
 }
 
 /// `aps.interruption-level`: `passive`, `active`, `time-sensitive` or `critical`.
-public struct APSInterruptionLevel: Sendable, Hashable, RawRepresentable {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct APSInterruptionLevel: Sendable, Hashable, RawRepresentable {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let passive = APSInterruptionLevel(rawValue: "passive")
-    public static let active = APSInterruptionLevel(rawValue: "active")
-    public static let timeSensitive = APSInterruptionLevel(rawValue: "time-sensitive")
-    public static let critical = APSInterruptionLevel(rawValue: "critical")
+    package static let passive = APSInterruptionLevel(rawValue: "passive")
+    package static let active = APSInterruptionLevel(rawValue: "active")
+    package static let timeSensitive = APSInterruptionLevel(rawValue: "time-sensitive")
+    package static let critical = APSInterruptionLevel(rawValue: "critical")
 
-    public static let known: [APSInterruptionLevel] = [.passive, .active, .timeSensitive, .critical]
+    package static let known: [APSInterruptionLevel] = [.passive, .active, .timeSensitive, .critical]
 }
 
 struct DynamicKey: CodingKey {

@@ -2,39 +2,39 @@
 ///
 /// Unknown values from configuration are kept as they are so that a new Apple push type
 /// can be sent before Herald knows it; the simulator answers them with `InvalidPushType`.
-public struct APNSPushType: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct APNSPushType: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let alert = APNSPushType(rawValue: "alert")
-    public static let background = APNSPushType(rawValue: "background")
-    public static let voip = APNSPushType(rawValue: "voip")
-    public static let complication = APNSPushType(rawValue: "complication")
-    public static let fileProvider = APNSPushType(rawValue: "fileprovider")
-    public static let liveActivity = APNSPushType(rawValue: "liveactivity")
-    public static let location = APNSPushType(rawValue: "location")
-    public static let mdm = APNSPushType(rawValue: "mdm")
-    public static let pushToTalk = APNSPushType(rawValue: "pushtotalk")
-    public static let widgets = APNSPushType(rawValue: "widgets")
-    public static let controls = APNSPushType(rawValue: "controls")
+    package static let alert = APNSPushType(rawValue: "alert")
+    package static let background = APNSPushType(rawValue: "background")
+    package static let voip = APNSPushType(rawValue: "voip")
+    package static let complication = APNSPushType(rawValue: "complication")
+    package static let fileProvider = APNSPushType(rawValue: "fileprovider")
+    package static let liveActivity = APNSPushType(rawValue: "liveactivity")
+    package static let location = APNSPushType(rawValue: "location")
+    package static let mdm = APNSPushType(rawValue: "mdm")
+    package static let pushToTalk = APNSPushType(rawValue: "pushtotalk")
+    package static let widgets = APNSPushType(rawValue: "widgets")
+    package static let controls = APNSPushType(rawValue: "controls")
 
     /// Every push type Apple documents.
-    public static let known: [APNSPushType] = [
+    package static let known: [APNSPushType] = [
         .alert, .background, .voip, .complication, .fileProvider, .liveActivity, .location, .mdm, .pushToTalk,
         .widgets, .controls,
     ]
 
     /// Push types APNs delivers only to a token registered for them (PushKit, Live Activity,
     /// location pushes …), never to a device's regular alert token.
-    public var needsOwnToken: Bool {
+    package var needsOwnToken: Bool {
         [.voip, .liveActivity, .location, .complication, .fileProvider, .pushToTalk, .widgets, .controls].contains(self)
     }
 
     /// Whether Apple documents this push type.
-    public var isKnown: Bool { Self.known.contains(self) }
+    package var isKnown: Bool { Self.known.contains(self) }
 
     /// The suffix appended to the bundle id to form `apns-topic` (empty for alert and background).
-    public var topicSuffix: String {
+    package var topicSuffix: String {
         switch self {
         case .voip: ".voip"
         case .complication: ".complication"
@@ -49,30 +49,30 @@ public struct APNSPushType: Sendable, Hashable, RawRepresentable, CustomStringCo
     }
 
     /// The largest payload APNs accepts for this push type, in bytes.
-    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+    package var payloadLimit: Int { self == .voip ? 5120 : 4096 }
 
     /// The `apns-topic` for a bundle id and this push type. A bundle id that already carries
     /// the suffix is returned unchanged; MDM topics are used as given.
-    public func topic(forBundleID bundleID: String) -> String {
+    package func topic(forBundleID bundleID: String) -> String {
         let suffix = topicSuffix
         if suffix.isEmpty || bundleID.hasSuffix(suffix) { return bundleID }
         return bundleID + suffix
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// The `apns-priority` header: 10 sends now, 5 considers power, 1 never wakes the device.
-public struct APNSPriority: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
-    public var rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
+package struct APNSPriority: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
+    package var rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
 
-    public static let immediate = APNSPriority(rawValue: 10)
-    public static let considerPower = APNSPriority(rawValue: 5)
-    public static let prioritizePower = APNSPriority(rawValue: 1)
+    package static let immediate = APNSPriority(rawValue: 10)
+    package static let considerPower = APNSPriority(rawValue: 5)
+    package static let prioritizePower = APNSPriority(rawValue: 1)
 
     /// Whether Apple accepts this value.
-    public var isValid: Bool { [1, 5, 10].contains(rawValue) }
+    package var isValid: Bool { [1, 5, 10].contains(rawValue) }
 
-    public var description: String { String(rawValue) }
+    package var description: String { String(rawValue) }
 }

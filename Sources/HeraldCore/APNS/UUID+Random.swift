@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -7,7 +7,7 @@ public import Foundation
 extension UUID {
     /// A random (version 4) UUID from the C library's userspace generator: Foundation's `UUID()`
     /// opens a device file per call on Linux, which shows in bulk sends.
-    public static func random() -> UUID {
+    package static func random() -> UUID {
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         #if canImport(Glibc)
             withUnsafeMutableBytes(of: &bytes) { arc4random_buf($0.baseAddress!, 16) }

@@ -2,18 +2,18 @@ import Foundation
 import HeraldPayload
 
 /// A problem in a catalog, with where it is.
-public struct CatalogProblem: Sendable, Hashable, CustomStringConvertible {
-    public var line: Int?
-    public var key: String
-    public var message: String
+package struct CatalogProblem: Sendable, Hashable, CustomStringConvertible {
+    package var line: Int?
+    package var key: String
+    package var message: String
 
-    public var description: String { "\(line.map { "\($0): " } ?? "")\(key): \(message)" }
+    package var description: String { "\(line.map { "\($0): " } ?? "")\(key): \(message)" }
 }
 
 /// Checks a catalog: unknown placeholders, missing default-locale copy, copy over the app's
 /// limits, more than two actions, high-stakes actions without authentication, banned copy.
-public enum CatalogChecker {
-    public static func check(_ catalog: Catalog) -> [CatalogProblem] {
+package enum CatalogChecker {
+    package static func check(_ catalog: Catalog) -> [CatalogProblem] {
         var problems: [CatalogProblem] = []
         let rules = catalog.app.copyRules
         var seen = Set<String>()
@@ -175,9 +175,9 @@ public enum CatalogChecker {
 }
 
 /// Catalog copy's locales (placeholders: `Placeholders`, shared with HeraldKit).
-public enum Template {
+package enum Template {
     /// The locales to try for a device locale: `fr-CA` → `fr-CA`, `fr`, then the default.
-    public static func localeChain(_ locale: String?, defaultLocale: String) -> [String] {
+    package static func localeChain(_ locale: String?, defaultLocale: String) -> [String] {
         var chain: [String] = []
         if let locale, !locale.isEmpty {
             let normalized = locale.replacingOccurrences(of: "_", with: "-")
@@ -193,13 +193,13 @@ public enum Template {
 
 extension CatalogType {
     /// The copy for a device locale, as written: `fr-CA`, then `fr`, then the default.
-    public func copy(locale: String?, defaultLocale: String) -> CatalogCopy? {
+    package func copy(locale: String?, defaultLocale: String) -> CatalogCopy? {
         Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] }).first
     }
 
     /// The copy for a device locale with placeholders filled; a missing placeholder's data
     /// makes the body the type's fallback.
-    public func render(locale: String?, defaultLocale: String, data: [String: String]) -> CatalogCopy? {
+    package func render(locale: String?, defaultLocale: String, data: [String: String]) -> CatalogCopy? {
         guard let chosen = copy(locale: locale, defaultLocale: defaultLocale) else { return nil }
         var rendered = CatalogCopy()
         rendered.title = chosen.title.map { Placeholders.title($0, data: data) }

@@ -1,41 +1,41 @@
-public import Foundation
-public import HeraldPayload
+package import Foundation
+package import HeraldPayload
 
 /// What an event does: `{event: sync.failed, type: PN-02, when: {…}, data: {…},
 /// cancel: […], badge: {counter, delta}, attributes: {…}}`. An event drives every trigger that
 /// names it and whose `when` holds, their effects applied in a fixed order: attributes, cancels,
 /// badges, sends.
-public struct CatalogTrigger: Sendable {
-    public var event: String
+package struct CatalogTrigger: Sendable {
+    package var event: String
     /// The catalog type to send to the event's user (none: the trigger only changes state).
-    public var type: String?
-    public var when: [TriggerCondition] = []
+    package var type: String?
+    package var when: [TriggerCondition] = []
     /// The send's data, templates over the event's data (`{source_name}`); nil: the event's data as it is.
-    public var data: [String: String]?
+    package var data: [String: String]?
     /// Templates of cancel keys whose pending deliveries (of this user) are cancelled.
-    public var cancel: [String] = []
+    package var cancel: [String] = []
     /// Template of the cancel key the send carries (so a later event can cancel it).
-    public var cancelKey: String?
-    public var badge: BadgeChange?
+    package var cancelKey: String?
+    package var badge: BadgeChange?
     /// User attributes set from templates (`{trial_ends_at}`): what jobs read.
-    public var attributes: [String: String] = [:]
-    public var line: Int?
+    package var attributes: [String: String] = [:]
+    package var line: Int?
 
-    public init(event: String) { self.event = event }
+    package init(event: String) { self.event = event }
 
     /// Whether every condition holds for the event's data and the user's attributes.
-    public func matches(data: [String: JSONValue], user: [String: JSONValue]) -> Bool {
+    package func matches(data: [String: JSONValue], user: [String: JSONValue]) -> Bool {
         when.allSatisfy { $0.holds(data: data, user: user) }
     }
 }
 
 /// A change to one of a user's badge counters: add `delta`, or set `value`. A
 /// trigger's `badge: {counter, delta | value}` and `POST …/badges` are one.
-public struct BadgeChange: Sendable, Hashable {
-    public var counter: String
-    public var delta: Int64?
-    public var value: Int64?
-    public init(counter: String, delta: Int64? = nil, value: Int64? = nil) {
+package struct BadgeChange: Sendable, Hashable {
+    package var counter: String
+    package var delta: Int64?
+    package var value: Int64?
+    package init(counter: String, delta: Int64? = nil, value: Int64? = nil) {
         self.counter = counter
         self.delta = delta
         self.value = value
@@ -43,8 +43,8 @@ public struct BadgeChange: Sendable, Hashable {
 }
 
 /// One condition of a trigger's `when`: a path (`data.kind`, `user.plan`) and a test.
-public struct TriggerCondition: Sendable, Hashable {
-    public enum Test: Sendable, Hashable {
+package struct TriggerCondition: Sendable, Hashable {
+    package enum Test: Sendable, Hashable {
         case equals(String)
         case notEquals(String)
         case oneOf([String])
@@ -53,16 +53,16 @@ public struct TriggerCondition: Sendable, Hashable {
         case less(Double, orEqual: Bool)
     }
 
-    public var path: String
-    public var test: Test
+    package var path: String
+    package var test: Test
 
-    public init(path: String, test: Test) {
+    package init(path: String, test: Test) {
         self.path = path
         self.test = test
     }
 
     /// The operators a condition may use.
-    public static let operators: Set<String> = ["eq", "ne", "in", "exists", "gt", "gte", "lt", "lte"]
+    package static let operators: Set<String> = ["eq", "ne", "in", "exists", "gt", "gte", "lt", "lte"]
 
     func holds(data: [String: JSONValue], user: [String: JSONValue]) -> Bool {
         let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
@@ -84,7 +84,7 @@ public struct TriggerCondition: Sendable, Hashable {
     }
 
     /// A scalar as text (`true`, `3`, `3.5`, `"x"`); nil for arrays, objects and null.
-    public static func text(_ value: JSONValue) -> String? {
+    package static func text(_ value: JSONValue) -> String? {
         switch value {
         case .string(let text): text
         case .int(let number): String(number)
@@ -99,23 +99,23 @@ public struct TriggerCondition: Sendable, Hashable {
 /// A time-based job over user attributes: `{name, type, every: "day at 09:00",
 /// when: {attribute: trial_ends_at, within: 24h} | {attribute: renews_at, in: 3d}}`, run in each
 /// user's time zone; each user gets each occurrence (the job and the local day) at most once.
-public struct CatalogJob: Sendable {
-    public var name: String
-    public var type: String
+package struct CatalogJob: Sendable {
+    package var name: String
+    package var type: String
     /// The local time of day it runs.
-    public var at: LocalTime
-    public var attribute: String
-    public var condition: Condition
-    public var line: Int?
+    package var at: LocalTime
+    package var attribute: String
+    package var condition: Condition
+    package var line: Int?
 
-    public enum Condition: Sendable, Hashable {
+    package enum Condition: Sendable, Hashable {
         /// The attribute's time is after now and at most this many seconds ahead.
         case within(TimeInterval)
         /// The attribute's time falls on the local day this many days from today.
         case inDays(Int)
     }
 
-    public init(name: String, type: String, at: LocalTime, attribute: String, condition: Condition, line: Int? = nil) {
+    package init(name: String, type: String, at: LocalTime, attribute: String, condition: Condition, line: Int? = nil) {
         self.name = name
         self.type = type
         self.at = at
@@ -125,7 +125,7 @@ public struct CatalogJob: Sendable {
     }
 
     /// Whether a user whose attribute holds `time` is due at `now` in `zone`.
-    public func selects(_ time: Date, now: Date, zone: TimeZone) -> Bool {
+    package func selects(_ time: Date, now: Date, zone: TimeZone) -> Bool {
         switch condition {
         case .within(let seconds): return time > now && time <= now.addingTimeInterval(seconds)
         case .inDays(let days):
@@ -140,7 +140,7 @@ public struct CatalogJob: Sendable {
 
     /// The occurrence `now` belongs to in `zone`: its local day (`2026-11-25`) once the job's
     /// time has passed that day, else nil (not yet today).
-    public func occurrence(now: Date, zone: TimeZone) -> String? {
+    package func occurrence(now: Date, zone: TimeZone) -> String? {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: now)

@@ -1,11 +1,11 @@
 import Foundation
-public import HeraldPayload
+package import HeraldPayload
 import Synchronization
 
 /// Finds personal data in notification text. Built-in detectors cover e-mail addresses,
 /// phone numbers, card numbers (Luhn-checked) and street addresses; apps add their own patterns.
-public struct PIIDetector: Sendable {
-    public var name: String
+package struct PIIDetector: Sendable {
+    package var name: String
     private let expression: NSRegularExpressionBox
     private let validate: @Sendable (String) -> Bool
     /// Answers for recent texts: a fan-out asks about the same title and body for every device
@@ -13,14 +13,14 @@ public struct PIIDetector: Sendable {
     private let memo = PIIMemo()
 
     /// A detector from a regular expression (ICU syntax, case-insensitive).
-    public init(name: String, pattern: String, validate: @escaping @Sendable (String) -> Bool = { _ in true }) throws {
+    package init(name: String, pattern: String, validate: @escaping @Sendable (String) -> Bool = { _ in true }) throws {
         self.name = name
         self.expression = NSRegularExpressionBox(try NSRegularExpression(pattern: pattern, options: [.caseInsensitive]))
         self.validate = validate
     }
 
     /// Whether `text` contains a match.
-    public func matches(_ text: String) -> Bool {
+    package func matches(_ text: String) -> Bool {
         if let known = memo.answer(text) { return known }
         let range = NSRange(text.startIndex..., in: text)
         var found = false
@@ -39,26 +39,26 @@ public struct PIIDetector: Sendable {
     // characters starts (the look-behinds), so no input makes the engine retry a run from each
     // of its positions. The phone pattern checks what follows the number in `validate`
     // instead of a look-ahead, which would make a possessive run backtrack.
-    public static let email = try! PIIDetector(
+    package static let email = try! PIIDetector(
         name: "email",
         pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
-    public static let phone = try! PIIDetector(
+    package static let phone = try! PIIDetector(
         name: "phone", pattern: #"(?<![\w.])\+?\d(?:[ ().-]*+\d)++[\w.]?"#,
         validate: { text in
             // A number followed by a letter, a digit or a decimal point is part of something else.
             guard let last = text.last, last.isNumber else { return false }
             return (9...15).contains(text.filter(\.isNumber).count)
         })
-    public static let cardNumber = try! PIIDetector(
+    package static let cardNumber = try! PIIDetector(
         name: "card_number", pattern: #"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"#,
         validate: { text in Self.passesLuhn(text.filter(\.isNumber)) })
-    public static let streetAddress = try! PIIDetector(
+    package static let streetAddress = try! PIIDetector(
         name: "street_address",
         pattern:
             #"\b\d{1,5}+\s++(?:[A-Z][a-z]*+\s++){1,3}?(?:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln|drive|dr|way|court|ct|rue|place|pl)\b\.?"#
     )
 
-    public static let builtIn: [PIIDetector] = [.email, .phone, .cardNumber, .streetAddress]
+    package static let builtIn: [PIIDetector] = [.email, .phone, .cardNumber, .streetAddress]
 
     static func passesLuhn(_ digits: String) -> Bool {
         guard (13...19).contains(digits.count) else { return false }
@@ -78,7 +78,7 @@ public struct PIIDetector: Sendable {
 extension PIIDetector {
     /// `value` without any string that a detector matches, at any depth (object members and
     /// array items are removed), and the names of the detectors that matched.
-    public static func scrubbed(_ value: JSONValue, detectors: [PIIDetector]) -> (JSONValue, Set<String>) {
+    package static func scrubbed(_ value: JSONValue, detectors: [PIIDetector]) -> (JSONValue, Set<String>) {
         var found = Set<String>()
         func walk(_ value: JSONValue) -> JSONValue? {
             switch value {

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// Decides, for one recipient device at one moment, whether a notification is sent now, deferred
 /// or suppressed, and how its content is adjusted — with the reason for every step (the decision
@@ -11,16 +11,16 @@ public import Foundation
 /// thread and summary; Do-Not-Disturb → `time-sensitive`/`critical` kept only for high/failure
 /// stakes the user allowed, otherwise `active`; PII guard → title and body replaced by the type's
 /// opaque text; size → the body shortened at a grapheme boundary with "…" until the payload fits.
-public struct PolicyEngine: Sendable {
-    public var clock: HeraldClock
+package struct PolicyEngine: Sendable {
+    package var clock: HeraldClock
 
-    public init(clock: HeraldClock = .system) { self.clock = clock }
+    package init(clock: HeraldClock = .system) { self.clock = clock }
 
     /// - Parameters:
     ///   - recent: when this user's earlier notifications from the app were (or will be) sent; only
     ///     the last hour matters.
     ///   - payloadSize: the encoded payload size of given content, in bytes.
-    public func decide(
+    package func decide(
         type: PolicyType, user: PolicyUser, app: PolicyApp, content: PolicyContent, recent: [Date],
         payloadLimit: Int = 4096, payloadSize: (PolicyContent) -> Int
     ) -> PolicyDecision {

@@ -1,56 +1,56 @@
-public import Foundation
-public import HeraldPayload
+package import Foundation
+package import HeraldPayload
 
 /// How much is at stake in a notification: the wire type HeraldKit shares.
-public typealias Stakes = HeraldPayload.Stakes
+package typealias Stakes = HeraldPayload.Stakes
 
 /// A time of day, minutes after midnight.
-public struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
-    public var hour: Int
-    public var minute: Int
+package struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
+    package var hour: Int
+    package var minute: Int
 
-    public init(hour: Int, minute: Int = 0) {
+    package init(hour: Int, minute: Int = 0) {
         self.hour = hour
         self.minute = minute
     }
 
     /// Parses `HH:MM`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let time = StepTime.clockTime(text) else { return nil }
         self.init(hour: time.hour, minute: time.minute)
     }
 
     var minutes: Int { hour * 60 + minute }
-    public var description: String { String(format: "%02d:%02d", hour, minute) }
+    package var description: String { String(format: "%02d:%02d", hour, minute) }
 }
 
 /// A daily quiet window in the user's time zone, e.g. 22:00–09:00. It may wrap midnight.
-public struct QuietHours: Sendable, Hashable, Codable {
-    public var start: LocalTime
-    public var end: LocalTime
+package struct QuietHours: Sendable, Hashable, Codable {
+    package var start: LocalTime
+    package var end: LocalTime
 
-    public init(start: LocalTime, end: LocalTime) {
+    package init(start: LocalTime, end: LocalTime) {
         self.start = start
         self.end = end
     }
 
-    public static let syncWellDefault = QuietHours(start: LocalTime(hour: 22), end: LocalTime(hour: 9))
+    package static let syncWellDefault = QuietHours(start: LocalTime(hour: 22), end: LocalTime(hour: 9))
 }
 
 /// What the catalog says about a notification type, as far as policy is concerned.
-public struct PolicyType: Sendable, Hashable {
-    public var id: String
+package struct PolicyType: Sendable, Hashable {
+    package var id: String
     /// Transactional types ignore quiet hours.
-    public var transactional: Bool
+    package var transactional: Bool
     /// Only user-controllable types can be switched off.
-    public var userControllable: Bool
-    public var defaultEnabled: Bool
-    public var stakes: Stakes
+    package var userControllable: Bool
+    package var defaultEnabled: Bool
+    package var stakes: Stakes
     /// The opaque text used when the PII guard fires.
-    public var opaqueTitle: String
-    public var opaqueBody: String
+    package var opaqueTitle: String
+    package var opaqueBody: String
 
-    public init(
+    package init(
         id: String, transactional: Bool = false, userControllable: Bool = true, defaultEnabled: Bool = true,
         stakes: Stakes = .low, opaqueTitle: String = "New notification", opaqueBody: String = "Open the app to view"
     ) {
@@ -65,17 +65,17 @@ public struct PolicyType: Sendable, Hashable {
 }
 
 /// A user's settings.
-public struct PolicyUser: Sendable, Hashable {
-    public var timeZone: TimeZone
+package struct PolicyUser: Sendable, Hashable {
+    package var timeZone: TimeZone
     /// Per-type on/off; types missing here use the catalog default.
-    public var typeEnabled: [String: Bool]
+    package var typeEnabled: [String: Bool]
     /// `nil`: quiet hours off.
-    public var quietHours: QuietHours?
-    public var vacation: Bool
+    package var quietHours: QuietHours?
+    package var vacation: Bool
     /// Stakes levels the user allowed to break through Do-Not-Disturb.
-    public var dndBypass: Set<Stakes>
+    package var dndBypass: Set<Stakes>
 
-    public init(
+    package init(
         timeZone: TimeZone = TimeZone(identifier: "UTC")!, typeEnabled: [String: Bool] = [:],
         quietHours: QuietHours? = nil, vacation: Bool = false, dndBypass: Set<Stakes> = []
     ) {
@@ -88,18 +88,18 @@ public struct PolicyUser: Sendable, Hashable {
 }
 
 /// App-wide policy settings.
-public struct PolicyApp: Sendable {
-    public var name: String
+package struct PolicyApp: Sendable {
+    package var name: String
     /// At most this many notifications per user per rolling hour; `nil` turns pacing off (default 5).
-    public var pacingLimit: Int?
+    package var pacingLimit: Int?
     /// From this many notifications within a rolling hour, the group thread and summary are used (default 5).
-    public var groupingThreshold: Int?
-    public var groupThreadID: String
+    package var groupingThreshold: Int?
+    package var groupThreadID: String
     /// `{app}` and `{count}` are filled in: "Cocotte · {count} updates".
-    public var groupSummaryFormat: String
-    public var piiDetectors: [PIIDetector]
+    package var groupSummaryFormat: String
+    package var piiDetectors: [PIIDetector]
 
-    public init(
+    package init(
         name: String, pacingLimit: Int? = 5, groupingThreshold: Int? = nil, groupThreadID: String = "group",
         groupSummaryFormat: String = "{app} · {count} updates", piiDetectors: [PIIDetector] = PIIDetector.builtIn
     ) {
@@ -113,16 +113,16 @@ public struct PolicyApp: Sendable {
 }
 
 /// The rendered notification the policy may adjust.
-public struct PolicyContent: Sendable, Hashable {
-    public var title: String?
-    public var body: String?
-    public var threadID: String?
+package struct PolicyContent: Sendable, Hashable {
+    package var title: String?
+    package var body: String?
+    package var threadID: String?
     /// The rendered `apns-collapse-id` / FCM collapse key, checked by the PII guard.
-    public var collapseID: String?
-    public var summary: String?
-    public var interruptionLevel: APSInterruptionLevel?
+    package var collapseID: String?
+    package var summary: String?
+    package var interruptionLevel: APSInterruptionLevel?
 
-    public init(
+    package init(
         title: String? = nil, body: String? = nil, threadID: String? = nil, collapseID: String? = nil,
         summary: String? = nil, interruptionLevel: APSInterruptionLevel? = nil
     ) {
@@ -136,27 +136,27 @@ public struct PolicyContent: Sendable, Hashable {
 }
 
 /// One step of the decision trace: which rule changed the outcome, and how, in words.
-public struct PolicyStep: Sendable, Hashable, CustomStringConvertible {
-    public var rule: String
-    public var message: String
-    public var description: String { "\(rule): \(message)" }
+package struct PolicyStep: Sendable, Hashable, CustomStringConvertible {
+    package var rule: String
+    package var message: String
+    package var description: String { "\(rule): \(message)" }
 
-    public init(rule: String, message: String) {
+    package init(rule: String, message: String) {
         self.rule = rule
         self.message = message
     }
 }
 
 /// The outcome for one recipient device at one moment.
-public enum PolicyOutcome: Sendable, Hashable {
+package enum PolicyOutcome: Sendable, Hashable {
     case send
     case deferred(until: Date)
     case suppressed(reason: String)
 }
 
 /// The decision: outcome, the content as it will be sent, and the trace of every rule that acted.
-public struct PolicyDecision: Sendable, Hashable {
-    public var outcome: PolicyOutcome
-    public var content: PolicyContent
-    public var trace: [PolicyStep]
+package struct PolicyDecision: Sendable, Hashable {
+    package var outcome: PolicyOutcome
+    package var content: PolicyContent
+    package var trace: [PolicyStep]
 }

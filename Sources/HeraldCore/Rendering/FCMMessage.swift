@@ -1,29 +1,29 @@
-public import Foundation
-public import HeraldPayload
+package import Foundation
+package import HeraldPayload
 
 /// A Herald notification as FCM HTTP v1 sees it (protocols.md §11), for one registration token.
-public struct FCMMessage: Sendable, Hashable {
-    public var token: String
-    public var title: String?
-    public var body: String?
-    public var image: String?
+package struct FCMMessage: Sendable, Hashable {
+    package var token: String
+    package var title: String?
+    package var body: String?
+    package var image: String?
     /// Custom data; every value goes out as a string (nested values JSON-encoded).
-    public var data: [String: JSONValue]
+    package var data: [String: JSONValue]
     /// Alerts go `HIGH`, silent (data-only) messages `NORMAL`.
-    public var highPriority: Bool
+    package var highPriority: Bool
     /// Seconds the message may wait for the device (`android.ttl`); `nil` = FCM's default.
-    public var timeToLive: Int?
+    package var timeToLive: Int?
     /// FCM's longest `ttl`: 28 days. Longer expirations (fine for APNs) are sent as 28 days.
-    public static let maximumTimeToLive = 28 * 86400
-    public var collapseKey: String?
-    public var channelID: String?
-    public var tag: String?
+    package static let maximumTimeToLive = 28 * 86400
+    package var collapseKey: String?
+    package var channelID: String?
+    package var tag: String?
     /// Where a tap leads (`android.notification.click_action`): the deep link.
-    public var clickAction: String?
+    package var clickAction: String?
     /// `fcm_options.analytics_label`: the notification type.
-    public var analyticsLabel: String?
+    package var analyticsLabel: String?
 
-    public init(
+    package init(
         token: String, title: String? = nil, body: String? = nil, image: String? = nil, data: [String: JSONValue] = [:],
         highPriority: Bool? = nil, timeToLive: Int? = nil, collapseKey: String? = nil, channelID: String? = nil,
         tag: String? = nil, clickAction: String? = nil, analyticsLabel: String? = nil
@@ -43,15 +43,15 @@ public struct FCMMessage: Sendable, Hashable {
     }
 
     /// FCM's limit for a message to a token.
-    public static let sizeLimit = 4096
+    package static let sizeLimit = 4096
     /// Data keys FCM refuses (`from`, `message_type`, anything starting `google` or `gcm`).
-    public static func isReservedDataKey(_ key: String) -> Bool {
+    package static func isReservedDataKey(_ key: String) -> Bool {
         let lowered = key.lowercased()
         return lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google") || lowered.hasPrefix("gcm")
     }
 
     /// Every data value as FCM wants it: strings as they are, anything else as JSON (keys sorted).
-    public var stringData: [String: String] {
+    package var stringData: [String: String] {
         var result: [String: String] = [:]
         for (key, value) in data {
             switch value {
@@ -65,7 +65,7 @@ public struct FCMMessage: Sendable, Hashable {
 
     /// The request body: `{"message":{…}}`, keys in sorted order. Written byte by byte: this runs
     /// once per device, and `JSONSerialization` cost ~150 µs of CPU a message.
-    public func requestBody() throws -> Data {
+    package func requestBody() throws -> Data {
         var json = JSONWriter(capacity: 256 + token.utf8.count + (title?.utf8.count ?? 0) + (body?.utf8.count ?? 0))
         json.raw(#"{"message":{"android":{"#)
         if let collapseKey {
