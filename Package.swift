@@ -4,6 +4,7 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
@@ -164,6 +165,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -212,7 +214,7 @@ let package = Package(
         .testTarget(
             name: "HeraldSimulatorTests",
             dependencies: [
-                "HeraldSimulator", "HeraldAPNs", "HeraldCore", "HeraldTesting",
+                "HeraldSimulator", "HeraldAPNs", "HeraldCore", "HeraldPayload", "HeraldTesting",
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -220,12 +222,15 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldFCMTests",
-            dependencies: ["HeraldFCM", "HeraldCore", "HeraldSimulator", "HeraldTesting", "HeraldPayload"],
+            dependencies: [
+                "HeraldFCM", "HeraldCore", "HeraldSimulator", "HeraldTesting", "HeraldPayload",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "HeraldCLITests",
-            dependencies: ["HeraldSimulator", "HeraldTesting"],
+            dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldTesting"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import HTTPTypes
+import HeraldStore
 package import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 package import NIOSSL
 import ServiceLifecycle
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldHTTP2
 import NIOCore
 import NIOHPACK

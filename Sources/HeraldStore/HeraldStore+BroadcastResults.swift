@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import PostgresNIO
 
 /// A broadcast's answers: each device's delivery row written once, with its result.

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import Synchronization
 
 /// Broadcasts: a notification to all of an app's devices. Accepting one writes the notification
 /// (its recipients counted) and a cursor over the app's devices, not a row per device. The

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SQLKit
 
 /// The schema, as versioned migrations applied at open (written for SQLite; `translate` makes

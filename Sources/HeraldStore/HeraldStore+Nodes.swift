@@ -2,6 +2,7 @@ package import Foundation
 import PostgresNIO
 import SQLKit
 import SQLiteNIO
+import Synchronization
 
 /// The outbox's nodes (heartbeats, rescue of a dead node's claims, leaving), its wake-ups
 /// (PostgreSQL NOTIFY/LISTEN) and its gauges.

@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import SQLKit
 import SQLiteNIO
+import Synchronization
 
 /// The outbox's claims: what is due, shared fairly between apps and lanes, taken for this node.
 extension HeraldStore {

@@ -1,4 +1,5 @@
 package import Foundation
+import Synchronization
 
 /// PostgreSQL's deliveries are partitioned by day of creation (migration 11): the upkeep
 /// creates the coming days' partitions ahead and drops a past day's partition whole once

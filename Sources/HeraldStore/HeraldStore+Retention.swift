@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldCore
 
 /// Retention (`outbox.retention`): answered deliveries (with their decision traces), the
 /// notifications left without deliveries (with their idempotency keys) and pacing records older

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import Foundation
+import HeraldCore
 import HeraldServer
 import HeraldSimulator
 import HeraldStore
@@ -8,6 +9,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 #if canImport(Glibc)
     import Glibc

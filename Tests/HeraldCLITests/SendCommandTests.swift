@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldSimulator
 import HeraldTesting
 import Testing

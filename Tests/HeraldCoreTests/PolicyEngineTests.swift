@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldPayload
 import Testing
 
 @Suite("Policy engine (pure, clock injected)")

@@ -5,6 +5,7 @@ import HeraldPayload
 import HeraldSimulator
 import HeraldTesting
 import Testing
+import _CryptoExtras
 
 /// FCM HTTP v1 against the simulator over real HTTP/2 + TLS: OAuth2 exchange and reuse, every
 /// error class, Retry-After, data stringification.

@@ -4,6 +4,7 @@ import HTTPTypes
 import HeraldCore
 import HeraldPayload
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Testing

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Hummingbird

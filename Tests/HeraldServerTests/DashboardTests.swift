@@ -1,6 +1,10 @@
 import Foundation
 import HTTPTypes
 import HeraldCore
+import HeraldPayload
+import HeraldServer
+import HeraldSimulator
+import HeraldStore
 import HeraldTesting
 import Hummingbird
 import HummingbirdTesting

@@ -1,7 +1,9 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldPayload
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Testing

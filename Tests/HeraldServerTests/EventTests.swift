@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Testing

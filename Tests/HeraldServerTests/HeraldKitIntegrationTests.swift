@@ -1,10 +1,14 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldKit
 import HeraldKitTesting
 import HeraldPayload
 import HeraldServer
+import HeraldSimulator
+import HeraldStore
 import HeraldTesting
+import HummingbirdTesting
 import Testing
 
 /// HeraldKit's networking against a live Herald: the app registers

@@ -3,6 +3,7 @@ import HeraldAPNs
 import HeraldCore
 import HeraldFCM
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Hummingbird

@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
+import HeraldStore
 import HeraldTesting
 import Hummingbird
 import HummingbirdTesting

@@ -1,7 +1,11 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
+import HeraldStore
 import HeraldTesting
+import HummingbirdTesting
 import Testing
 
 #if canImport(Glibc)

@@ -1,4 +1,7 @@
 import Foundation
+import HTTPTypes
+import HeraldServer
+import HeraldSimulator
 import HeraldTesting
 import Testing
 

@@ -1,7 +1,11 @@
 import Foundation
+import HTTPTypes
+import HeraldAPNs
 import HeraldCore
+import HeraldFCM
 import HeraldPayload
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Synchronization

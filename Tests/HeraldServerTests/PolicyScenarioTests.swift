@@ -1,5 +1,7 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
+import HeraldServer
 import HeraldSimulator
 import HeraldTesting
 import Testing

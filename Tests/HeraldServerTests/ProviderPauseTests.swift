@@ -1,7 +1,12 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
+import HeraldStore
 import HeraldTesting
+import HummingbirdTesting
+import NIOCore
 import Testing
 
 /// A configuration mistake never loses notifications or deactivates a fleet. The

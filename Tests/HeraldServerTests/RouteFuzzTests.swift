@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HeraldCore
 import HeraldServer
+import HeraldSimulator
 import HeraldTesting
 import Hummingbird
 import HummingbirdTesting

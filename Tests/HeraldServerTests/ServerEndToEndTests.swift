@@ -1,9 +1,12 @@
 import Foundation
 import HeraldCore
+import HeraldPayload
 import HeraldServer
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Hummingbird
+import HummingbirdTesting
 import Testing
 import Yams
 

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import HeraldPayload
 import HeraldSimulator
 import HeraldTesting
 import NIOCore

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 
 /// An app's notification catalog: app-wide settings and the notification types.
 package struct Catalog: Sendable {

@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldPayload
 
 /// Decides, for one recipient device at one moment, whether a notification is sent now, deferred
 /// or suppressed, and how its content is adjusted — with the reason for every step (the decision

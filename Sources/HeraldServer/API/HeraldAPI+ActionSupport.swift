@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 
 // What the action, response and resolve routes share: the device a call speaks for, the
 // request bodies and answers, and the webhook events they queue.

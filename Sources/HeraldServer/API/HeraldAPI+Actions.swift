@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 
 /// Quick actions: a device commits an action from the lock screen with the
 /// token its payload carried; the commit is forwarded to the app's webhook (first try at once,

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 import NIOCore
 
 /// The operator's routes: health probes, `/metrics`, `/openapi.yaml` and the movable clock.

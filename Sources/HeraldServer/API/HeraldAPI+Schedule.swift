@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 import NIOCore
 
 /// Lifecycle tracks (enrol, bulk enrolments, leave, list), events and their triggers, badges

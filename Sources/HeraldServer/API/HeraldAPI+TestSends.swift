@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 
 /// `POST /v1/apps/{app}/test` (Lucid's admin trigger): one typed notification to
 /// a user's devices now, waited for, answered with what each device was sent and how it went.

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldStore
 import Hummingbird
+import Logging
 
 /// What every answer of Herald's listeners gets: `Strict-Transport-Security` when Herald serves
 /// TLS itself; and a notice in the log for every call made with the admin key (route, method,

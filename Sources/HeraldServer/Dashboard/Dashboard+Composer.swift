@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Hummingbird
+import Logging
 
 /// The composer: a catalog type or a plain alert to a few users, previewed per
 /// device as the provider would get it (and its size against the limit), then sent or scheduled

@@ -3,6 +3,7 @@ import HTTPTypes
 import HeraldCore
 import HeraldStore
 import Hummingbird
+import Logging
 import Mustache
 import NIOCore
 import Synchronization

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldStore
+import Logging
 
 extension OutboxLoop {
     /// Reads a batch's held answers per provider: a refused credential or topic,

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldPayload
 import HeraldStore
+import Logging
 import Synchronization
 
 /// Runs the catalogs' jobs: for each app, job and time zone its users have, once

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldPayload
 import HeraldStore
+import Logging
 
 /// Fires due timers (a track's steps) into notifications, beside the dispatcher: claims a batch,
 /// skips the steps whose `unless` event happened since the anchor, renders each step once for

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldPayload
 import HeraldStore
+import Logging
 
 /// Lifecycle tracks on the server: a user's zone, enrolment, re-planning when the
 /// zone changes.
