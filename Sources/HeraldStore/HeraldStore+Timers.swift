@@ -4,8 +4,8 @@ package import Foundation
 /// loop takes due rows, decides what each becomes, and writes that, all in one transaction
 /// (`fireDueTimers`): the notification and its deliveries, or why it was skipped. A cancel that
 /// commits first (the timer is `cancelled`) wins: there is nothing left to take. A timer fires
-/// at most once. (`firing`, a claim between two transactions, is what stores written before
-/// session 12 may hold: a dead node's such claims go back to `pending`, `rescueDeadClaims`.)
+/// at most once. (`firing`, a claim between two transactions, is what a store written by an
+/// earlier version may hold: a dead node's such claims go back to `pending`, `rescueDeadClaims`.)
 extension HeraldStore {
     /// A due timer taken to fire, with its enrolment's anchor and data.
     package struct DueTimer: Sendable, Hashable {
