@@ -110,7 +110,9 @@ package enum NotificationComposer {
             image: draft.androidImage)
         // A scheduled send's age (outbox.max_age) counts from when it is due.
         let deliverAt = dueAt > now ? dueAt : nil
-        let urgent = draft.isUrgent(catalog: catalog)
+        // Urgent (claimed before bulk sends): a transactional type, or priority 10 asked for. An
+        // alert's default priority 10 alone does not make a fan-out urgent.
+        let urgent = draft.priority == 10 || catalogType?.transactional == true
         if let catalogType, let catalog {
             var stored = try typedContent(
                 draft, catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm, id: id)

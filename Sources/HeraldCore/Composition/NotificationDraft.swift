@@ -76,14 +76,6 @@ package struct NotificationDraft: Sendable, Hashable {
     package static let maximumScheduleAhead: TimeInterval = 366 * 86400
     /// How deeply `data` (and a user's attributes) may nest objects and arrays.
     package static let maximumDataDepth = 16
-
-    /// Urgent (claimed before bulk sends): a transactional catalog type, or priority 10 asked
-    /// for. An alert's default priority 10 alone does not make a fan-out urgent.
-    package func isUrgent(catalog: Catalog?) -> Bool {
-        if priority == 10 { return true }
-        if let type, catalog?.type(type)?.transactional == true { return true }
-        return false
-    }
 }
 
 /// Limits on a send's recipients and keys (the draft's own are the composer's).

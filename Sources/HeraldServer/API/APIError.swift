@@ -31,15 +31,6 @@ package struct APIError: HTTPResponseError, Sendable {
         }
     }
 
-    /// `body`'s result, its `CompositionError` as the API's answer.
-    static func composing<T>(_ body: () throws(CompositionError) -> T) throws(APIError) -> T {
-        do {
-            return try body()
-        } catch {
-            throw APIError(composition: error)
-        }
-    }
-
     static func invalid(_ field: String, _ message: String) -> APIError {
         APIError(.badRequest, code: "invalid_field", message: message, field: field)
     }

@@ -261,7 +261,7 @@ struct CancelBody: Decodable {
     /// The key and the users, checked; the first problem names its field.
     func validated() throws(APIError) -> (key: String, users: [String]?) {
         guard let cancelKey else { throw APIError.missing("cancel_key") }
-        guard !cancelKey.isEmpty, cancelKey.utf8.count <= SendLimits.maximumCancelKey else {
+        guard SendLimits.isValidCancelKey(cancelKey) else {
             throw APIError.invalid("cancel_key", "cancel_key is 1 to \(SendLimits.maximumCancelKey) bytes")
         }
         if let userIDs {
