@@ -5,6 +5,7 @@ link as FILE:LINE: TARGET and exits 1 when there is any.
 
     python3 scripts/check-links.py
 """
+import functools
 import glob
 import os
 import re
@@ -20,6 +21,7 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)
 def anchors(path):
     found, counts, fenced = set(), {}, False
     for line in open(path, encoding="utf-8"):
