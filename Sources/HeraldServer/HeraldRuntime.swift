@@ -53,8 +53,11 @@ package final class AppRuntime: Sendable {
     package let configuration: HeraldConfiguration.AppConfiguration
     /// The app's notification catalog, when it has one.
     package let catalog: Catalog?
-    /// The catalog's policy settings, with its PII detectors compiled once.
-    package let policyApp: PolicyApp?
+    /// What the policy step needs of the app, when it has a catalog (its PII detectors
+    /// compiled once).
+    package let planning: PlanningApp?
+    /// What a device's message depends on: the payload key and the APNs topic.
+    package let rendering: RenderingApp
     private let signingKey: APNSSigningKey?
     /// Why APNs is off for this app, when it is.
     package let apnsDisabledReason: String?
@@ -74,7 +77,13 @@ package final class AppRuntime: Sendable {
     ) {
         self.configuration = configuration
         self.catalog = catalog
-        self.policyApp = catalog?.app.policyApp
+        if let catalog {
+            planning = PlanningApp(
+                catalog: catalog, policy: catalog.app.policyApp, payloadKey: configuration.payloadKey)
+        } else {
+            planning = nil
+        }
+        rendering = RenderingApp(payloadKey: configuration.payloadKey, topic: configuration.apns?.topic ?? "")
         self.logger = logger
         self.clientAdjustment = clientAdjustment
         self.loops = loops

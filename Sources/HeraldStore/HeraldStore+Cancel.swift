@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Logging
 
 /// Cancellation by cancel key, and what happens to a delivery that was already

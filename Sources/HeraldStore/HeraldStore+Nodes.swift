@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 import PostgresNIO
 import SQLKit
 import SQLiteNIO

@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 import SQLKit
 
 /// Notifications: accepting one (and its fan-out into deliveries) and reading it back.

@@ -1,4 +1,5 @@
 import Foundation
+package import HeraldCore
 import PostgresNIO
 import SQLKit
 import SQLiteNIO

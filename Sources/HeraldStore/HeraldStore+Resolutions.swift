@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 
 /// Resolved elsewhere: once a user dealt with a notification on one device,
 /// its deliveries to that user not yet sent are cancelled and the user's other devices get a

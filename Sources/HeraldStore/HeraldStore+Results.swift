@@ -1,5 +1,5 @@
 package import Foundation
-import HeraldCore
+package import HeraldCore
 import PostgresNIO
 import SQLKit
 import SQLiteNIO

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// A fired step's deliveries handed out as pages, as a broadcast's are (`HeraldStore+Broadcasts`):
 /// no row per device until its result, which inserts it already answered. A due wave wrote each

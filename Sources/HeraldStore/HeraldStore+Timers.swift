@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 
 /// Timers: what fires later (a track's step, a silent sync) as a row with a due time. A timer
 /// loop takes due rows, decides what each becomes, and writes that, all in one transaction

@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldCore
 import SQLKit
 
 /// A user's state: time zone, locale, free attributes and notification preferences.

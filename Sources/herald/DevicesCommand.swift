@@ -50,8 +50,8 @@ struct ImportDevicesCommand: AsyncParsableCommand {
                 }
             }
             try await importer.finish()
-        } catch let error as APIError {
-            printError("\nherald devices import: \(error.field ?? "input"): \(error.message)")
+        } catch let error as DeviceImportError {
+            printError("\nherald devices import: \(error.field): \(error.message)")
             await store.close()
             throw ExitCode(1)
         }

@@ -4,7 +4,8 @@ package import NIOCore
 
 /// Turns a stream of JSON-lines bytes into device upserts, 15,000 per transaction, so any number
 /// of lines is imported in flat memory. Used by `POST …/devices/import` and `herald devices import`.
-/// A bad line stops the import with an `APIError` naming `line N: field`; earlier lines stay imported.
+/// A bad line stops the import with a `DeviceImportError` naming `line N: field`; earlier lines
+/// stay imported.
 ///
 /// One batch is written while the next is parsed (the store works on its own threads), so a
 /// 2-core machine decodes JSON and runs SQLite at the same time; at most two batches are held.
@@ -61,7 +62,8 @@ package final class DeviceLineImporter {
             try await handle(line.readableBytesView)
         }
         guard pending.readableBytes <= Self.maximumLineLength else {
-            throw APIError.invalid("line \(lineNumber + 1)", "a line is longer than 64 KiB")
+            throw DeviceImportError(
+                code: "invalid_field", field: "line \(lineNumber + 1)", message: "a line is longer than 64 KiB")
         }
         pending.discardReadBytes()
     }
@@ -75,11 +77,12 @@ package final class DeviceLineImporter {
             let fast = line.withUnsafeBytes(DeviceLineDecoder.decode)
             let body = try fast ?? HeraldAPI.decodeJSON(DeviceBody.self, Data(line), prefix: "line \(number): ")
             batch.append(try body.validated(prefix: "line \(number): "))
-        } catch var error as APIError {
+        } catch let error as APIError {
             try await flush()
             try await awaitWrite()
-            error.message += " (line \(lineNumber); the \(imported) devices before it were imported)"
-            throw error
+            throw DeviceImportError(
+                code: error.code, field: error.field ?? "line \(number)",
+                message: error.message + " (line \(number); the \(imported) devices before it were imported)")
         }
         if batch.count >= Self.batchSize { try await flush() }
     }
@@ -104,4 +107,14 @@ package final class DeviceLineImporter {
         writing = nil
         imported += try await task.value
     }
+}
+
+/// Why an import stopped: the line and field to blame, and what is wrong with it.
+package struct DeviceImportError: Error, Sendable, CustomStringConvertible {
+    /// The API's error code for it (`invalid_field`, `missing_field`, `invalid_json`).
+    package var code: String
+    package var field: String
+    package var message: String
+
+    package var description: String { "\(field): \(message)" }
 }

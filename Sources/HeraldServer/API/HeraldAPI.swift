@@ -277,10 +277,14 @@ package enum HeraldAPI {
     static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
         let importer = DeviceLineImporter(
             store: runtime.store, appID: app.id, rules: app.registrationRules(client: false))
-        for try await chunk in request.body {
-            try await importer.feed(buffer: chunk)
+        do {
+            for try await chunk in request.body {
+                try await importer.feed(buffer: chunk)
+            }
+            try await importer.finish()
+        } catch let error as DeviceImportError {
+            throw APIError(.badRequest, code: error.code, message: error.message, field: error.field)
         }
-        try await importer.finish()
         return importer.imported
     }
 }

@@ -1,29 +1,9 @@
 import Foundation
-package import HeraldCore
+import HeraldCore
 import HeraldPayload
 import HeraldStore
 
-/// A user's notification preferences as the API and the store keep them.
-package struct UserPreferences: Codable, Sendable, Hashable {
-    package struct QuietHoursSetting: Codable, Sendable, Hashable {
-        package var enabled: Bool
-        package var start: String?
-        package var end: String?
-    }
-
-    /// Per-type on/off by type name or external id; missing types use the catalog default.
-    package var types: [String: Bool]?
-    package var quietHours: QuietHoursSetting?
-    package var vacation: Bool?
-    /// Stakes levels allowed to break through Do-Not-Disturb: `{"high": true, "failure": true}`.
-    package var dndBypass: [String: Bool]?
-
-    enum CodingKeys: String, CodingKey {
-        case types, vacation
-        case quietHours = "quiet_hours"
-        case dndBypass = "dnd_bypass"
-    }
-
+extension UserPreferences {
     /// Checks values; the first problem names its field. With a catalog, every type must be
     /// one of its user-controllable types (by name or external id).
     func validate(catalog: Catalog? = nil) throws(APIError) {
@@ -50,39 +30,6 @@ package struct UserPreferences: Codable, Sendable, Hashable {
             throw APIError.invalid("dnd_bypass.\(key)", "dnd_bypass keys are low, medium, high or failure")
         }
         if let types, types.count > 1000 { throw APIError.invalid("types", "at most 1000 types") }
-    }
-
-    /// What the API shows: every user-controllable type of the catalog with its effective
-    /// setting (the user's choice, else the catalog default), keyed by type name.
-    func withDefaults(from catalog: Catalog?) -> UserPreferences {
-        guard let catalog else { return self }
-        var copy = self
-        var effective: [String: Bool] = [:]
-        for type in catalog.types where type.userControllable {
-            let chosen = (types ?? [:]).first { catalog.type($0.key)?.name == type.name }?.value
-            effective[type.name] = chosen ?? type.defaultEnabled
-        }
-        copy.types = effective
-        return copy
-    }
-
-    /// The policy engine's view of a user with these preferences; `defaultQuietHours` is the
-    /// app's window, used when the user turned quiet hours on without their own.
-    package func policyUser(timeZone: String?, defaultQuietHours: QuietHours?) -> PolicyUser {
-        var quiet: QuietHours?
-        if let setting = quietHours, setting.enabled {
-            if let start = setting.start.flatMap(LocalTime.init), let end = setting.end.flatMap(LocalTime.init) {
-                quiet = QuietHours(start: start, end: end)
-            } else {
-                quiet = defaultQuietHours
-            }
-        } else if quietHours == nil {
-            quiet = defaultQuietHours
-        }
-        return PolicyUser(
-            timeZone: timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!,
-            typeEnabled: types ?? [:], quietHours: quiet, vacation: vacation ?? false,
-            dndBypass: Set((dndBypass ?? [:]).filter(\.value).compactMap { Stakes(rawValue: $0.key) }))
     }
 }
 

@@ -123,11 +123,14 @@ extension Dashboard {
         view.locale = locale ?? "default"
         view.title = content.title
         view.body = content.body
-        let stamp = HeraldStamp(notificationID: id.uuidString.lowercased(), deliveryID: 0)
+        // Rendered as the send step renders it, for a delivery id of 0.
+        var renderer = DeviceRenderer(now: now)
+        let target = DeviceRenderer.Target(
+            notificationID: id, deliveryID: 0, platform: device.platform, token: Format.token(device.token))
+        let variant = DeviceRenderer.Variant(notificationID: id)
         let bytes: Data
         if device.platform == "fcm" {
-            var message = FCMRenderer.message(content, token: Format.token(device.token), now: now)
-            FCMRenderer.stamp(&message, stamp)
+            let message = renderer.fcm(content, variant: variant, to: target)
             view.size = FCMRenderer.payloadSize(message)
             view.limit = FCMMessage.sizeLimit
             bytes = try message.requestBody()
@@ -136,7 +139,8 @@ extension Dashboard {
                 content, payloadKey: app.configuration.payloadKey, notificationID: id, actionTokens: actionTokens)
             view.size = template.maximumSize
             view.limit = content.pushType.payloadLimit
-            bytes = template.payload(deliveryID: 0)
+            bytes = try renderer.apns(content, variant: variant, template: template, to: target, app: app.rendering)
+                .payload
         }
         view.over = view.size > view.limit
         view.payload = pretty(bytes)

@@ -1,4 +1,5 @@
-package import HeraldStore
+package import HeraldCore
+import HeraldStore
 import Synchronization
 
 /// Deliveries the API claimed for this node as it accepted them (`HeraldStore.acceptNotification`

@@ -129,10 +129,9 @@ extension OutboxLoop {
     ) async {
         var apns: [ObjectIdentifier: (APNSProvider, [ProviderRequest<APNSNotification>])] = [:]
         var fcm: [ObjectIdentifier: (FCMProvider, [ProviderRequest<FCMMessage>])] = [:]
-        var payloads = batch.apnsPayloads
-        var fcmTemplates: [UUID: FCMMessage] = [:]
         var unsendable: [DeliveryResult] = []
         let now = runtime.store.now
+        var renderer = DeviceRenderer(now: now, rendered: batch.apnsPayloads)
         // The action-token keys of the apps whose deliveries carry actions (read once each).
         var actionKeys: [String: SymmetricKey] = [:]
         for appID in Set(deliveries.filter { !(batch.planned[$0.id]?.actions.isEmpty ?? true) }.map(\.appID)) {
@@ -168,41 +167,20 @@ extension OutboxLoop {
                     DeliveryResult(delivery, .failed(reason: "AppNotConfigured"), attempts: 0, trace: plan?.trace))
                 continue
             }
-            var content = plan?.content ?? stored.content
-            // A card with actions can be resolved on another device later: its replacement must
-            // collapse onto it, so it always has a collapse id (the notification's id if the type
-            // gives none; unique, so it collapses nothing else).
-            if content.collapseID == nil, tokens != nil {
-                content.collapseID = delivery.notificationID.uuidString.lowercased()
-            }
+            let content = plan?.content ?? stored.content
+            let variant = DeviceRenderer.Variant(notificationID: delivery.notificationID, index: plan?.variant ?? 0)
+            let target = DeviceRenderer.Target(delivery)
+            let test = stored.typed?.test == true
             if delivery.platform == "fcm" {
                 guard let client = app.fcmClient else {
                     unsendable.append(
                         DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
                     continue
                 }
-                var message: FCMMessage
-                if plan != nil {
-                    message = FCMRenderer.message(content, token: delivery.token, now: now)
-                } else {
-                    message =
-                        fcmTemplates[delivery.notificationID]
-                        ?? {
-                            let template = FCMRenderer.message(content, now: now)
-                            fcmTemplates[delivery.notificationID] = template
-                            return template
-                        }()
-                    message.token = delivery.token
-                }
-                FCMRenderer.stamp(
-                    &message,
-                    HeraldStamp(
-                        notificationID: delivery.notificationID.uuidString.lowercased(), deliveryID: delivery.id,
-                        actionTokens: tokens))
-                if stored.typed?.test == true {
+                let message = renderer.fcm(content, variant: variant, to: target, actionTokens: tokens)
+                if test {
                     runtime.testSends.record(
-                        notification: delivery.notificationID, delivery: delivery.id,
-                        .init(headers: [:], body: (try? message.requestBody()) ?? Data()))
+                        notification: delivery.notificationID, delivery: delivery.id, .init(.fcm(message)))
                 }
                 fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
@@ -216,32 +194,19 @@ extension OutboxLoop {
                 unsendable.append(
                     DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
             case .client(let client):
-                let payloadKey = app.configuration.payloadKey
-                let template =
-                    plan != nil
-                    ? plan?.apnsPayload
-                        ?? (try? APNSRenderer.template(
-                            content, payloadKey: payloadKey, notificationID: delivery.notificationID))
-                    : payloads[delivery.notificationID]
-                        ?? {
-                            let template = try? APNSRenderer.template(
-                                content, payloadKey: payloadKey, notificationID: delivery.notificationID)
-                            payloads[delivery.notificationID] = template
-                            return template
-                        }()
-                guard let payload = template?.payload(deliveryID: delivery.id, actionTokens: tokens) else {
+                guard
+                    let notification = try? renderer.apns(
+                        content, variant: variant, template: plan?.apnsPayload, to: target, app: app.rendering,
+                        actionTokens: tokens)
+                else {
                     unsendable.append(
                         DeliveryResult(
                             delivery, .failed(reason: "PayloadNotEncodable"), attempts: 0, trace: plan?.trace))
                     continue
                 }
-                let notification = APNSRenderer.notification(
-                    content, payload: payload, deviceToken: delivery.token,
-                    bundleID: app.configuration.apns?.topic ?? "",
-                    apnsID: .apnsID(notification: delivery.notificationID, delivery: delivery.id))
-                if stored.typed?.test == true {
+                if test {
                     runtime.testSends.record(
-                        notification: delivery.notificationID, delivery: delivery.id, .init(notification))
+                        notification: delivery.notificationID, delivery: delivery.id, .init(.apns(notification)))
                 }
                 apns[ObjectIdentifier(client), default: (APNSProvider(client: client), [])].1.append(
                     ProviderRequest(

@@ -16,6 +16,15 @@ final class TestSends: Sendable {
             self.body = body
         }
 
+        /// A device's message as it went: an APNs request's headers (those the client writes,
+        /// but for the authorization) and payload, or FCM's request body.
+        init(_ message: DeviceMessage) {
+            switch message {
+            case .apns(let notification): self.init(notification)
+            case .fcm(let message): self.init(headers: [:], body: (try? message.requestBody()) ?? Data())
+            }
+        }
+
         /// An APNs request's headers (those the client writes, but for the authorization) and payload.
         init(_ notification: APNSNotification) {
             var headers = [

@@ -1,16 +1,15 @@
-import Foundation
-import HeraldCore
+package import Foundation
 
 /// The decision trace as stored per delivery: a JSON array of `{rule, message, at}`, appended to
 /// each time the engine looks at the delivery again (a deferred one comes back).
-enum DecisionTrace {
-    struct Entry: Codable, Sendable, Hashable {
-        var rule: String
-        var message: String
-        var at: String
+package enum DecisionTrace {
+    package struct Entry: Codable, Sendable, Hashable {
+        package var rule: String
+        package var message: String
+        package var at: String
     }
 
-    static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
+    package static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {
         guard !steps.isEmpty else { return stored }
         var entries = entries(stored)
         let at = HeraldTime.format(date)
@@ -18,7 +17,7 @@ enum DecisionTrace {
         return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    static func entries(_ stored: String?) -> [Entry] {
+    package static func entries(_ stored: String?) -> [Entry] {
         stored.flatMap { try? JSONDecoder().decode([Entry].self, from: Data($0.utf8)) } ?? []
     }
 }

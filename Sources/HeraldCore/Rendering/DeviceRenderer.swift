@@ -1,0 +1,143 @@
+package import Foundation
+import HeraldPayload
+
+/// A notification rendered for one device: the APNs request or the FCM message, stamped.
+package enum DeviceMessage: Sendable, Hashable {
+    case apns(APNSNotification)
+    case fcm(FCMMessage)
+}
+
+/// The app settings a device's message depends on.
+package struct RenderingApp: Sendable, Hashable {
+    /// The key the app's data goes under in an APNs payload.
+    package var payloadKey: String
+    /// The app's bundle id (the APNs topic without the push type's suffix).
+    package var topic: String
+
+    package init(payloadKey: String, topic: String) {
+        self.payloadKey = payloadKey
+        self.topic = topic
+    }
+}
+
+/// Renders a stored notification for one device: the one place a delivery's APNs request or
+/// FCM message is made, for the send step, test sends and the dashboard's preview alike.
+///
+/// What every device of a notification shares is rendered once per variant (a notification as
+/// stored is variant 0; the planner numbers each distinct locale and decision of a typed one)
+/// and kept: a device then costs its stamp and its token. Variants are numbered per renderer,
+/// so one renderer serves one batch.
+package struct DeviceRenderer {
+    /// A notification's content as one group of its devices gets it.
+    package struct Variant: Hashable, Sendable {
+        package var notificationID: UUID
+        package var index: Int
+
+        package init(notificationID: UUID, index: Int = 0) {
+            self.notificationID = notificationID
+            self.index = index
+        }
+    }
+
+    /// One delivery's address: who gets it, through which provider, stamped with which ids.
+    package struct Target: Sendable {
+        package var notificationID: UUID
+        package var deliveryID: Int64
+        /// `apns` or `fcm`.
+        package var platform: String
+        package var token: String
+
+        package init(notificationID: UUID, deliveryID: Int64, platform: String, token: String) {
+            self.notificationID = notificationID
+            self.deliveryID = deliveryID
+            self.platform = platform
+            self.token = token
+        }
+
+        package init(_ delivery: ClaimedDelivery) {
+            self.init(
+                notificationID: delivery.notificationID, deliveryID: delivery.id, platform: delivery.platform,
+                token: delivery.token)
+        }
+    }
+
+    /// `ttl` of FCM messages counts from here.
+    package let now: Date
+    private var apnsTemplates: [Variant: APNSPayloadTemplate]
+    private var fcmTemplates: [Variant: FCMMessage] = [:]
+
+    /// `rendered`: APNs payloads already made of notifications as stored (variant 0).
+    package init(now: Date, rendered: [UUID: APNSPayloadTemplate] = [:]) {
+        self.now = now
+        apnsTemplates = Dictionary(
+            uniqueKeysWithValues: rendered.map { (Variant(notificationID: $0.key), $0.value) })
+    }
+
+    /// `content` (the variant's) for one device, stamped with its ids and `actionTokens`.
+    /// `template`: the variant's APNs payload when the caller made it already (the planner
+    /// measures it).
+    package mutating func render(
+        _ content: NotificationContent, variant: Variant, template: APNSPayloadTemplate? = nil, to target: Target,
+        app: RenderingApp, actionTokens: [String: String]? = nil
+    ) throws(RenderingError) -> DeviceMessage {
+        if target.platform == "fcm" {
+            return .fcm(fcm(content, variant: variant, to: target, actionTokens: actionTokens))
+        }
+        return .apns(
+            try apns(content, variant: variant, template: template, to: target, app: app, actionTokens: actionTokens))
+    }
+
+    /// `render` for an FCM registration token.
+    package mutating func fcm(
+        _ content: NotificationContent, variant: Variant, to target: Target, actionTokens: [String: String]? = nil
+    ) -> FCMMessage {
+        var message =
+            fcmTemplates[variant]
+            ?? {
+                var content = content
+                content.collapseID = Self.collapseID(content, target, actionTokens)
+                let message = FCMRenderer.message(content, now: now)
+                fcmTemplates[variant] = message
+                return message
+            }()
+        message.token = target.token
+        FCMRenderer.stamp(
+            &message,
+            HeraldStamp(
+                notificationID: target.notificationID.uuidString.lowercased(), deliveryID: target.deliveryID,
+                actionTokens: actionTokens))
+        return message
+    }
+
+    /// `render` for an APNs device token.
+    package mutating func apns(
+        _ content: NotificationContent, variant: Variant, template: APNSPayloadTemplate? = nil, to target: Target,
+        app: RenderingApp, actionTokens: [String: String]? = nil
+    ) throws(RenderingError) -> APNSNotification {
+        let shared: APNSPayloadTemplate
+        if let template {
+            shared = template
+        } else if let kept = apnsTemplates[variant] {
+            shared = kept
+        } else {
+            shared = try APNSRenderer.template(
+                content, payloadKey: app.payloadKey, notificationID: target.notificationID)
+            apnsTemplates[variant] = shared
+        }
+        return APNSNotification(
+            deviceToken: target.token, pushType: content.pushType, bundleID: app.topic, priority: content.priority,
+            expiration: content.expiration, collapseID: Self.collapseID(content, target, actionTokens),
+            apnsID: .apnsID(notification: target.notificationID, delivery: target.deliveryID),
+            payload: shared.payload(deliveryID: target.deliveryID, actionTokens: actionTokens))
+    }
+
+    /// A card with actions can be resolved on another device later: its replacement must
+    /// collapse onto it, so it always has a collapse id (the notification's id when the content
+    /// gives none; unique, so it collapses nothing else).
+    private static func collapseID(
+        _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
+    ) -> String? {
+        if content.collapseID == nil, actionTokens != nil { return target.notificationID.uuidString.lowercased() }
+        return content.collapseID
+    }
+}
