@@ -4,8 +4,9 @@ import HeraldStore
 import Synchronization
 
 /// One claimed batch in flight: which deliveries still wait for an answer, the answers held for
-/// the batch's provider judgement, and the batch's deadline. An answer is taken once; after the
-/// deadline (or at shutdown) what is still pending is handed back and late answers are ignored.
+/// the batch's provider judgement. An answer is taken once; after the batch's deadline
+/// (`BatchDeadlines`) or at shutdown what is still pending is handed back and late answers are
+/// ignored.
 final class BatchTracker: Sendable {
     struct Held: Sendable {
         var answer: ProviderAnswer
@@ -21,17 +22,12 @@ final class BatchTracker: Sendable {
         var delivered: Set<ProviderKey> = []
     }
 
-    let deadline: ContinuousClock.Instant
     /// Its place among the batches handing requests to the providers.
     let turn: SubmissionTurn
     private let window: InFlightWindow
     private let state: Mutex<State>
 
-    init(
-        _ deliveries: [ClaimedDelivery], window: InFlightWindow, deadline: ContinuousClock.Instant,
-        turn: SubmissionTurn = SubmissionTurn()
-    ) {
-        self.deadline = deadline
+    init(_ deliveries: [ClaimedDelivery], window: InFlightWindow, turn: SubmissionTurn = SubmissionTurn()) {
         self.turn = turn
         self.window = window
         let pending = Dictionary(deliveries.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })

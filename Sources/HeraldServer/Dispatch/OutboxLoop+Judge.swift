@@ -11,21 +11,11 @@ extension OutboxLoop {
         let now = runtime.store.now
         for key in Set(tracker.heldProviders).union(probed.keys) {
             let (held, answered, delivered) = tracker.takeHeld(key)
-            let credential = held.filter { $0.answer.disposition == .providerPaused }
-            let suspects = held.filter { $0.answer.suspect }
-            let pausing: (kind: ProviderPause.Kind, answers: [BatchTracker.Held])?
-            if !credential.isEmpty {
-                pausing = (.credential, credential)
-            } else if suspects.count * 2 > answered, answered >= Self.suspectBatchMinimum {
-                pausing = (.tokensRejected, suspects)
-            } else if let pause = probed[key], pause.kind == .tokensRejected, !delivered, !suspects.isEmpty {
-                // Too few answers to judge by count: the probe is judged by whether anything went through.
-                pausing = (.tokensRejected, suspects)
-            } else {
-                pausing = nil
-            }
             let provider = key.platform == "fcm" ? "FCM" : "APNs"
-            guard let pausing else {
+            let judgement = ProviderJudgement.judge(
+                held: held.map(\.answer), answered: answered, delivered: delivered, probe: probed[key],
+                suspectMinimum: Self.suspectBatchMinimum)
+            guard case .pause(let kind, let reason, let paused) = judgement else {
                 recorder.add(held.map { result($0.answer, delivery: $0.delivery, trace: $0.trace) })
                 if let pause = probed[key] {
                     runtime.pauses.resume(key)
@@ -35,21 +25,19 @@ extension OutboxLoop {
                 }
                 continue
             }
-            let reason = Self.mostCommonReason(pausing.answers.map(\.answer))
             let (pause, isNew) = runtime.pauses.pause(
-                key, kind: pausing.kind, reason: reason, now: now, tried: probed[key] != nil)
+                key, kind: kind, reason: reason, now: now, tried: probed[key] != nil)
             if isNew || probed[key] != nil {
                 let what =
-                    pausing.kind == .credential
+                    kind == .credential
                     ? "refused the credential or topic (\(reason))"
-                    : "called \(pausing.answers.count) of \(answered) tokens bad (\(reason)): the environment, topic or project is likely wrong"
+                    : "called \(paused.count) of \(answered) tokens bad (\(reason)): the environment, topic or project is likely wrong"
                 runtime.logger.critical(
                     "\(provider) \(what); app \"\(key.app)\" stays queued and is tried again at \(HeraldTime.format(pause.retryAt))",
                     metadata: [
                         "herald.app": "\(key.app)", "herald.platform": "\(key.platform)", "herald.reason": "\(reason)",
                     ])
             }
-            let paused = Set(pausing.answers.map(\.answer.deliveryID))
             recorder.add(
                 held.map { held in
                     paused.contains(held.answer.deliveryID)
@@ -59,11 +47,5 @@ extension OutboxLoop {
                         : result(held.answer, delivery: held.delivery, trace: held.trace)
                 })
         }
-    }
-
-    private static func mostCommonReason(_ answers: [ProviderAnswer]) -> String {
-        var counts: [String: Int] = [:]
-        for answer in answers { counts[answer.reason ?? "unknown", default: 0] += 1 }
-        return counts.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key ?? "unknown"
     }
 }

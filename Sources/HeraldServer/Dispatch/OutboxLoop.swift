@@ -39,7 +39,7 @@ package struct OutboxLoop: Service {
         }
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
-        let batches = BatchRegistry()
+        let batches = BatchRegistry(deadline: .seconds(configuration.batchDeadline))
         let order = SubmissionOrder()
         let stopping = Flag()
         let finished = Flag()
@@ -57,53 +57,42 @@ package struct OutboxLoop: Service {
                 group.addTask {
                     await TimerLoop(runtime: runtime).run(stopping: stopping, interval: configuration.idleInterval)
                 }
-                var failures = 0
-                var lastStoreClaim = ContinuousClock.now - .seconds(1)
-                var storeBacklog = true
+                var machine = OutboxStateMachine<ContinuousClock.Instant>(
+                    .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
                 while !stopping.isSet && !Task.isCancelled {
-                    // Answers not yet written count too, beyond a window's worth: when the
-                    // database writes results slower than the providers answer, claiming waits
-                    // instead of piling answers up in memory.
-                    let room =
-                        configuration.maximumInFlight - window.count
-                        - max(0, recorder.count - configuration.maximumInFlight)
-                    runtime.direct.setRoom(room, capacity: configuration.maximumInFlight)
-                    guard room > 0 else {
+                    let (inFlight, unwritten) = (window.count, recorder.count)
+                    runtime.direct.setRoom(
+                        machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
+                        capacity: configuration.maximumInFlight)
+                    guard case .claim(let limit) = machine.room(inFlight: inFlight, unwritten: unwritten) else {
                         try? await Task.sleep(for: .milliseconds(5))
                         continue
                     }
-                    let limit = min(configuration.batchSize, room)
-                    // What the API claimed as it accepted, then the outbox's own claim: when work
-                    // was stored there (an accept not claimed directly, another node's NOTIFY),
-                    // until a claim comes back empty, and otherwise at least every 50 ms (the
-                    // idle wait is longer), so sends claimed at acceptance neither each cost a
-                    // claim nor hold back what is due in the outbox (retries, schedules).
+                    // What the API claimed as it accepted, then the outbox's own claim when the
+                    // machine says it is due.
                     var claimed = runtime.direct.take(limit)
                     let outboxWork = runtime.wake.takeOutboxWork()
                     let prepared: PreparedBatch
                     do {
-                        if claimed.count < limit,
-                            outboxWork || storeBacklog
-                                || ContinuousClock.now - lastStoreClaim >= Self.storeClaimInterval
+                        if let storeLimit = machine.storeClaim(
+                            direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
                         {
                             let started = ContinuousClock.now
-                            let fromStore = try await runtime.store.claimDueDeliveries(limit: limit - claimed.count)
+                            let fromStore = try await runtime.store.claimDueDeliveries(limit: storeLimit)
                             runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
-                            lastStoreClaim = .now
-                            // Found some: there may be more (a broadcast hands out a page at a time).
-                            storeBacklog = !fromStore.isEmpty
+                            machine.storeClaimed(found: fromStore.count, at: .now)
                             claimed += fromStore
                         }
                         guard !claimed.isEmpty else {
-                            failures = 0
+                            machine.storeWorked()
                             runtime.passes.outboxWentIdle()
                             await runtime.wake.wait(timeout: configuration.idleInterval)
                             continue
                         }
                         prepared = try await prepare(claimed)
-                        failures = 0
+                        machine.storeWorked()
                     } catch {
-                        failures += 1
+                        let failures = machine.storeFailed()
                         // Claimed but not sent: back to the queue, not left `sending` under a
                         // live node (which nobody would rescue).
                         if !claimed.isEmpty, (try? await runtime.store.unclaim(claimed)) == nil {
@@ -113,13 +102,11 @@ package struct OutboxLoop: Service {
                             error, failures: failures, "Dispatcher cannot use the database; trying again")
                         continue
                     }
-                    let tracker = BatchTracker(
-                        prepared.claimed, window: window, deadline: .now + .seconds(configuration.batchDeadline),
-                        turn: SubmissionTurn(order))
-                    batches.insert(tracker)
+                    let tracker = BatchTracker(prepared.claimed, window: window, turn: SubmissionTurn(order))
+                    let id = batches.insert(tracker)
                     group.addTask {
                         await deliver(prepared, tracker: tracker, recorder: recorder)
-                        batches.remove(tracker)
+                        batches.remove(id)
                     }
                 }
                 await drain(batches: batches, recorder: recorder)
@@ -221,9 +208,6 @@ package struct OutboxLoop: Service {
         }
     }
 
-    /// While sends claimed at acceptance keep coming, the outbox is still claimed this often.
-    static let storeClaimInterval = Duration.milliseconds(50)
-
     /// Rows of each kind the retention clean-up deletes per transaction.
     static let pruneStep = 5_000
 
@@ -240,8 +224,7 @@ package struct OutboxLoop: Service {
         guard !claimed.isEmpty else { return 0 }
         let recorder = DeliveryRecorder(runtime: runtime)
         let prepared = try await prepare(claimed)
-        let tracker = BatchTracker(
-            claimed, window: InFlightWindow(), deadline: .now + .seconds(configuration.batchDeadline))
+        let tracker = BatchTracker(claimed, window: InFlightWindow())
         await deliver(prepared, tracker: tracker, recorder: recorder)
         try await recorder.flush()
         return claimed.count
@@ -277,8 +260,7 @@ package struct OutboxLoop: Service {
                         metadata: ["error": "\(String(describing: error).prefix(300))"])
                 }
             }
-            let now = ContinuousClock.now
-            for tracker in batches.all where tracker.deadline <= now {
+            for tracker in batches.expired(at: .now) {
                 let late = tracker.expire()
                 guard !late.isEmpty else { continue }
                 runtime.logger.warning(
@@ -351,16 +333,16 @@ package struct OutboxLoop: Service {
     /// After the `failures`-th store error in a row: says so (the first and every tenth time)
     /// and waits 1 s doubling to 30 s.
     func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message) async {
-        let wait = min(30, 0.5 * pow(2, Double(min(failures, 6))))
-        if failures == 1 || failures % 10 == 0 {
+        let wait = StoreBackoff.wait(failures: failures)
+        if StoreBackoff.reports(failures: failures) {
             runtime.logger.error(
                 message,
                 metadata: [
                     "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)",
-                    "herald.retry_seconds": "\(wait)",
+                    "herald.retry_seconds": "\(wait.seconds)",
                 ])
         }
-        try? await Task.sleep(for: .seconds(wait))
+        try? await Task.sleep(for: wait)
     }
 }
 
@@ -374,10 +356,17 @@ final class InFlightWindow: Sendable {
 
 /// The batches in flight, for the deadline sweep and shutdown.
 final class BatchRegistry: Sendable {
-    private let batches = Mutex<[ObjectIdentifier: BatchTracker]>([:])
-    func insert(_ tracker: BatchTracker) { batches.withLock { $0[ObjectIdentifier(tracker)] = tracker } }
-    func remove(_ tracker: BatchTracker) { batches.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(tracker)) } }
-    var all: [BatchTracker] { batches.withLock { Array($0.values) } }
+    private let batches: Mutex<BatchDeadlines<ContinuousClock.Instant, BatchTracker>>
+
+    init(deadline: Duration) {
+        batches = Mutex(BatchDeadlines(deadline: deadline))
+    }
+
+    /// A batch starts now: its number, for `remove`.
+    func insert(_ tracker: BatchTracker) -> Int { batches.withLock { $0.started(tracker, at: .now) } }
+    func remove(_ id: Int) { batches.withLock { $0.finished(id) } }
+    func expired(at now: ContinuousClock.Instant) -> [BatchTracker] { batches.withLock { $0.expired(at: now) } }
+    var all: [BatchTracker] { batches.withLock { $0.all } }
     var isEmpty: Bool { batches.withLock { $0.isEmpty } }
 }
 
