@@ -219,7 +219,7 @@ package final class HeraldRuntime: Sendable {
     /// Wakes the webhook loop when a message is queued.
     package let webhookWake = WakeSignal()
     /// The apps whose webhooks take failed deliveries and deactivated devices.
-    package let resultWebhooks: HeraldStore.ResultWebhooks
+    package let resultWebhooks: ActionRepository.ResultWebhooks
     /// What the dispatcher sent for the test sends the API waits on (`POST …/test`).
     let testSends = TestSends()
     /// Each app's action-token key, once read.
@@ -243,7 +243,7 @@ package final class HeraldRuntime: Sendable {
     /// database keeps (made by the first node that needs it), never derived from an API key.
     func dashboardSecret() async throws -> SymmetricKey {
         if let key = dashboardKey.withLock({ $0 }) { return key }
-        let key = SymmetricKey(data: try await store.deploymentSecret(purpose: "dashboard_sessions"))
+        let key = SymmetricKey(data: try await store.dashboard.deploymentSecret(purpose: "dashboard_sessions"))
         dashboardKey.withLock { $0 = key }
         return key
     }
@@ -256,7 +256,7 @@ package final class HeraldRuntime: Sendable {
         if let secret = app.configuration.actionTokenSecret {
             key = SymmetricKey(data: Data(secret.utf8))
         } else {
-            key = SymmetricKey(data: try await store.appSecret(appID: app.id, purpose: "action_tokens"))
+            key = SymmetricKey(data: try await store.actions.appSecret(appID: app.id, purpose: "action_tokens"))
         }
         actionKeys.withLock { $0[app.id] = key }
         return key
@@ -310,13 +310,16 @@ package final class HeraldRuntime: Sendable {
         self.apps = apps
         // Due work of apps this node has no configuration for waits for a node that has it.
         store.serve(apps: Set(apps.keys))
-        resultWebhooks = HeraldStore.ResultWebhooks(
+        resultWebhooks = ActionRepository.ResultWebhooks(
             failed: Set(
-                configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deliveryFailedEvent) == true }.map(
-                    \.id)),
+                configuration.apps.filter { $0.webhook?.events.contains(ActionRepository.deliveryFailedEvent) == true }
+                    .map(
+                        \.id)),
             deactivated: Set(
-                configuration.apps.filter { $0.webhook?.events.contains(HeraldStore.deviceDeactivatedEvent) == true }
-                    .map(\.id)))
+                configuration.apps.filter {
+                    $0.webhook?.events.contains(ActionRepository.deviceDeactivatedEvent) == true
+                }
+                .map(\.id)))
     }
 
     /// Logs, per app, whether APNs is enabled and why not.
@@ -416,7 +419,7 @@ package final class HeraldRuntime: Sendable {
         }
         let lastBatch = metrics.lastBatchFinished
         var due = 0
-        if let outbox = try? await store.outboxGauges(appIDs: Array(apps.keys)) {
+        if let outbox = try? await store.nodes.outboxGauges(appIDs: Array(apps.keys)) {
             due = outbox.due
             let idle = store.now.timeIntervalSince(lastBatch ?? started)
             if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {

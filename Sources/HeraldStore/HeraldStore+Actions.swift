@@ -3,7 +3,7 @@ package import Foundation
 /// Quick actions and webhooks: the keys Herald makes for an app, each delivery's
 /// commit (its audit row), and the webhook messages still to deliver — retried on a schedule,
 /// in order per user without one user's backlog holding up the others.
-extension HeraldStore {
+extension ActionRepository {
     /// A secret Herald keeps for an app (`purpose`: what it is for), made at first use: 32
     /// random bytes, the same for every node (the first node's wins).
     package func appSecret(appID: String, purpose: String) async throws -> Data {
@@ -87,7 +87,7 @@ extension HeraldStore {
             turnID: row[5].text,
             text: row[6].text, status: status, result: row[8].text, latencyMilliseconds: row[9].integer,
             messageID: row[10].text,
-            createdAt: date(created), updatedAt: date(updated))
+            createdAt: SQLText.date(created), updatedAt: SQLText.date(updated))
     }
 
     /// Records `commit` as its delivery's commit unless the delivery has one already: returns
@@ -232,10 +232,15 @@ extension HeraldStore {
                     body: body, attempts: Int(attempts))
             }
             guard !messages.isEmpty else { return [] }
-            let ids = dialect == .sqlite ? Self.jsonEach("$3") : "(SELECT json_array_elements_text($3::json)::bigint)"
+            let ids =
+                dialect == .sqlite
+                ? SQLText.jsonEach("$3") : "(SELECT json_array_elements_text($3::json)::bigint)"
             _ = try await session.query(
                 "UPDATE webhook_messages SET claimed_by = $1, claimed_until = $2 WHERE id IN \(ids)",
-                [.text(nodeID), .integer(now + Int64(lease * 1000)), .text(Self.jsonArray(messages.map(\.id)))])
+                [
+                    .text(nodeID), .integer(now + Int64(lease * 1000)),
+                    .text(SQLText.jsonArray(messages.map(\.id))),
+                ])
             return messages
         }
     }

@@ -4,7 +4,7 @@ package import HeraldCore
 /// Badges and events with their triggers' effects, server-authoritative: a
 /// user's badge is the sum of their counters, and every change of the sum sends the new total
 /// (never a delta) to each of their active devices, in the transaction that changed it.
-extension HeraldStore {
+extension DeviceRepository {
     /// Renders the badge-only push for a new total (the stored content of its notification).
     package typealias BadgeContent = @Sendable (Int64) throws -> Data
 
@@ -55,7 +55,7 @@ extension HeraldStore {
         let total = counters.values.reduce(0, +)
         guard total != before else { return (counters, nil) }
         let id = UUID.random()
-        _ = try await writeNotification(
+        _ = try await database.notifications.writeNotification(
             appID: appID, id: id, idempotencyKey: nil, cancelKey: nil, content: try content(total),
             recipients: .users([userID]),
             excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
@@ -119,7 +119,8 @@ extension HeraldStore {
                 """, [.text(appID), .text(userID), .text(text), .integer(now)])
         }
         for key in effects.cancels {
-            _ = try await cancel(appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
+            _ = try await database.notifications.cancel(
+                appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
         }
         if let badge = try await changeBadges(
             appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session
@@ -127,7 +128,7 @@ extension HeraldStore {
             notifications.append(badge.uuidString.lowercased())
         }
         for send in effects.sends {
-            _ = try await writeNotification(
+            _ = try await database.notifications.writeNotification(
                 appID: appID, id: send.id, idempotencyKey: nil, cancelKey: send.cancelKey, content: send.content,
                 recipients: .users([userID]), excludeDeviceIDs: [], due: now, lane: send.lane, now: now, session)
             notifications.append(send.id.uuidString.lowercased())
@@ -144,7 +145,7 @@ extension HeraldStore {
                 .integer(now), idempotencyKey.map { .text($0) } ?? .null,
                 notifications.isEmpty ? .null : .text(notifications.joined(separator: ",")),
             ])
-        if !notifications.isEmpty { try await notifyOutbox(session) }
+        if !notifications.isEmpty { try await database.nodes.notifyOutbox(session) }
         return (eventID, false, notifications)
     }
 }

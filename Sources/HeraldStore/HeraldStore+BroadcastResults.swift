@@ -3,7 +3,7 @@ import HeraldCore
 import PostgresNIO
 
 /// A broadcast's answers: each device's delivery row written once, with its result.
-extension HeraldStore {
+extension BroadcastRepository {
     /// A page's results, ready to write: built before the transaction, so the writer is not
     /// held while statements are assembled.
     struct BroadcastWrite: Sendable {
@@ -31,7 +31,9 @@ extension HeraldStore {
     /// attempts, due time), bound once: three values per row for SQLite to read out of the
     /// JSON, not eight (each `->>` parses its element). PostgreSQL takes them as arrays
     /// (`unnest`).
-    static func broadcastWrites(_ results: [DeliveryResult], now: Int64, dialect: Dialect) -> [BroadcastWrite] {
+    static func broadcastWrites(_ results: [DeliveryResult], now: Int64, dialect: HeraldStore.Dialect)
+        -> [BroadcastWrite]
+    {
         Dictionary(grouping: results, by: { $0.broadcast?.page ?? 0 }).sorted(by: { $0.key < $1.key }).compactMap {
             page, group in
             guard let slot = group.first?.broadcast else { return nil }
@@ -46,8 +48,8 @@ extension HeraldStore {
             var full: [DeliveryResult] = []
             var arrays = PostgresRows(constants: constants)
             for result in group {
-                let (status, reason, due, attempts) = row(for: result)
-                if counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                let (status, reason, due, attempts) = OutboxRepository.row(for: result)
+                if OutboxRepository.counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
                 if status == .queued || status == .deferred {
                     write.unanswered.append((result.deliveryID, result.broadcast?.userID ?? "", status == .deferred))
                 }
@@ -80,11 +82,11 @@ extension HeraldStore {
             }
             if !full.isEmpty {
                 let json = jsonRows(full) { result, json in
-                    let (status, reason, due, attempts) = row(for: result)
+                    let (status, reason, due, attempts) = OutboxRepository.row(for: result)
                     json += ",\"" + status.rawValue + "\","
-                    if let reason { appendJSON(reason, to: &json) } else { json += "null" }
+                    if let reason { SQLText.appendJSON(reason, to: &json) } else { json += "null" }
                     json += "," + String(attempts) + "," + String(due ?? slot.dueAt) + ","
-                    if let trace = result.trace { appendJSON(trace, to: &json) } else { json += "null" }
+                    if let trace = result.trace { SQLText.appendJSON(trace, to: &json) } else { json += "null" }
                 }
                 write.statements.append((sqliteBroadcastInsertSQL, constants + [.text(json)]))
             }
@@ -100,9 +102,9 @@ extension HeraldStore {
             json += index == 0 ? "[" : ",["
             json += String(result.deliveryID)
             json += ","
-            appendJSON(result.deviceID, to: &json)
+            SQLText.appendJSON(result.deviceID, to: &json)
             json += ","
-            appendJSON(result.broadcast?.userID ?? "", to: &json)
+            SQLText.appendJSON(result.broadcast?.userID ?? "", to: &json)
             more(result, &json)
             json += "]"
         }
@@ -183,25 +185,6 @@ extension HeraldStore {
         }
     }
 
-    /// `text` as a JSON string: quotes, backslashes and control characters escaped.
-    static func appendJSON(_ text: String, to json: inout String) {
-        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
-        json += "\""
-        if plain {
-            json += text
-        } else {
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": json += "\\\""
-                case "\\": json += "\\\\"
-                case _ where scalar.value < 0x20: json += String(format: "\\u%04x", scalar.value)
-                default: json.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        json += "\""
-    }
-
     /// Writes broadcast results (`broadcastWrites`): each page's claim must still be this
     /// node's (else its results are dropped: the page was handed to another), its count of
     /// unanswered devices goes down (an answered page is deleted), and each device's row is
@@ -226,15 +209,15 @@ extension HeraldStore {
             // would be tried again ends.
             var ending = write.unanswered
             if left.first?[1].integer != 1 {
-                let users = Set(Self.jsonStrings(left.first?[2].text))
+                let users = Set(SQLText.jsonStrings(left.first?[2].text))
                 ending = users.isEmpty ? [] : ending.filter { users.contains($0.userID) }
             }
             if !ending.isEmpty {
                 for chunk in ending.chunked(Self.batchSize) {
                     let cancelled = try await session.query(
                         """
-                        UPDATE deliveries SET status = 'cancelled', reason = '\(Self.cancelledInFlightReason)'
-                        WHERE notification_id = $1 AND id IN (\(Self.placeholders(chunk.count, from: 2))) AND \(Self.outboxIndexTerm)
+                        UPDATE deliveries SET status = 'cancelled', reason = '\(NotificationRepository.cancelledInFlightReason)'
+                        WHERE notification_id = $1 AND id IN (\(SQLText.placeholders(chunk.count, from: 2))) AND \(OutboxRepository.outboxIndexTerm)
                         RETURNING status
                         """, [.text(write.notificationID.uuidString)] + chunk.map { .integer($0.id) })
                     counts[.cancelled, default: 0] += Int64(cancelled.count)
@@ -251,7 +234,7 @@ extension HeraldStore {
         }
         for (notification, counts) in finished {
             let sets = counts.sorted { $0.key.rawValue < $1.key.rawValue }.compactMap { status, count in
-                Self.counterColumn[status].map { "\($0) = \($0) + \(count)" }
+                OutboxRepository.counterColumn[status].map { "\($0) = \($0) + \(count)" }
             }
             guard !sets.isEmpty else { continue }
             _ = try await session.query(

@@ -15,7 +15,7 @@ import Synchronization
 /// that have their row. Devices registered after the acceptance are not recipients; devices
 /// deactivated before their page is handed out are left out, and the notification's recipients
 /// are corrected when the cursor reaches the end.
-extension HeraldStore {
+extension BroadcastRepository {
     /// The notification row of a broadcast, with the app's active devices counted as its
     /// recipients (all of them less the inactive ones: two index counts, where counting the
     /// active ones reads every device row), and its cursor. Returns the recipients.
@@ -24,7 +24,7 @@ extension HeraldStore {
         lane: DeliveryLane, now: Int64,
         _ session: Session
     ) async throws -> Int {
-        let cohort = Self.cohort(content, now: now)
+        let cohort = TrackRepository.cohort(content, now: now)
         let counted = try await session.query(
             """
             INSERT INTO notifications (id, app_id, idempotency_key, content, created_at, cancel_key, type, day, recipients)
@@ -45,8 +45,8 @@ extension HeraldStore {
                 .text(id.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(dueAt), .integer(now),
                 .integer(recipients),
             ])
-        try await notifyOutbox(session)
-        noBroadcastsSince.store(0, ordering: .relaxed)
+        try await database.nodes.notifyOutbox(session)
+        database.noBroadcastsSince.store(0, ordering: .relaxed)
         return Int(recipients)
     }
 

@@ -13,7 +13,7 @@ import Logging
 /// sent; one claimed before the cancel (being sent, for milliseconds) is in flight: if that
 /// attempt ends sent or failed, that is what it records; if it would have been tried again
 /// (deferred by the policy engine, a provider's retry, its node died), it ends cancelled.
-extension HeraldStore {
+extension NotificationRepository {
     /// What a cancel did.
     package struct Cancellation: Sendable, Hashable {
         /// Deliveries cancelled before anything was sent to their device.
@@ -64,7 +64,7 @@ extension HeraldStore {
         var table = "timers"
         var key = "cancel_key = $3"
         if let userIDs {
-            timerUsers = " AND user_id IN (" + Self.placeholders(userIDs.count, from: 4) + ")"
+            timerUsers = " AND user_id IN (" + SQLText.placeholders(userIDs.count, from: 4) + ")"
             timerBinds += userIDs.map { .text($0) }
             if dialect == .sqlite { table = "timers INDEXED BY timers_user" } else { key = "(cancel_key || '') = $3" }
         }
@@ -82,11 +82,11 @@ extension HeraldStore {
         var cancelledBy: [String: Int64] = [:]
         var undeferredBy: [String: Int64] = [:]
         for chunk in ids.chunked(Self.batchSize) {
-            let notifications = Self.placeholders(chunk.count, from: 4)
+            let notifications = SQLText.placeholders(chunk.count, from: 4)
             var users = ""
             var binds: [Session.Value] = [.integer(now), .text(""), .text("")] + chunk.map { .text($0) }
             if let userIDs {
-                users = " AND user_id IN (" + Self.placeholders(userIDs.count, from: binds.count + 1) + ")"
+                users = " AND user_id IN (" + SQLText.placeholders(userIDs.count, from: binds.count + 1) + ")"
                 binds += userIDs.map { .text($0) }
             }
             // Rows not yet claimed, then rows being sent: each status its own statement, so
@@ -97,7 +97,7 @@ extension HeraldStore {
                 let rows = try await session.query(
                     """
                     UPDATE deliveries SET status = 'cancelled', reason = $2, updated_at = $1
-                    WHERE notification_id IN (\(notifications)) AND status = $3 AND \(Self.outboxIndexTerm)\(users)
+                    WHERE notification_id IN (\(notifications)) AND status = $3 AND \(OutboxRepository.outboxIndexTerm)\(users)
                     RETURNING notification_id
                     """, binds)
                 for row in rows {
@@ -108,13 +108,13 @@ extension HeraldStore {
                 if status == .sending { result.inFlight += rows.count } else { result.cancelled += rows.count }
             }
             if let userIDs {
-                let pages = try await cancelStepPages(of: chunk, userIDs: userIDs, session)
+                let pages = try await database.broadcasts.cancelStepPages(of: chunk, userIDs: userIDs, session)
                 result.cancelled += Int(pages.cancelled)
                 result.inFlight += Int(pages.inFlight)
             } else {
                 // Pages handed back and not yet handed out again are never handed out; a page a
                 // node holds is marked: its devices' attempts end as they end, none tried again.
-                let pages = try await cancelPages(of: chunk, session)
+                let pages = try await database.broadcasts.cancelPages(of: chunk, session)
                 for (id, count) in pages.cancelled {
                     cancelledBy[id, default: 0] += count
                     result.cancelled += Int(count)
@@ -122,7 +122,7 @@ extension HeraldStore {
                 result.inFlight += Int(pages.inFlight)
             }
             let broadcasts = try await session.query(
-                "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(Self.placeholders(chunk.count, from: 1)))",
+                "SELECT notification_id, expected - handed FROM broadcasts WHERE notification_id IN (\(SQLText.placeholders(chunk.count, from: 1)))",
                 chunk.map { .text($0) })
             guard !broadcasts.isEmpty else { continue }
             if userIDs != nil {
@@ -162,7 +162,7 @@ extension HeraldStore {
     func writeCancelledInFlight(_ results: [DeliveryResult], now: Int64, _ session: Session) async throws -> Int {
         var written = 0
         for result in results where result.broadcast == nil {
-            let (status, reason, _, attempts) = Self.row(for: result)
+            let (status, reason, _, attempts) = OutboxRepository.row(for: result)
             let final = status == .sent || status == .failed
             let rows = try await session.query(
                 """
@@ -179,12 +179,12 @@ extension HeraldStore {
                 ])
             guard !rows.isEmpty else { continue }
             written += 1
-            guard final, let column = Self.counterColumn[status] else { continue }
+            guard final, let column = OutboxRepository.counterColumn[status] else { continue }
             _ = try await session.query(
                 "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
                 [.text(result.notificationID.uuidString)])
             if case .tokenDead(let reason, let since) = result.outcome {
-                try await deactivateDevice(
+                try await database.broadcasts.deactivateDevice(
                     appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
             }
         }

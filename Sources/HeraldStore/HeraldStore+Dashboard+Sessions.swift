@@ -2,11 +2,11 @@ package import Foundation
 
 /// The dashboard's sessions: the secret their cookies are signed with (one per deployment,
 /// shared by every node) and the sessions signed out before they expired.
-extension HeraldStore {
+extension DashboardQueries {
     /// The deployment's random secret for `purpose`, made by the first node that asks: the
     /// `app_secrets` row of the pseudo-app `*` (no app id contains `*`).
     package func deploymentSecret(purpose: String) async throws -> Data {
-        try await appSecret(appID: "*", purpose: purpose)
+        try await database.actions.appSecret(appID: "*", purpose: purpose)
     }
 
     /// Records that the session with `nonce` signed out; rows of sessions past their expiry go.

@@ -24,7 +24,7 @@ package struct WaitingDelivery: Sendable, Hashable {
     package var delivery: DeliveryRecord
 }
 
-extension HeraldStore {
+extension DashboardQueries {
     /// What the notifications list can filter on: a notification with at least one delivery so.
     package static let summaryFilters: [String: String] = [
         "sent": "sent_count", "failed": "failed_count", "deferred": "deferred_count", "suppressed": "suppressed_count",
@@ -59,7 +59,8 @@ extension HeraldStore {
                 else { return nil }
                 func count(_ index: Int) -> Int { Int(columns[index].integer ?? 0) }
                 return NotificationSummary(
-                    id: id, type: columns[1].text, recipients: count(2), createdAt: Self.date(created), sent: count(4),
+                    id: id, type: columns[1].text, recipients: count(2), createdAt: SQLText.date(created),
+                    sent: count(4),
                     failed: count(5),
                     deferred: count(6), suppressed: count(7), cancelled: count(8), opened: count(9))
             }
@@ -114,8 +115,9 @@ extension HeraldStore {
                         delivery: DeliveryRecord(
                             id: id, deviceID: device, status: status, reason: columns[4].text,
                             attempts: Int(columns[5].integer ?? 0),
-                            trace: columns[6].text, dueAt: Self.date(due), createdAt: Self.date(created),
-                            updatedAt: Self.date(updated)))
+                            trace: columns[6].text, dueAt: SQLText.date(due),
+                            createdAt: SQLText.date(created),
+                            updatedAt: SQLText.date(updated)))
                 }
             }
             return Array(

@@ -2,7 +2,7 @@ package import Foundation
 import PostgresNIO
 import SQLKit
 
-extension HeraldStore {
+extension DeviceRepository {
     private static let deviceColumns =
         "device_id, user_id, platform, token, environment, name, model, locale, time_zone, app_version, authorization_status, active, inactive_reason, inactive_since, created_at, updated_at"
 
@@ -128,7 +128,9 @@ extension HeraldStore {
             ).run()
         }
         let now = nowMilliseconds
-        for chunk in unique.chunked(dialect == .postgres ? Self.postgresResultRowsPerStatement : Self.batchSize) {
+        for chunk in unique.chunked(
+            dialect == .postgres ? OutboxRepository.postgresResultRowsPerStatement : Self.batchSize)
+        {
             try await upsertRows(appID: appID, chunk, now: now, session)
         }
         if let limit = rules.maxDevicesPerUser {
@@ -146,7 +148,7 @@ extension HeraldStore {
     {
         var holders: [(String, String)] = []
         for chunk in tokens.chunked(Self.batchSize) {
-            let list = Self.placeholders(chunk.count, from: 3)
+            let list = SQLText.placeholders(chunk.count, from: 3)
             let rows = try await session.query(
                 "SELECT device_id, token FROM devices WHERE app_id = $1 AND platform = $2 AND token IN (\(list))",
                 [.text(appID), .text(platform)] + chunk.map(Session.Value.text))

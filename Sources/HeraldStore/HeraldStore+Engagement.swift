@@ -5,7 +5,7 @@ package import Foundation
 /// The counters are kept by a trigger on the notifications' counters (migration 16): every
 /// path that counts a delivery — results, cancels, pages, opens — counts it per type too, in
 /// the same transaction, and the analytics read a row per type and day, never the deliveries.
-extension HeraldStore {
+extension TrackRepository {
     /// A typed notification's analytics cohort, from its stored content: its catalog type and
     /// the day (UTC, days since 1970) it goes — when it was scheduled for, else `now`.
     static func cohort(_ content: Data, now: Int64) -> (type: String, day: Int64)? {
@@ -68,10 +68,11 @@ extension HeraldStore {
         package var id: UUID
         package var userID: String
         package var data: String
-        package var effects: EventEffects
-        package var badgeContent: BadgeContent
+        package var effects: DeviceRepository.EventEffects
+        package var badgeContent: DeviceRepository.BadgeContent
         package init(
-            id: UUID, userID: String, data: String, effects: EventEffects, badgeContent: @escaping BadgeContent
+            id: UUID, userID: String, data: String, effects: DeviceRepository.EventEffects,
+            badgeContent: @escaping DeviceRepository.BadgeContent
         ) {
             self.id = id
             self.userID = userID
@@ -132,7 +133,7 @@ extension HeraldStore {
                 "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1",
                 [.text(delivery.notificationID.uuidString)])
             if let event {
-                let applied = try await applyEvent(
+                let applied = try await database.devices.applyEvent(
                     appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data,
                     occurredAt: openedAt,
                     idempotencyKey: eventKey, effects: event.effects, badgeContent: event.badgeContent, session)

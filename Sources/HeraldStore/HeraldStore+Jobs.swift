@@ -5,7 +5,7 @@ package import Foundation
 /// pages through the zone's users, and each selected user's occurrence is a unique row written
 /// in the transaction that writes the notification: a user gets each occurrence at most once,
 /// across restarts and nodes.
-extension HeraldStore {
+extension TimerRepository {
     /// The time zones the app's users have (nil: users without one, run in UTC). Read off the
     /// writer's connection, as the pages of users are: a job's scan holds no write up.
     package func userZones(appID: String) async throws -> [String?] {
@@ -27,7 +27,7 @@ extension HeraldStore {
                 ON CONFLICT (app_id, job, zone, occurrence) DO NOTHING RETURNING job
                 """, [.text(appID), .text(job), .text(zone), .text(occurrence), .text(nodeID), .integer(now)])
             if !inserted.isEmpty { return true }
-            let alive = now - Int64(Self.nodeDeadAfter * 1000)
+            let alive = now - Int64(NodeRepository.nodeDeadAfter * 1000)
             return
                 !(try await session.query(
                     """
@@ -86,11 +86,11 @@ extension HeraldStore {
                 ).compactMap { $0.first?.text }
             }
             guard !fresh.isEmpty else { return 0 }
-            _ = try await writeNotification(
+            _ = try await database.notifications.writeNotification(
                 appID: appID, id: notification, idempotencyKey: nil, cancelKey: "job:" + job, content: content,
                 recipients: .users(fresh.sorted()),
                 excludeDeviceIDs: [], due: now, lane: lane, now: now, session)
-            try await notifyOutbox(session)
+            try await database.nodes.notifyOutbox(session)
             return fresh.count
         }
     }

@@ -7,7 +7,7 @@ import Synchronization
 
 /// The outbox's nodes (heartbeats, rescue of a dead node's claims, leaving), its wake-ups
 /// (PostgreSQL NOTIFY/LISTEN) and its gauges.
-extension HeraldStore {
+extension NodeRepository {
     /// How long a node may stay silent before its claims are taken back: heartbeats come every
     /// 5 s, so a killed node's deliveries are queued again within 30 s.
     package static let nodeDeadAfter: TimeInterval = 20
@@ -16,7 +16,7 @@ extension HeraldStore {
     package func heartbeat() async throws {
         let now = nowMilliseconds
         try await exclusive { session in try await touchNode(now: now, session) }
-        lastHeartbeat.store(now, ordering: .relaxed)
+        database.lastHeartbeat.store(now, ordering: .relaxed)
     }
 
     /// This node's row, with `now` as its last heartbeat.
@@ -31,7 +31,7 @@ extension HeraldStore {
     /// arrive twice) and counted in `resent_after_restart`. Never touches a live node's claims,
     /// so a second process on the same database resends nothing. On PostgreSQL one node at a
     /// time does it (a transaction advisory lock; the others skip this round). Returns how many.
-    package func rescueDeadClaims(deadAfter: TimeInterval = HeraldStore.nodeDeadAfter) async throws -> Int {
+    package func rescueDeadClaims(deadAfter: TimeInterval = NodeRepository.nodeDeadAfter) async throws -> Int {
         try await transaction { session in
             if dialect == .postgres {
                 let locked = try await session.query("SELECT pg_try_advisory_xact_lock(\(Self.rescueLock))").first?
@@ -40,18 +40,19 @@ extension HeraldStore {
             }
             let now = nowMilliseconds
             let alive = now - Int64(deadAfter * 1000)
-            let rows = try await session.query(Self.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
-            let pages = try await session.query(Self.rescuePagesSQL, [.integer(alive), .text(nodeID)])
+            let rows = try await session.query(
+                OutboxRepository.requeueSQL, [.integer(now), .integer(alive), .text(nodeID)])
+            let pages = try await session.query(BroadcastRepository.rescuePagesSQL, [.integer(alive), .text(nodeID)])
             // Timers the dead node was firing: fired at most once (their outcome is fenced).
             let timers = try await session.query(
-                Self.requeueTimersSQL, [.integer(now), .integer(alive), .text(nodeID)])
+                TimerRepository.requeueTimersSQL, [.integer(now), .integer(alive), .text(nodeID)])
             if !timers.isEmpty {
                 logger.notice(
                     "Timers of a node that stopped answering are pending again",
                     metadata: ["herald.timers": "\(timers.count)"])
             }
             let rescued = rows.count + Int(pages.reduce(0) { $0 + ($1.first?.integer ?? 0) })
-            if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
+            if !pages.isEmpty { database.noBroadcastsSince.store(0, ordering: .relaxed) }
             if rescued > 0 {
                 try await addToCounter("resent_after_restart", rescued, session)
                 try await notifyOutbox(session)
@@ -67,7 +68,7 @@ extension HeraldStore {
         try await exclusive { session in
             try await session.sql.raw("DELETE FROM nodes WHERE id = \(bind: nodeID)").run()
         }
-        lastHeartbeat.store(0, ordering: .relaxed)
+        database.lastHeartbeat.store(0, ordering: .relaxed)
     }
 
     /// Puts this node's claimed deliveries back in the queue unsent (a broadcast's: their page).
@@ -75,9 +76,9 @@ extension HeraldStore {
         guard !claimed.isEmpty else { return }
         let ids = claimed.filter { $0.broadcast == nil }.map(\.id)
         let pages = Set(claimed.compactMap { $0.broadcast?.page })
-        if !pages.isEmpty { noBroadcastsSince.store(0, ordering: .relaxed) }
+        if !pages.isEmpty { database.noBroadcastsSince.store(0, ordering: .relaxed) }
         try await transaction { session in
-            try await returnPages(pages, session)
+            try await database.broadcasts.returnPages(pages, session)
             for chunk in ids.chunked(Self.batchSize) {
                 try await session.sql.raw(
                     "UPDATE deliveries SET status = 'queued', claimed_by = NULL, updated_at = \(bind: nowMilliseconds) WHERE status = 'sending' AND claimed_by = \(bind: nodeID) AND id IN (\(binds: chunk))"
@@ -127,8 +128,8 @@ extension HeraldStore {
     package func queueDepth() async throws -> Int {
         try await exclusive { session in
             let now: [Session.Value] = [.integer(nowMilliseconds)]
-            let rows = try await session.query(Self.queueDepthSQL, now).first?.first?.integer ?? 0
-            let devices = try await session.query(Self.broadcastDepthSQL, now).first?.first?.integer ?? 0
+            let rows = try await session.query(OutboxRepository.queueDepthSQL, now).first?.first?.integer ?? 0
+            let devices = try await session.query(BroadcastRepository.broadcastDepthSQL, now).first?.first?.integer ?? 0
             return Int(rows + devices)
         }
     }
@@ -150,14 +151,16 @@ extension HeraldStore {
         func ranges(_ status: DeliveryStatus, first: Int) -> [String] {
             apps.indices.flatMap { app in
                 DeliveryLane.allCases.map { lane in
-                    "\(Self.outboxIndexTerm) AND status = '\(status.rawValue)' AND app_id = $\(app + first) AND lane = \(lane.rawValue)"
+                    "\(OutboxRepository.outboxIndexTerm) AND status = '\(status.rawValue)' AND app_id = $\(app + first) AND lane = \(lane.rawValue)"
                 }
             }
         }
         let appBinds = apps.map { Session.Value.text($0) }
         // Counting visits every due row: off the writer's connection.
         return try await reading { session in
-            let dueDevices = try await session.query(Self.broadcastDepthSQL, [.integer(now)]).first?.first?.integer ?? 0
+            let dueDevices =
+                try await session.query(BroadcastRepository.broadcastDepthSQL, [.integer(now)]).first?.first?.integer
+                ?? 0
             guard !apps.isEmpty else { return (Int(dueDevices), 0, 0) }
             let dueCounts = [DeliveryStatus.queued, .deferred, .sending].flatMap { ranges($0, first: 2) }.map {
                 "(SELECT COUNT(*) FROM deliveries WHERE \($0) AND due_at <= $1)"

@@ -3,7 +3,7 @@ package import HeraldCore
 import SQLKit
 
 /// Notifications: accepting one (and its fan-out into deliveries) and reading it back.
-extension HeraldStore {
+extension NotificationRepository {
     /// How long an idempotency key returns the first notification.
     package static let idempotencyWindow: TimeInterval = 24 * 3600
 
@@ -85,7 +85,7 @@ extension HeraldStore {
         trace: String? = nil, _ session: Session
     ) async throws -> (count: Int, direct: Bool) {
         if case .all = recipients, excludeDeviceIDs.isEmpty {
-            let count = try await acceptBroadcast(
+            let count = try await database.broadcasts.acceptBroadcast(
                 appID: appID, id: id, idempotencyKey: idempotencyKey, cancelKey: cancelKey, content: content,
                 dueAt: due, lane: lane,
                 now: now, session)
@@ -130,7 +130,7 @@ extension HeraldStore {
             (\(bind: id.uuidString), \(bind: appID), \(bind: idempotencyKey), \(bind: String(decoding: content, as: UTF8.self)), \(bind: now)
             """
         // A typed notification's analytics cohort (likewise named only when there is one).
-        if let cohort = Self.cohort(content, now: now) {
+        if let cohort = TrackRepository.cohort(content, now: now) {
             notificationColumns += ", type, day"
             notificationValues += ", \(bind: cohort.type), \(bind: cohort.day)"
         }
@@ -160,21 +160,21 @@ extension HeraldStore {
             counted +=
                 " RETURNING 1), recorded AS (UPDATE notifications SET recipients = (SELECT count(*) FROM inserted) WHERE id = \(bind: id.uuidString) RETURNING recipients) SELECT recipients AS n FROM recorded"
             count = try await session.sql.raw(counted).first()?.decode(column: "n", as: Int.self) ?? 0
-            if !direct { try await notifyOutbox(session) }
+            if !direct { try await database.nodes.notifyOutbox(session) }
         }
         return (count, direct)
     }
 
     /// `(…)` of `ids` for `IN`: on SQLite a long list is one bound JSON array (`boundListLimit`).
     private func list(_ ids: [String]) -> SQLQueryString {
-        guard dialect == .sqlite, ids.count > Self.boundListLimit else { return "(\(binds: ids))" }
-        return "(SELECT value FROM json_each(\(bind: Self.jsonArray(strings: ids))))"
+        guard dialect == .sqlite, ids.count > SQLText.boundListLimit else { return "(\(binds: ids))" }
+        return "(SELECT value FROM json_each(\(bind: SQLText.jsonArray(strings: ids))))"
     }
 
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the
     /// accepts that arrive meanwhile (`SQLiteCommitGroup`).
     private func acceptTransaction(_ body: @escaping SQLiteCommitGroup.Body) async throws -> Accepted {
-        dialect == .sqlite ? try await commitGroup.run(self, body) : try await transaction(durable: true, body)
+        dialect == .sqlite ? try await commitGroup.run(database, body) : try await transaction(durable: true, body)
     }
 
     /// The deliveries of notification `id` just written claimed for this node (`writeNotification`

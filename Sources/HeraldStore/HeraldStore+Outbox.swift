@@ -6,7 +6,7 @@ import SQLiteNIO
 import Synchronization
 
 /// The outbox's claims: what is due, shared fairly between apps and lanes, taken for this node.
-extension HeraldStore {
+extension OutboxRepository {
     /// Whether rows are due in the outbox (or, with `broadcasts`, a broadcast or a page handed
     /// back): read on SQLite's reading connection, beside the writer.
     private func hasDueWork(now: Int64, broadcasts: Bool) async throws -> Bool {
@@ -34,20 +34,21 @@ extension HeraldStore {
         // Claiming says this node is alive; a heartbeat under a second old is left as it is (a
         // second is nothing next to the 20 s after which a node counts as dead), so claims at
         // hundreds per second do not each write the nodes table.
-        let touch = now - lastHeartbeat.load(ordering: .relaxed) >= 1_000
+        let touch = now - database.lastHeartbeat.load(ordering: .relaxed) >= 1_000
         // The quiet second is measured on the monotonic clock: under a manual clock (tests,
         // `clock: manual`) `now` stands still, and a second measured with it never ends.
         let uptime = Self.uptimeMilliseconds
-        let quiet = noBroadcastsSince.load(ordering: .relaxed)
+        let quiet = database.noBroadcastsSince.load(ordering: .relaxed)
         let lookForBroadcasts = dialect == .postgres || quiet == 0 || uptime - quiet >= 1_000 || uptime < quiet
-        let prefetched = lookForBroadcasts ? try await prefetchBroadcastPages(limit: limit, now: now) : [:]
+        let prefetched =
+            lookForBroadcasts ? try await database.broadcasts.prefetchBroadcastPages(limit: limit, now: now) : [:]
         // SQLite: asked first on the reading connection whether anything is due, so a claim
         // that would find nothing does not wait for the writer (during a due wave, the timer
         // loop's transactions): the dispatcher goes on taking what was claimed for it. (Its
         // heartbeat is written apart, every few seconds.)
         if dialect == .sqlite, prefetched.isEmpty, try await !hasDueWork(now: now, broadcasts: lookForBroadcasts) {
             if lookForBroadcasts {
-                _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed)
+                _ = database.noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed)
             }
             return []
         }
@@ -58,7 +59,7 @@ extension HeraldStore {
                 // sent again, as a dead node's are (at least once). Everything else stays durable.
                 _ = try await session.query("SET LOCAL synchronous_commit = off")
             }
-            if touch { try await touchNode(now: now, session) }
+            if touch { try await database.nodes.touchNode(now: now, session) }
             // Which apps have due work of each status and lane: a loose scan of the outbox index
             // (a few seeks per app), so a claim asks each app for its share instead of taking
             // the oldest rows of whichever app sent the biggest fan-out, and asks nothing where
@@ -83,10 +84,11 @@ extension HeraldStore {
                 if lane == .normal, lookForBroadcasts, limit - rows.count > 0 {
                     let rowsDue = apps.values.contains { !($0[.normal] ?? []).isEmpty }
                     let room = limit - rows.count
-                    page = try await claimBroadcastPages(
+                    page = try await database.broadcasts.claimBroadcastPages(
                         limit: rowsDue ? (room + 1) / 2 : room, now: now, prefetched: prefetched, session)
                     if page.isEmpty, dialect == .sqlite {
-                        _ = noBroadcastsSince.compareExchange(expected: quiet, desired: uptime, ordering: .relaxed)
+                        _ = database.noBroadcastsSince.compareExchange(
+                            expected: quiet, desired: uptime, ordering: .relaxed)
                     }
                 }
                 let room = limit - rows.count - page.count
@@ -171,7 +173,7 @@ extension HeraldStore {
             }
             return claimed + page
         }
-        if touch { lastHeartbeat.store(now, ordering: .relaxed) }
+        if touch { database.lastHeartbeat.store(now, ordering: .relaxed) }
         return claimed
     }
 
@@ -250,9 +252,9 @@ extension HeraldStore {
     }
 
     /// The outbox's hot statements, prepared once per PostgreSQL connection.
-    enum AppsWithWork: PreparedSQL { static let sql = HeraldStore.appsWithWorkSQL }
-    enum ClaimQueued: PreparedSQL { static let sql = HeraldStore.postgresClaimSQL(.queued) }
-    enum ClaimDeferred: PreparedSQL { static let sql = HeraldStore.postgresClaimSQL(.deferred) }
+    enum AppsWithWork: PreparedSQL { static let sql = OutboxRepository.appsWithWorkSQL }
+    enum ClaimQueued: PreparedSQL { static let sql = OutboxRepository.postgresClaimSQL(.queued) }
+    enum ClaimDeferred: PreparedSQL { static let sql = OutboxRepository.postgresClaimSQL(.deferred) }
 
     /// (status, app) pairs with deliveries queued or deferred (one index seek per app), and
     /// whether each lane has rows due by $1 (one seek per lane).

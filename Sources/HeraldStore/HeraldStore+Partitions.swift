@@ -83,7 +83,9 @@ extension HeraldStore {
                 _ = try await session.query("SET LOCAL lock_timeout = '1s'")
                 // Still to send (the outbox index answers), or answered within retention; the
                 // same pass over the day counts what the drop deletes.
-                guard try await session.query("SELECT 1 FROM \(name) WHERE \(Self.outboxIndexTerm) LIMIT 1").isEmpty
+                guard
+                    try await session.query("SELECT 1 FROM \(name) WHERE \(OutboxRepository.outboxIndexTerm) LIMIT 1")
+                        .isEmpty
                 else { return }
                 let counts = try await session.query(
                     "SELECT count(*), count(*) FILTER (WHERE updated_at >= $1) FROM \(name)", [.integer(before)]

@@ -1,6 +1,6 @@
 package import Foundation
 
-extension HeraldStore {
+extension OutboxRepository {
     /// Makes the queued deliveries of `apps` held back for a paused provider (reason
     /// `ProviderPaused`, due within `window` seconds) due now: after a restart no pause is known,
     /// so the first of them probe the provider at once instead of waiting out the stored pause.

@@ -4,7 +4,7 @@ package import HeraldCore
 /// Resolved elsewhere: once a user dealt with a notification on one device,
 /// its deliveries to that user not yet sent are cancelled and the user's other devices get a
 /// replacement (the same collapse id) saying so.
-extension HeraldStore {
+extension ActionRepository {
     /// A notification's resolution for a user (the first one stays).
     package struct Resolution: Sendable, Equatable {
         package var deviceID: String
@@ -37,7 +37,7 @@ extension HeraldStore {
         else { return nil }
         return Resolution(
             deviceID: device, label: label, replacementID: row[2].text.flatMap(UUID.init(uuidString:)),
-            createdAt: date(created), first: false,
+            createdAt: SQLText.date(created), first: false,
             cancelled: 0, devices: 0)
     }
 
@@ -78,7 +78,7 @@ extension HeraldStore {
                 let rows = try await session.query(
                     """
                     UPDATE deliveries SET status = 'cancelled', reason = 'Resolved', updated_at = $1
-                    WHERE notification_id = $2 AND user_id = $3 AND status = $4 AND \(Self.outboxIndexTerm) RETURNING 1
+                    WHERE notification_id = $2 AND user_id = $3 AND status = $4 AND \(OutboxRepository.outboxIndexTerm) RETURNING 1
                     """, [.integer(now), .text(notificationID.uuidString), .text(userID), .text(status.rawValue)]
                 ).count
                 cancelled += rows
@@ -89,7 +89,7 @@ extension HeraldStore {
                     "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
                     [.integer(Int64(cancelled)), .integer(Int64(undeferred)), .text(notificationID.uuidString)])
             }
-            let (devices, _) = try await writeNotification(
+            let (devices, _) = try await database.notifications.writeNotification(
                 appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content,
                 recipients: .devices(reached.intersection(current).subtracting([deviceID]).sorted()),
                 excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
@@ -102,10 +102,10 @@ extension HeraldStore {
                     .text(appID), .text(notificationID.uuidString), .text(userID), .text(deviceID), .text(label),
                     devices > 0 ? .text(replacement.id.uuidString) : .null, .integer(now),
                 ])
-            if devices > 0 { try await notifyOutbox(session) }
+            if devices > 0 { try await database.nodes.notifyOutbox(session) }
             return Resolution(
                 deviceID: deviceID, label: label, replacementID: devices > 0 ? replacement.id : nil,
-                createdAt: Self.date(now), first: true,
+                createdAt: SQLText.date(now), first: true,
                 cancelled: cancelled, devices: devices)
         }
     }
@@ -113,7 +113,7 @@ extension HeraldStore {
 
 /// Responses to a notification: what the user answered (Lucid's reflection
 /// prompts: text, energy, mood, focus).
-extension HeraldStore {
+extension ActionRepository {
     package struct NotificationResponse: Sendable, Equatable {
         package var id: UUID
         package var notificationID: UUID
@@ -175,7 +175,7 @@ extension HeraldStore {
                     id: id, notificationID: notificationID, userID: row[1].text, deviceID: device, text: row[3].text,
                     energy: row[4].integer.map(Int.init), mood: row[5].integer.map(Int.init),
                     focus: row[6].integer.map(Int.init),
-                    createdAt: Self.date(created))
+                    createdAt: SQLText.date(created))
             }
         }
     }
@@ -183,7 +183,7 @@ extension HeraldStore {
 
 /// Delivery events for the apps' webhooks: a delivery that failed, a device whose
 /// token its provider called dead.
-extension HeraldStore {
+extension ActionRepository {
     /// Which apps' webhooks take which delivery event.
     package struct ResultWebhooks: Sendable {
         /// Apps that take `delivery.failed`.
@@ -234,7 +234,7 @@ extension HeraldStore {
         let object = postgres ? "json_build_object" : "json_object"
         let messageID =
             postgres ? "'msg_' || replace(gen_random_uuid()::text, '-', '')" : "'msg_' || lower(hex(randomblob(16)))"
-        let ids = postgres ? "(SELECT json_array_elements_text($1::json)::bigint)" : Self.jsonEach("$1")
+        let ids = postgres ? "(SELECT json_array_elements_text($1::json)::bigint)" : SQLText.jsonEach("$1")
         // RFC 3339 in UTC with milliseconds, as the API writes times.
         func time(_ milliseconds: String) -> String {
             postgres
@@ -246,7 +246,7 @@ extension HeraldStore {
             INSERT INTO webhook_messages (message_id, app_id, user_id, event, idempotency_key, body, status, attempts, next_at, created_at, updated_at)
             """
         var queued = 0
-        for chunk in failed.chunked(Self.resultRowsPerStatement) {
+        for chunk in failed.chunked(OutboxRepository.resultRowsPerStatement) {
             queued += try await session.query(
                 """
                 \(insert)
@@ -256,10 +256,10 @@ extension HeraldStore {
                         'user_id', d.user_id, 'reason', d.reason, 'attempts', d.attempts))\(body),
                     'pending', 0, $3, $3, $3
                 FROM deliveries d WHERE d.id IN \(ids) AND d.status = 'failed' AND d.updated_at >= $2 ORDER BY d.id RETURNING 1
-                """, [.text(Self.jsonArray(chunk)), .integer(since), .integer(now)]
+                """, [.text(SQLText.jsonArray(chunk)), .integer(since), .integer(now)]
             ).count
         }
-        for chunk in dead.chunked(Self.resultRowsPerStatement) {
+        for chunk in dead.chunked(OutboxRepository.resultRowsPerStatement) {
             queued += try await session.query(
                 """
                 \(insert)
@@ -270,7 +270,7 @@ extension HeraldStore {
                     'pending', 0, $3, $3, $3
                 FROM deliveries d JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id AND v.active = 0
                 WHERE d.id IN \(ids) AND d.status = 'failed' AND d.updated_at >= $2 ORDER BY d.id RETURNING 1
-                """, [.text(Self.jsonArray(chunk)), .integer(since), .integer(now)]
+                """, [.text(SQLText.jsonArray(chunk)), .integer(since), .integer(now)]
             ).count
         }
         return queued

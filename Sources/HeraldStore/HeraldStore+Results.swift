@@ -6,7 +6,7 @@ import SQLiteNIO
 
 /// The outbox's results: answers written back in batches (with their counters and webhooks),
 /// and the pacing records the policy engine reads.
-extension HeraldStore {
+extension OutboxRepository {
     /// When each of these users last received policy-governed notifications since `since`, by
     /// user: (notification, time) pairs, oldest first. Pacing and grouping count them.
     package func recentSends(appID: String, userIDs: [String], since: Date) async throws -> [String: [(UUID, Date)]] {
@@ -42,14 +42,17 @@ extension HeraldStore {
     /// provider's timestamp. The failures and deactivations whose app's webhook takes them are
     /// queued as webhook messages in the same transaction. Returns how many results were written.
     @discardableResult
-    package func recordResults(_ results: [DeliveryResult], webhooks: ResultWebhooks = ResultWebhooks()) async throws
+    package func recordResults(
+        _ results: [DeliveryResult], webhooks: ActionRepository.ResultWebhooks = ActionRepository.ResultWebhooks()
+    ) async throws
         -> Int
     {
         guard !results.isEmpty else { return 0 }
         let broadcastNow = nowMilliseconds
         let broadcast =
             results.contains { $0.broadcast != nil }
-            ? Self.broadcastWrites(results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect) : []
+            ? BroadcastRepository.broadcastWrites(
+                results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect) : []
         return try await transaction { session in
             let now = nowMilliseconds
             var classes: [DeliveryStatus: [ResultRow]] = [:]
@@ -59,7 +62,9 @@ extension HeraldStore {
                 classes[status, default: []].append((result, reason, due, attempts))
                 if case .tokenDead(let reason, let since) = result.outcome { dead[result.deliveryID] = (reason, since) }
             }
-            var written = broadcast.isEmpty ? 0 : try await writeBroadcastResults(broadcast, now: broadcastNow, session)
+            var written =
+                broadcast.isEmpty
+                ? 0 : try await database.broadcasts.writeBroadcastResults(broadcast, now: broadcastNow, session)
             switch session.raw {
             case .sqlite(let connection):
                 written += try await writeResults(classes, dead: dead, now: now, connection, session)
@@ -68,10 +73,11 @@ extension HeraldStore {
             }
             if written < results.count {
                 // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
-                written += try await writeCancelledInFlight(results, now: now, session)
+                written += try await database.notifications.writeCancelledInFlight(results, now: now, session)
             }
             if !webhooks.isEmpty, results.contains(where: webhooks.wants) {
-                _ = try await queueResultWebhooks(results, webhooks, since: min(now, broadcastNow), now: now, session)
+                _ = try await database.actions.queueResultWebhooks(
+                    results, webhooks, since: min(now, broadcastNow), now: now, session)
             }
             if written < results.count {
                 logger.warning(
@@ -137,7 +143,7 @@ extension HeraldStore {
                     rows.append(row)
                 }
             }
-            for (key, group) in plain where group.count <= Self.boundListLimit {
+            for (key, group) in plain where group.count <= SQLText.boundListLimit {
                 rows += group
                 plain[key] = nil
             }
@@ -147,10 +153,10 @@ extension HeraldStore {
                     _ = try await connection.query(
                         """
                         UPDATE deliveries SET status = '\(status.rawValue)', reason = NULL, attempts = attempts + ?, claimed_by = NULL, updated_at = ?
-                        WHERE id IN \(Self.jsonEach("?")) AND claim = ? AND status = 'sending'
+                        WHERE id IN \(SQLText.jsonEach("?")) AND claim = ? AND status = 'sending'
                         """,
                         [
-                            .integer(key.attempts), .integer(Int(now)), .text(Self.jsonArray(chunk)),
+                            .integer(key.attempts), .integer(Int(now)), .text(SQLText.jsonArray(chunk)),
                             .integer(Int(key.claim)),
                         ])
                     let applied =
@@ -323,45 +329,6 @@ extension HeraldStore {
         var notificationID: UUID
         var claim: Int64
         var attempts: Int
-    }
-
-    /// On SQLite, a list longer than this is bound as one JSON array (`jsonEach`): no statement
-    /// with thousands of values to encode, parse and bind (a due wave names 5,000 at a time).
-    static let boundListLimit = 64
-
-    /// `(…)` for `IN`: the values of the JSON array bound at `placeholder` (SQLite).
-    static func jsonEach(_ placeholder: String) -> String { "(SELECT value FROM json_each(\(placeholder)))" }
-
-    /// `[1,2,3]`: ids bound as one JSON array, for SQLite's `json_each`.
-    static func jsonArray(_ ids: some Collection<Int64>) -> String {
-        var text = "["
-        text.reserveCapacity(ids.count * 8 + 2)
-        for (index, id) in ids.enumerated() {
-            if index > 0 { text += "," }
-            text += String(id)
-        }
-        return text + "]"
-    }
-
-    /// `(…)` of the strings of the JSON array bound at `placeholder`, for `IN`.
-    func jsonList(_ placeholder: String) -> String {
-        dialect == .sqlite ? Self.jsonEach(placeholder) : "(SELECT json_array_elements_text(\(placeholder)::json))"
-    }
-
-    /// A JSON array of strings.
-    static func jsonArray(strings: some Collection<String>) -> String {
-        var json = "["
-        for (index, string) in strings.enumerated() {
-            if index > 0 { json += "," }
-            appendJSON(string, to: &json)
-        }
-        return json + "]"
-    }
-
-    /// The strings of a JSON array (none when `json` is nil or not one).
-    static func jsonStrings(_ json: String?) -> [String] {
-        guard let json else { return [] }
-        return (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
     }
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was

@@ -13,7 +13,7 @@ import HeraldCore
 /// notifications: in a page no node holds, they get their row at once, cancelled; in a page a
 /// node holds, the users are marked (`cancelled_users`), and their devices' attempts end as they
 /// end, none tried again (a retry or a deferral ends cancelled).
-extension HeraldStore {
+extension BroadcastRepository {
     /// A step's page read back to be handed out again.
     struct StepPage {
         var id: Int64
@@ -35,8 +35,8 @@ extension HeraldStore {
         try await session.query(
             """
             SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
-            WHERE app_id = $1 AND active = 1 AND user_id IN \(jsonList("$2"))
-            """, [.text(appID), .text(Self.jsonArray(strings: users))])
+            WHERE app_id = $1 AND active = 1 AND user_id IN \(database.outbox.jsonList("$2"))
+            """, [.text(appID), .text(SQLText.jsonArray(strings: users))])
     }
 
     /// Writes a fired step's notification to `devices` (`stepDevices`, read for it) and hands
@@ -46,7 +46,7 @@ extension HeraldStore {
         devices: [[Session.Value]],
         now: Int64, _ session: Session
     ) async throws -> [ClaimedDelivery] {
-        let cohort = Self.cohort(content, now: now)
+        let cohort = TrackRepository.cohort(content, now: now)
         _ = try await session.query(
             "INSERT INTO notifications (id, app_id, content, created_at, cancel_key, recipients, type, day) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             [
@@ -67,9 +67,9 @@ extension HeraldStore {
                 guard columns.count == 7, let device = columns[0].text, let user = columns[4].text
                 else { throw StoreError(.corrupt, "devices: a row a step cannot read") }
                 listed += index == 0 ? "[" : ",["
-                Self.appendJSON(device, to: &listed)
+                SQLText.appendJSON(device, to: &listed)
                 listed += ","
-                Self.appendJSON(user, to: &listed)
+                SQLText.appendJSON(user, to: &listed)
                 listed += "]"
             }
             listed += "]"
@@ -102,10 +102,11 @@ extension HeraldStore {
     /// those gone or deactivated since (no longer recipients).
     func rehandStepPage(_ page: StepPage, due: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
         let waiting = try await unansweredEntries(of: page, session)
-        let cancelledUsers = Set(Self.jsonStrings(page.cancelledUsers))
+        let cancelledUsers = Set(SQLText.jsonStrings(page.cancelledUsers))
         let cancelled = waiting.filter { cancelledUsers.contains($0.user) }
         if !cancelled.isEmpty {
-            _ = try await writeCancelledEntries(cancelled, of: page, reason: Self.cancelledReason, session)
+            _ = try await writeCancelledEntries(
+                cancelled, of: page, reason: NotificationRepository.cancelledReason, session)
         }
         let live = waiting.filter { !cancelledUsers.contains($0.user) }
         var found: [String: [Session.Value]] = [:]
@@ -113,8 +114,8 @@ extension HeraldStore {
             for row in try await session.query(
                 """
                 SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
-                WHERE app_id = $1 AND active = 1 AND device_id IN \(jsonList("$2"))
-                """, [.text(page.app), .text(Self.jsonArray(strings: live.map(\.device)))])
+                WHERE app_id = $1 AND active = 1 AND device_id IN \(database.outbox.jsonList("$2"))
+                """, [.text(page.app), .text(SQLText.jsonArray(strings: live.map(\.device)))])
             {
                 if let device = row.first?.text { found[device] = row }
             }
@@ -189,7 +190,7 @@ extension HeraldStore {
     func cancelPages(of notifications: [String], _ session: Session) async throws -> (
         cancelled: [String: Int64], inFlight: Int64
     ) {
-        let list = Self.placeholders(notifications.count, from: 1)
+        let list = SQLText.placeholders(notifications.count, from: 1)
         var cancelled: [String: Int64] = [:]
         for row in try await session.query(
             "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND claimed_by IS NULL RETURNING notification_id, remaining",
@@ -211,11 +212,11 @@ extension HeraldStore {
         cancelled: Int64, inFlight: Int64
     ) {
         let binds = notifications.map { Session.Value.text($0) }
-        let list = Self.placeholders(notifications.count, from: 1)
+        let list = SQLText.placeholders(notifications.count, from: 1)
         let named = Set(userIDs)
         let quoted = named.map { user in
             var json = ""
-            Self.appendJSON(user, to: &json)
+            SQLText.appendJSON(user, to: &json)
             return json
         }
         var cancelled: Int64 = 0
@@ -241,13 +242,14 @@ extension HeraldStore {
             let hits = try await unansweredEntries(of: page, session).filter { named.contains($0.user) }
             guard !hits.isEmpty else { continue }
             if row[10].text == nil {
-                cancelled += try await writeCancelledEntries(hits, of: page, reason: Self.cancelledReason, session)
+                cancelled += try await writeCancelledEntries(
+                    hits, of: page, reason: NotificationRepository.cancelledReason, session)
             } else {
-                var users = Self.jsonStrings(page.cancelledUsers)
+                var users = SQLText.jsonStrings(page.cancelledUsers)
                 for user in Set(hits.map(\.user)).sorted() where !users.contains(user) { users.append(user) }
                 _ = try await session.query(
                     "UPDATE broadcast_pages SET cancelled_users = $1 WHERE id = $2",
-                    [.text(Self.jsonArray(strings: users)), .integer(id)])
+                    [.text(SQLText.jsonArray(strings: users)), .integer(id)])
                 inFlight += Int64(hits.count)
             }
         }

@@ -5,7 +5,7 @@ package import Foundation
 /// (coalesced); otherwise a new one is due at once, or `debounce` after the last one to that
 /// device, or when the device's hourly budget frees up; what was coalesced or held is in its
 /// trace, which the delivery starts with.
-extension HeraldStore {
+extension NodeRepository {
     /// What a sync did for one device.
     package struct SyncPlan: Sendable, Hashable {
         package var deviceID: String
@@ -40,7 +40,8 @@ extension HeraldStore {
                     _ = try await session.query(
                         "UPDATE timers SET data = $1, trace = $2, updated_at = $3 WHERE id = $4 AND status = 'pending'",
                         [.text(cursor), note.map { .text($0) } ?? .null, .integer(now), .integer(id)])
-                    plans.append(SyncPlan(deviceID: device, dueAt: Self.date(due), coalesced: true, held: false))
+                    plans.append(
+                        SyncPlan(deviceID: device, dueAt: SQLText.date(due), coalesced: true, held: false))
                     continue
                 }
                 // The pushes of the last hour to this device (being sent or sent), newest first.
@@ -73,7 +74,7 @@ extension HeraldStore {
                         .text(appID), .text(userID), .text(device), .integer(due), .text(cursor),
                         note.map { .text($0) } ?? .null, .integer(now),
                     ])
-                plans.append(SyncPlan(deviceID: device, dueAt: Self.date(due), coalesced: false, held: held))
+                plans.append(SyncPlan(deviceID: device, dueAt: SQLText.date(due), coalesced: false, held: held))
             }
             return plans
         }

@@ -7,7 +7,7 @@ package import HeraldCore
 /// commits first (the timer is `cancelled`) wins: there is nothing left to take. A timer fires
 /// at most once. (`firing`, a claim between two transactions, is what a store written by an
 /// earlier version may hold: a dead node's such claims go back to `pending`, `rescueDeadClaims`.)
-extension HeraldStore {
+extension TimerRepository {
     /// A due timer taken to fire, with its enrolment's anchor and data.
     package struct DueTimer: Sendable, Hashable {
         package var id: Int64
@@ -42,7 +42,7 @@ extension HeraldStore {
 
         /// When each of these users last did `name` (users who never did are absent).
         package func lastEvents(appID: String, name: String, userIDs: [String]) async throws -> [String: Date] {
-            try await store.lastEvents(appID: appID, name: name, userIDs: userIDs, session)
+            try await store.timers.lastEvents(appID: appID, name: name, userIDs: userIDs, session)
         }
     }
 
@@ -165,20 +165,23 @@ extension HeraldStore {
             else { throw StoreError(.corrupt, "timers: a row the timer loop cannot read") }
             timers.append(
                 DueTimer(
-                    id: id, appID: app, userID: user, kind: kind, name: name, step: step, dueAt: Self.date(due),
-                    cancelKey: columns[7].text, trace: columns[8].text, anchorAt: columns[9].integer.map(Self.date),
+                    id: id, appID: app, userID: user, kind: kind, name: name, step: step,
+                    dueAt: SQLText.date(due),
+                    cancelKey: columns[7].text, trace: columns[8].text,
+                    anchorAt: columns[9].integer.map(SQLText.date),
                     data: columns[10].text))
             last = TimerCursor(dueAt: due, id: id)
         }
         guard !timers.isEmpty else { return nil }
         let taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        let outcomes = try await decide(TimerReads(store: self, session: session), timers)
+        let outcomes = try await decide(TimerReads(store: database, session: session), timers)
         var devices: [UUID: [[Session.Value]]] = [:]
         var room = directUpTo
         for case .send(let appID, let notification, _, _, _, _, let ids) in outcomes where room > 0 {
             let members = ids.compactMap { taken[$0] }
             guard !members.isEmpty, members.allSatisfy({ $0.kind != "sync" }) else { continue }
-            let rows = try await stepDevices(appID: appID, users: Set(members.map(\.userID)).sorted(), session)
+            let rows = try await database.broadcasts.stepDevices(
+                appID: appID, users: Set(members.map(\.userID)).sorted(), session)
             guard rows.count <= room else { continue }
             devices[notification] = rows
             room -= rows.count
@@ -216,7 +219,7 @@ extension HeraldStore {
                         let live = Set(users)
                         rows = rows.filter { $0.count == 7 && $0[4].text.map(live.contains) == true }
                     }
-                    let handed = try await handOutStep(
+                    let handed = try await database.broadcasts.handOutStep(
                         appID: appID, notification: notification, content: content, cancelKey: cancelKey, lane: lane,
                         trace: trace, devices: rows,
                         now: now, session)
@@ -224,14 +227,14 @@ extension HeraldStore {
                     room -= handed.count
                     continue
                 }
-                let (count, direct) = try await writeNotification(
+                let (count, direct) = try await database.notifications.writeNotification(
                     appID: appID, id: notification, idempotencyKey: nil, cancelKey: cancelKey, content: content,
                     recipients: devices.isEmpty ? .users(Array(Set(users)).sorted()) : .devices(devices.sorted()),
                     excludeDeviceIDs: [],
                     due: now, lane: lane, now: now, directUpTo: room, trace: trace, session)
                 if !direct { queued = true }
                 if direct, count > 0 {
-                    let rows = try await directClaims(
+                    let rows = try await database.notifications.directClaims(
                         notification: notification, appID: appID, trace: trace, now: now, session)
                     result.claimed += rows
                     room = max(0, room - rows.count)
@@ -245,7 +248,7 @@ extension HeraldStore {
                     dueBy: now, returning: false, session)
             }
         }
-        if queued { try await notifyOutbox(session) }
+        if queued { try await database.nodes.notifyOutbox(session) }
         return result
     }
 
@@ -262,15 +265,15 @@ extension HeraldStore {
         switch dialect {
         case .sqlite:
             for row in try await session.query(
-                "UPDATE timers SET \(assignments) WHERE id IN \(Self.jsonEach("$\(binds.count + 1)")) AND \(condition)",
-                binds + [.text(Self.jsonArray(ids))])
+                "UPDATE timers SET \(assignments) WHERE id IN \(SQLText.jsonEach("$\(binds.count + 1)")) AND \(condition)",
+                binds + [.text(SQLText.jsonArray(ids))])
             {
                 if let id = row.first?.integer { set.insert(id) }
             }
         case .postgres:
             for chunk in ids.chunked(Self.batchSize) {
                 for row in try await session.query(
-                    "UPDATE timers SET \(assignments) WHERE id IN (\(Self.placeholders(chunk.count, from: binds.count + 1))) AND \(condition)",
+                    "UPDATE timers SET \(assignments) WHERE id IN (\(SQLText.placeholders(chunk.count, from: binds.count + 1))) AND \(condition)",
                     binds + chunk.map { .integer($0) })
                 {
                     if let id = row.first?.integer { set.insert(id) }
@@ -281,16 +284,11 @@ extension HeraldStore {
     }
 
     /// Timers a dead node was firing go back to `pending` (`requeueStatement`).
-    static let requeueTimersSQL = requeueStatement(
+    static let requeueTimersSQL = OutboxRepository.requeueStatement(
         table: "timers", claimed: "firing", back: "pending", indexTerm: timerIndexTerm)
 
     /// The partial timer index's condition (repeated verbatim for SQLite to use the index).
     static let timerIndexTerm = "status IN ('pending', 'firing')"
-
-    /// `$from, $from+1, …` for `count` bound values.
-    static func placeholders(_ count: Int, from first: Int) -> String {
-        (0..<count).map { "$\(first + $0)" }.joined(separator: ", ")
-    }
 
     // MARK: Events
 
@@ -301,10 +299,10 @@ extension HeraldStore {
             for row in try await session.query(
                 """
                 SELECT user_id, MAX(occurred_at) FROM events
-                WHERE app_id = $1 AND name = $2 AND user_id IN (\(Self.placeholders(chunk.count, from: 3))) GROUP BY user_id
+                WHERE app_id = $1 AND name = $2 AND user_id IN (\(SQLText.placeholders(chunk.count, from: 3))) GROUP BY user_id
                 """, [.text(appID), .text(name)] + chunk.map { .text($0) })
             {
-                if let user = row.first?.text, let at = row.last?.integer { last[user] = Self.date(at) }
+                if let user = row.first?.text, let at = row.last?.integer { last[user] = SQLText.date(at) }
             }
         }
         return last

@@ -3,7 +3,7 @@ package import HeraldCore
 
 /// Lifecycle tracks: enrolments, and their steps as timers, rows with a due time
 /// that a timer loop claims (fenced like deliveries) and fires into notifications.
-extension HeraldStore {
+extension TrackRepository {
     /// A step of a user's track: when it is due and what became of it.
     package struct StepRecord: Sendable, Hashable {
         package var timerID: Int64
@@ -50,7 +50,8 @@ extension HeraldStore {
                 guard restart else {
                     return (false, try await enrolment(appID: appID, userID: userID, track: track, session)!)
                 }
-                _ = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
+                _ = try await database.notifications.cancel(
+                    appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
                 // Steps of the last enrolment under another key (the catalog changed) go too.
                 _ = try await cancelSteps(
                     appID: appID, userID: userID, track: track, reason: "Restarted", now: now, session)
@@ -71,7 +72,7 @@ extension HeraldStore {
                 ])
             try await insertSteps(
                 appID: appID, track: track, cancelKey: cancelKey, [(userID, steps)], now: now, session)
-            try await notifyOutbox(session)
+            try await database.nodes.notifyOutbox(session)
             return (true, try await enrolment(appID: appID, userID: userID, track: track, session)!)
         }
     }
@@ -79,7 +80,8 @@ extension HeraldStore {
     /// Takes a user out of a track: its steps not fired and their deliveries not yet sent are
     /// cancelled (one transaction), and the enrolment goes (enrolling again starts afresh).
     /// Returns what was cancelled; nil when the user was not enrolled.
-    package func unenrol(appID: String, userID: String, track: String, cancelKey: String) async throws -> Cancellation?
+    package func unenrol(appID: String, userID: String, track: String, cancelKey: String) async throws
+        -> NotificationRepository.Cancellation?
     {
         try await transaction(durable: true) { [self] session in
             let removed = try await session.query(
@@ -87,9 +89,11 @@ extension HeraldStore {
                 [.text(appID), .text(userID), .text(track)])
             guard !removed.isEmpty else { return nil }
             let now = nowMilliseconds
-            var result = try await cancel(appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
+            var result = try await database.notifications.cancel(
+                appID: appID, cancelKey: cancelKey, userIDs: [userID], now: now, session)
             result.steps += try await cancelSteps(
-                appID: appID, userID: userID, track: track, reason: Self.cancelledReason, now: now, session)
+                appID: appID, userID: userID, track: track, reason: NotificationRepository.cancelledReason, now: now,
+                session)
             return result
         }
     }
@@ -146,16 +150,15 @@ extension HeraldStore {
                 let status = columns[3].text
             else { return nil }
             return StepRecord(
-                timerID: id, track: track, step: step, dueAt: Self.date(due), status: status, reason: columns[4].text,
+                timerID: id, track: track, step: step, dueAt: SQLText.date(due), status: status,
+                reason: columns[4].text,
                 notificationID: columns[5].text, trace: columns[6].text)
         }
         return EnrolmentRecord(
-            track: track, anchorAt: Self.date(anchor), data: row[1].text ?? "{}",
+            track: track, anchorAt: SQLText.date(anchor), data: row[1].text ?? "{}",
             testSeconds: row[2].integer.map(Int.init),
-            enrolledAt: Self.date(enrolled), steps: steps)
+            enrolledAt: SQLText.date(enrolled), steps: steps)
     }
-
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
     // MARK: Re-planning
 
@@ -186,7 +189,7 @@ extension HeraldStore {
                     let due = columns[3].integer, let anchor = columns[4].integer
                 else { return nil }
                 return PendingStep(
-                    timerID: id, track: track, step: step, dueAt: Self.date(due), anchorAt: Self.date(anchor),
+                    timerID: id, track: track, step: step, dueAt: SQLText.date(due), anchorAt: SQLText.date(anchor),
                     testSeconds: columns[5].integer.map(Int.init), trace: columns[6].text)
             }
         }
@@ -207,13 +210,13 @@ extension HeraldStore {
                     ]
                 ).count
             }
-            try await notifyOutbox(session)
+            try await database.nodes.notifyOutbox(session)
             return moved
         }
     }
 }
 
-extension HeraldStore {
+extension TrackRepository {
     /// One user's enrolment in a bulk enrolment.
     package struct BulkEnrolment: Sendable {
         package var userID: String
@@ -298,7 +301,7 @@ extension HeraldStore {
         return try await exclusive { session in
             var zones: [String: String] = [:]
             for chunk in userIDs.chunked(Self.batchSize) {
-                let list = Self.placeholders(chunk.count, from: 2)
+                let list = SQLText.placeholders(chunk.count, from: 2)
                 let binds: [Session.Value] = [.text(appID)] + chunk.map { .text($0) }
                 for row in try await session.query(
                     "SELECT user_id, time_zone FROM devices WHERE app_id = $1 AND user_id IN (\(list)) AND time_zone IS NOT NULL",

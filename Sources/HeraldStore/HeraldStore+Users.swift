@@ -15,7 +15,7 @@ package struct UserRecord: Sendable, Hashable {
     package var updatedAt: Date
 }
 
-extension HeraldStore {
+extension UserRepository {
     /// Creates or updates a user's time zone, locale and attributes; preferences are kept.
     package func upsertUser(
         appID: String, userID: String, timeZone: String?, locale: String?, attributes: Data
@@ -63,8 +63,8 @@ extension HeraldStore {
         // 500-value IN lists decoded through SQLKit.
         return try await reading { session in
             let rows = try await session.query(
-                "SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id IN \(jsonList("$2"))",
-                [.text(appID), .text(Self.jsonArray(strings: ids))])
+                "SELECT \(Self.userColumns) FROM users WHERE app_id = $1 AND user_id IN \(database.outbox.jsonList("$2"))",
+                [.text(appID), .text(SQLText.jsonArray(strings: ids))])
             var result: [String: UserRecord] = [:]
             result.reserveCapacity(rows.count)
             for columns in rows {
@@ -92,6 +92,7 @@ extension HeraldStore {
         else { throw StoreError(.corrupt, "users: a row Herald cannot read") }
         return UserRecord(
             userID: userID, timeZone: columns[1].text, locale: columns[2].text, attributes: Data(attributes.utf8),
-            preferences: Data(preferences.utf8), createdAt: date(created), updatedAt: date(updated))
+            preferences: Data(preferences.utf8), createdAt: SQLText.date(created),
+            updatedAt: SQLText.date(updated))
     }
 }

@@ -7,11 +7,11 @@ import Synchronization
 /// shared transaction fails, each accept runs again in a transaction of its own, so one bad
 /// request never fails another.
 final class SQLiteCommitGroup: Sendable {
-    typealias Body = @Sendable (Session) async throws -> HeraldStore.Accepted
+    typealias Body = @Sendable (Session) async throws -> NotificationRepository.Accepted
 
     private struct Job {
         var body: Body
-        var continuation: CheckedContinuation<HeraldStore.Accepted, any Error>
+        var continuation: CheckedContinuation<NotificationRepository.Accepted, any Error>
     }
 
     private struct State {
@@ -27,7 +27,7 @@ final class SQLiteCommitGroup: Sendable {
     static let maximumGroup = 64
 
     /// Runs `body` in the next group transaction of `store` and returns once it is on disk.
-    func run(_ store: HeraldStore, _ body: @escaping Body) async throws -> HeraldStore.Accepted {
+    func run(_ store: HeraldStore, _ body: @escaping Body) async throws -> NotificationRepository.Accepted {
         try await withCheckedThrowingContinuation { continuation in
             let lead = state.withLock { state in
                 state.waiting.append(Job(body: body, continuation: continuation))
@@ -51,7 +51,7 @@ final class SQLiteCommitGroup: Sendable {
             if jobs.count > 1 { grouped.add(jobs.count, ordering: .relaxed) }
             do {
                 let results = try await store.transaction { session in
-                    var results: [HeraldStore.Accepted] = []
+                    var results: [NotificationRepository.Accepted] = []
                     for job in jobs { results.append(try await job.body(session)) }
                     return results
                 }

@@ -191,7 +191,7 @@ struct BulkRows {
             let column = index % columns.count
             json += column != 0 ? "," : index == 0 ? "[" : "],["
             switch cell {
-            case .text(let value): HeraldStore.appendJSON(value, to: &json)
+            case .text(let value): SQLText.appendJSON(value, to: &json)
             case .integer(let value): json += String(value)
             }
         }

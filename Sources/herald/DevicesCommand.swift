@@ -95,7 +95,7 @@ struct ReactivateDevicesCommand: AsyncParsableCommand {
         let store = try await HeraldStore.open(url: url)
         let count: Int
         do {
-            count = try await store.reactivateDevices(
+            count = try await store.devices.reactivateDevices(
                 appID: app, reason: reason, since: since.flatMap(HeraldTime.parse))
         } catch {
             await store.close()

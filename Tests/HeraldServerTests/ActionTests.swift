@@ -437,7 +437,7 @@ struct DeliveryWebhookTests {
                 server.simulator.state.markDead(tokens[2])
                 let sent = try await server.send(#"{"to":{"user_ids":["gus"]},"alert":{"body":"x"}}"#)
                 _ = try await server.settled(try #require(sent.body["id"] as? String))
-                #expect(try await server.runtime.store.webhookCounts(appID: "demo").isEmpty)
+                #expect(try await server.runtime.store.actions.webhookCounts(appID: "demo").isEmpty)
             }
         }
     }

@@ -21,11 +21,11 @@ struct BroadcastTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 6)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 6)
         var notifications: [UUID] = []
         for _ in 0..<2 {
             notifications.append(
-                try await store.createNotification(
+                try await store.notifications.createNotification(
                     appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
                     excludeDeviceIDs: [], dueAt: clock.now
                 ).0.id)
@@ -33,8 +33,8 @@ struct BroadcastTests {
         // The first's six devices in two full pages; the third claim finds it ended and must
         // hand out the second's devices itself.
         let claims = [
-            try await store.claimDueDeliveries(limit: 3), try await store.claimDueDeliveries(limit: 3),
-            try await store.claimDueDeliveries(limit: 3),
+            try await store.outbox.claimDueDeliveries(limit: 3), try await store.outbox.claimDueDeliveries(limit: 3),
+            try await store.outbox.claimDueDeliveries(limit: 3),
         ]
         #expect(claims.map(\.count) == [3, 3, 3])
         // (Due at the same moment: taken in notification id order.)
@@ -42,7 +42,7 @@ struct BroadcastTests {
         #expect(
             claims[0].allSatisfy { $0.notificationID == order[0] }
                 && claims[2].allSatisfy { $0.notificationID == order[1] })
-        #expect(try await store.claimDueDeliveries(limit: 10).map(\.deviceID) == ["d3", "d4", "d5"])
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).map(\.deviceID) == ["d3", "d4", "d5"])
     }
 
     @Test("a broadcast writes each device's row once, with its result; ids, odd device ids and counts hold")
@@ -53,24 +53,24 @@ struct BroadcastTests {
         let devices = zip(ids, makeDeviceTokens(ids.count)).map {
             DeviceRecord(deviceID: $0.0, userID: "user-" + $0.0, platform: "apns", token: $0.1, environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 5)
-        let (first, _) = try await store.createNotification(
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 5)
+        let (first, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
         #expect(first.recipients == 5)
         // Nothing per device is written at acceptance: every device is still to be sent.
-        #expect(try await store.deliveries(notificationID: first.id, limit: 10, offset: 0).isEmpty)
-        #expect(try await store.deliveryCounts(notificationID: first.id)[.queued] == 5)
-        let depth = try await store.queueDepth()
+        #expect(try await store.notifications.deliveries(notificationID: first.id, limit: 10, offset: 0).isEmpty)
+        #expect(try await store.notifications.deliveryCounts(notificationID: first.id)[.queued] == 5)
+        let depth = try await store.nodes.queueDepth()
         #expect(depth == 5)
 
-        let page = try await store.claimDueDeliveries(limit: 2)
-        let rest = try await store.claimDueDeliveries(limit: 10)
+        let page = try await store.outbox.claimDueDeliveries(limit: 2)
+        let rest = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(page.map(\.deviceID) == ids.sorted().prefix(2).map { $0 })
         #expect(
             rest.count == 3 && (page + rest).allSatisfy { $0.broadcast != nil && $0.userID == "user-" + $0.deviceID })
         #expect(Set((page + rest).map(\.id)).count == 5)
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
 
         // Results: three sent, one dead token, one retry later.
         let all = page + rest
@@ -78,8 +78,8 @@ struct BroadcastTests {
         var results = all.prefix(3).map { DeliveryResult($0, .sent, attempts: 1) }
         results.append(DeliveryResult(all[3], .tokenDead(reason: "Unregistered", since: nil), attempts: 1))
         results.append(DeliveryResult(all[4], .retry(reason: "TooManyRequests", dueAt: later), attempts: 1))
-        #expect(try await store.recordResults(results) == 5)
-        let rows = try await store.deliveries(notificationID: first.id, limit: 10, offset: 0)
+        #expect(try await store.outbox.recordResults(results) == 5)
+        let rows = try await store.notifications.deliveries(notificationID: first.id, limit: 10, offset: 0)
         #expect(rows.map(\.deviceID) == ids.sorted())
         #expect(
             Dictionary(uniqueKeysWithValues: rows.map { ($0.deviceID, $0.id) })
@@ -88,33 +88,33 @@ struct BroadcastTests {
         #expect(
             rows[3].reason == "Unregistered" && rows[4].reason == "TooManyRequests"
                 && rows.allSatisfy { $0.attempts == 1 })
-        let counts = try await store.deliveryCounts(notificationID: first.id)
+        let counts = try await store.notifications.deliveryCounts(notificationID: first.id)
         #expect(counts[.sent] == 3 && counts[.failed] == 1 && counts[.queued] == 1)
         // A result written twice (a late duplicate) writes nothing: the page is answered.
-        #expect(try await store.recordResults(Array(results.prefix(1))) == 0)
-        #expect(try await store.device(appID: "a", deviceID: all[3].deviceID)?.active == false)
+        #expect(try await store.outbox.recordResults(Array(results.prefix(1))) == 0)
+        #expect(try await store.devices.device(appID: "a", deviceID: all[3].deviceID)?.active == false)
 
         // The dead token's device is no recipient of the next broadcast; a device registered
         // after the acceptance is none either, and one deleted before its page is taken out.
-        let (second, _) = try await store.createNotification(
+        let (second, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
         #expect(second.recipients == 4)
         try await Task.sleep(for: .milliseconds(5))
         #expect(
-            try await store.importDevices(
+            try await store.devices.importDevices(
                 appID: "a",
                 [
                     DeviceRecord(
                         deviceID: "a0", userID: "late", platform: "apns", token: makeDeviceTokens(6)[5],
                         environment: "sandbox")
                 ]) == 1)
-        #expect(try await store.deleteDevice(appID: "a", deviceID: "d5"))
-        let handed = try await store.claimDueDeliveries(limit: 10)
+        #expect(try await store.devices.deleteDevice(appID: "a", deviceID: "d5"))
+        let handed = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(Set(handed.map(\.deviceID)) == Set(ids.sorted().prefix(3)))
-        #expect(try await store.deliveryCounts(notificationID: second.id)[.queued] == 3)
-        #expect(try await store.recordResults(handed.map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
-        #expect(try await store.deliveryCounts(notificationID: second.id)[.queued] == 0)
+        #expect(try await store.notifications.deliveryCounts(notificationID: second.id)[.queued] == 3)
+        #expect(try await store.outbox.recordResults(handed.map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
+        #expect(try await store.notifications.deliveryCounts(notificationID: second.id)[.queued] == 0)
     }
 
     @Test("a page whose node died is handed out again with the same ids, without the devices already answered")
@@ -126,26 +126,28 @@ struct BroadcastTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await first.importDevices(appID: "a", devices) == 8)
-        let (notification, _) = try await first.createNotification(
+        #expect(try await first.devices.importDevices(appID: "a", devices) == 8)
+        let (notification, _) = try await first.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
-        let held = try await first.claimDueDeliveries(limit: 8)
+        let held = try await first.outbox.claimDueDeliveries(limit: 8)
         #expect(held.count == 8)
         // Three answers are written, then the node dies; a device of the page is deleted meanwhile.
-        #expect(try await first.recordResults(held.prefix(3).map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
+        #expect(
+            try await first.outbox.recordResults(held.prefix(3).map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
         await first.close()
         let second = try await HeraldStore.open(url: url)
-        #expect(try await second.deleteDevice(appID: "a", deviceID: "d7"))
-        #expect(try await second.rescueDeadClaims(deadAfter: 0) == 5)
-        let again = try await second.claimDueDeliveries(limit: 100)
+        #expect(try await second.devices.deleteDevice(appID: "a", deviceID: "d7"))
+        #expect(try await second.nodes.rescueDeadClaims(deadAfter: 0) == 5)
+        let again = try await second.outbox.claimDueDeliveries(limit: 100)
         #expect(again.map(\.deviceID) == ["d3", "d4", "d5", "d6"])
         #expect(again.map(\.id) == held[3..<7].map(\.id))
         #expect(again.allSatisfy { $0.claim == 2 })
         // The dead node's late answers are fenced off; the new claim's are written.
-        #expect(try await second.recordResults(held.suffix(5).map { DeliveryResult($0, .sent, attempts: 1) }) == 0)
-        #expect(try await second.recordResults(again.map { DeliveryResult($0, .sent, attempts: 1) }) == 4)
-        let counts = try await second.deliveryCounts(notificationID: notification.id)
+        #expect(
+            try await second.outbox.recordResults(held.suffix(5).map { DeliveryResult($0, .sent, attempts: 1) }) == 0)
+        #expect(try await second.outbox.recordResults(again.map { DeliveryResult($0, .sent, attempts: 1) }) == 4)
+        let counts = try await second.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 7 && counts[.queued] == 0)
         await second.close()
     }

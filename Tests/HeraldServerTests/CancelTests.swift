@@ -195,27 +195,27 @@ struct CancelTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 4)
-        let (notification, _) = try await store.createNotification(
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 4)
+        let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
             recipients: .users(["u0", "u1", "u2", "u3"]),
             excludeDeviceIDs: [], dueAt: clock.now, cancelKey: "k")
-        let claimed = try await store.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
         #expect(claimed.count == 4)
-        let done = try await store.cancel(appID: "a", cancelKey: "k", userIDs: nil)
-        #expect(done == HeraldStore.Cancellation(cancelled: 0, inFlight: 4, broadcastsSkipped: 0))
-        let written = try await store.recordResults([
+        let done = try await store.notifications.cancel(appID: "a", cancelKey: "k", userIDs: nil)
+        #expect(done == NotificationRepository.Cancellation(cancelled: 0, inFlight: 4, broadcastsSkipped: 0))
+        let written = try await store.outbox.recordResults([
             DeliveryResult(claimed[0], .sent, attempts: 1),
             DeliveryResult(claimed[1], .tokenDead(reason: "Unregistered", since: nil), attempts: 1),
             DeliveryResult(
                 claimed[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(3600)), attempts: 0),
         ])
         #expect(written == 3)
-        var rows = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
+        var rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(rows.map(\.status) == [.sent, .failed, .cancelled, .cancelled])
         #expect(rows.map(\.reason) == [nil, "Unregistered", "Cancelled", "CancelledInFlight"])
-        #expect(try await store.device(appID: "a", deviceID: "d1")?.active == false)
-        var counts = try await store.deliveryCounts(notificationID: notification.id)
+        #expect(try await store.devices.device(appID: "a", deviceID: "d1")?.active == false)
+        var counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
         #expect(
             counts[.sent] == 1 && counts[.failed] == 1 && counts[.cancelled] == 2 && counts[.queued] == 0
                 && counts[.deferred] == 0)
@@ -224,16 +224,16 @@ struct CancelTests {
         clock.advance(by: 3600 * 2)
         let other = try await HeraldStore.open(url: url, clock: clock.clock)
         defer { Task { await other.close() } }
-        #expect(try await other.rescueDeadClaims(deadAfter: 0) == 0)
-        #expect(try await other.claimDueDeliveries(limit: 10).isEmpty)
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await other.nodes.rescueDeadClaims(deadAfter: 0) == 0)
+        #expect(try await other.outbox.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         // Its late answer, a retry, leaves it cancelled.
-        _ = try await store.recordResults([
+        _ = try await store.outbox.recordResults([
             DeliveryResult(claimed[3], .retry(reason: "TooManyRequests", dueAt: clock.now), attempts: 1)
         ])
-        rows = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
+        rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(rows[3].status == .cancelled && rows[3].reason == "Cancelled")
-        counts = try await store.deliveryCounts(notificationID: notification.id)
+        counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.cancelled] == 2 && counts[.sent] == 1)
         // Cancelled rows are history: retention deletes them with the answered ones.
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(86_400)).deliveries == 4)
@@ -251,31 +251,31 @@ struct CancelTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 10)
-        let (notification, _) = try await store.createNotification(
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 10)
+        let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [],
             dueAt: clock.now, cancelKey: "weekly")
-        let answered = try await store.claimDueDeliveries(limit: 4)
-        let givenBack = try await store.claimDueDeliveries(limit: 2)
+        let answered = try await store.outbox.claimDueDeliveries(limit: 4)
+        let givenBack = try await store.outbox.claimDueDeliveries(limit: 2)
         #expect(answered.count == 4 && givenBack.count == 2)
-        let done = try await store.cancel(appID: "a", cancelKey: "weekly", userIDs: nil)
+        let done = try await store.notifications.cancel(appID: "a", cancelKey: "weekly", userIDs: nil)
         // Four devices after the cursor; six in pages this node holds.
-        #expect(done == HeraldStore.Cancellation(cancelled: 4, inFlight: 6, broadcastsSkipped: 0))
+        #expect(done == NotificationRepository.Cancellation(cancelled: 4, inFlight: 6, broadcastsSkipped: 0))
         #expect(
-            try await store.recordResults([
+            try await store.outbox.recordResults([
                 DeliveryResult(answered[0], .sent, attempts: 1), DeliveryResult(answered[1], .sent, attempts: 1),
                 DeliveryResult(
                     answered[2], .deferred(reason: "quiet hours", until: clock.now.addingTimeInterval(60)), attempts: 0),
                 DeliveryResult(answered[3], .retry(reason: "InternalServerError", dueAt: clock.now), attempts: 1),
             ]) == 4)
-        try await store.unclaim(givenBack)
+        try await store.nodes.unclaim(givenBack)
         clock.advance(by: 120)
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
-        let rows = try await store.deliveries(notificationID: notification.id, limit: 20, offset: 0)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
+        let rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 20, offset: 0)
         #expect(rows.map(\.status).sorted { $0.rawValue < $1.rawValue } == [.cancelled, .cancelled, .sent, .sent])
-        let counts = try await store.deliveryCounts(notificationID: notification.id)
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 2 && counts[.cancelled] == 8 && counts[.deferred] == 0 && counts[.queued] == 0)
-        #expect(try await store.queueDepth() == 0)
+        #expect(try await store.nodes.queueDepth() == 0)
     }
 }

@@ -150,9 +150,10 @@ struct DashboardTests {
             _ = try await server.settled(id)
 
             // The gauges read the listed apps' ranges only, deferred rows counted up to the limit.
-            let gauges = try await server.runtime.store.outboxGauges(appIDs: ["demo", "silent"], deferredLimit: 1)
+            let gauges = try await server.runtime.store.nodes.outboxGauges(
+                appIDs: ["demo", "silent"], deferredLimit: 1)
             #expect(gauges.due == 0 && gauges.deferred == 1)
-            #expect(try await server.runtime.store.outboxGauges(appIDs: ["silent"]).deferred == 0)
+            #expect(try await server.runtime.store.nodes.outboxGauges(appIDs: ["silent"]).deferred == 0)
 
             let browser = Browser(server)
             #expect(try await browser.signIn(ServerHarness.server) == .seeOther)

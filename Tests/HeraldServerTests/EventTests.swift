@@ -187,7 +187,7 @@ struct EventTests {
                 format: "%04d-%02d-%02d", paris.component(.year, from: run), paris.component(.month, from: run),
                 paris.component(.day, from: run))
             #expect(
-                try await server.runtime.store.sendJobOccurrence(
+                try await server.runtime.store.timers.sendJobOccurrence(
                     appID: "demo", job: "trial_ending", occurrence: day, userIDs: ["soon", "later"],
                     notification: UUID(), content: Data("{}".utf8),
                     lane: .urgent) == 1)

@@ -23,15 +23,15 @@ struct NodeSafetyTests {
         var configuration = HeraldConfiguration()
         configuration.apps = [.init(id: "quiet", serverKey: "server-0123456789abcdef")]
         let runtime = try HeraldRuntime(configuration: configuration, store: store)
-        _ = try await store.upsertDevice(
+        _ = try await store.devices.upsertDevice(
             appID: "ghost",
             DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
-        let (notification, _) = try await store.createNotification(
+        let (notification, _) = try await store.notifications.createNotification(
             appID: "ghost", id: UUID(), idempotencyKey: nil, content: try Self.content(), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
         #expect(try await OutboxLoop(runtime: runtime).runOnce() == 0)
         #expect(try await OutboxLoop(runtime: runtime).runOnce() == 0)
-        let counts = try await store.deliveryCounts(notificationID: notification.id)
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
         #expect((counts[.failed] ?? 0) == 0, "\(counts)")
 
         var other = HeraldConfiguration()
@@ -40,7 +40,7 @@ struct NodeSafetyTests {
         let ownerStore = try await HeraldStore.open(url: url)
         let owner = try HeraldRuntime(configuration: other, store: ownerStore)
         #expect(try await OutboxLoop(runtime: owner).runOnce() == 1)
-        let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
+        let deliveries = try await store.notifications.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(deliveries.first?.reason == "APNsNotConfigured")
         await ownerStore.close()
         await store.close()
@@ -52,25 +52,25 @@ struct NodeSafetyTests {
     func pausedDeliveriesReleased() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await HeraldStore.open(url: try await TestDatabase.url("pausedrelease"), clock: .manual(clock))
-        _ = try await store.upsertDevice(
+        _ = try await store.devices.upsertDevice(
             appID: "a",
             DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
-        _ = try await store.createNotification(
+        _ = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: try Self.content(), recipients: .all,
             excludeDeviceIDs: [], dueAt: clock.now)
-        let claimed = try await store.claimDueDeliveries(limit: 10)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(claimed.count == 1)
-        _ = try await store.recordResults(
+        _ = try await store.outbox.recordResults(
             claimed.map {
                 DeliveryResult(
                     $0, .retry(reason: "ProviderPaused", dueAt: clock.now.addingTimeInterval(600)), attempts: 0)
             })
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         // Other apps' rows and other reasons are not touched.
-        #expect(try await store.releasePausedDeliveries(apps: ["b"], reason: "ProviderPaused", window: 900) == 0)
-        #expect(try await store.releasePausedDeliveries(apps: ["a"], reason: "Other", window: 900) == 0)
-        #expect(try await store.releasePausedDeliveries(apps: ["a"], reason: "ProviderPaused", window: 900) == 1)
-        #expect(try await store.claimDueDeliveries(limit: 10).count == 1)
+        #expect(try await store.outbox.releasePausedDeliveries(apps: ["b"], reason: "ProviderPaused", window: 900) == 0)
+        #expect(try await store.outbox.releasePausedDeliveries(apps: ["a"], reason: "Other", window: 900) == 0)
+        #expect(try await store.outbox.releasePausedDeliveries(apps: ["a"], reason: "ProviderPaused", window: 900) == 1)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).count == 1)
         await store.close()
     }
 

@@ -146,7 +146,7 @@ struct OpenInternetTests {
                     .post, "/dashboard/logout", form: ["csrf": DashboardTests.csrf(overview.html) ?? ""]
                 ).status == .seeOther)
             let nonce = String(cookie.split(separator: ".")[4])
-            #expect(try await server.runtime.store.isSignedOut(nonce: nonce))
+            #expect(try await server.runtime.store.dashboard.isSignedOut(nonce: nonce))
             let replay = try await Self.raw(
                 server, .get, "/dashboard/apps/demo", headers: [.cookie: "__Host-herald_session=\(cookie)"])
             #expect(replay.status == .seeOther)

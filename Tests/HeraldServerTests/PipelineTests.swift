@@ -33,7 +33,9 @@ struct PipelineTests {
             var claimed = false
             for _ in 0..<200 where !claimed {
                 claimed =
-                    try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?
+                    try await server.runtime.store.notifications.deliveries(
+                        notificationID: firstID, limit: 1, offset: 0
+                    ).first?
                     .status == .sending
                 try await Task.sleep(for: .milliseconds(10))
             }
@@ -51,8 +53,10 @@ struct PipelineTests {
             _ = try #require(arrived, "Bob's notification never arrived (accepting took \(started - sending))")
             // Bob's arrived while the hung one is still unanswered (not lost either): it did not
             // wait behind it. (Ordered, not timed: a wall-clock bound failed on a loaded box.)
-            let status = try await server.runtime.store.deliveries(notificationID: firstID, limit: 1, offset: 0).first?
-                .status
+            let status = try await server.runtime.store.notifications.deliveries(
+                notificationID: firstID, limit: 1, offset: 0
+            ).first?
+            .status
             #expect(status == .sending)
         }
     }
@@ -134,7 +138,7 @@ struct PipelineTests {
         let idText = try #require(body["id"] as? String)
         let id = try #require(UUID(uuidString: idText))
         let store = try await HeraldStore.open(url: databaseURL)
-        let deliveries = try await store.deliveries(notificationID: id, limit: 10, offset: 0)
+        let deliveries = try await store.notifications.deliveries(notificationID: id, limit: 10, offset: 0)
         await store.close()
         #expect(deliveries.map(\.status) == [.queued], "\(deliveries)")
     }
@@ -389,23 +393,23 @@ struct ClaimFencingTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await first.importDevices(appID: "a", devices) == 30)
-        let (notification, _) = try await first.createNotification(
+        #expect(try await first.devices.importDevices(appID: "a", devices) == 30)
+        let (notification, _) = try await first.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
-        let held = try await first.claimDueDeliveries(limit: 20)
+        let held = try await first.outbox.claimDueDeliveries(limit: 20)
         #expect(held.count == 20 && held.allSatisfy { $0.claim == 1 })
 
         // A second process starts on the same file: it rescues nothing and claims only the rest.
         let second = try await HeraldStore.open(url: url)
         #expect(second.nodeID != first.nodeID)
-        #expect(try await second.rescueDeadClaims() == 0)
-        let rest = try await second.claimDueDeliveries(limit: 100)
+        #expect(try await second.nodes.rescueDeadClaims() == 0)
+        let rest = try await second.outbox.claimDueDeliveries(limit: 100)
         #expect(rest.count == 10 && Set(rest.map(\.id)).isDisjoint(with: held.map(\.id)))
 
         // The first node goes silent; the second takes its claims back and claims them anew.
-        #expect(try await second.rescueDeadClaims(deadAfter: 0) == 20)
-        let retaken = try await second.claimDueDeliveries(limit: 100)
+        #expect(try await second.nodes.rescueDeadClaims(deadAfter: 0) == 20)
+        let retaken = try await second.outbox.claimDueDeliveries(limit: 100)
         #expect(Set(retaken.map(\.id)) == Set(held.map(\.id)) && retaken.allSatisfy { $0.claim == 2 })
         func sent(_ deliveries: [ClaimedDelivery]) -> [DeliveryResult] {
             deliveries.map {
@@ -413,9 +417,9 @@ struct ClaimFencingTests {
             }
         }
         // The first node's late answers carry the old claim: none is written.
-        #expect(try await first.recordResults(sent(held)) == 0)
-        #expect(try await second.recordResults(sent(retaken)) == 20)
-        let counts = try await second.deliveryCounts(notificationID: notification.id)
+        #expect(try await first.outbox.recordResults(sent(held)) == 0)
+        #expect(try await second.outbox.recordResults(sent(retaken)) == 20)
+        let counts = try await second.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 20)
         await first.close()
         await second.close()
@@ -437,8 +441,8 @@ struct PostgresNodesTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await nodes[0].importDevices(appID: "a", devices) == count)
-        let (notification, _) = try await nodes[0].createNotification(
+        #expect(try await nodes[0].devices.importDevices(appID: "a", devices) == count)
+        let (notification, _) = try await nodes[0].notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
         #expect(notification.recipients == count)
@@ -447,13 +451,13 @@ struct PostgresNodesTests {
                 group.addTask {
                     var ids: [Int64] = []
                     while true {
-                        let batch = try await node.claimDueDeliveries(limit: 97)
+                        let batch = try await node.outbox.claimDueDeliveries(limit: 97)
                         if batch.isEmpty { return ids }
                         ids += batch.map(\.id)
                         let results = batch.map {
                             DeliveryResult($0, .sent, attempts: 1)
                         }
-                        #expect(try await node.recordResults(results) == batch.count)
+                        #expect(try await node.outbox.recordResults(results) == batch.count)
                     }
                 }
             }
@@ -464,7 +468,7 @@ struct PostgresNodesTests {
         let union = Set(claimed.flatMap { $0 })
         #expect(claimed.map(\.count).reduce(0, +) == count, "a delivery was claimed twice: \(claimed.map(\.count))")
         #expect(union.count == count)
-        let counts = try await nodes[1].deliveryCounts(notificationID: notification.id)
+        let counts = try await nodes[1].notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == count)
         #expect(counts[.queued] == 0)
         for node in nodes { await node.close() }
@@ -478,14 +482,14 @@ extension PostgresNodesTests {
         let listening = try await HeraldStore.open(url: url)
         let sending = try await HeraldStore.open(url: url)
         let heard = Counter()
-        let listener = Task { await listening.listenForDueDeliveries { heard.add() } }
+        let listener = Task { await listening.nodes.listenForDueDeliveries { heard.add() } }
         // LISTEN takes effect once its connection runs it: enqueue until heard (no sleep-and-hope).
-        _ = try await sending.importDevices(
+        _ = try await sending.devices.importDevices(
             appID: "a",
             [DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "ab", environment: "sandbox")])
         let started = ContinuousClock.now
         while heard.value == 0 && ContinuousClock.now - started < .seconds(10) {
-            _ = try await sending.createNotification(
+            _ = try await sending.notifications.createNotification(
                 appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
                 excludeDeviceIDs: [], dueAt: Date())
             try await Task.sleep(for: .milliseconds(50))
@@ -518,9 +522,9 @@ extension PostgresNodesTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 3)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 3)
         func send(due: Date) async throws -> UUID {
-            try await store.createNotification(
+            try await store.notifications.createNotification(
                 appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
                 recipients: .users(["u0", "u1", "u2"]),
                 excludeDeviceIDs: [], dueAt: due
@@ -528,9 +532,9 @@ extension PostgresNodesTests {
         }
         // Day 0: answered. Day 1: one scheduled 30 days ahead (still to send when day 0 goes).
         let answered = try await send(due: clock.now)
-        let claimed = try await store.claimDueDeliveries(limit: 10)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(claimed.count == 3)
-        #expect(try await store.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
+        #expect(try await store.outbox.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 3)
         clock.advance(by: day)
         let scheduled = try await send(due: clock.now.addingTimeInterval(30 * day))
         #expect(try await store.deliveryPartitions()["deliveries_20270115"] == 3)
@@ -541,14 +545,14 @@ extension PostgresNodesTests {
         #expect(upkeep.dropped == ["deliveries_20270115"])
         #expect(upkeep.droppedRows == 3)
         #expect(upkeep.created == ["deliveries_20270124", "deliveries_20270125", "deliveries_20270126"])
-        #expect(try await store.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
+        #expect(try await store.notifications.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
         #expect(
-            try await store.deliveries(notificationID: scheduled, limit: 10, offset: 0).map(\.status) == [
+            try await store.notifications.deliveries(notificationID: scheduled, limit: 10, offset: 0).map(\.status) == [
                 .queued, .queued, .queued,
             ])
         // The notification left without deliveries goes with the row-by-row retention.
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * day)).notifications == 1)
-        #expect(try await store.notification(appID: "a", id: answered) == nil)
+        #expect(try await store.notifications.notification(appID: "a", id: answered) == nil)
         // Nothing more to do at the next upkeep.
         #expect(
             try await store.maintainPartitions(before: clock.now.addingTimeInterval(-7 * day))
@@ -562,7 +566,7 @@ extension PostgresNodesTests {
         #expect(skipped.created == ["deliveries_20270214", "deliveries_20270215"])
         #expect(try await store.maintainPartitions(before: nil).skipped.isEmpty)
         #expect(try await store.deliveryPartitions()["deliveries_default"] == 3)
-        #expect(try await store.deliveries(notificationID: late, limit: 10, offset: 0).count == 3)
+        #expect(try await store.notifications.deliveries(notificationID: late, limit: 10, offset: 0).count == 3)
         await store.close()
     }
 
@@ -578,17 +582,17 @@ extension PostgresNodesTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await old.importDevices(appID: "a", devices) == 4)
+        #expect(try await old.devices.importDevices(appID: "a", devices) == 4)
         func send(_ store: HeraldStore) async throws -> UUID {
-            try await store.createNotification(
+            try await store.notifications.createNotification(
                 appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
                 recipients: .users(["u0", "u1", "u2", "u3"]),
                 excludeDeviceIDs: [], dueAt: clock.now
             ).0.id
         }
         let first = try await send(old)
-        let sent = try await old.claimDueDeliveries(limit: 2)
-        #expect(try await old.recordResults(sent.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        let sent = try await old.outbox.claimDueDeliveries(limit: 2)
+        #expect(try await old.outbox.recordResults(sent.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
         clock.advance(by: 2 * day)
         let second = try await send(old)
         await old.close()
@@ -598,20 +602,20 @@ extension PostgresNodesTests {
         #expect(partitions["deliveries_20270115"] == 4)
         #expect(partitions["deliveries_20270117"] == 4)
         #expect(partitions["deliveries_default"] == 0)
-        #expect(try await store.deliveryCounts(notificationID: first)[.sent] == 2)
+        #expect(try await store.notifications.deliveryCounts(notificationID: first)[.sent] == 2)
         #expect(
-            try await store.deliveries(notificationID: first, limit: 10, offset: 0).map(\.status).sorted {
+            try await store.notifications.deliveries(notificationID: first, limit: 10, offset: 0).map(\.status).sorted {
                 $0.rawValue < $1.rawValue
             }
                 == [.queued, .queued, .sent, .sent])
         // New rows take ids after the copied ones; the outbox claims old and new alike.
         let third = try await send(store)
-        let claimed = try await store.claimDueDeliveries(limit: 100)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 100)
         #expect(claimed.count == 10)
         #expect(Set(claimed.map(\.id)).count == 10)
         #expect(Set(claimed.map(\.notificationID)) == [first, second, third])
-        #expect(try await store.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 10)
-        #expect(try await store.deliveryCounts(notificationID: third)[.sent] == 4)
+        #expect(try await store.outbox.recordResults(claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 10)
+        #expect(try await store.notifications.deliveryCounts(notificationID: third)[.sent] == 4)
         await store.close()
     }
 }

@@ -133,7 +133,7 @@ struct ProviderPauseTests {
             let id = try #require(sent.body["id"] as? String)
             let view = try await Self.view(server, id) { $0["sent"] == 20 && $0["queued"] == 40 }
             #expect((view["counts"] as? [String: Int])?["failed"] == 0)
-            #expect(try await server.runtime.store.deviceCount(appID: "demo") == 60)
+            #expect(try await server.runtime.store.devices.deviceCount(appID: "demo") == 60)
             #expect(try await Self.devices(server, user: "u0").first?["active"] as? Bool == true)
             let pause = try #require(server.runtime.pauses.all[ProviderKey(app: "demo", platform: "apns")])
             #expect(pause.kind == .tokensRejected)

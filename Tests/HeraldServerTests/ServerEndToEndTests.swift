@@ -221,7 +221,7 @@ struct ServerEndToEndTests {
                 #"{"to":{"all":true},"alert":{"body":"\#(String(repeating: "x", count: 5000))"}}"#)
             #expect(large.status == .contentTooLarge)
             #expect(field(large) == "alert.body")
-            #expect(try await server.runtime.store.deviceCount(appID: "demo") == 0)
+            #expect(try await server.runtime.store.devices.deviceCount(appID: "demo") == 0)
         }
     }
 
@@ -236,7 +236,7 @@ struct ServerEndToEndTests {
                 .post, "/v1/apps/demo/devices/import", json: lines.joined(separator: "\n") + "\n")
             #expect(imported.status == .ok)
             #expect(imported.body["imported"] as? Int == 2_500)
-            #expect(try await server.runtime.store.deviceCount(appID: "demo") == 2_500)
+            #expect(try await server.runtime.store.devices.deviceCount(appID: "demo") == 2_500)
             let bad = try await server.request(
                 .post, "/v1/apps/demo/devices/import",
                 json: lines[0] + "\n\n" + #"{"device_id":"x","user_id":"y","token":"nothex"}"#)
@@ -334,7 +334,7 @@ struct ServerEndToEndTests {
                 .put, "/v1/apps/demo/users/ines/preferences", json: #"{"dnd_bypass":{"huge":true}}"#)
             #expect((badStakes.body["error"] as? [String: String])?["field"] == "dnd_bypass.huge")
             // The user's time zone and locale survived the preference writes, and vice versa.
-            let record = try #require(try await server.runtime.store.user(appID: "demo", userID: "ines"))
+            let record = try #require(try await server.runtime.store.users.user(appID: "demo", userID: "ines"))
             #expect(record.timeZone == "Europe/Paris")
             let decoded = try JSONDecoder().decode(UserPreferences.self, from: record.preferences)
             let policyUser = decoded.policyUser(timeZone: record.timeZone, defaultQuietHours: nil)

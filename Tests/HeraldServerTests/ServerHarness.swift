@@ -73,7 +73,7 @@ struct ServerHarness {
             let now = runtime.passes.snapshot
             if now.timer >= start.timer + 2, now.outboxIdle >= start.outboxIdle + 2,
                 !webhooks || now.webhook >= start.webhook + 2,
-                try await runtime.store.queueDepth() == 0
+                try await runtime.store.nodes.queueDepth() == 0
             {
                 return
             }

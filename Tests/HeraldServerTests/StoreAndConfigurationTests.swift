@@ -16,15 +16,15 @@ struct StoreAndConfigurationTests {
             DeviceRecord(
                 deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 20)
-        let (notification, created) = try await store.createNotification(
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 20)
+        let (notification, created) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: Date())
         #expect(created)
         #expect(notification.recipients == 20)
-        let claimed = try await store.claimDueDeliveries(limit: 15)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 15)
         #expect(claimed.count == 15)
-        try await store.recordResults(
+        try await store.outbox.recordResults(
             claimed.prefix(5).map {
                 DeliveryResult($0, .sent, attempts: 1)
             })
@@ -32,19 +32,19 @@ struct StoreAndConfigurationTests {
         // while the old node's heartbeat is fresh its claims are left alone.
         await store.close()
         let reopened = try await HeraldStore.open(url: url)
-        #expect(try await reopened.rescueDeadClaims() == 0)
+        #expect(try await reopened.nodes.rescueDeadClaims() == 0)
         // Once it has been silent past the limit, they are queued again.
-        #expect(try await reopened.rescueDeadClaims(deadAfter: 0) == 10)
+        #expect(try await reopened.nodes.rescueDeadClaims(deadAfter: 0) == 10)
         #expect(try await reopened.counter("resent_after_restart") == 10)
-        let again = try await reopened.claimDueDeliveries(limit: 100)
+        let again = try await reopened.outbox.claimDueDeliveries(limit: 100)
         #expect(again.count == 15)
         #expect(Set(again.map(\.id)).isDisjoint(with: Set(claimed.prefix(5).map(\.id))))
-        let counts = try await reopened.deliveryCounts(notificationID: notification.id)
+        let counts = try await reopened.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 5)
         #expect(counts[.queued] == 15)
         // A batch claimed ahead and handed back at shutdown is queued again, not counted as resent.
-        try await reopened.unclaim(again)
-        #expect(try await reopened.claimDueDeliveries(limit: 100).count == 15)
+        try await reopened.nodes.unclaim(again)
+        #expect(try await reopened.outbox.claimDueDeliveries(limit: 100).count == 15)
         await reopened.close()
     }
 
@@ -54,7 +54,7 @@ struct StoreAndConfigurationTests {
         let store = try await HeraldStore.open(
             url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
         let plans: [String: String]
-        do { plans = try await store.outboxQueryPlans() } catch {
+        do { plans = try await store.outbox.outboxQueryPlans() } catch {
             await store.close()
             throw error
         }
@@ -88,7 +88,7 @@ struct StoreAndConfigurationTests {
                                     deviceID: "w\(writer)-\(batch)-\(index)", userID: "u\(index)", platform: "apns",
                                     token: UUID().uuidString + UUID().uuidString, environment: "production")
                             }
-                            _ = try await store.importDevices(appID: "wal", devices)
+                            _ = try await store.devices.importDevices(appID: "wal", devices)
                             largest = max(
                                 largest,
                                 (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0)
@@ -113,13 +113,13 @@ struct StoreAndConfigurationTests {
         let path = try makeTemporaryDirectory("herald-gauges") + "/gauges.sqlite"
         let store = try await HeraldStore.open(url: "sqlite://" + path)
         let result = await Task { () async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval)? in
-            _ = try await store.importDevices(
+            _ = try await store.devices.importDevices(
                 appID: "g",
                 (0..<3).map {
                     DeviceRecord(
                         deviceID: "d\($0)", userID: "u", platform: "apns", token: "t\($0)", environment: "production")
                 })
-            _ = try await store.createNotification(
+            _ = try await store.notifications.createNotification(
                 appID: "g", id: UUID(), idempotencyKey: nil,
                 content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
                 recipients: .all, excludeDeviceIDs: [], dueAt: Date())
@@ -127,7 +127,7 @@ struct StoreAndConfigurationTests {
             // version that waits for the writer answers only after it is let go: too late).
             let answered = Mutex(false)
             let gauges = Task {
-                let value = try await store.outboxGauges(appIDs: ["g"])
+                let value = try await store.nodes.outboxGauges(appIDs: ["g"])
                 answered.withLock { $0 = true }
                 return value
             }
@@ -217,15 +217,15 @@ struct StoreAndConfigurationTests {
         configuration.apps = [.init(id: "quiet", serverKey: "server-0123456789abcdef")]
         let runtime = try HeraldRuntime(configuration: configuration, store: store)
         #expect(runtime.apps["quiet"]?.apnsDisabledReason == "no credentials")
-        _ = try await store.upsertDevice(
+        _ = try await store.devices.upsertDevice(
             appID: "quiet",
             DeviceRecord(deviceID: "d", userID: "u", platform: "apns", token: "abcd", environment: "production"))
-        let (notification, _) = try await store.createNotification(
+        let (notification, _) = try await store.notifications.createNotification(
             appID: "quiet", id: UUID(), idempotencyKey: nil,
             content: try JSONEncoder().encode(StoredNotificationContent(content: NotificationContent())),
             recipients: .all, excludeDeviceIDs: [], dueAt: Date())
         #expect(try await OutboxLoop(runtime: runtime).runOnce() == 1)
-        let deliveries = try await store.deliveries(notificationID: notification.id, limit: 10, offset: 0)
+        let deliveries = try await store.notifications.deliveries(notificationID: notification.id, limit: 10, offset: 0)
         #expect(deliveries.first?.status == .failed)
         #expect(deliveries.first?.reason == "APNsNotConfigured")
         await store.close()
@@ -264,11 +264,11 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 4)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 4)
         func accept(_ recipients: RecipientSelector, due: Date? = nil, upTo: Int = 64) async throws
-            -> HeraldStore.Accepted
+            -> NotificationRepository.Accepted
         {
-            try await store.acceptNotification(
+            try await store.notifications.acceptNotification(
                 appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
                 excludeDeviceIDs: [],
                 dueAt: due ?? clock.now, directUpTo: upTo)
@@ -281,26 +281,27 @@ struct StoreAndConfigurationTests {
                 $0.claim == 1 && $0.userID == "u0" && $0.platform == "apns" && !$0.token.isEmpty
             })
         // Nothing left for the outbox's claim: the rows are this node's, `sending`.
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
-        #expect(try await store.recordResults(direct.claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
-        #expect(try await store.deliveryCounts(notificationID: direct.record.id)[.sent] == 2)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(
+            try await store.outbox.recordResults(direct.claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        #expect(try await store.notifications.deliveryCounts(notificationID: direct.record.id)[.sent] == 2)
         // Later, too many, or not asked: queued as before.
         let later = try await accept(.devices(["d2"]), due: clock.now.addingTimeInterval(60))
         let many = try await accept(.devices(["d0", "d1", "d2"]), upTo: 2)
         let plain = try await accept(.devices(["d3"]), upTo: 0)
         #expect(later.claimed.isEmpty && many.claimed.isEmpty && plain.claimed.isEmpty)
-        #expect(try await store.claimDueDeliveries(limit: 10).count == 4)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).count == 4)
         // A node that dies holding direct claims: they are queued again like any claim.
         let orphan = try await accept(.devices(["d3"]))
         #expect(orphan.claimed.count == 1)
         let other = try await HeraldStore.open(url: url, clock: .manual(clock))
-        try await other.heartbeat()
-        #expect(try await other.claimDueDeliveries(limit: 10).isEmpty)  // a live node's claim
+        try await other.nodes.heartbeat()
+        #expect(try await other.outbox.claimDueDeliveries(limit: 10).isEmpty)  // a live node's claim
         clock.advance(by: 60)
-        try await other.heartbeat()
-        #expect(try await other.rescueDeadClaims() == 5)  // the orphan and the four claimed above
+        try await other.nodes.heartbeat()
+        #expect(try await other.nodes.rescueDeadClaims() == 5)  // the orphan and the four claimed above
         #expect(
-            try await other.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == [
+            try await other.outbox.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == [
                 "d0", "d1", "d2", "d2", "d3", "d3",
             ])  // with the one due at +60 s
         await other.close()
@@ -319,36 +320,37 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 6)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 6)
         for (index, user) in ["u0", "u1", "u2"].enumerated() {
-            _ = try await store.enrol(
+            _ = try await store.tracks.enrol(
                 appID: "a", userID: user, track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
                 testSeconds: nil,
                 steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(Double(60 + index)))], restart: false)
         }
-        func send(_ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
+        func send(_ timers: [TimerRepository.DueTimer]) -> [TimerRepository.TimerOutcome] {
             [
                 .send(
                     appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: "track:t",
                     trace: nil, timers: timers.map(\.id))
             ]
         }
-        #expect(try await store.fireDueTimers(limit: 10) { _, timers in send(timers) }.taken == 0)  // none due yet
+        // None due yet.
+        #expect(try await store.timers.fireDueTimers(limit: 10) { _, timers in send(timers) }.taken == 0)
         clock.advance(by: 120)
         // A node that fails while deciding commits nothing: the steps are still there to fire.
         await #expect(throws: CancellationError.self) {
-            try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, _ in throw CancellationError() }
+            try await store.timers.fireDueTimers(limit: 10, directUpTo: 100) { _, _ in throw CancellationError() }
         }
         // Two at a time, the earliest first; the deliveries come back claimed, `sending`.
         var users: [String] = []
-        let first = try await store.fireDueTimers(limit: 2, directUpTo: 100) { _, timers in
+        let first = try await store.timers.fireDueTimers(limit: 2, directUpTo: 100) { _, timers in
             users = timers.map(\.userID)
             return send(timers)
         }
         #expect(users == ["u0", "u1"])
         #expect(first.taken == 2 && first.fired == 2 && first.notifications == 1)
         #expect(first.claimed.map(\.deviceID).sorted() == ["d0", "d1", "d2", "d3"])
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         // A cancel asked while the last step is being decided is ordered with its write, never
         // half of each. On SQLite the step is read and decided beside the writer: the cancel
         // commits first and the write fires nothing. On PostgreSQL the step is locked: the
@@ -356,10 +358,10 @@ struct StoreAndConfigurationTests {
         let started = AsyncStream<Void>.makeStream()
         let cancel = Task {
             for await _ in started.stream { break }
-            return try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
+            return try await store.notifications.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
         }
         let sqlite = store.dialect == .sqlite
-        let last = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
+        let last = try await store.timers.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
             started.continuation.yield()
             if sqlite { _ = try? await cancel.value } else { try await Task.sleep(for: .milliseconds(100)) }
             return send(timers)
@@ -374,13 +376,13 @@ struct StoreAndConfigurationTests {
             #expect(cancelled.steps == 0 && cancelled.inFlight == 2 && cancelled.cancelled == 0)
         }
         // Without room: written queued, for the outbox's claim.
-        _ = try await store.enrol(
+        _ = try await store.tracks.enrol(
             appID: "a", userID: "u0", track: "t2", cancelKey: "track:t2", anchorAt: clock.now, data: "{}",
             testSeconds: nil,
             steps: [PlannedStep(id: "s1", dueAt: clock.now)], restart: false)
-        let queued = try await store.fireDueTimers(limit: 10, directUpTo: 0) { _, timers in send(timers) }
+        let queued = try await store.timers.fireDueTimers(limit: 10, directUpTo: 0) { _, timers in send(timers) }
         #expect(queued.fired == 1 && queued.claimed.isEmpty)
-        #expect(try await store.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == ["d0", "d1"])
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == ["d0", "d1"])
         await store.close()
     }
 
@@ -396,9 +398,9 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 8)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 8)
         func enrol(_ user: String, track: String) async throws {
-            _ = try await store.enrol(
+            _ = try await store.tracks.enrol(
                 appID: "a", userID: user, track: track, cancelKey: "track:\(track)", anchorAt: clock.now, data: "{}",
                 testSeconds: nil,
                 steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60))], restart: false)
@@ -406,7 +408,7 @@ struct StoreAndConfigurationTests {
         for user in ["u0", "u1", "u2", "u3"] { try await enrol(user, track: "t") }
         clock.advance(by: 120)
         let notification = UUID()
-        let fired = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
+        let fired = try await store.timers.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
             [
                 .send(
                     appID: "a", notification: notification, content: Data("{}".utf8), lane: .normal,
@@ -416,33 +418,35 @@ struct StoreAndConfigurationTests {
         let claimed = Dictionary(uniqueKeysWithValues: fired.claimed.map { ($0.deviceID, $0) })
         #expect(claimed.count == 8 && claimed.values.allSatisfy { $0.broadcast != nil })
         // No row until a result: the notification counts its eight recipients, all still queued.
-        #expect(try await store.deliveries(notificationID: notification, limit: 20, offset: 0).isEmpty)
-        #expect(try await store.deliveryCounts(notificationID: notification)[.queued] == 8)
+        #expect(try await store.notifications.deliveries(notificationID: notification, limit: 20, offset: 0).isEmpty)
+        #expect(try await store.notifications.deliveryCounts(notificationID: notification)[.queued] == 8)
         func result(_ device: String, _ outcome: DeliveryResult.Outcome) throws -> DeliveryResult {
             DeliveryResult(try #require(claimed[device]), outcome, attempts: 1)
         }
         let retry = DeliveryResult.Outcome.retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(60))
         #expect(
-            try await store.recordResults([try result("d0", .sent), try result("d1", .sent), try result("d2", retry)])
+            try await store.outbox.recordResults([
+                try result("d0", .sent), try result("d1", .sent), try result("d2", retry),
+            ])
                 == 3)
         // u1 upgrades while the page is held: d2 (queued for a retry) is cancelled, d3 is in flight
         // and its retry ends cancelled.
-        let upgrade = try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u1"])
+        let upgrade = try await store.notifications.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u1"])
         #expect(upgrade.cancelled == 1 && upgrade.inFlight == 1, "\(upgrade)")
-        #expect(try await store.recordResults([try result("d3", retry)]) == 1)
+        #expect(try await store.outbox.recordResults([try result("d3", retry)]) == 1)
         // The node gives the rest back unsent; u2 upgrades meanwhile: its rows are written cancelled.
-        try await store.unclaim(["d4", "d5", "d6", "d7"].compactMap { claimed[$0] })
-        let second = try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
+        try await store.nodes.unclaim(["d4", "d5", "d6", "d7"].compactMap { claimed[$0] })
+        let second = try await store.notifications.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
         #expect(second.cancelled == 2 && second.inFlight == 0, "\(second)")
         // Handed out again: only u3's devices, with the ids reserved for them.
-        let again = try await store.claimDueDeliveries(limit: 10)
+        let again = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(again.map(\.deviceID).sorted() == ["d6", "d7"])
         #expect(again.map(\.id).sorted() == [claimed["d6"]?.id, claimed["d7"]?.id].compactMap { $0 }.sorted())
-        #expect(try await store.recordResults(again.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
-        let counts = try await store.deliveryCounts(notificationID: notification)
+        #expect(try await store.outbox.recordResults(again.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification)
         #expect(counts[.sent] == 4 && counts[.cancelled] == 4 && counts[.queued] == 0, "\(counts)")
-        let rows = try await store.deliveries(notificationID: notification, limit: 20, offset: 0)
+        let rows = try await store.notifications.deliveries(notificationID: notification, limit: 20, offset: 0)
         #expect(rows.count == 8)
         #expect(Set(rows.filter { $0.status == .cancelled }.map(\.deviceID)) == ["d2", "d3", "d4", "d5"])
         // A user cancelled while a page is held, whose node then dies: handed out again without
@@ -451,7 +455,7 @@ struct StoreAndConfigurationTests {
         try await enrol("u1", track: "t2")
         clock.advance(by: 120)
         let other = UUID()
-        let held = try await store.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
+        let held = try await store.timers.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
             [
                 .send(
                     appID: "a", notification: other, content: Data("{}".utf8), lane: .normal, cancelKey: "track:t2",
@@ -459,16 +463,16 @@ struct StoreAndConfigurationTests {
             ]
         }
         #expect(held.claimed.count == 4)
-        #expect(try await store.cancel(appID: "a", cancelKey: "track:t2", userIDs: ["u0"]).inFlight == 2)
-        try await store.unclaim(held.claimed)
-        let rehanded = try await store.claimDueDeliveries(limit: 10)
+        #expect(try await store.notifications.cancel(appID: "a", cancelKey: "track:t2", userIDs: ["u0"]).inFlight == 2)
+        try await store.nodes.unclaim(held.claimed)
+        let rehanded = try await store.outbox.claimDueDeliveries(limit: 10)
         #expect(rehanded.map(\.deviceID).sorted() == ["d2", "d3"])
         // A cancel for everyone while a page is held: its devices' retries end cancelled.
-        let all = try await store.cancel(appID: "a", cancelKey: "track:t2", userIDs: nil)
+        let all = try await store.notifications.cancel(appID: "a", cancelKey: "track:t2", userIDs: nil)
         #expect(all.inFlight == 2 && all.cancelled == 0, "\(all)")
-        #expect(try await store.recordResults(rehanded.map { DeliveryResult($0, retry, attempts: 1) }) == 2)
-        #expect(try await store.deliveryCounts(notificationID: other)[.cancelled] == 4)
-        #expect(try await store.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(try await store.outbox.recordResults(rehanded.map { DeliveryResult($0, retry, attempts: 1) }) == 2)
+        #expect(try await store.notifications.deliveryCounts(notificationID: other)[.cancelled] == 4)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         await store.close()
     }
 
@@ -483,12 +487,12 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 100)
-        let (record, _) = try await store.createNotification(
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 100)
+        let (record, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
             recipients: .devices(devices.map(\.deviceID)),
             excludeDeviceIDs: [], dueAt: Date())
-        let claimed = try await store.claimDueDeliveries(limit: 200)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 200)
         #expect(claimed.count == 100)
         // 97 plain (one list), two failed with a reason and one with a trace (row by row).
         let results = claimed.enumerated().map { index, delivery in
@@ -507,13 +511,13 @@ struct StoreAndConfigurationTests {
                     environment: $0.environment, attempts: 0, claim: $0.claim + 1),
                 .failed(reason: "Stale"), attempts: 1)
         }
-        #expect(try await store.recordResults(stale) == 0)
-        #expect(try await store.recordResults(results) == 100)
-        #expect(try await store.recordResults(results) == 0)  // written once
+        #expect(try await store.outbox.recordResults(stale) == 0)
+        #expect(try await store.outbox.recordResults(results) == 100)
+        #expect(try await store.outbox.recordResults(results) == 0)  // written once
         // The counters and the rows agree.
-        let counted = try await store.deliveryCounts(notificationID: record.id)
+        let counted = try await store.notifications.deliveryCounts(notificationID: record.id)
         #expect(counted[.sent] == 98 && counted[.failed] == 2 && counted[.queued] == 0, "\(counted)")
-        let rows = try await store.deliveries(notificationID: record.id, limit: 200, offset: 0)
+        let rows = try await store.notifications.deliveries(notificationID: record.id, limit: 200, offset: 0)
         #expect(rows.filter { $0.status == .sent && $0.attempts == 1 }.count == 98)
         #expect(rows.filter { $0.status == .failed && $0.reason == "BadDeviceToken" }.count == 2)
         await store.close()
@@ -533,9 +537,9 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 20)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 20)
         #expect(store.walSyncs == 0)  // an import is not a durable transaction
-        _ = try await store.createNotification(
+        _ = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]),
             excludeDeviceIDs: [], dueAt: Date())
         #expect(store.walSyncs == 1)
@@ -543,7 +547,7 @@ struct StoreAndConfigurationTests {
         let ids = try await withThrowingTaskGroup(of: UUID.self) { group in
             for index in 0..<20 {
                 group.addTask {
-                    try await store.createNotification(
+                    try await store.notifications.createNotification(
                         appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
                         recipients: .devices(["d\(index)"]),
                         excludeDeviceIDs: [], dueAt: Date()
@@ -554,14 +558,14 @@ struct StoreAndConfigurationTests {
         }
         #expect(Set(ids).count == 20)
         #expect((2...21).contains(store.walSyncs), "\(store.walSyncs) fsyncs for 21 accepts")
-        for id in ids { #expect(try await store.notification(appID: "a", id: id)?.recipients == 1) }
+        for id in ids { #expect(try await store.notifications.notification(appID: "a", id: id)?.recipients == 1) }
         // They arrived while one held the writer: the others shared transactions.
         #expect(store.groupedAccepts > 0)
         // One that fails (the id of a notification already stored) among others: only it fails.
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for index in 0..<6 {
                 group.addTask {
-                    (try? await store.createNotification(
+                    (try? await store.notifications.createNotification(
                         appID: "a", id: index == 3 ? ids[0] : UUID(), idempotencyKey: nil, content: Data("{}".utf8),
                         recipients: .devices(["d\(index)"]),
                         excludeDeviceIDs: [], dueAt: Date())) != nil
@@ -589,7 +593,7 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == 20_000)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 20_000)
         var after = size(path)
         for _ in 0..<100 where after < before + 4_000_000 {
             try await Task.sleep(for: .milliseconds(50))
@@ -608,18 +612,18 @@ struct StoreAndConfigurationTests {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await storeWithDevices("retention", count: 3, clock: clock) { _ in "u" }
         func send(key: String, answer: (Int) -> DeliveryResult.Outcome) async throws -> UUID {
-            let (notification, _) = try await store.createNotification(
+            let (notification, _) = try await store.notifications.createNotification(
                 appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all,
                 excludeDeviceIDs: [], dueAt: clock.now)
-            let claimed = try await store.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
+            let claimed = try await store.outbox.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
             #expect(claimed.count == 3)
-            _ = try await store.recordResults(
+            _ = try await store.outbox.recordResults(
                 claimed.enumerated().map {
                     DeliveryResult($0.element, answer($0.offset), attempts: 1)
                 })
             // Pacing records under a user per notification (a user's own new sends would prune
             // its records older than a day themselves).
-            try await store.recordUserSends(appID: "a", sends: [(key, notification.id)], at: clock.now)
+            try await store.outbox.recordUserSends(appID: "a", sends: [(key, notification.id)], at: clock.now)
             return notification.id
         }
         // Day 0: one notification fully answered, one with a delivery queued again for day 30.
@@ -643,13 +647,17 @@ struct StoreAndConfigurationTests {
         }
         #expect(pruned == HeraldStore.Pruned(deliveries: 5, notifications: 1, userSends: 2))
         #expect(steps == 3)
-        #expect(try await store.notification(appID: "a", id: answered) == nil)
-        #expect(try await store.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
+        #expect(try await store.notifications.notification(appID: "a", id: answered) == nil)
+        #expect(try await store.notifications.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
         // The queued delivery and its notification stay, whatever their age; so does day 6.
-        #expect(try await store.notification(appID: "a", id: pending) != nil)
-        #expect(try await store.deliveries(notificationID: pending, limit: 10, offset: 0).map(\.status) == [.queued])
-        #expect(try await store.deliveries(notificationID: recent, limit: 10, offset: 0).count == 3)
-        let sends = try await store.recentSends(appID: "a", userIDs: ["old", "pending", "recent"], since: .distantPast)
+        #expect(try await store.notifications.notification(appID: "a", id: pending) != nil)
+        #expect(
+            try await store.notifications.deliveries(notificationID: pending, limit: 10, offset: 0).map(\.status) == [
+                .queued
+            ])
+        #expect(try await store.notifications.deliveries(notificationID: recent, limit: 10, offset: 0).count == 3)
+        let sends = try await store.outbox.recentSends(
+            appID: "a", userIDs: ["old", "pending", "recent"], since: .distantPast)
         #expect(sends.mapValues { $0.map(\.0) } == ["recent": [recent]])
         // Nothing older is left: another pass deletes nothing.
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400)) == HeraldStore.Pruned())
@@ -662,24 +670,24 @@ struct StoreAndConfigurationTests {
     func backlogSharesClaims() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let store = try await storeWithDevices("backlog", count: 10, clock: clock) { "u\($0)" }
-        let (quiet, _) = try await store.createNotification(
+        let (quiet, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
             excludeDeviceIDs: [], dueAt: clock.now)
-        let held = try await store.claimDueDeliveries(limit: 100)
-        _ = try await store.recordResults(
+        let held = try await store.outbox.claimDueDeliveries(limit: 100)
+        _ = try await store.outbox.recordResults(
             held.map {
                 DeliveryResult(
                     $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
             })
         clock.advance(by: 3600)
-        let (fresh, _) = try await store.createNotification(
+        let (fresh, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0", "d1"]),
             excludeDeviceIDs: [], dueAt: clock.now)
-        let first = try await store.claimDueDeliveries(limit: 4)
+        let first = try await store.outbox.claimDueDeliveries(limit: 4)
         #expect(first.filter { $0.notificationID == fresh.id }.count == 2)
         #expect(first.filter { $0.notificationID == quiet.id }.count == 2)
         // What one side leaves, the other takes.
-        let second = try await store.claimDueDeliveries(limit: 100)
+        let second = try await store.outbox.claimDueDeliveries(limit: 100)
         #expect(second.count == 8 && second.allSatisfy { $0.notificationID == quiet.id })
         await store.close()
     }
@@ -695,9 +703,9 @@ struct StoreAndConfigurationTests {
                 deviceID: "b\($0.offset)", userID: "v\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "b", other) == 4)
+        #expect(try await store.devices.importDevices(appID: "b", other) == 4)
         func send(_ app: String, _ recipients: RecipientSelector, lane: DeliveryLane = .normal) async throws -> UUID {
-            try await store.createNotification(
+            try await store.notifications.createNotification(
                 appID: app, id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
                 excludeDeviceIDs: [],
                 dueAt: clock.now, lane: lane
@@ -708,16 +716,16 @@ struct StoreAndConfigurationTests {
         clock.advance(by: 1)
         let otherApp = try await send("b", .all)
         let urgent = try await send("a", .devices(["d0", "d1"]), lane: .urgent)
-        let first = try await store.claimDueDeliveries(limit: 6)
+        let first = try await store.outbox.claimDueDeliveries(limit: 6)
         #expect(first.filter { $0.notificationID == urgent }.count == 2)
         #expect(first.filter { $0.notificationID == bulk }.count == 2)
         #expect(first.filter { $0.notificationID == otherApp }.count == 2)
         // App b has 2 left and a 8: a claim of 8 shares 4 + 4, b's unused 2 go to a.
-        let second = try await store.claimDueDeliveries(limit: 8)
+        let second = try await store.outbox.claimDueDeliveries(limit: 8)
         #expect(second.filter { $0.notificationID == otherApp }.count == 2)
         #expect(second.filter { $0.notificationID == bulk }.count == 6)
         #expect(Set((first + second).map(\.id)).count == 14)
-        let rest = try await store.claimDueDeliveries(limit: 100)
+        let rest = try await store.outbox.claimDueDeliveries(limit: 100)
         #expect(rest.count == 2 && rest.allSatisfy { $0.notificationID == bulk })
         await store.close()
     }
@@ -732,7 +740,7 @@ struct StoreAndConfigurationTests {
                 deviceID: "d\($0.offset)", userID: user($0.offset), platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.importDevices(appID: "a", devices) == count)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == count)
         return store
     }
 }

@@ -353,24 +353,24 @@ struct TrackTests {
         let clock = ManualClock(Date())
         let store = try await HeraldStore.open(url: try await TestDatabase.url("history"), clock: clock.clock)
         defer { Task { await store.close() } }
-        _ = try await store.applyEvent(
+        _ = try await store.devices.applyEvent(
             appID: "a", id: UUID(), userID: "u", name: "app.opened", data: "{}", occurredAt: clock.now,
             idempotencyKey: nil,
-            effects: HeraldStore.EventEffects(), badgeContent: { _ in Data() })
+            effects: DeviceRepository.EventEffects(), badgeContent: { _ in Data() })
         let steps = [
             PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60)),
             PlannedStep(id: "s2", dueAt: clock.now.addingTimeInterval(500 * 86_400)),
         ]
-        _ = try await store.enrol(
+        _ = try await store.tracks.enrol(
             appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
             testSeconds: nil, steps: steps, restart: false)
         #expect(
-            try await store.sendJobOccurrence(
+            try await store.timers.sendJobOccurrence(
                 appID: "a", job: "j", occurrence: "2026-11-25", userIDs: ["u"], notification: UUID(),
                 content: Data("{}".utf8), lane: .normal) == 1)
         // The first step is cancelled (finished); the second is still pending a year later.
-        _ = try await store.cancel(appID: "a", cancelKey: "track:t", userIDs: nil)
-        _ = try await store.enrol(
+        _ = try await store.notifications.cancel(appID: "a", cancelKey: "track:t", userIDs: nil)
+        _ = try await store.tracks.enrol(
             appID: "a", userID: "u", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
             testSeconds: nil,
             steps: [PlannedStep(id: "late", dueAt: clock.now.addingTimeInterval(500 * 86_400))], restart: true)
@@ -378,7 +378,7 @@ struct TrackTests {
         clock.advance(by: 401 * 86_400)
         // The event, the two cancelled steps and the occurrence.
         #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-86_400)).history == 4)
-        #expect(try await store.enrolments(appID: "a", userID: "u").first?.steps.map(\.status) == ["pending"])
+        #expect(try await store.tracks.enrolments(appID: "a", userID: "u").first?.steps.map(\.status) == ["pending"])
     }
 
     @Test(

@@ -95,8 +95,8 @@ package final class DeviceLineImporter {
         let refreshStatistics = imported + batch.count >= refreshStatisticsAt
         if refreshStatistics { refreshStatisticsAt *= 2 }
         writing = Task {
-            let written = try await store.importDevices(appID: appID, devices, rules: rules)
-            if refreshStatistics { try await store.refreshDeviceStatistics() }
+            let written = try await store.devices.importDevices(appID: appID, devices, rules: rules)
+            if refreshStatistics { try await store.devices.refreshDeviceStatistics() }
             return written
         }
         batch.removeAll(keepingCapacity: true)

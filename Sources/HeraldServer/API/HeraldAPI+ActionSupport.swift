@@ -14,7 +14,7 @@ extension HeraldAPI {
     static func ownedDevice(app: AppRuntime, deviceID: String, tokenUser: String?, runtime: HeraldRuntime) async throws
         -> DeviceRecord
     {
-        guard let device = try await runtime.store.device(appID: app.id, deviceID: deviceID) else {
+        guard let device = try await runtime.store.devices.device(appID: app.id, deviceID: deviceID) else {
             throw APIError(.notFound, code: "not_found", message: "no such device", field: "device_id")
         }
         if let tokenUser, tokenUser != device.userID {
@@ -67,8 +67,8 @@ struct RespondBody: Decodable {
 
 /// A response as the API answers it.
 struct ResponseView: Encodable {
-    var response: HeraldStore.NotificationResponse
-    init(_ response: HeraldStore.NotificationResponse) { self.response = response }
+    var response: ActionRepository.NotificationResponse
+    init(_ response: ActionRepository.NotificationResponse) { self.response = response }
     enum CodingKeys: String, CodingKey {
         case id
         case notificationID = "notification_id"
@@ -109,8 +109,8 @@ enum Resolutions {
     /// category (no actions), `content-available`, the same thread.
     static func resolve(
         app: AppRuntime, notificationID: UUID, userID: String, deviceID: String, label: String, runtime: HeraldRuntime
-    ) async throws -> HeraldStore.Resolution {
-        guard let record = try await runtime.store.notification(appID: app.id, id: notificationID) else {
+    ) async throws -> ActionRepository.Resolution {
+        guard let record = try await runtime.store.notifications.notification(appID: app.id, id: notificationID) else {
             throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
         }
         let stored = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
@@ -123,9 +123,9 @@ enum Resolutions {
             ],
             androidChannelID: original?.androidChannelID)
         let content = try JSONEncoder().encode(StoredNotificationContent(content: replacement))
-        let resolution: HeraldStore.Resolution
+        let resolution: ActionRepository.Resolution
         do {
-            resolution = try await runtime.store.resolve(
+            resolution = try await runtime.store.actions.resolve(
                 appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label,
                 replacement: (UUID.random(), content))
         } catch let error as StoreError where error.code == .notFound {
@@ -148,8 +148,8 @@ enum Resolutions {
 
 /// A resolution as the API answers it.
 struct ResolutionView: Encodable {
-    var resolution: HeraldStore.Resolution
-    init(_ resolution: HeraldStore.Resolution) { self.resolution = resolution }
+    var resolution: ActionRepository.Resolution
+    init(_ resolution: ActionRepository.Resolution) { self.resolution = resolution }
     enum CodingKeys: String, CodingKey {
         case first
         case deviceID = "device_id"
@@ -179,7 +179,8 @@ enum WebhookEvent {
     static let actionCommittedType = "action.committed"
 
     /// `{"type", "timestamp", "data"}`, keys sorted.
-    static func actionCommitted(appID: String, commit: HeraldStore.ActionCommit, type: String?, at: Date) -> String {
+    static func actionCommitted(appID: String, commit: ActionRepository.ActionCommit, type: String?, at: Date) -> String
+    {
         var data: [String: JSONValue] = [
             "app": .string(appID), "delivery_id": .int(Int(commit.deliveryID)),
             "notification_id": .string(commit.notificationID.uuidString.lowercased()),
@@ -200,10 +201,10 @@ enum WebhookEvent {
 
 /// A commit as the device (and the audit) see it.
 struct ActionView: Encodable {
-    var commit: HeraldStore.ActionCommit
+    var commit: ActionRepository.ActionCommit
     var replay: Bool
 
-    init(_ commit: HeraldStore.ActionCommit, replay: Bool) {
+    init(_ commit: ActionRepository.ActionCommit, replay: Bool) {
         self.commit = commit
         self.replay = replay
     }
@@ -231,8 +232,8 @@ struct ActionView: Encodable {
 
 /// One audit row: who committed what, from which device, in which turn, with what result and latency.
 struct AuditEntry: Encodable {
-    var commit: HeraldStore.ActionCommit
-    init(_ commit: HeraldStore.ActionCommit) { self.commit = commit }
+    var commit: ActionRepository.ActionCommit
+    init(_ commit: ActionRepository.ActionCommit) { self.commit = commit }
 
     enum CodingKeys: String, CodingKey {
         case deliveryID = "delivery_id"

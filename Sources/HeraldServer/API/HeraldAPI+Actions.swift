@@ -36,7 +36,9 @@ extension HeraldAPI {
                     .unauthorized, code: "unauthorized", message: failure?.message ?? "the action token is not valid",
                     field: "token")
             }
-            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: token.deliveryID)
+            guard
+                let delivery = try await runtime.store.tracks.deliveryReference(
+                    appID: app.id, deliveryID: token.deliveryID)
             else {
                 throw APIError(
                     .notFound, code: "not_found",
@@ -51,7 +53,7 @@ extension HeraldAPI {
             }
             // Resolved on another device already (the user dealt with it there): refused, saying where.
             if let userID = delivery.userID,
-                let resolution = try await runtime.store.resolution(
+                let resolution = try await runtime.store.actions.resolution(
                     appID: app.id, notificationID: delivery.notificationID, userID: userID),
                 resolution.deviceID != delivery.deviceID
             {
@@ -59,12 +61,12 @@ extension HeraldAPI {
                     .conflict, code: "resolved_elsewhere", message: "already resolved: \(resolution.label)",
                     field: "token")
             }
-            let commit = HeraldStore.ActionCommit(
+            let commit = ActionRepository.ActionCommit(
                 deliveryID: delivery.id, action: token.action, notificationID: delivery.notificationID,
                 deviceID: delivery.deviceID,
                 userID: delivery.userID, turnID: body.turnID, text: body.text, status: .queued, createdAt: now,
                 updatedAt: now)
-            let (stored, new, backlog) = try await runtime.store.beginCommit(appID: app.id, commit)
+            let (stored, new, backlog) = try await runtime.store.actions.beginCommit(appID: app.id, commit)
             guard new else {
                 // Replayed (a retry from the device): the first answer. Another action of the
                 // same delivery: refused, with what was committed.
@@ -79,7 +81,7 @@ extension HeraldAPI {
             }
             guard let webhook = app.configuration.webhook else {
                 // No backend to tell: the commit is the audit row.
-                try await runtime.store.finishCommit(
+                try await runtime.store.actions.finishCommit(
                     appID: app.id, deliveryID: delivery.id, status: .committed, result: nil, latencyMilliseconds: 0)
                 runtime.metrics.action(app: app.id, outcome: "committed")
                 var done = stored
@@ -93,7 +95,7 @@ extension HeraldAPI {
             var answered = stored
             if backlog {
                 // The user's earlier messages go first: this one queues behind them.
-                try await runtime.store.queueWebhook(
+                try await runtime.store.actions.queueWebhook(
                     appID: app.id, messageID: messageID, userID: delivery.userID,
                     event: WebhookEvent.actionCommittedType, idempotencyKey: idempotencyKey,
                     body: payload, attempts: 0, dueAt: now, lastStatus: nil, lastError: nil, commitDelivery: delivery.id
@@ -112,7 +114,7 @@ extension HeraldAPI {
                     answered.latencyMilliseconds = attempt.milliseconds
                 } else {
                     // Queued: tried again on the schedule, the first retry in 5 s.
-                    try await runtime.store.queueWebhook(
+                    try await runtime.store.actions.queueWebhook(
                         appID: app.id, messageID: messageID, userID: delivery.userID,
                         event: WebhookEvent.actionCommittedType,
                         idempotencyKey: idempotencyKey, body: payload, attempts: 1,
@@ -122,13 +124,13 @@ extension HeraldAPI {
                 }
                 if answered.status != .queued {
                     // Kept as sent (or aborted), for the audit and a replay.
-                    try await runtime.store.queueWebhook(
+                    try await runtime.store.actions.queueWebhook(
                         appID: app.id, messageID: messageID, userID: delivery.userID,
                         event: WebhookEvent.actionCommittedType,
                         idempotencyKey: idempotencyKey, body: payload, attempts: 1, dueAt: now,
                         lastStatus: attempt.status, lastError: nil,
                         commitDelivery: delivery.id, status: answered.status == .committed ? "delivered" : "aborted")
-                    try await runtime.store.finishCommit(
+                    try await runtime.store.actions.finishCommit(
                         appID: app.id, deliveryID: delivery.id, status: answered.status, result: answered.result,
                         latencyMilliseconds: answered.latencyMilliseconds)
                 }
@@ -138,7 +140,8 @@ extension HeraldAPI {
             if answered.status != .failed, let userID = delivery.userID {
                 let action = delivery.type.flatMap { app.catalog?.type($0) }?.actions.first { $0.id == token.action }
                 let name =
-                    try await runtime.store.device(appID: app.id, deviceID: delivery.deviceID)?.name ?? "another device"
+                    try await runtime.store.devices.device(appID: app.id, deviceID: delivery.deviceID)?.name
+                    ?? "another device"
                 let label = (action?.resolvedLabel ?? "✓ \(action?.title ?? token.action) on {device}")
                     .replacingOccurrences(of: "{device}", with: name)
                 // The commit stands whatever happens here: a failed replacement is logged, not answered.
@@ -185,23 +188,23 @@ extension HeraldAPI {
             try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let id = try notificationParameter(context)
             let body = try await decode(RespondBody.self, request).validated()
-            guard try await runtime.store.notification(appID: app.id, id: id) != nil else {
+            guard try await runtime.store.notifications.notification(appID: app.id, id: id) != nil else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
             let device = try await ownedDevice(
                 app: app, deviceID: body.deviceID, tokenUser: tokenUser, runtime: runtime)
-            let response = HeraldStore.NotificationResponse(
+            let response = ActionRepository.NotificationResponse(
                 id: UUID.random(), notificationID: id, userID: device.userID, deviceID: body.deviceID, text: body.text,
                 energy: body.energy,
                 mood: body.mood, focus: body.focus, createdAt: runtime.store.now)
-            try await runtime.store.addResponse(appID: app.id, response)
+            try await runtime.store.actions.addResponse(appID: app.id, response)
             return try JSONResponse.make(ResponseView(response), status: .created)
         }
         apps.get("notifications/:id/responses") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let id = try notificationParameter(context)
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
-            let responses = try await runtime.store.responses(appID: app.id, notificationID: id, limit: limit)
+            let responses = try await runtime.store.actions.responses(appID: app.id, notificationID: id, limit: limit)
             return try JSONResponse.make(["responses": responses.map(ResponseView.init)])
         }
         apps.get("audit") { request, context in
@@ -219,7 +222,8 @@ extension HeraldAPI {
                 since = date
             }
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
-            let commits = try await runtime.store.commits(appID: app.id, userID: userID, since: since, limit: limit)
+            let commits = try await runtime.store.actions.commits(
+                appID: app.id, userID: userID, since: since, limit: limit)
             return try JSONResponse.make(["commits": commits.map { AuditEntry($0) }])
         }
         apps.post("webhooks/replay") { request, context in
@@ -232,7 +236,7 @@ extension HeraldAPI {
             guard app.configuration.webhook != nil else {
                 throw APIError.invalid("app", "the app has no webhook (apps[].webhook.url): nothing to replay to")
             }
-            let replayed = try await runtime.store.replayWebhooks(appID: app.id, since: since)
+            let replayed = try await runtime.store.actions.replayWebhooks(appID: app.id, since: since)
             if replayed > 0 { runtime.webhookWake.signal() }
             runtime.logger.notice(
                 "Webhook messages replayed", metadata: ["herald.app": "\(app.id)", "herald.messages": "\(replayed)"])

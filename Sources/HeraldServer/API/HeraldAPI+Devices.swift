@@ -20,7 +20,7 @@ extension HeraldAPI {
                     field: "user_id")
             }
             do {
-                let (stored, created) = try await runtime.store.upsertDevice(
+                let (stored, created) = try await runtime.store.devices.upsertDevice(
                     appID: app.id, device, rules: app.registrationRules(client: role == .client))
                 return try JSONResponse.make(DeviceView(device: stored), status: created ? .created : .ok)
             } catch let error as StoreError where error.code == .conflict {
@@ -40,7 +40,8 @@ extension HeraldAPI {
             let (app, role) = try caller(request, context, runtime)
             let deviceID = try pathParameter(context, "device", field: "device_id")
             let owner = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            let removal = try await runtime.store.removeDevice(appID: app.id, deviceID: deviceID, ownedBy: owner)
+            let removal = try await runtime.store.devices.removeDevice(
+                appID: app.id, deviceID: deviceID, ownedBy: owner)
             guard removal != .ownedByAnotherUser else {
                 throw APIError(
                     .forbidden, code: "forbidden",
@@ -54,14 +55,15 @@ extension HeraldAPI {
             let userID = try validUserID(context)
             let parameters = request.uri.queryParameters
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
-            var after: HeraldStore.DeviceCursor?
+            var after: DeviceRepository.DeviceCursor?
             if let text = parameters.get("cursor"), !text.isEmpty {
                 guard let cursor = DeviceCursorText.decode(text) else {
                     throw APIError.invalid("cursor", "cursor is the next_cursor of an earlier page")
                 }
                 after = cursor
             }
-            let page = try await runtime.store.devicePage(appID: app.id, userID: userID, limit: limit, after: after)
+            let page = try await runtime.store.devices.devicePage(
+                appID: app.id, userID: userID, limit: limit, after: after)
             return try JSONResponse.make(
                 DevicePageView(
                     devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
@@ -87,8 +89,8 @@ extension HeraldAPI {
             let body = try await decode(UserBody.self, request)
             try body.validate()
             let attributes = try JSONEncoder().encode(body.attributes ?? .object([:]))
-            let before = try await runtime.store.user(appID: app.id, userID: userID)?.timeZone
-            let record = try await runtime.store.upsertUser(
+            let before = try await runtime.store.users.user(appID: app.id, userID: userID)?.timeZone
+            let record = try await runtime.store.users.upsertUser(
                 appID: app.id, userID: userID, timeZone: body.timeZone, locale: body.locale, attributes: attributes)
             if record.timeZone != before, let name = record.timeZone, let zone = TimeZone(identifier: name) {
                 // Wall-clock track steps follow the user to the new zone.
@@ -100,7 +102,8 @@ extension HeraldAPI {
         }
         apps.get("users/:user") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            guard let record = try await runtime.store.user(appID: app.id, userID: try validUserID(context)) else {
+            guard let record = try await runtime.store.users.user(appID: app.id, userID: try validUserID(context))
+            else {
                 throw APIError(.notFound, code: "not_found", message: "no such user", field: "user_id")
             }
             return try JSONResponse.make(UserView(record: record))
@@ -110,14 +113,14 @@ extension HeraldAPI {
             let userID = try validUserID(context)
             let preferences = try await decode(UserPreferences.self, request)
             try preferences.validate(catalog: app.catalog)
-            let record = try await runtime.store.setPreferences(
+            let record = try await runtime.store.users.setPreferences(
                 appID: app.id, userID: userID, preferences: try JSONEncoder().encode(preferences))
             let stored = try JSONDecoder().decode(UserPreferences.self, from: record.preferences)
             return try JSONResponse.make(stored.withDefaults(from: app.catalog))
         }
         apps.get("users/:user/preferences") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
-            let record = try await runtime.store.user(appID: app.id, userID: try validUserID(context))
+            let record = try await runtime.store.users.user(appID: app.id, userID: try validUserID(context))
             let preferences = record.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
             return try JSONResponse.make((preferences ?? UserPreferences()).withDefaults(from: app.catalog))
         }

@@ -15,7 +15,9 @@ extension HeraldAPI {
             try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
-            guard let delivery = try await runtime.store.deliveryReference(appID: app.id, deliveryID: open.deliveryID)
+            guard
+                let delivery = try await runtime.store.tracks.deliveryReference(
+                    appID: app.id, deliveryID: open.deliveryID)
             else {
                 throw APIError(
                     .notFound, code: "not_found",
@@ -42,7 +44,7 @@ extension HeraldAPI {
             }
             // The built-in app.opened event, for a delivery to a user's device: what a step's
             // `unless` and the catalog's triggers read.
-            var event: HeraldStore.OpenEvent?
+            var event: TrackRepository.OpenEvent?
             if let userID = delivery.userID {
                 var data: [String: JSONValue] = [
                     "delivery_id": .int(Int(delivery.id)),
@@ -52,13 +54,14 @@ extension HeraldAPI {
                 if let type { data["type"] = .string(type.name) }
                 let text = String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
                 let checked = UserEvent(
-                    name: HeraldStore.openedEvent, userID: userID, data: text, occurredAt: open.at, idempotencyKey: nil)
-                event = HeraldStore.OpenEvent(
+                    name: TrackRepository.openedEvent, userID: userID, data: text, occurredAt: open.at,
+                    idempotencyKey: nil)
+                event = TrackRepository.OpenEvent(
                     id: UUID.random(), userID: userID, data: text,
                     effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
                     badgeContent: Triggers.badgeContent(app: app))
             }
-            let recorded = try await runtime.store.recordOpen(
+            let recorded = try await runtime.store.tracks.recordOpen(
                 appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)
             if recorded.counted {
                 runtime.metrics.opened(app: app.id, type: type?.name)
@@ -72,8 +75,9 @@ extension HeraldAPI {
         apps.get("analytics") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
-            let counts = try await runtime.store.typeCounts(appID: app.id, days: query.days, type: query.type?.name)
-            let permissions = try await runtime.store.permissionCounts(appID: app.id)
+            let counts = try await runtime.store.tracks.typeCounts(
+                appID: app.id, days: query.days, type: query.type?.name)
+            let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
             return try JSONResponse.make(
                 AnalyticsView(query: query, counts: counts, permissions: permissions, catalog: app.catalog))
         }
@@ -147,7 +151,7 @@ struct OpenedBody: Decodable {
 /// What an open report did.
 struct OpenedView: Encodable {
     var deliveryID: Int64
-    var recorded: HeraldStore.OpenRecorded
+    var recorded: TrackRepository.OpenRecorded
 
     enum CodingKeys: String, CodingKey {
         case deliveryID = "delivery_id"
@@ -239,7 +243,7 @@ struct AnalyticsView: Encodable {
         /// Opened ÷ accepted; nil before anything was accepted.
         var ctr: Double? { accepted > 0 ? Double(opened) / Double(accepted) : nil }
 
-        mutating func add(_ row: HeraldStore.TypeDayCounts) {
+        mutating func add(_ row: TrackRepository.TypeDayCounts) {
             // Sent: every delivery that reached the provider's answer, accepted or failed.
             sent += row.sent + row.failed
             accepted += row.sent
@@ -320,7 +324,7 @@ struct AnalyticsView: Encodable {
             var statuses: [String: Int64] = [:]
             var rate: Double? { reported > 0 ? Double(optedIn) / Double(reported) : nil }
 
-            mutating func add(_ count: HeraldStore.PermissionCount) {
+            mutating func add(_ count: TrackRepository.PermissionCount) {
                 reported += count.devices
                 if AnalyticsView.optedIn.contains(count.status) { optedIn += count.devices }
                 statuses[count.status, default: 0] += count.devices
@@ -396,7 +400,7 @@ struct AnalyticsView: Encodable {
     }
 
     init(
-        query: AnalyticsQuery, counts: [HeraldStore.TypeDayCounts], permissions: [HeraldStore.PermissionCount],
+        query: AnalyticsQuery, counts: [TrackRepository.TypeDayCounts], permissions: [TrackRepository.PermissionCount],
         catalog: Catalog?
     ) {
         from = AnalyticsQuery.date(query.days.lowerBound)

@@ -16,7 +16,7 @@ extension HeraldAPI {
         apps.post("cancel") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let (key, users) = try await decode(CancelBody.self, request, limit: largeBodyLimit).validated()
-            let done = try await runtime.store.cancel(appID: app.id, cancelKey: key, userIDs: users)
+            let done = try await runtime.store.notifications.cancel(appID: app.id, cancelKey: key, userIDs: users)
             runtime.metrics.cancelled(app: app.id, done.cancelled)
             return try JSONResponse.make(
                 CancelView(
@@ -26,13 +26,14 @@ extension HeraldAPI {
         apps.get("notifications/:id") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             let id = try notificationParameter(context)
-            guard let record = try await runtime.store.notification(appID: app.id, id: id) else {
+            guard let record = try await runtime.store.notifications.notification(appID: app.id, id: id) else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
             }
             let limit = try queryNumber(request, "limit", default: 1000, in: 1...10_000)
             let offset = try queryNumber(request, "offset", default: 0, in: 0...1_000_000_000)
-            let counts = try await runtime.store.deliveryCounts(notificationID: id)
-            let deliveries = try await runtime.store.deliveries(notificationID: id, limit: limit, offset: offset)
+            let counts = try await runtime.store.notifications.deliveryCounts(notificationID: id)
+            let deliveries = try await runtime.store.notifications.deliveries(
+                notificationID: id, limit: limit, offset: offset)
             return try JSONResponse.make(NotificationView(record: record, counts: counts, deliveries: deliveries))
         }
     }

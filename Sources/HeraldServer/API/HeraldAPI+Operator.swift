@@ -33,7 +33,7 @@ extension HeraldAPI {
                     message: "send Authorization: Bearer <admin_key or metrics_key>",
                     field: "authorization")
             }
-            let outbox = try await runtime.store.outboxGauges(appIDs: Array(runtime.apps.keys))
+            let outbox = try await runtime.store.nodes.outboxGauges(appIDs: Array(runtime.apps.keys))
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(

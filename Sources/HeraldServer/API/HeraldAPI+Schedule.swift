@@ -19,7 +19,7 @@ extension HeraldAPI {
             let (anchor, data, restart, testSeconds) = try body.validated(now: now)
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
             let plan = track.plan(anchor: anchor, zone: zone, testSeconds: testSeconds, now: now)
-            let (enrolled, record) = try await runtime.store.enrol(
+            let (enrolled, record) = try await runtime.store.tracks.enrol(
                 appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey, anchorAt: anchor,
                 data: data,
                 testSeconds: testSeconds, steps: plan, restart: restart)
@@ -54,7 +54,7 @@ extension HeraldAPI {
             let userID = try validUserID(context)
             let (_, track) = try trackParameter(app, context)
             guard
-                let done = try await runtime.store.unenrol(
+                let done = try await runtime.store.tracks.unenrol(
                     appID: app.id, userID: userID, track: track.name, cancelKey: track.cancelKey)
             else {
                 throw APIError(
@@ -72,7 +72,7 @@ extension HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
-            let records = try await runtime.store.enrolments(appID: app.id, userID: userID)
+            let records = try await runtime.store.tracks.enrolments(appID: app.id, userID: userID)
             return try JSONResponse.make([
                 "tracks": records.map { EnrolmentView($0, enrolled: nil, catalog: app.catalog, zone: zone) }
             ])
@@ -95,7 +95,7 @@ extension HeraldAPI {
             for event in checked {
                 // Each event in its own transaction, in order: a batch's second event sees the first's effects.
                 let effects = try await Triggers.effects(app: app, event: event, runtime: runtime, now: now)
-                let (id, duplicate, notifications) = try await runtime.store.applyEvent(
+                let (id, duplicate, notifications) = try await runtime.store.devices.applyEvent(
                     appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data,
                     occurredAt: event.occurredAt,
                     idempotencyKey: event.idempotencyKey, effects: effects, badgeContent: badgeContent)
@@ -114,7 +114,7 @@ extension HeraldAPI {
             let userID = try validUserID(context)
             let (origin, cursor) = try await decode(SyncBody.self, request).validated()
             let at = runtime.store.now
-            let plans = try await runtime.store.scheduleSync(
+            let plans = try await runtime.store.nodes.scheduleSync(
                 appID: app.id, userID: userID, origin: origin, cursor: cursor, debounce: app.configuration.syncDebounce,
                 hourlyBudget: app.configuration.syncHourlyBudget
             ) { message, previous in
@@ -127,7 +127,7 @@ extension HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let userID = try validUserID(context)
             let change = try await decode(BadgeBody.self, request).validated()
-            let (counters, notification) = try await runtime.store.changeBadges(
+            let (counters, notification) = try await runtime.store.devices.changeBadges(
                 appID: app.id, userID: userID, [change], content: Triggers.badgeContent(app: app))
             if notification != nil { runtime.wake.signal(outbox: true) }
             return try JSONResponse.make(BadgeView(counters, notification: notification))
@@ -135,7 +135,7 @@ extension HeraldAPI {
         apps.get("users/:user/badges") { request, context in
             let app = try authorize(request, context, runtime, allowClient: false)
             return try JSONResponse.make(
-                BadgeView(try await runtime.store.badges(appID: app.id, userID: try validUserID(context))))
+                BadgeView(try await runtime.store.devices.badges(appID: app.id, userID: try validUserID(context))))
         }
     }
 }

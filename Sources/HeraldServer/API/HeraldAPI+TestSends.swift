@@ -16,7 +16,7 @@ extension HeraldAPI {
             let app = try authorize(request, context, runtime, allowClient: false)
             let body = try await decode(TestSendBody.self, request)
             let (userID, draft) = try body.validated()
-            let devices = try await runtime.store.devices(appID: app.id, userID: userID).filter(\.active)
+            let devices = try await runtime.store.devices.devices(appID: app.id, userID: userID).filter(\.active)
             guard !devices.isEmpty else {
                 throw APIError(
                     .notFound, code: "no_devices", message: "the user has no active device in this app",
@@ -26,7 +26,7 @@ extension HeraldAPI {
             // Watched before it is stored: a direct claim may be sent before the accept returns.
             runtime.testSends.watch(id)
             defer { runtime.testSends.forget(id) }
-            let accepted: HeraldStore.Accepted
+            let accepted: NotificationRepository.Accepted
             do {
                 accepted = try await NotificationSends.accept(
                     SendRequest(recipients: .users([userID]), draft: draft), app: app, runtime: runtime, id: id,
@@ -46,7 +46,8 @@ extension HeraldAPI {
             var deliveries: [DeliveryRecord] = []
             var complete = false
             while true {
-                deliveries = try await runtime.store.deliveries(notificationID: id, limit: devices.count, offset: 0)
+                deliveries = try await runtime.store.notifications.deliveries(
+                    notificationID: id, limit: devices.count, offset: 0)
                 complete = deliveries.allSatisfy { $0.status != .sending && ($0.status != .queued || $0.reason != nil) }
                 if complete || ContinuousClock.now >= deadline { break }
                 try await Task.sleep(for: .milliseconds(20))

@@ -48,7 +48,7 @@ package enum HeraldAPI {
         -> NotificationAccepted
     {
         let request = try body.sendRequest()
-        let accepted: HeraldStore.Accepted
+        let accepted: NotificationRepository.Accepted
         do {
             accepted = try await NotificationSends.accept(request, app: app, runtime: runtime)
         } catch let error as CompositionError {
@@ -301,17 +301,17 @@ struct DevicePageView: Encodable {
 
 /// A page cursor as the API shows it: `<created ms>.<base64url device id>`, opaque to callers.
 enum DeviceCursorText {
-    static func encode(_ cursor: HeraldStore.DeviceCursor) -> String {
+    static func encode(_ cursor: DeviceRepository.DeviceCursor) -> String {
         "\(cursor.createdAt)." + Base64URL.encode(Data(cursor.deviceID.utf8))
     }
 
-    static func decode(_ text: String) -> HeraldStore.DeviceCursor? {
+    static func decode(_ text: String) -> DeviceRepository.DeviceCursor? {
         guard text.utf8.count <= 1_024 else { return nil }
         let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, let created = DecimalText.int64(parts[0], maximumDigits: 16),
             let id = Base64URL.decode(parts[1]).flatMap({ String(validating: $0, as: UTF8.self) })
         else { return nil }
-        return HeraldStore.DeviceCursor(createdAt: created, deviceID: id)
+        return DeviceRepository.DeviceCursor(createdAt: created, deviceID: id)
     }
 }
 

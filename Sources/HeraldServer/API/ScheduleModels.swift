@@ -89,7 +89,7 @@ struct EnrolmentView: Encodable {
         case testSeconds = "test_seconds"
     }
 
-    init(_ record: HeraldStore.EnrolmentRecord, enrolled: Bool?, catalog: Catalog?, zone: TimeZone) {
+    init(_ record: TrackRepository.EnrolmentRecord, enrolled: Bool?, catalog: Catalog?, zone: TimeZone) {
         self.enrolled = enrolled
         track = record.track
         anchorAt = HeraldTime.format(record.anchorAt)
@@ -282,16 +282,17 @@ final class EnrolmentLineImporter {
         let (runtime, app, track) = (runtime, app, track)
         writing = Task {
             let wallClock = track.steps.contains { $0.at != nil }
-            let zones = wallClock ? try await runtime.store.zones(appID: app.id, userIDs: taken.map(\.userID)) : [:]
+            let zones =
+                wallClock ? try await runtime.store.tracks.zones(appID: app.id, userIDs: taken.map(\.userID)) : [:]
             let utc = TimeZone(identifier: "UTC")!
             let now = runtime.store.now
             let entries = taken.map { entry in
                 let zone = zones[entry.userID].flatMap(TimeZone.init(identifier:)) ?? utc
-                return HeraldStore.BulkEnrolment(
+                return TrackRepository.BulkEnrolment(
                     userID: entry.userID, anchorAt: entry.anchor, data: entry.data,
                     steps: track.plan(anchor: entry.anchor, zone: zone, now: now))
             }
-            return try await runtime.store.enrolMany(
+            return try await runtime.store.tracks.enrolMany(
                 appID: app.id, track: track.name, cancelKey: track.cancelKey, entries)
         }
     }
@@ -380,7 +381,7 @@ struct SyncView: Encodable {
 
     var devices: [Device]
 
-    init(_ plans: [HeraldStore.SyncPlan]) {
+    init(_ plans: [NodeRepository.SyncPlan]) {
         devices = plans.map {
             Device(deviceID: $0.deviceID, dueAt: HeraldTime.format($0.dueAt), coalesced: $0.coalesced, held: $0.held)
         }

@@ -82,7 +82,7 @@ extension HeraldConfiguration {
 
         /// The events `events` may name.
         package static let deliveryEvents: Set<String> = [
-            HeraldStore.deliveryFailedEvent, HeraldStore.deviceDeactivatedEvent,
+            ActionRepository.deliveryFailedEvent, ActionRepository.deviceDeactivatedEvent,
         ]
 
         package init(url: String, secrets: [Data], timeout: TimeInterval = 5, events: Set<String> = Self.deliveryEvents)

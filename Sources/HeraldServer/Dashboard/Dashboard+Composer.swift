@@ -88,8 +88,9 @@ extension Dashboard {
         guard case .users(let userIDs) = send.recipients else { return [] }
         var devices: [ComposePage.Device] = []
         for userID in userIDs {
-            let user = try await runtime.store.user(appID: app.id, userID: userID)
-            let found = try await runtime.store.devices(appID: app.id, userID: userID, limit: previewMaximumDevices)
+            let user = try await runtime.store.users.user(appID: app.id, userID: userID)
+            let found = try await runtime.store.devices.devices(
+                appID: app.id, userID: userID, limit: previewMaximumDevices)
             if found.isEmpty {
                 devices.append(ComposePage.Device(user: userID, note: "no device registered"))
                 continue

@@ -17,8 +17,9 @@ extension Dashboard {
                 } catch {
                     return message("Bad request", error.message, session: session, app: app.id, status: .badRequest)
                 }
-                let counts = try await runtime.store.typeCounts(appID: app.id, days: query.days, type: query.type?.name)
-                let permissions = try await runtime.store.permissionCounts(appID: app.id)
+                let counts = try await runtime.store.tracks.typeCounts(
+                    appID: app.id, days: query.days, type: query.type?.name)
+                let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
                 let analytics = AnalyticsView(
                     query: query, counts: counts, permissions: permissions, catalog: app.catalog)
                 return render(

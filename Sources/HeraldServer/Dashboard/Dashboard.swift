@@ -102,7 +102,7 @@ enum Dashboard {
             guard let session = try await session(request, runtime) else { return redirect("/dashboard/login") }
             let form = try await form(request)
             guard checkCSRF(form, session) else { return csrfRefused() }
-            try await runtime.store.recordSignOut(nonce: session.nonce, expiresAt: session.expiresAt)
+            try await runtime.store.dashboard.recordSignOut(nonce: session.nonce, expiresAt: session.expiresAt)
             runtime.logger.notice(
                 "Dashboard sign-out",
                 metadata: ["herald.dashboard.role": "\(describe(session.role))", "herald.peer": "\(context.peer)"])
@@ -166,7 +166,7 @@ enum Dashboard {
         -> Response
     {
         // An app's key sees its app's queue only; deferred rows are counted up to a limit.
-        let gauges = try await runtime.store.outboxGauges(appIDs: apps, deferredLimit: deferredLimit)
+        let gauges = try await runtime.store.nodes.outboxGauges(appIDs: apps, deferredLimit: deferredLimit)
         let now = Date()
         let pauses = runtime.pauses.all
         let views = apps.compactMap { id -> OverviewApp? in
@@ -209,16 +209,17 @@ enum Dashboard {
         let query = request.uri.queryParameters.get("user_id")?.trimmingCharacters(in: .whitespaces) ?? ""
         var view = UsersPage(app: appID, query: query, notFound: false, user: nil)
         if !query.isEmpty, query.utf8.count <= 256 {
-            let record = try await runtime.store.user(appID: appID, userID: query)
-            let devices = try await runtime.store.devices(appID: appID, userID: query, limit: 100)
+            let record = try await runtime.store.users.user(appID: appID, userID: query)
+            let devices = try await runtime.store.devices.devices(appID: appID, userID: query, limit: 100)
             if record == nil && devices.isEmpty {
                 view.notFound = true
             } else {
                 let zoneName = record?.timeZone ?? "UTC"
                 let zone = TimeZone(identifier: zoneName) ?? .gmt
-                let badges = try await runtime.store.badges(appID: appID, userID: query)
-                let steps = try await runtime.store.pendingSteps(appID: appID, userID: query)
-                let waiting = try await runtime.store.waitingDeliveries(appID: appID, userID: query, limit: 50)
+                let badges = try await runtime.store.devices.badges(appID: appID, userID: query)
+                let steps = try await runtime.store.tracks.pendingSteps(appID: appID, userID: query)
+                let waiting = try await runtime.store.dashboard.waitingDeliveries(
+                    appID: appID, userID: query, limit: 50)
                 let preferences = record.map { String(decoding: $0.preferences, as: UTF8.self) }.flatMap {
                     $0 == "{}" ? nil : $0
                 }
@@ -254,10 +255,10 @@ enum Dashboard {
         let appID = app.configuration.id
         let parameters = request.uri.queryParameters
         let type = parameters.get("type").flatMap { $0.isEmpty ? nil : $0 }
-        let status = parameters.get("status").flatMap { HeraldStore.summaryFilters[$0] == nil ? nil : $0 }
+        let status = parameters.get("status").flatMap { DashboardQueries.summaryFilters[$0] == nil ? nil : $0 }
         let before = parameters.get("before").flatMap(HeraldTime.parse)
         let limit = 50
-        let rows = try await runtime.store.recentNotifications(
+        let rows = try await runtime.store.dashboard.recentNotifications(
             appID: appID, type: type, status: status, before: before, limit: limit)
         var next: String?
         if rows.count == limit, let last = rows.last {
@@ -270,7 +271,7 @@ enum Dashboard {
         }
         let view = NotificationsPage(
             app: appID, types: (app.catalog?.types.map(\.name) ?? []).map { .init(name: $0, selected: $0 == type) },
-            statuses: HeraldStore.summaryFilters.keys.sorted().map { .init(name: $0, selected: $0 == status) },
+            statuses: DashboardQueries.summaryFilters.keys.sorted().map { .init(name: $0, selected: $0 == status) },
             rows: rows.map {
                 .init(
                     id: $0.id.uuidString.lowercased(), created: Format.utc($0.createdAt), type: $0.type ?? "custom",
@@ -308,7 +309,7 @@ enum Dashboard {
         else {
             return nil
         }
-        return try await runtime.store.isSignedOut(nonce: session.nonce) ? nil : session
+        return try await runtime.store.dashboard.isSignedOut(nonce: session.nonce) ? nil : session
     }
 
     static func checkCSRF(_ form: [String: String], _ session: DashboardSession) -> Bool {

@@ -185,10 +185,11 @@ struct NotificationPage {
         }
 
         static func load(app: String, id: UUID, runtime: HeraldRuntime) async throws -> Live? {
-            guard try await runtime.store.notification(appID: app, id: id) != nil else { return nil }
+            guard try await runtime.store.notifications.notification(appID: app, id: id) != nil else { return nil }
             return Live(
-                counts: try await runtime.store.deliveryCounts(notificationID: id),
-                deliveries: try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0))
+                counts: try await runtime.store.notifications.deliveryCounts(notificationID: id),
+                deliveries: try await runtime.store.notifications.deliveries(
+                    notificationID: id, limit: deliveryLimit, offset: 0))
         }
     }
 
@@ -223,9 +224,10 @@ struct NotificationPage {
     }
 
     static func load(app: String, id: UUID, runtime: HeraldRuntime) async throws -> NotificationPage? {
-        guard let record = try await runtime.store.notification(appID: app, id: id) else { return nil }
-        let counts = try await runtime.store.deliveryCounts(notificationID: id)
-        let deliveries = try await runtime.store.deliveries(notificationID: id, limit: deliveryLimit, offset: 0)
+        guard let record = try await runtime.store.notifications.notification(appID: app, id: id) else { return nil }
+        let counts = try await runtime.store.notifications.deliveryCounts(notificationID: id)
+        let deliveries = try await runtime.store.notifications.deliveries(
+            notificationID: id, limit: deliveryLimit, offset: 0)
         let content = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
         return NotificationPage(
             app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom",

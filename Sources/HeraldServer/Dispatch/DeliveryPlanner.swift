@@ -21,7 +21,7 @@ struct DeliveryPlanner {
                 continue
             }
             let userIDs = Array(Set(appDeliveries.map(\.userID)))
-            let users = try await runtime.store.users(appID: appID, ids: userIDs).mapValues { record in
+            let users = try await runtime.store.users.users(appID: appID, ids: userIDs).mapValues { record in
                 PlanningUser(
                     timeZone: record.timeZone, locale: record.locale,
                     preferences: (try? JSONDecoder().decode(UserPreferences.self, from: record.preferences))
@@ -29,7 +29,7 @@ struct DeliveryPlanner {
             }
             let history =
                 planning.countsSends
-                ? try await runtime.store.recentSends(
+                ? try await runtime.store.outbox.recentSends(
                     appID: appID, userIDs: userIDs, since: now.addingTimeInterval(-DeliveryPlanning.historyWindow))
                 : [:]
             let plan = DeliveryPlanning.plan(
@@ -37,7 +37,7 @@ struct DeliveryPlanner {
             held += plan.held
             planned.merge(plan.planned) { first, _ in first }
             if planning.countsSends {
-                try await runtime.store.recordUserSends(appID: appID, sends: plan.paced, at: now)
+                try await runtime.store.outbox.recordUserSends(appID: appID, sends: plan.paced, at: now)
             }
         }
         return (held, planned)

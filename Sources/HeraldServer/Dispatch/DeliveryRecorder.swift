@@ -54,7 +54,7 @@ final class DeliveryRecorder: Sendable {
         guard !taken.results.isEmpty else { return }
         let started = ContinuousClock.now
         do {
-            try await runtime.store.recordResults(taken.results, webhooks: runtime.resultWebhooks)
+            try await runtime.store.outbox.recordResults(taken.results, webhooks: runtime.resultWebhooks)
             runtime.metrics.outboxStore("record", seconds: (ContinuousClock.now - started).seconds)
             if !runtime.resultWebhooks.failed.isEmpty || !runtime.resultWebhooks.deactivated.isEmpty,
                 taken.results.contains(where: runtime.resultWebhooks.wants)

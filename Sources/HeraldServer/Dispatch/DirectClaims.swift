@@ -2,7 +2,7 @@ package import HeraldCore
 import HeraldStore
 import Synchronization
 
-/// Deliveries the API claimed for this node as it accepted them (`HeraldStore.acceptNotification`
+/// Deliveries the API claimed for this node as it accepted them (`NotificationRepository.acceptNotification`
 /// with `directUpTo`), waiting for the dispatcher: a single-device send goes from the 202 to the
 /// provider without a claim transaction of its own. Open only while the dispatcher runs, and
 /// only for as many as it has room for; what is left when it stops is given back to the queue.

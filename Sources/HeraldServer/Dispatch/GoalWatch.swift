@@ -23,7 +23,8 @@ package final class GoalWatch: Sendable {
         var now: [String] = []
         for app in runtime.apps.values.sorted(by: { $0.id < $1.id }) {
             guard let catalog = app.catalog, catalog.types.contains(where: { $0.goalCTR != nil }),
-                let rows = try? await runtime.store.typeCounts(appID: app.id, days: (today - Self.window + 1)...today)
+                let rows = try? await runtime.store.tracks.typeCounts(
+                    appID: app.id, days: (today - Self.window + 1)...today)
             else { continue }
             var totals: [String: AnalyticsView.Counts] = [:]
             for row in rows { totals[row.type, default: AnalyticsView.Counts()].add(row) }

@@ -98,7 +98,7 @@ package final class HeraldMetrics: Sendable {
     }
 
     /// Webhook tries by outcome: delivered, retry, failed, aborted.
-    func webhook(app: String, outcome: HeraldStore.WebhookOutcome) {
+    func webhook(app: String, outcome: ActionRepository.WebhookOutcome) {
         let name: String
         switch outcome {
         case .delivered: name = "delivered"

@@ -29,7 +29,7 @@ extension OutboxLoop {
             (batch.contents, batch.apnsPayloads) = runtime.recentContents.held(ids)
             let missing = ids.subtracting(batch.contents.keys)
             if !missing.isEmpty {
-                for (id, data) in try await runtime.store.notificationContents(Array(missing)) {
+                for (id, data) in try await runtime.store.notifications.notificationContents(Array(missing)) {
                     batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
                 }
             }
@@ -57,7 +57,7 @@ extension OutboxLoop {
                 batch.sendable.removeAll { heldIDs.contains($0.id) }
             }
         } catch {
-            try? await runtime.store.unclaim(claimed)
+            try? await runtime.store.nodes.unclaim(claimed)
             throw error
         }
         return batch

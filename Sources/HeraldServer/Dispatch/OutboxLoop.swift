@@ -21,7 +21,7 @@ package struct OutboxLoop: Service {
 
     package func run() async throws {
         let logger = runtime.logger
-        try await runtime.store.heartbeat()
+        try await runtime.store.nodes.heartbeat()
         logger.info(
             "Dispatcher started",
             metadata: [
@@ -30,7 +30,7 @@ package struct OutboxLoop: Service {
         try await rescue()
         // No pause is known after a start: what waits for a provider paused before it (a fixed
         // key or topic, say) is due now, so the first of it probes the provider within seconds.
-        let released = try await runtime.store.releasePausedDeliveries(
+        let released = try await runtime.store.outbox.releasePausedDeliveries(
             apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
         if released > 0 {
             logger.notice(
@@ -44,7 +44,7 @@ package struct OutboxLoop: Service {
         let stopping = Flag()
         let finished = Flag()
         // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
-        let listener = Task { await runtime.store.listenForDueDeliveries { runtime.wake.signal() } }
+        let listener = Task { await runtime.store.nodes.listenForDueDeliveries { runtime.wake.signal() } }
         defer { listener.cancel() }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
@@ -78,7 +78,7 @@ package struct OutboxLoop: Service {
                             direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
                         {
                             let started = ContinuousClock.now
-                            let fromStore = try await runtime.store.claimDueDeliveries(limit: storeLimit)
+                            let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
                             runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
                             machine.storeClaimed(found: fromStore.count, at: .now)
                             claimed += fromStore
@@ -95,7 +95,7 @@ package struct OutboxLoop: Service {
                         let failures = machine.storeFailed()
                         // Claimed but not sent: back to the queue, not left `sending` under a
                         // live node (which nobody would rescue).
-                        if !claimed.isEmpty, (try? await runtime.store.unclaim(claimed)) == nil {
+                        if !claimed.isEmpty, (try? await runtime.store.nodes.unclaim(claimed)) == nil {
                             runtime.direct.putBack(claimed)
                         }
                         await waitOutStoreError(
@@ -112,25 +112,25 @@ package struct OutboxLoop: Service {
                 await drain(batches: batches, recorder: recorder)
                 // Claimed at acceptance and not sent: queued again for the next start or node.
                 let left = runtime.direct.close()
-                if !left.isEmpty { try? await runtime.store.unclaim(left) }
+                if !left.isEmpty { try? await runtime.store.nodes.unclaim(left) }
                 finished.set()
             }
         } onGracefulShutdown: {
             stopping.set()
             // New notifications are accepted queued from now on.
             let left = runtime.direct.close()
-            if !left.isEmpty { Task { try? await runtime.store.unclaim(left) } }
+            if !left.isEmpty { Task { try? await runtime.store.nodes.unclaim(left) } }
             runtime.wake.signal()
             runtime.timerWake.signal()
         }
-        try? await runtime.store.leave()
+        try? await runtime.store.nodes.leave()
         logger.info("Dispatcher stopped")
     }
 
     /// Queues again the claims of nodes that stopped saying they are alive (a killed process,
     /// this one's predecessor included); never a live node's.
     private func rescue() async throws {
-        let rescued = try await runtime.store.rescueDeadClaims()
+        let rescued = try await runtime.store.nodes.rescueDeadClaims()
         runtime.metrics.restartResends(rescued)
         if rescued > 0 {
             runtime.logger.warning(
@@ -220,7 +220,7 @@ package struct OutboxLoop: Service {
     /// Claims, sends and records one batch; returns how many deliveries it claimed.
     @discardableResult
     package func runOnce() async throws -> Int {
-        let claimed = try await runtime.store.claimDueDeliveries(limit: configuration.batchSize)
+        let claimed = try await runtime.store.outbox.claimDueDeliveries(limit: configuration.batchSize)
         guard !claimed.isEmpty else { return 0 }
         let recorder = DeliveryRecorder(runtime: runtime)
         let prepared = try await prepare(claimed)
@@ -252,7 +252,7 @@ package struct OutboxLoop: Service {
                 lastHeartbeat = .now
                 // Alive, and the claims of nodes that are not are taken back.
                 do {
-                    try await runtime.store.heartbeat()
+                    try await runtime.store.nodes.heartbeat()
                     try await rescue()
                 } catch {
                     runtime.logger.error(

@@ -33,13 +33,13 @@ package final class JobRunner: Sendable {
         else { return }
         for app in runtime.apps.values.sorted(by: { $0.id < $1.id }) {
             guard let catalog = app.catalog, !catalog.jobs.isEmpty else { continue }
-            for zoneName in try await runtime.store.userZones(appID: app.id) {
+            for zoneName in try await runtime.store.timers.userZones(appID: app.id) {
                 guard let zone = TimeZone(identifier: zoneName ?? "UTC") else { continue }
                 for job in catalog.jobs {
                     guard let occurrence = job.occurrence(now: now, zone: zone) else { continue }
                     let zoneKey = zoneName ?? ""
                     guard
-                        try await runtime.store.claimJobRun(
+                        try await runtime.store.timers.claimJobRun(
                             appID: app.id, job: job.name, zone: zoneKey, occurrence: occurrence)
                     else { continue }
                     try await run(
@@ -71,7 +71,7 @@ package final class JobRunner: Sendable {
         var users = 0
         var sent = 0
         while true {
-            let page = try await runtime.store.zoneUsers(
+            let page = try await runtime.store.timers.zoneUsers(
                 appID: app.id, zone: zoneName, after: cursor, limit: Self.pageSize)
             guard let last = page.last else { break }
             cursor = last.userID
@@ -84,12 +84,12 @@ package final class JobRunner: Sendable {
                 else { return false }
                 return job.selects(time, now: now, zone: zone)
             }.map(\.userID)
-            sent += try await runtime.store.sendJobOccurrence(
+            sent += try await runtime.store.timers.sendJobOccurrence(
                 appID: app.id, job: job.name, occurrence: occurrence, userIDs: selected, notification: UUID.random(),
                 content: prepared.content,
                 lane: prepared.lane)
         }
-        try await runtime.store.finishJobRun(
+        try await runtime.store.timers.finishJobRun(
             appID: app.id, job: job.name, zone: zoneName ?? "", occurrence: occurrence, users: users, sent: sent)
         if sent > 0 { runtime.wake.signal(outbox: true) }
         runtime.metrics.jobSends(app: app.id, job: job.name, sent)

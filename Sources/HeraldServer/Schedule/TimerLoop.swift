@@ -56,7 +56,7 @@ struct TimerLoop {
     }
 
     /// The next batch, being read while this one is written (SQLite).
-    typealias NextPlan = Task<HeraldStore.FirePlan?, any Error>
+    typealias NextPlan = Task<TimerRepository.FirePlan?, any Error>
 
     /// Fires one batch of due timers; returns whether it was full (more may be due).
     ///
@@ -74,19 +74,19 @@ struct TimerLoop {
         let store = runtime.store
         guard store.dialect == .sqlite else { return try await fireInOneTransaction(backlog: backlog) }
         let limit = batchLimit
-        let planned: HeraldStore.FirePlan?
+        let planned: TimerRepository.FirePlan?
         if let task = next {
             next = nil
             planned = try await task.value
         } else {
-            planned = try await store.planDueTimers(limit: limit, directUpTo: .max, decide: decide)
+            planned = try await store.timers.planDueTimers(limit: limit, directUpTo: .max, decide: decide)
         }
         guard let plan = planned else { return false }
         let full = plan.timers.count == limit
         if full {
             let decide = self.decide
             next = Task {
-                try await store.planDueTimers(limit: limit, directUpTo: .max, after: plan.last, decide: decide)
+                try await store.timers.planDueTimers(limit: limit, directUpTo: .max, after: plan.last, decide: decide)
             }
         }
         var directUpTo = 0
@@ -94,7 +94,7 @@ struct TimerLoop {
             directUpTo = backlog || full ? await room(atLeast: min(plan.devicesRead, capacity), from: free) : free
         }
         let started = ContinuousClock.now
-        let result = try await store.writeDueTimers(plan, directUpTo: directUpTo)
+        let result = try await store.timers.writeDueTimers(plan, directUpTo: directUpTo)
         await finish(result, started: started)
         return full
     }
@@ -125,17 +125,18 @@ struct TimerLoop {
             }
         }
         let started = ContinuousClock.now
-        let result = try await runtime.store.fireDueTimers(limit: limit, directUpTo: directUpTo, decide: decide)
+        let result = try await runtime.store.timers.fireDueTimers(limit: limit, directUpTo: directUpTo, decide: decide)
         guard result.taken > 0 else { return false }
         await finish(result, started: started)
         return result.taken == limit
     }
 
     /// What due timers become, app by app.
-    @Sendable private func decide(_ reads: HeraldStore.TimerReads, _ timers: [HeraldStore.DueTimer]) async throws
-        -> [HeraldStore.TimerOutcome]
+    @Sendable private func decide(_ reads: TimerRepository.TimerReads, _ timers: [TimerRepository.DueTimer])
+        async throws
+        -> [TimerRepository.TimerOutcome]
     {
-        var outcomes: [HeraldStore.TimerOutcome] = []
+        var outcomes: [TimerRepository.TimerOutcome] = []
         for (appID, appTimers) in Dictionary(grouping: timers, by: \.appID).sorted(by: { $0.key < $1.key }) {
             outcomes += try await self.outcomes(appID: appID, appTimers, reads: reads)
         }
@@ -143,7 +144,7 @@ struct TimerLoop {
     }
 
     /// A written batch's metrics and logs, and its deliveries to the dispatcher.
-    private func finish(_ result: HeraldStore.FiredTimers, started: ContinuousClock.Instant) async {
+    private func finish(_ result: TimerRepository.FiredTimers, started: ContinuousClock.Instant) async {
         runtime.metrics.outboxStore("timer_fire", seconds: (ContinuousClock.now - started).seconds)
         let timers = result.timers
         var counts: [String: [String: Int]] = [:]
@@ -168,7 +169,7 @@ struct TimerLoop {
         }
         // The steps' deliveries go straight to this node's dispatcher while it has room.
         let stopped = runtime.direct.add(result.claimed)
-        if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
+        if !stopped.isEmpty { try? await runtime.store.nodes.unclaim(stopped) }
         if result.notifications > 0 {
             runtime.wake.signal(outbox: result.claimed.isEmpty)
             runtime.logger.debug(
@@ -178,8 +179,9 @@ struct TimerLoop {
     }
 
     /// What each of an app's due timers becomes.
-    private func outcomes(appID: String, _ all: [HeraldStore.DueTimer], reads: HeraldStore.TimerReads) async throws
-        -> [HeraldStore.TimerOutcome]
+    private func outcomes(appID: String, _ all: [TimerRepository.DueTimer], reads: TimerRepository.TimerReads)
+        async throws
+        -> [TimerRepository.TimerOutcome]
     {
         let syncs = all.filter { $0.kind == "sync" }
         let timers = all.filter { $0.kind != "sync" }
@@ -190,7 +192,7 @@ struct TimerLoop {
                 .failed(timers: timers.map(\.id), reason: "the app has no catalog (apps[].catalog) with its tracks")
             ]
         }
-        var live: [(HeraldStore.DueTimer, CatalogTrack, CatalogStep)] = []
+        var live: [(TimerRepository.DueTimer, CatalogTrack, CatalogStep)] = []
         var missing: [Int64] = []
         for timer in timers {
             guard let track = catalog.track(timer.name), let step = track.step(timer.step) else {
@@ -222,7 +224,7 @@ struct TimerLoop {
             var data: String
             var trace: String?
         }
-        var groups: [Key: [HeraldStore.DueTimer]] = [:]
+        var groups: [Key: [TimerRepository.DueTimer]] = [:]
         var order: [Key] = []
         for (timer, _, _) in live where !skippedIDs.contains(timer.id) {
             let key = Key(track: timer.name, step: timer.step, data: timer.data ?? "{}", trace: timer.trace)
@@ -256,7 +258,7 @@ struct TimerLoop {
 
     /// Silent syncs: `content-available`, push type background, priority 5, the
     /// cursor under the payload key; one notification per cursor (and trace) for its devices.
-    private func syncOutcomes(appID: String, _ timers: [HeraldStore.DueTimer]) -> [HeraldStore.TimerOutcome] {
+    private func syncOutcomes(appID: String, _ timers: [TimerRepository.DueTimer]) -> [TimerRepository.TimerOutcome] {
         guard !timers.isEmpty else { return [] }
         guard let app = runtime.apps[appID] else {
             return [.failed(timers: timers.map(\.id), reason: "the app is no longer configured")]
@@ -265,7 +267,7 @@ struct TimerLoop {
             var cursor: String
             var trace: String?
         }
-        var groups: [Key: [HeraldStore.DueTimer]] = [:]
+        var groups: [Key: [TimerRepository.DueTimer]] = [:]
         for timer in timers { groups[Key(cursor: timer.data ?? "", trace: timer.trace), default: []].append(timer) }
         return groups.sorted { $0.key.cursor < $1.key.cursor }.map { key, members in
             let draft = NotificationDraft(

@@ -10,12 +10,12 @@ enum Tracks {
     /// The zone a user's wall-clock steps are planned in: the user's `time_zone`, else one of
     /// their devices', else UTC.
     static func zone(appID: String, userID: String, runtime: HeraldRuntime) async throws -> TimeZone {
-        if let name = try await runtime.store.user(appID: appID, userID: userID)?.timeZone,
+        if let name = try await runtime.store.users.user(appID: appID, userID: userID)?.timeZone,
             let zone = TimeZone(identifier: name)
         {
             return zone
         }
-        let devices = try await runtime.store.devices(appID: appID, userID: userID)
+        let devices = try await runtime.store.devices.devices(appID: appID, userID: userID)
         if let name = devices.sorted(by: { $0.updatedAt > $1.updatedAt }).compactMap(\.timeZone).first,
             let zone = TimeZone(identifier: name)
         {
@@ -31,7 +31,7 @@ enum Tracks {
     {
         guard let catalog = app.catalog, !catalog.tracks.isEmpty else { return }
         var moves: [(timerID: Int64, dueAt: Date, trace: String?)] = []
-        for pending in try await runtime.store.pendingSteps(appID: app.id, userID: userID)
+        for pending in try await runtime.store.tracks.pendingSteps(appID: app.id, userID: userID)
         where pending.testSeconds == nil {
             guard let step = catalog.track(pending.track)?.step(pending.step), let at = step.at else { continue }
             let due = step.due(anchor: pending.anchorAt, zone: new)
@@ -42,7 +42,7 @@ enum Tracks {
                 [PolicyStep(rule: "schedule", message: message)], at: runtime.store.now, to: pending.trace)
             moves.append((pending.timerID, due, trace))
         }
-        let moved = try await runtime.store.moveSteps(moves)
+        let moved = try await runtime.store.tracks.moveSteps(moves)
         if moved > 0 {
             runtime.timerWake.signal()
             runtime.logger.info(

@@ -9,12 +9,12 @@ enum Triggers {
     /// The effects of `event` for its user, their attributes read from the store only when a
     /// trigger of the catalog answers the event (most `app.opened` events have none).
     static func effects(app: AppRuntime, event: UserEvent, runtime: HeraldRuntime, now: Date) async throws
-        -> HeraldStore.EventEffects
+        -> DeviceRepository.EventEffects
     {
         guard let catalog = app.catalog, catalog.triggers.contains(where: { $0.event == event.name }) else {
-            return HeraldStore.EventEffects()
+            return DeviceRepository.EventEffects()
         }
-        let stored = try await runtime.store.user(appID: app.id, userID: event.userID)?.attributes
+        let stored = try await runtime.store.users.user(appID: app.id, userID: event.userID)?.attributes
         let attributes = stored.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0).objectValue } ?? [:]
         return try effects(app: app, event: event, attributes: attributes, now: now)
     }
@@ -22,9 +22,9 @@ enum Triggers {
     /// The effects of the triggers `event` drives, in the catalog's order within each kind.
     static func effects(app: AppRuntime, event: UserEvent, attributes: [String: JSONValue], now: Date)
         throws(CompositionError)
-        -> HeraldStore.EventEffects
+        -> DeviceRepository.EventEffects
     {
-        var effects = HeraldStore.EventEffects()
+        var effects = DeviceRepository.EventEffects()
         guard let catalog = app.catalog else { return effects }
         let data = (try? JSONDecoder().decode(JSONValue.self, from: Data(event.data.utf8)).objectValue) ?? [:]
         var values: [String: String] = [:]
@@ -64,7 +64,7 @@ enum Triggers {
 
     /// The badge-only push for a new total: `aps.badge` with the absolute total (and `badge` in
     /// the data, for FCM devices), no alert, priority 5, one collapse id so only the latest counts.
-    static func badgeContent(app: AppRuntime) -> HeraldStore.BadgeContent {
+    static func badgeContent(app: AppRuntime) -> DeviceRepository.BadgeContent {
         let payloadKey = app.configuration.payloadKey
         let fcm = app.configuration.fcm != nil
         return { total in

@@ -19,7 +19,7 @@ enum NotificationSends {
     /// device (or a broadcast's cursor); answers once it is on disk.
     static func accept(
         _ request: SendRequest, app: AppRuntime, runtime: HeraldRuntime, id: UUID = UUID.random(), test: Bool = false
-    ) async throws -> HeraldStore.Accepted {
+    ) async throws -> NotificationRepository.Accepted {
         var composed = try NotificationComposer.compose(
             request.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
             fcm: app.configuration.fcm != nil,
@@ -35,7 +35,7 @@ enum NotificationSends {
         let started = ContinuousClock.now
         // A due send to a few named devices or users is claimed as it is stored, for this
         // node's outbox loop to send at once (when it has room).
-        let accepted = try await runtime.store.acceptNotification(
+        let accepted = try await runtime.store.notifications.acceptNotification(
             appID: app.id, id: id, idempotencyKey: request.idempotencyKey, content: contentData,
             recipients: request.recipients,
             excludeDeviceIDs: request.excludeDeviceIDs, dueAt: composed.dueAt,
@@ -51,9 +51,9 @@ enum NotificationSends {
     /// After an accept's commit: the deliveries claimed with it go to this node's outbox loop
     /// (back to the queue if it stopped meanwhile), and a new notification is counted and wakes
     /// the loop (the outbox's, when none was claimed).
-    static func handOver(_ accepted: HeraldStore.Accepted, app: AppRuntime, runtime: HeraldRuntime) async {
+    static func handOver(_ accepted: NotificationRepository.Accepted, app: AppRuntime, runtime: HeraldRuntime) async {
         let stopped = runtime.direct.add(accepted.claimed)
-        if !stopped.isEmpty { try? await runtime.store.unclaim(stopped) }
+        if !stopped.isEmpty { try? await runtime.store.nodes.unclaim(stopped) }
         guard accepted.created else { return }
         runtime.metrics.notificationCreated(app: app.id)
         runtime.wake.signal(outbox: accepted.claimed.isEmpty)

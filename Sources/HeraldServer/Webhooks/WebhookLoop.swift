@@ -41,20 +41,20 @@ package struct WebhookLoop: Service {
     /// Tries the messages due now; returns how many.
     @discardableResult
     package func runOnce() async throws -> Int {
-        let messages = try await runtime.store.claimWebhooks(limit: Self.concurrency, lease: Self.lease)
+        let messages = try await runtime.store.actions.claimWebhooks(limit: Self.concurrency, lease: Self.lease)
         await withDiscardingTaskGroup { group in
             for message in messages { group.addTask { await deliver(message) } }
         }
         return messages.count
     }
 
-    private func deliver(_ message: HeraldStore.WebhookMessage) async {
+    private func deliver(_ message: ActionRepository.WebhookMessage) async {
         let now = runtime.store.now
         guard let webhook = runtime.apps[message.appID]?.configuration.webhook else {
             runtime.logger.warning(
                 "A webhook message waits: its app has no webhook configured",
                 metadata: ["herald.app": "\(message.appID)", "herald.message": "\(message.messageID)"])
-            try? await runtime.store.recordWebhook(
+            try? await runtime.store.actions.recordWebhook(
                 message, .postponed(at: now.addingTimeInterval(300), error: "no webhook configured"),
                 latencyMilliseconds: nil)
             return
@@ -62,7 +62,7 @@ package struct WebhookLoop: Service {
         let attempt = await runtime.webhooks.send(
             webhook, messageID: message.messageID, body: Data(message.body.utf8),
             idempotencyKey: message.idempotencyKey, timeout: WebhookSender.retryTimeout)
-        let outcome: HeraldStore.WebhookOutcome
+        let outcome: ActionRepository.WebhookOutcome
         if attempt.delivered {
             outcome = .delivered(status: attempt.status ?? 200, result: WebhookSender.deviceResult(attempt.body))
         } else if attempt.abort {
@@ -85,7 +85,7 @@ package struct WebhookLoop: Service {
                 ])
         }
         do {
-            try await runtime.store.recordWebhook(
+            try await runtime.store.actions.recordWebhook(
                 message, outcome, latencyMilliseconds: attempt.delivered ? attempt.milliseconds : nil)
         } catch {
             // Unrecorded: the lease runs out and the message is tried again (the receiver's
