@@ -8,6 +8,8 @@ package struct FCMProvider: PushProvider {
 
     package init(client: FCMClient) { self.client = client }
 
+    package var id: ObjectIdentifier { ObjectIdentifier(client) }
+
     package func send(
         _ batch: [ProviderRequest<FCMMessage>], submitted: @escaping @Sendable () -> Void,
         answer: @escaping @Sendable (ProviderAnswer) -> Void

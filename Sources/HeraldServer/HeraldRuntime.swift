@@ -193,6 +193,30 @@ package enum ClientLookup {
     case unavailable(APNSReason)
 }
 
+/// The provider registry of `herald serve`: each app's APNs clients (one per environment, made
+/// on first use) and its FCM client, as `PushProvider`s.
+struct ClientRegistry: ProviderRegistry {
+    let apps: [String: AppRuntime]
+
+    func apns(app: String, environment: String) -> ProviderLookup<APNSNotification> {
+        guard let app = apps[app] else { return .unavailable(reason: "AppNotConfigured") }
+        switch app.apnsClient(environment: environment) {
+        case .client(let client): return .provider(APNSProvider(client: client))
+        case .unavailable(.clientShutdown): return .stopping
+        case .unavailable(let reason): return .unavailable(reason: reason.rawValue)
+        }
+    }
+
+    func fcm(app: String) -> ProviderLookup<FCMMessage> {
+        guard let client = apps[app]?.fcmClient else { return .unavailable(reason: "FCMNotConfigured") }
+        return .provider(FCMProvider(client: client))
+    }
+
+    func enable(app: String, platform: String) async {
+        await apps[app]?.enable(platform: platform)
+    }
+}
+
 /// Everything `herald serve` runs on: configuration, store, apps, the dispatcher's wake-up.
 package final class HeraldRuntime: Sendable {
     package let configuration: HeraldConfiguration
@@ -206,6 +230,9 @@ package final class HeraldRuntime: Sendable {
     package let metrics = HeraldMetrics()
     /// Providers held back by answers that blame the configuration.
     package let pauses = ProviderPauses()
+    /// Where the dispatcher gets each app's providers: the apps' clients, unless a test gives
+    /// its own.
+    package let providers: any ProviderRegistry
     /// The event loops all apps' provider clients share.
     let providerLoops: ProviderEventLoops
     /// What the API accepted last, for the dispatcher to plan without reading it back.
@@ -283,7 +310,8 @@ package final class HeraldRuntime: Sendable {
         configuration: HeraldConfiguration, store: HeraldStore, logger: Logger = Logger(label: "herald"),
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60,
-        devClock: DevClock? = nil, healthInterval: Duration = .seconds(1), writeProbeInterval: Duration = .seconds(5)
+        devClock: DevClock? = nil, healthInterval: Duration = .seconds(1), writeProbeInterval: Duration = .seconds(5),
+        providers: (any ProviderRegistry)? = nil
     ) throws(ConfigurationError) {
         self.healthInterval = healthInterval
         self.writeProbeInterval = writeProbeInterval
@@ -308,6 +336,7 @@ package final class HeraldRuntime: Sendable {
                 fcmAdjustment: fcmAdjustment)
         }
         self.apps = apps
+        self.providers = providers ?? ClientRegistry(apps: apps)
         // Due work of apps this node has no configuration for waits for a node that has it.
         store.serve(apps: Set(apps.keys))
         resultWebhooks = ActionRepository.ResultWebhooks(

@@ -10,6 +10,8 @@ package struct APNSProvider: PushProvider {
 
     package init(client: APNSClient) { self.client = client }
 
+    package var id: ObjectIdentifier { ObjectIdentifier(client) }
+
     package func send(
         _ batch: [ProviderRequest<APNSNotification>], submitted: @escaping @Sendable () -> Void,
         answer: @escaping @Sendable (ProviderAnswer) -> Void

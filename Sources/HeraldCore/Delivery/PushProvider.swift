@@ -67,6 +67,8 @@ package struct ProviderAnswer: Sendable, Hashable {
 /// added (the batch goes to the client as it is).
 package protocol PushProvider<Message>: Sendable {
     associatedtype Message: Sendable
+    /// The client this provider sends through: a batch's requests for one client go in one call.
+    var id: ObjectIdentifier { get }
     /// Sends `batch`; `submitted` is called once, when the batch is in the client's hands (a
     /// batch sent after that call queues behind it); `answer` exactly once per request, from
     /// any thread, in any order. Returns when every request is answered (the client's own
@@ -84,4 +86,23 @@ extension PushProvider {
     package func send(_ batch: [ProviderRequest<Message>], answer: @escaping @Sendable (ProviderAnswer) -> Void) async {
         await send(batch, submitted: {}, answer: answer)
     }
+}
+
+/// An app's provider for one platform, or why there is none.
+package enum ProviderLookup<Message: Sendable>: Sendable {
+    case provider(any PushProvider<Message>)
+    /// None: `reason` is what the delivery fails with (`APNsNotConfigured`, `FCMNotConfigured` …).
+    case unavailable(reason: String)
+    /// The server is stopping: the delivery goes back to the queue, unsent, for the next start.
+    case stopping
+}
+
+/// Owns every provider client and hands out each app's, by platform (and APNs environment):
+/// the dispatcher sends through what it is given and knows neither transport. Tests give it a
+/// recording registry instead of the simulator when the wire is not what they test.
+package protocol ProviderRegistry: Sendable {
+    func apns(app: String, environment: String) -> ProviderLookup<APNSNotification>
+    func fcm(app: String) -> ProviderLookup<FCMMessage>
+    /// Lets an app's clients send again after they refused its credential (a pause's probe).
+    func enable(app: String, platform: String) async
 }

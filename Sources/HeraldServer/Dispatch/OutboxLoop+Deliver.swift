@@ -1,8 +1,6 @@
 import Crypto
 import Foundation
-import HeraldAPNs
 import HeraldCore
-import HeraldFCM
 import HeraldPayload
 import HeraldStore
 import Synchronization
@@ -87,7 +85,7 @@ extension OutboxLoop {
                 probes += group.prefix(ProviderPauses.probeSize)
                 waiting[key] = Array(group.dropFirst(ProviderPauses.probeSize))
                 probed[key] = pause
-                await runtime.apps[key.app]?.enable(platform: key.platform)
+                await runtime.providers.enable(app: key.app, platform: key.platform)
             }
         }
         settle(paused, tracker: tracker, recorder: recorder)
@@ -127,8 +125,9 @@ extension OutboxLoop {
     private func send(
         _ deliveries: [ClaimedDelivery], batch: PreparedBatch, tracker: BatchTracker, recorder: DeliveryRecorder
     ) async {
-        var apns: [ObjectIdentifier: (APNSProvider, [ProviderRequest<APNSNotification>])] = [:]
-        var fcm: [ObjectIdentifier: (FCMProvider, [ProviderRequest<FCMMessage>])] = [:]
+        var apns: [ObjectIdentifier: (any PushProvider<APNSNotification>, [ProviderRequest<APNSNotification>])] = [:]
+        var fcm: [ObjectIdentifier: (any PushProvider<FCMMessage>, [ProviderRequest<FCMMessage>])] = [:]
+        let providers = runtime.providers
         var unsendable: [DeliveryResult] = []
         let now = runtime.store.now
         var renderer = DeviceRenderer(now: now, rendered: batch.apnsPayloads)
@@ -172,9 +171,15 @@ extension OutboxLoop {
             let target = DeviceRenderer.Target(delivery)
             let test = stored.typed?.test == true
             if delivery.platform == "fcm" {
-                guard let client = app.fcmClient else {
+                let provider: any PushProvider<FCMMessage>
+                switch providers.fcm(app: delivery.appID) {
+                case .provider(let found): provider = found
+                case .unavailable(let reason):
                     unsendable.append(
-                        DeliveryResult(delivery, .failed(reason: "FCMNotConfigured"), attempts: 0, trace: plan?.trace))
+                        DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: plan?.trace))
+                    continue
+                case .stopping:
+                    unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
                     continue
                 }
                 let message = renderer.fcm(content, variant: variant, to: target, actionTokens: tokens)
@@ -182,18 +187,17 @@ extension OutboxLoop {
                     runtime.testSends.record(
                         notification: delivery.notificationID, delivery: delivery.id, .init(.fcm(message)))
                 }
-                fcm[ObjectIdentifier(client), default: (FCMProvider(client: client), [])].1.append(
+                fcm[provider.id, default: (provider, [])].1.append(
                     ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
                 continue
             }
-            switch app.apnsClient(environment: delivery.environment) {
-            case .unavailable(.clientShutdown):
+            switch providers.apns(app: delivery.appID, environment: delivery.environment) {
+            case .stopping:
                 // The server is stopping: queued again, unsent, for the next start.
                 unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
             case .unavailable(let reason):
-                unsendable.append(
-                    DeliveryResult(delivery, .failed(reason: reason.rawValue), attempts: 0, trace: plan?.trace))
-            case .client(let client):
+                unsendable.append(DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: plan?.trace))
+            case .provider(let provider):
                 guard
                     let notification = try? renderer.apns(
                         content, variant: variant, template: plan?.apnsPayload, to: target, app: app.rendering,
@@ -208,7 +212,7 @@ extension OutboxLoop {
                     runtime.testSends.record(
                         notification: delivery.notificationID, delivery: delivery.id, .init(.apns(notification)))
                 }
-                apns[ObjectIdentifier(client), default: (APNSProvider(client: client), [])].1.append(
+                apns[provider.id, default: (provider, [])].1.append(
                     ProviderRequest(
                         deliveryID: delivery.id, notificationID: delivery.notificationID, message: notification))
             }
