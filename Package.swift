@@ -144,7 +144,21 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
-            resources: [.embedInCode("Resources/openapi.yaml")],
+            resources: [
+                .embedInCode("Resources/openapi.yaml"),
+                .embedInCode("Resources/dashboard/layout.mustache"),
+                .embedInCode("Resources/dashboard/login.mustache"),
+                .embedInCode("Resources/dashboard/overview.mustache"),
+                .embedInCode("Resources/dashboard/users.mustache"),
+                .embedInCode("Resources/dashboard/notifications.mustache"),
+                .embedInCode("Resources/dashboard/notification.mustache"),
+                .embedInCode("Resources/dashboard/message.mustache"),
+                .embedInCode("Resources/dashboard/compose.mustache"),
+                .embedInCode("Resources/dashboard/analytics.mustache"),
+                .embedInCode("Resources/dashboard/catalog.mustache"),
+                .embedInCode("Resources/dashboard/dashboard.css"),
+                .embedInCode("Resources/dashboard/dashboard.js"),
+            ],
             swiftSettings: strict
         ),
         .target(
