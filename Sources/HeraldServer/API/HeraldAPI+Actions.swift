@@ -9,8 +9,8 @@ import Logging
 /// token its payload carried; the commit is forwarded to the app's webhook (first try at once,
 /// so the device gets the backend's answer) and kept as an audit row.
 extension HeraldAPI {
-    static func addActionRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.post("actions") { request, context in
+    static func addActionRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.keyless.post("actions") { request, context in
             // No key: the token is the capability. An unknown app answers as a bad token does.
             // The app is looked up before the body is read, and the body is small (a token of
             // ≤ 200 bytes and a reply of ≤ 1,000 characters): a stranger cannot make it buffer more.
@@ -166,10 +166,9 @@ extension HeraldAPI {
                 ])
             return try ActionView(answered, replay: false).response()
         }
-        apps.post("notifications/:id/resolve") { request, context in
-            let (app, role) = try caller(request, context, runtime)
-            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
+        routes.clientWrite.post("notifications/:id/resolve") { request, context in
+            let caller = try context.authorized()
+            let (app, tokenUser) = (caller.app, caller.tokenUser)
             let id = try notificationParameter(context)
             let body = try await decode(ResolveBody.self, request)
             guard let deviceID = body.deviceID else { throw APIError.missing("device_id") }
@@ -182,10 +181,9 @@ extension HeraldAPI {
                 app: app, notificationID: id, userID: device.userID, deviceID: deviceID, label: label, runtime: runtime)
             return try JSONResponse.make(ResolutionView(resolution))
         }
-        apps.post("notifications/:id/responses") { request, context in
-            let (app, role) = try caller(request, context, runtime)
-            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
+        routes.clientWrite.post("notifications/:id/responses") { request, context in
+            let caller = try context.authorized()
+            let (app, tokenUser) = (caller.app, caller.tokenUser)
             let id = try notificationParameter(context)
             let body = try await decode(RespondBody.self, request).validated()
             guard try await runtime.store.notifications.notification(appID: app.id, id: id) != nil else {
@@ -200,15 +198,15 @@ extension HeraldAPI {
             try await runtime.store.actions.addResponse(appID: app.id, response)
             return try JSONResponse.make(ResponseView(response), status: .created)
         }
-        apps.get("notifications/:id/responses") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("notifications/:id/responses") { request, context in
+            let app = try context.authorized().app
             let id = try notificationParameter(context)
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
             let responses = try await runtime.store.actions.responses(appID: app.id, notificationID: id, limit: limit)
             return try JSONResponse.make(["responses": responses.map(ResponseView.init)])
         }
-        apps.get("audit") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("audit") { request, context in
+            let app = try context.authorized().app
             let parameters = request.uri.queryParameters
             let userID = parameters.get("user_id")
             if let userID, userID.isEmpty || userID.utf8.count > 256 {
@@ -226,8 +224,8 @@ extension HeraldAPI {
                 appID: app.id, userID: userID, since: since, limit: limit)
             return try JSONResponse.make(["commits": commits.map { AuditEntry($0) }])
         }
-        apps.post("webhooks/replay") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("webhooks/replay") { request, context in
+            let app = try context.authorized().app
             let body = try await decode(ReplayBody.self, request)
             guard let text = body.since else { throw APIError.missing("since") }
             guard let since = HeraldTime.parse(text) else {

@@ -7,11 +7,10 @@ import NIOCore
 
 /// Devices, users and their preferences, and the catalog a device reads (categories, tracks).
 extension HeraldAPI {
-    static func addDeviceRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.post("devices") { request, context in
-            let (app, role) = try caller(request, context, runtime)
-            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
+    static func addDeviceRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.clientWrite.post("devices") { request, context in
+            let caller = try context.authorized()
+            let (app, role, tokenUser) = (caller.app, caller.role, caller.tokenUser)
             let body = try await decode(DeviceBody.self, request)
             let device = try body.validated()
             if let tokenUser, tokenUser != device.userID {
@@ -31,17 +30,16 @@ extension HeraldAPI {
                     field: "device_id")
             }
         }
-        apps.post("devices/import") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("devices/import") { request, context in
+            let app = try context.authorized().app
             let imported = try await importDevices(request, app: app, runtime: runtime)
             return try JSONResponse.make(["imported": imported])
         }
-        apps.delete("devices/:device") { request, context in
-            let (app, role) = try caller(request, context, runtime)
+        routes.clientOwned.delete("devices/:device") { request, context in
+            let caller = try context.authorized()
             let deviceID = try pathParameter(context, "device", field: "device_id")
-            let owner = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
             let removal = try await runtime.store.devices.removeDevice(
-                appID: app.id, deviceID: deviceID, ownedBy: owner)
+                appID: caller.app.id, deviceID: deviceID, ownedBy: caller.tokenUser)
             guard removal != .ownedByAnotherUser else {
                 throw APIError(
                     .forbidden, code: "forbidden",
@@ -50,8 +48,8 @@ extension HeraldAPI {
             }
             return Response(status: .noContent)
         }
-        apps.get("users/:user/devices") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("users/:user/devices") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let parameters = request.uri.queryParameters
             let limit = try queryNumber(request, "limit", default: 100, in: 1...1000)
@@ -68,23 +66,23 @@ extension HeraldAPI {
                 DevicePageView(
                     devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
         }
-        apps.get("catalog/categories") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: true)
+        routes.clientRead.get("catalog/categories") { request, context in
+            let app = try context.authorized().app
             guard let catalog = app.catalog else {
                 throw APIError(.notFound, code: "no_catalog", message: "app \"\(app.id)\" has no catalog", field: "app")
             }
             return try JSONResponse.make(CategoryCatalog(catalog: catalog))
         }
-        apps.get("catalog/tracks") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: true)
+        routes.clientRead.get("catalog/tracks") { request, context in
+            let app = try context.authorized().app
             guard let catalog = app.catalog else {
                 throw APIError(.notFound, code: "no_catalog", message: "app \"\(app.id)\" has no catalog", field: "app")
             }
             let locale = request.uri.queryParameters.get("locale")
             return try JSONResponse.make(TrackCatalog(catalog: catalog, locale: locale))
         }
-        apps.put("users/:user") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.put("users/:user") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let body = try await decode(UserBody.self, request)
             try body.validate()
@@ -100,16 +98,16 @@ extension HeraldAPI {
             }
             return try JSONResponse.make(UserView(record: record))
         }
-        apps.get("users/:user") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("users/:user") { request, context in
+            let app = try context.authorized().app
             guard let record = try await runtime.store.users.user(appID: app.id, userID: try validUserID(context))
             else {
                 throw APIError(.notFound, code: "not_found", message: "no such user", field: "user_id")
             }
             return try JSONResponse.make(UserView(record: record))
         }
-        apps.put("users/:user/preferences") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.put("users/:user/preferences") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let preferences = try await decode(UserPreferences.self, request)
             try preferences.validate(catalog: app.catalog)
@@ -118,8 +116,8 @@ extension HeraldAPI {
             let stored = try JSONDecoder().decode(UserPreferences.self, from: record.preferences)
             return try JSONResponse.make(stored.withDefaults(from: app.catalog))
         }
-        apps.get("users/:user/preferences") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("users/:user/preferences") { request, context in
+            let app = try context.authorized().app
             let record = try await runtime.store.users.user(appID: app.id, userID: try validUserID(context))
             let preferences = record.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
             return try JSONResponse.make((preferences ?? UserPreferences()).withDefaults(from: app.catalog))

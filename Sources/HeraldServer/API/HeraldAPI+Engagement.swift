@@ -7,12 +7,11 @@ import Hummingbird
 /// The engagement loop's routes: opens reported by devices and the analytics per
 /// type they feed.
 extension HeraldAPI {
-    static func addEngagementRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.post("opened") { request, context in
-            let (app, role) = try caller(request, context, runtime)
+    static func addEngagementRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.clientWrite.post("opened") { request, context in
+            let caller = try context.authorized()
+            let (app, tokenUser) = (caller.app, caller.tokenUser)
             // A client key speaks for the user its token proves; the delivery must be theirs.
-            let tokenUser = role == .client ? try verifiedUser(request, app: app, runtime: runtime) : nil
-            try limitClientWrite(app: app, role: role, user: tokenUser, context: context, runtime: runtime)
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
             guard
@@ -72,8 +71,8 @@ extension HeraldAPI {
             }
             return try JSONResponse.make(OpenedView(deliveryID: delivery.id, recorded: recorded))
         }
-        apps.get("analytics") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("analytics") { request, context in
+            let app = try context.authorized().app
             let query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
             let counts = try await runtime.store.tracks.typeCounts(
                 appID: app.id, days: query.days, type: query.type?.name)

@@ -7,14 +7,14 @@ import NIOCore
 
 /// Sends: a notification stored, read back with its deliveries, cancelled by key.
 extension HeraldAPI {
-    static func addNotificationRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.post("notifications") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+    static func addNotificationRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.server.post("notifications") { request, context in
+            let app = try context.authorized().app
             let body = try await decode(NotificationBody.self, request, limit: largeBodyLimit)
             return try JSONResponse.make(try await send(body, app: app, runtime: runtime), status: .accepted)
         }
-        apps.post("cancel") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("cancel") { request, context in
+            let app = try context.authorized().app
             let (key, users) = try await decode(CancelBody.self, request, limit: largeBodyLimit).validated()
             let done = try await runtime.store.notifications.cancel(appID: app.id, cancelKey: key, userIDs: users)
             runtime.metrics.cancelled(app: app.id, done.cancelled)
@@ -23,8 +23,8 @@ extension HeraldAPI {
                     cancelled: done.cancelled + done.steps, inFlight: done.inFlight,
                     broadcastsSkipped: done.broadcastsSkipped, steps: done.steps))
         }
-        apps.get("notifications/:id") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("notifications/:id") { request, context in
+            let app = try context.authorized().app
             let id = try notificationParameter(context)
             guard let record = try await runtime.store.notifications.notification(appID: app.id, id: id) else {
                 throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")

@@ -9,9 +9,9 @@ import NIOCore
 /// Lifecycle tracks (enrol, bulk enrolments, leave, list), events and their triggers, badges
 /// and silent sync.
 extension HeraldAPI {
-    static func addScheduleRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.put("users/:user/tracks/:track") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+    static func addScheduleRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.server.put("users/:user/tracks/:track") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let (catalog, track) = try trackParameter(app, context)
             let body = try await decode(EnrolBody.self, request, limit: largeBodyLimit)
@@ -34,8 +34,8 @@ extension HeraldAPI {
             }
             return try JSONResponse.make(EnrolmentView(record, enrolled: enrolled, catalog: catalog, zone: zone))
         }
-        apps.post("tracks/:track/enrolments") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("tracks/:track/enrolments") { request, context in
+            let app = try context.authorized().app
             let (_, track) = try trackParameter(app, context)
             let importer = EnrolmentLineImporter(runtime: runtime, app: app, track: track)
             for try await chunk in request.body { try await importer.feed(chunk.readableBytesView) }
@@ -49,8 +49,8 @@ extension HeraldAPI {
                 ])
             return try JSONResponse.make(["enrolled": importer.enrolled, "already": importer.lines - importer.enrolled])
         }
-        apps.delete("users/:user/tracks/:track") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.delete("users/:user/tracks/:track") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let (_, track) = try trackParameter(app, context)
             guard
@@ -68,8 +68,8 @@ extension HeraldAPI {
                     "in_flight": done.inFlight,
                 ])
         }
-        apps.get("users/:user/tracks") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("users/:user/tracks") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let zone = try await Tracks.zone(appID: app.id, userID: userID, runtime: runtime)
             let records = try await runtime.store.tracks.enrolments(appID: app.id, userID: userID)
@@ -77,8 +77,8 @@ extension HeraldAPI {
                 "tracks": records.map { EnrolmentView($0, enrolled: nil, catalog: app.catalog, zone: zone) }
             ])
         }
-        apps.post("events") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("events") { request, context in
+            let app = try context.authorized().app
             // One event, or the batch form {"events": [...]}: one parse either way.
             let decoded = try await decode(EventBody.self, request, limit: largeBodyLimit)
             let batch = decoded.events != nil
@@ -109,8 +109,8 @@ extension HeraldAPI {
             if batch { return try JSONResponse.make(["events": views], status: .accepted) }
             return try JSONResponse.make(views[0], status: .accepted)
         }
-        apps.post("users/:user/sync") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("users/:user/sync") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let (origin, cursor) = try await decode(SyncBody.self, request).validated()
             let at = runtime.store.now
@@ -123,8 +123,8 @@ extension HeraldAPI {
             if plans.contains(where: { !$0.coalesced }) { runtime.timerWake.signal() }
             return try JSONResponse.make(SyncView(plans), status: .accepted)
         }
-        apps.post("users/:user/badges") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.post("users/:user/badges") { request, context in
+            let app = try context.authorized().app
             let userID = try validUserID(context)
             let change = try await decode(BadgeBody.self, request).validated()
             let (counters, notification) = try await runtime.store.devices.changeBadges(
@@ -132,8 +132,8 @@ extension HeraldAPI {
             if notification != nil { runtime.wake.signal(outbox: true) }
             return try JSONResponse.make(BadgeView(counters, notification: notification))
         }
-        apps.get("users/:user/badges") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+        routes.server.get("users/:user/badges") { request, context in
+            let app = try context.authorized().app
             return try JSONResponse.make(
                 BadgeView(try await runtime.store.devices.badges(appID: app.id, userID: try validUserID(context))))
         }

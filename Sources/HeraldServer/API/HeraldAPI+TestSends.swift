@@ -11,9 +11,9 @@ extension HeraldAPI {
     /// How long the route waits for its deliveries' answers before it answers 202 with what it has.
     static let testSendWait: Duration = .seconds(10)
 
-    static func addTestSendRoutes(to apps: RouterGroup<HeraldRequestContext>, runtime: HeraldRuntime) {
-        apps.post("test") { request, context in
-            let app = try authorize(request, context, runtime, allowClient: false)
+    static func addTestSendRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
+        routes.server.post("test") { request, context in
+            let app = try context.authorized().app
             let body = try await decode(TestSendBody.self, request)
             let (userID, draft) = try body.validated()
             let devices = try await runtime.store.devices.devices(appID: app.id, userID: userID).filter(\.active)

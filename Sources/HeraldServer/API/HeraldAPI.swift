@@ -21,7 +21,7 @@ package enum HeraldAPI {
         router.add(middleware: ListenerMiddleware(runtime: runtime))
         addOperatorRoutes(to: router, runtime: runtime)
 
-        let apps = router.group("/v1/apps/:app")
+        let apps = AppRoutes(router, runtime: runtime)
         addDeviceRoutes(to: apps, runtime: runtime)
         addNotificationRoutes(to: apps, runtime: runtime)
         addScheduleRoutes(to: apps, runtime: runtime)
@@ -131,19 +131,6 @@ package enum HeraldAPI {
                 field: "authorization",
                 retryAfter: wait)
         }
-    }
-
-    /// The app a request may act on; client keys only where `allowClient`.
-    static func authorize(
-        _ request: Request, _ context: HeraldRequestContext, _ runtime: HeraldRuntime, allowClient: Bool
-    ) throws -> AppRuntime {
-        let (app, role) = try caller(request, context, runtime)
-        if role == .client && !allowClient {
-            throw APIError(
-                .forbidden, code: "forbidden", message: "a client key may only register and unregister devices",
-                field: "authorization")
-        }
-        return app
     }
 
     /// Whether `key` is the admin key (compared in constant time).

@@ -7,6 +7,8 @@ package import NIOCore
 package struct HeraldRequestContext: RequestContext, RemoteAddressRequestContext {
     package var coreContext: CoreRequestContextStorage
     package let remoteAddress: SocketAddress?
+    /// The app and role of a `/v1/apps/{app}` request, once `AppKeyMiddleware` resolved them.
+    var caller: Caller?
 
     package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
