@@ -12,7 +12,8 @@ package import ServiceLifecycle
 package enum HeraldServices {
     /// The HTTP application of `runtime` with everything it needs as services of its group, in
     /// start order (a group stops them in reverse): `before` (the `--dev` simulator), the
-    /// store, the provider clients, the outbox loop (unless `dispatcher` is false), the
+    /// store, the provider clients, the outbox loop with the timer loop and retention (unless
+    /// `dispatcher` is false), the
     /// dashboard's own listener (with `dashboard.port`), the certificate reloader (with
     /// `server.tls`), then the API server. On SIGTERM the server stops taking requests first,
     /// the outbox loop hands back what it cannot finish within its grace, the provider clients
@@ -35,6 +36,8 @@ package enum HeraldServices {
         services.append(OnShutdown("providers") { await runtime.shutdown() })
         if dispatcher {
             services.append(OutboxLoop(runtime: runtime, configuration: outbox))
+            services.append(TimerLoop(runtime: runtime, interval: outbox.idleInterval))
+            services.append(RetentionService(runtime: runtime, configuration: outbox))
             // Only where an app has a webhook (messages of an app that lost its webhook wait for it).
             if runtime.apps.values.contains(where: { $0.configuration.webhook != nil }) {
                 services.append(WebhookLoop(runtime: runtime))

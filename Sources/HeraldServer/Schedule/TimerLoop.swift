@@ -3,16 +3,30 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Logging
+import ServiceLifecycle
 
 /// Fires due timers (a track's steps) into notifications, beside the dispatcher: claims a batch,
 /// skips the steps whose `unless` event happened since the anchor, renders each step once for
 /// all the users whose data is the same (a wave of a million trial nudges is a few thousand
 /// notifications, not a million), and writes the outcomes in one transaction. The steps fan out
 /// to the devices the users have when they fire.
-struct TimerLoop {
+struct TimerLoop: Service {
     let runtime: HeraldRuntime
+    /// The longest wait between passes when nothing wakes the loop.
+    var interval: Duration = .milliseconds(200)
     /// Timers claimed per batch (a notification per distinct step and data among them).
     static let batchSize = 5_000
+
+    /// Runs until graceful shutdown; the wait between passes ends at once when it comes.
+    func run() async throws {
+        let stopping = Flag()
+        await withGracefulShutdownHandler {
+            await run(stopping: stopping, interval: interval)
+        } onGracefulShutdown: {
+            stopping.set()
+            runtime.timerWake.signal()
+        }
+    }
 
     /// Runs until `stopping`: fires what is due, then waits for a signal (an enrolment, the
     /// clock moved) or `interval`.
