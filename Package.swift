@@ -121,10 +121,17 @@ let package = Package(
             resources: [.embedInCode("Resources/migrations.sql")],
             swiftSettings: strict
         ),
+        // Notification catalogs from YAML: `herald catalog check` and the catalog tests need
+        // neither the store nor the server.
+        .target(
+            name: "HeraldCatalog",
+            dependencies: ["HeraldCore", "HeraldPayload", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict
+        ),
         .target(
             name: "HeraldServer",
             dependencies: [
-                "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore",
+                "HeraldCatalog", "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -172,8 +179,8 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldAPNs", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator", "HeraldServer",
-                "HeraldStore",
+                "HeraldAPNs", "HeraldCatalog", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator",
+                "HeraldServer", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -198,13 +205,16 @@ let package = Package(
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldPayload"], swiftSettings: strict),
         .testTarget(
+            name: "HeraldCatalogTests", dependencies: ["HeraldCatalog", "HeraldCore", "HeraldPayload"],
+            swiftSettings: strict),
+        .testTarget(
             name: "HeraldKitTests", dependencies: ["HeraldKit", "HeraldKitTesting", "HeraldPayload"],
             swiftSettings: strict),
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCore",
-                "HeraldFCM", "HeraldKit", "HeraldKitTesting",
+                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCatalog",
+                "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
                 "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,6 +1,7 @@
 package import Crypto
 package import Foundation
 package import HeraldAPNs
+package import HeraldCatalog
 package import HeraldCore
 package import HeraldFCM
 package import HeraldStore

@@ -1,4 +1,5 @@
 import HTTPTypes
+import HeraldCatalog
 import HeraldStore
 package import Hummingbird
 import HummingbirdCore

@@ -1,4 +1,5 @@
 import Foundation
+package import HeraldCatalog
 import Logging
 import NIOCore
 package import NIOSSL

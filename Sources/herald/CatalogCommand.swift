@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldCatalog
 import HeraldCore
 import HeraldServer
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import Foundation
+import HeraldCatalog
 import HeraldCore
 import HeraldServer
 import HeraldSimulator

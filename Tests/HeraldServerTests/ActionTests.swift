@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import HeraldCatalog
 import HeraldCore
 import HeraldPayload
 import HeraldServer

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldCatalog
 import HeraldCore
 import HeraldServer
 import HeraldSimulator

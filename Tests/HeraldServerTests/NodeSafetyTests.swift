@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import HeraldCatalog
 import HeraldCore
 import HeraldServer
 import HeraldStore

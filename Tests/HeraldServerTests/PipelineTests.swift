@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HeraldAPNs
+import HeraldCatalog
 import HeraldCore
 import HeraldFCM
 import HeraldPayload

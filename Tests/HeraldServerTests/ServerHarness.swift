@@ -14,6 +14,10 @@ import Testing
 
 /// A running Herald (live HTTP on loopback) with a temp SQLite file, wired to an in-process simulator.
 struct ServerHarness {
+    /// The example catalogs (`Examples/`) the seed apps' tests load.
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Examples")
+
     let client: any TestClientProtocol
     let simulator: APNSSimulator
     let runtime: HeraldRuntime
@@ -125,7 +129,7 @@ func withServer(
                     teamID: harness.key.signingKey.teamID, keyID: harness.key.signingKey.keyID, keyFile: keyFile,
                     topic: "com.example.demo", environment: "sandbox", endpoint: harness.simulator.endpointURL,
                     caFile: harness.simulator.caFile),
-                catalogFile: CatalogTests.examples.appendingPathComponent(catalog).path,
+                catalogFile: ServerHarness.examples.appendingPathComponent(catalog).path,
                 fcm: .init(
                     serviceAccountFile: serviceAccountFile, endpoint: harness.simulator.endpointURL,
                     caFile: harness.simulator.caFile)),

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCatalog
 import HeraldCore
 import HeraldServer
 import HeraldStore

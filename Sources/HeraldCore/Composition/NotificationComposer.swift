@@ -217,6 +217,10 @@ package enum NotificationComposer {
 /// `version (1 byte) | delivery id (8) | expiry (4) | action id (UTF-8) | tag (16)`.
 package enum ActionTokenLayout {
     package static let tagBytes = 16
+    /// The longest action id a token carries.
+    package static let maximumActionBytes = 64
+    /// The action an open reports for a plain tap: no catalog action may take this id.
+    package static let tapAction = "default"
 
     /// The length of a token for `action` (every token for it has this length).
     package static func length(action: String) -> Int {

@@ -99,7 +99,7 @@ struct OpenedBody: Decodable {
     }
 
     /// A tap on the notification itself (UNNotificationDefaultActionIdentifier).
-    static let defaultAction = "default"
+    static let defaultAction = ActionTokenLayout.tapAction
 
     struct Checked {
         var deliveryID: Int64

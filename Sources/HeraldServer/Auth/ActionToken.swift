@@ -23,7 +23,7 @@ package struct ActionToken: Sendable, Equatable {
     static let version: UInt8 = 1
     static let tagBytes = ActionTokenLayout.tagBytes
     /// The longest action id a token carries (the catalog refuses longer ones).
-    package static let maximumActionBytes = 64
+    package static let maximumActionBytes = ActionTokenLayout.maximumActionBytes
     /// How long a token is good for when the notification does not expire sooner.
     package static let lifetime: TimeInterval = 7 * 86_400
 

@@ -1,4 +1,5 @@
 import Foundation
+package import HeraldCatalog
 import HeraldStore
 import Yams
 
@@ -190,20 +191,5 @@ package struct HeraldConfiguration: Sendable {
         if let url = environment["HERALD_DATABASE_URL"], !url.isEmpty { databaseURL = url }
         if let key = environment["HERALD_ADMIN_KEY"], !key.isEmpty { adminKey = key }
         if let key = environment["HERALD_METRICS_KEY"], !key.isEmpty { metricsKey = key }
-    }
-}
-
-/// A configuration problem, with where it is.
-package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
-    package var file: String
-    package var line: Int?
-    package var key: String?
-    package var message: String
-
-    package var description: String {
-        var location = file
-        if let line { location += ":\(line)" }
-        if let key { return "\(location): \(key): \(message)" }
-        return "\(location): \(message)"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCatalog
 import HeraldStore
 import Yams
 

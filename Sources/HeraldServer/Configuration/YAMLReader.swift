@@ -1,59 +1,9 @@
 import Foundation
+import HeraldCatalog
 import HeraldStore
 import Yams
 
-/// Walks the YAML tree, keeping the path and line of every value for error messages.
-struct YAMLReader {
-    let file: String
-    let directory: String
-
-    /// A file's text, or an error naming it.
-    static func read(file: String, what: String) throws(ConfigurationError) -> String {
-        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "cannot read the \(what) file")
-        }
-        return text
-    }
-
-    /// The document's root node (`nil` when empty), or an error naming the file.
-    static func compose(_ yaml: String, file: String) throws(ConfigurationError) -> Node? {
-        do {
-            return try Yams.compose(yaml: yaml)
-        } catch {
-            throw ConfigurationError(file: file, line: nil, key: nil, message: "not valid YAML: \(error)")
-        }
-    }
-
-    func fail(_ node: Node?, _ key: String, _ message: String) -> ConfigurationError {
-        ConfigurationError(file: file, line: node?.mark?.line, key: key, message: message)
-    }
-
-    func mapping(_ node: Node, _ key: String, allowed: Set<String>) throws(ConfigurationError) -> [(String, Node)] {
-        guard case .mapping(let mapping) = node else { throw fail(node, key, "must be a mapping") }
-        var result: [(String, Node)] = []
-        for (name, value) in mapping {
-            guard let name = name.string else { throw fail(value, key, "keys must be strings") }
-            let path = key.isEmpty ? name : key + "." + name
-            guard allowed.contains(name) else {
-                throw fail(value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))")
-            }
-            result.append((name, value))
-        }
-        return result
-    }
-
-    func string(_ node: Node, _ key: String) throws(ConfigurationError) -> String {
-        guard case .scalar(let scalar) = node else { throw fail(node, key, "must be a string") }
-        return scalar.string
-    }
-
-    func int(_ node: Node, _ key: String) throws(ConfigurationError) -> Int {
-        guard case .scalar(let scalar) = node, let value = Int(scalar.string) else {
-            throw fail(node, key, "must be a whole number")
-        }
-        return value
-    }
-
+extension YAMLReader {
     /// `outbox.*`: whole numbers, each within a range that keeps the loop sane.
     func outbox(_ node: Node) throws(ConfigurationError) -> DispatcherConfiguration {
         var outbox = DispatcherConfiguration()
@@ -86,11 +36,6 @@ struct YAMLReader {
             throw fail(node, "outbox.retry_base_delay", "must not exceed outbox.retry_max_delay")
         }
         return outbox
-    }
-
-    func path(_ node: Node, _ key: String) throws(ConfigurationError) -> String {
-        let value = try string(node, key)
-        return value.hasPrefix("/") || directory.isEmpty ? value : directory + "/" + value
     }
 
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {

@@ -281,15 +281,15 @@ package enum CatalogLoader {
                         throw reader.fail(actionNode, fieldKey, "an action needs id and title")
                     }
                     // The id travels in each delivery's action token and as a key of its payload.
-                    guard !id.isEmpty, id.utf8.count <= ActionToken.maximumActionBytes,
+                    guard !id.isEmpty, id.utf8.count <= ActionTokenLayout.maximumActionBytes,
                         id.unicodeScalars.allSatisfy({
                             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0))
                         }),
-                        id != OpenedBody.defaultAction
+                        id != ActionTokenLayout.tapAction
                     else {
                         throw reader.fail(
                             actionNode, fieldKey + ".id",
-                            "1 to \(ActionToken.maximumActionBytes) letters, digits, _, - or . (and not \"default\", which is a tap)"
+                            "1 to \(ActionTokenLayout.maximumActionBytes) letters, digits, _, - or . (and not \"default\", which is a tap)"
                         )
                     }
                     action.id = id

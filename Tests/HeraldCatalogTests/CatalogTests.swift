@@ -1,7 +1,7 @@
 import Foundation
+import HeraldCatalog
 import HeraldCore
 import HeraldPayload
-import HeraldServer
 import Testing
 
 @Suite("Notification catalog")
