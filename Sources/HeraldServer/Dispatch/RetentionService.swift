@@ -39,7 +39,7 @@ struct RetentionService: Service {
                 failures = 0
             } catch {
                 failures += 1
-                if failures == 1 || failures % 10 == 0 {
+                if StoreBackoff.reports(failures: failures) {
                     runtime.logger.error(
                         "Retention cannot delete old history; trying again later",
                         metadata: [

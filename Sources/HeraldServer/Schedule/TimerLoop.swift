@@ -45,7 +45,7 @@ struct TimerLoop: Service {
                 next?.cancel()
                 next = nil
                 failures += 1
-                if failures == 1 || failures % 10 == 0 {
+                if StoreBackoff.reports(failures: failures) {
                     runtime.logger.error(
                         "Timers or jobs cannot run; trying again",
                         metadata: [

@@ -27,7 +27,7 @@ package struct WebhookLoop: Service {
                 failures = 0
             } catch {
                 failures += 1
-                if failures == 1 || failures % 10 == 0 {
+                if StoreBackoff.reports(failures: failures) {
                     runtime.logger.error(
                         "Webhook messages cannot be read; trying again",
                         metadata: ["error": "\(String(describing: error).prefix(300))"])
