@@ -74,6 +74,27 @@ struct OperationsTests {
         }
     }
 
+    @Test(
+        "a database refusing writes as the dispatcher starts pauses the dispatcher, not the server; once writable, sends go out",
+        .enabled(if: TestDatabase.kind == .sqlite))
+    func unwritableAtStart() async throws {
+        try await withServer(beforeStart: { runtime in try await runtime.store.setQueryOnly(true) }) { server in
+            let sick = try await server.request(.get, "/healthz", key: ServerHarness.admin)
+            #expect(sick.status == .serviceUnavailable)
+            #expect(sick.body["database"] as? String == "unwritable")
+            try await server.runtime.store.setQueryOnly(false)
+            #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+            let token = makeDeviceTokens(1)[0]
+            #expect(try await server.register("a", user: "uma", token: token) == .created)
+            let sent = try await server.send(
+                #"{"to":{"user_ids":["uma"]},"alert":{"body":"after the database came back"}}"#)
+            #expect(sent.status == .accepted)
+            let view = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 1)
+            #expect(server.simulator.state.inbox(for: token).count == 1)
+        }
+    }
+
     @Test("/healthz is 503 naming the dispatcher when work is due and no batch finishes")
     func healthDispatcher() async throws {
         // The store's clock stands still until the test moves it: the limit is crossed exactly.

@@ -101,13 +101,15 @@ struct ServerHarness {
 
 /// Starts the simulator, a store in a temp file, and the server with its dispatcher. The demo
 /// app uses `catalog` from Examples/ (and its payload key when `payloadKey` is nil); with a manual `clock`, the store, API and policy engine
-/// read it (the APNs client keeps real time for its tokens).
+/// read it (the APNs client keeps real time for its tokens). `beforeStart` runs once the
+/// runtime exists and before any of its services starts.
 func withServer(
     catalog: String = "syncwell.yaml", payloadKey: String? = "demo", clock: ManualClock? = nil,
     app adjustApp: (inout HeraldConfiguration.AppConfiguration) -> Void = { _ in },
     configure adjustConfiguration: (inout HeraldConfiguration) -> Void = { _ in },
     dispatcher: Bool = true, dispatcherStallLimit: TimeInterval = 60, healthInterval: Duration = .zero,
     testing: TestingSetup = .live,
+    beforeStart: @Sendable (HeraldRuntime) async throws -> Void = { _ in },
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
 ) async throws {
@@ -173,6 +175,7 @@ func withServer(
         // What `herald serve` runs (HeraldServices), on a free port: the store and the
         // provider clients close as its services when the test ends, passed or not.
         let application = try HeraldServices.application(runtime: runtime, outbox: outbox, dispatcher: dispatcher)
+        try await beforeStart(runtime)
         try await application.test(testing) { client in
             try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
         }

@@ -99,7 +99,10 @@ struct TrackTests {
             // A device registered after the enrolment gets the steps that fire after it.
             #expect(try await server.register("maya-mac", user: "maya", token: tokens[2]) == .created)
             try await Self.advance(server, to: expiring)
-            try await eventually { Self.titles(server, tokens[2]) == ["2 days of AI left"] }
+            // Each device's send is answered on its own: wait for both before reading the first.
+            try await eventually {
+                Self.titles(server, tokens[2]) == ["2 days of AI left"] && Self.titles(server, tokens[0]).count == 2
+            }
             #expect(Self.bodies(server, tokens[0]).last?.hasPrefix("Your cloud AI trial ends in 2 days.") == true)
             try await Self.advance(server, to: expired)
             try await eventually { Self.titles(server, tokens[0]).count == 3 }

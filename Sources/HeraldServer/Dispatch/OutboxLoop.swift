@@ -21,21 +21,9 @@ package struct OutboxLoop: Service {
 
     package func run() async throws {
         let logger = runtime.logger
-        try await runtime.store.nodes.heartbeat()
-        logger.info(
-            "Dispatcher started",
-            metadata: [
-                "herald.node": "\(runtime.store.nodeID)", "herald.database": "\(runtime.store.dialect.rawValue)",
-            ])
-        try await rescue()
-        // No pause is known after a start: what waits for a provider paused before it (a fixed
-        // key or topic, say) is due now, so the first of it probes the provider within seconds.
-        let released = try await runtime.store.outbox.releasePausedDeliveries(
-            apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
-        if released > 0 {
-            logger.notice(
-                "Deliveries held for a paused provider are due again: the provider is probed now",
-                metadata: ["herald.deliveries": "\(released)"])
+        guard await start() else {
+            try? await runtime.store.nodes.leave()
+            return
         }
         let recorder = DeliveryRecorder(runtime: runtime)
         let window = InFlightWindow()
@@ -118,6 +106,43 @@ package struct OutboxLoop: Service {
         }
         try? await runtime.store.nodes.leave()
         logger.info("Dispatcher stopped")
+    }
+
+    /// Joins the nodes (the heartbeat), queues again what dead nodes had claimed and releases
+    /// what waited for a provider paused before the start. A store that refuses these writes
+    /// (unreachable, read-only, full) is tried again with back-off until it takes them: the
+    /// server keeps answering meanwhile, `/healthz` saying what is wrong, and never stops because
+    /// the database did. Returns false when the server stops first.
+    private func start() async -> Bool {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await runtime.store.nodes.heartbeat()
+                try await rescue()
+                // No pause is known after a start: what waits for a provider paused before it (a
+                // fixed key or topic, say) is due now, so the first of it probes the provider
+                // within seconds.
+                let released = try await runtime.store.outbox.releasePausedDeliveries(
+                    apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
+                if released > 0 {
+                    runtime.logger.notice(
+                        "Deliveries held for a paused provider are due again: the provider is probed now",
+                        metadata: ["herald.deliveries": "\(released)"])
+                }
+                runtime.logger.info(
+                    "Dispatcher started",
+                    metadata: [
+                        "herald.node": "\(runtime.store.nodeID)",
+                        "herald.database": "\(runtime.store.dialect.rawValue)",
+                    ])
+                return true
+            } catch {
+                failures += 1
+                await waitOutStoreError(
+                    error, failures: failures, "Dispatcher cannot start: the database refuses its writes; trying again")
+            }
+        }
+        return false
     }
 
     /// Queues again the claims of nodes that stopped saying they are alive (a killed process,
@@ -252,7 +277,7 @@ package struct OutboxLoop: Service {
     }
 
     /// After the `failures`-th store error in a row: says so (the first and every tenth time)
-    /// and waits 1 s doubling to 30 s.
+    /// and waits 1 s doubling to 30 s, or until graceful shutdown.
     func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message) async {
         let wait = StoreBackoff.wait(failures: failures)
         if StoreBackoff.reports(failures: failures) {
@@ -263,7 +288,8 @@ package struct OutboxLoop: Service {
                     "herald.retry_seconds": "\(wait.seconds)",
                 ])
         }
-        try? await Task.sleep(for: wait)
+        // Graceful shutdown ends the wait: a stop is never held up by a back-off.
+        _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
     }
 }
 
