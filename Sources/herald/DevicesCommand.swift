@@ -54,6 +54,10 @@ struct ImportDevicesCommand: AsyncParsableCommand {
             printError("\nherald devices import: \(error.field): \(error.message)")
             await store.close()
             throw ExitCode(1)
+        } catch {
+            await importer.abandon()
+            await store.close()
+            throw error
         }
         await store.close()
         let seconds = (ContinuousClock.now - started).seconds

@@ -102,6 +102,14 @@ package final class DeviceLineImporter {
         batch.removeAll(keepingCapacity: true)
     }
 
+    /// Waits for the batch being written when the import stops early (its input failed): no
+    /// write outlives the import. Its error is dropped; the input's is the one to report.
+    package func abandon() async {
+        guard let task = writing else { return }
+        writing = nil
+        _ = try? await task.value
+    }
+
     private func awaitWrite() async throws {
         guard let task = writing else { return }
         writing = nil

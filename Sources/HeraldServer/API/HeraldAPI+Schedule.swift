@@ -38,8 +38,13 @@ extension HeraldAPI {
             let app = try context.authorized().app
             let (_, track) = try trackParameter(app, context)
             let importer = EnrolmentLineImporter(runtime: runtime, app: app, track: track)
-            for try await chunk in request.body { try await importer.feed(chunk.readableBytesView) }
-            try await importer.finish()
+            do {
+                for try await chunk in request.body { try await importer.feed(chunk.readableBytesView) }
+                try await importer.finish()
+            } catch {
+                await importer.abandon()
+                throw error
+            }
             if importer.enrolled > 0 { runtime.timerWake.signal() }
             runtime.logger.info(
                 "Enrolled in a track in bulk",

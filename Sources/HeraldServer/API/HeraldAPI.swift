@@ -271,6 +271,9 @@ package enum HeraldAPI {
             try await importer.finish()
         } catch let error as DeviceImportError {
             throw APIError(.badRequest, code: error.code, message: error.message, field: error.field)
+        } catch {
+            await importer.abandon()
+            throw error
         }
         return importer.imported
     }

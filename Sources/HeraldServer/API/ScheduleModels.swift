@@ -246,6 +246,14 @@ final class EnrolmentLineImporter {
         try await awaitWrite()
     }
 
+    /// Waits for the batch being written when the import stops early (its input failed): no
+    /// write outlives the import. Its error is dropped; the input's is the one to report.
+    func abandon() async {
+        guard let task = writing else { return }
+        writing = nil
+        _ = try? await task.value
+    }
+
     /// Waits for the batch being written (its error, if any, is the import's).
     private func awaitWrite() async throws {
         guard let writing else { return }

@@ -69,6 +69,12 @@ package final class DirectClaims: Sendable {
         state.withLock { $0.waiting.insert(contentsOf: claimed, at: 0) }
     }
 
+    /// The API stops claiming (until the dispatcher's next `setRoom`); what waits stays for
+    /// the dispatcher's `close`.
+    func stopAccepting() {
+        state.withLock { $0.open = false }
+    }
+
     /// Closed: the API stops claiming; returns what was still waiting (to give back).
     func close() -> [ClaimedDelivery] {
         state.withLock { state in

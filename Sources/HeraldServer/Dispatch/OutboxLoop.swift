@@ -31,78 +31,80 @@ package struct OutboxLoop: Service {
         let order = SubmissionOrder()
         let stopping = Flag()
         let finished = Flag()
-        // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
-        let listener = Task { await runtime.store.nodes.listenForDueDeliveries { runtime.wake.signal() } }
-        defer { listener.cancel() }
-        await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                group.addTask {
-                    await recordLoop(recorder, batches: batches, finished: finished)
-                }
-                var machine = OutboxStateMachine<ContinuousClock.Instant>(
-                    .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
-                while !stopping.isSet && !Task.isCancelled {
-                    let (inFlight, unwritten) = (window.count, recorder.count)
-                    runtime.direct.setRoom(
-                        machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
-                        capacity: configuration.maximumInFlight)
-                    guard case .claim(let limit) = machine.room(inFlight: inFlight, unwritten: unwritten) else {
-                        try? await Task.sleep(for: .milliseconds(5))
-                        continue
+        await withDiscardingTaskGroup { listening in
+            // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
+            listening.addTask { await runtime.store.nodes.listenForDueDeliveries { runtime.wake.signal() } }
+            await withGracefulShutdownHandler {
+                await withDiscardingTaskGroup { group in
+                    group.addTask {
+                        await recordLoop(recorder, batches: batches, finished: finished)
                     }
-                    // What the API claimed as it accepted, then the outbox's own claim when the
-                    // machine says it is due.
-                    var claimed = runtime.direct.take(limit)
-                    let outboxWork = runtime.wake.takeOutboxWork()
-                    let prepared: PreparedBatch
-                    do {
-                        if let storeLimit = machine.storeClaim(
-                            direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
-                        {
-                            let started = ContinuousClock.now
-                            let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
-                            runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
-                            machine.storeClaimed(found: fromStore.count, at: .now)
-                            claimed += fromStore
-                        }
-                        guard !claimed.isEmpty else {
-                            machine.storeWorked()
-                            runtime.passes.outboxWentIdle()
-                            await runtime.wake.wait(timeout: configuration.idleInterval)
+                    var machine = OutboxStateMachine<ContinuousClock.Instant>(
+                        .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
+                    while !stopping.isSet && !Task.isCancelled {
+                        let (inFlight, unwritten) = (window.count, recorder.count)
+                        runtime.direct.setRoom(
+                            machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
+                            capacity: configuration.maximumInFlight)
+                        guard case .claim(let limit) = machine.room(inFlight: inFlight, unwritten: unwritten) else {
+                            try? await Task.sleep(for: .milliseconds(5))
                             continue
                         }
-                        prepared = try await prepare(claimed)
-                        machine.storeWorked()
-                    } catch {
-                        let failures = machine.storeFailed()
-                        // Claimed but not sent: back to the queue, not left `sending` under a
-                        // live node (which nobody would rescue).
-                        if !claimed.isEmpty, (try? await runtime.store.nodes.unclaim(claimed)) == nil {
-                            runtime.direct.putBack(claimed)
+                        // What the API claimed as it accepted, then the outbox's own claim when the
+                        // machine says it is due.
+                        var claimed = runtime.direct.take(limit)
+                        let outboxWork = runtime.wake.takeOutboxWork()
+                        let prepared: PreparedBatch
+                        do {
+                            if let storeLimit = machine.storeClaim(
+                                direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
+                            {
+                                let started = ContinuousClock.now
+                                let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
+                                runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
+                                machine.storeClaimed(found: fromStore.count, at: .now)
+                                claimed += fromStore
+                            }
+                            guard !claimed.isEmpty else {
+                                machine.storeWorked()
+                                runtime.passes.outboxWentIdle()
+                                await runtime.wake.wait(timeout: configuration.idleInterval)
+                                continue
+                            }
+                            prepared = try await prepare(claimed)
+                            machine.storeWorked()
+                        } catch {
+                            let failures = machine.storeFailed()
+                            // Claimed but not sent: back to the queue, not left `sending` under a
+                            // live node (which nobody would rescue).
+                            if !claimed.isEmpty, (try? await runtime.store.nodes.unclaim(claimed)) == nil {
+                                runtime.direct.putBack(claimed)
+                            }
+                            await waitOutStoreError(
+                                error, failures: failures, "Dispatcher cannot use the database; trying again")
+                            continue
                         }
-                        await waitOutStoreError(
-                            error, failures: failures, "Dispatcher cannot use the database; trying again")
-                        continue
+                        let tracker = BatchTracker(prepared.claimed, window: window, turn: SubmissionTurn(order))
+                        let id = batches.insert(tracker)
+                        group.addTask {
+                            await deliver(prepared, tracker: tracker, recorder: recorder)
+                            batches.remove(id)
+                        }
                     }
-                    let tracker = BatchTracker(prepared.claimed, window: window, turn: SubmissionTurn(order))
-                    let id = batches.insert(tracker)
-                    group.addTask {
-                        await deliver(prepared, tracker: tracker, recorder: recorder)
-                        batches.remove(id)
-                    }
+                    await drain(batches: batches, recorder: recorder)
+                    // Claimed at acceptance and not sent: queued again for the next start or node.
+                    let left = runtime.direct.close()
+                    if !left.isEmpty { try? await runtime.store.nodes.unclaim(left) }
+                    finished.set()
                 }
-                await drain(batches: batches, recorder: recorder)
-                // Claimed at acceptance and not sent: queued again for the next start or node.
-                let left = runtime.direct.close()
-                if !left.isEmpty { try? await runtime.store.nodes.unclaim(left) }
-                finished.set()
+            } onGracefulShutdown: {
+                stopping.set()
+                // New notifications are accepted queued from now on; what was handed over and not
+                // taken is given back to the queue as the loop ends.
+                runtime.direct.stopAccepting()
+                runtime.wake.signal()
             }
-        } onGracefulShutdown: {
-            stopping.set()
-            // New notifications are accepted queued from now on.
-            let left = runtime.direct.close()
-            if !left.isEmpty { Task { try? await runtime.store.nodes.unclaim(left) } }
-            runtime.wake.signal()
+            listening.cancelAll()
         }
         try? await runtime.store.nodes.leave()
         logger.info("Dispatcher stopped")

@@ -42,7 +42,7 @@ struct TimerLoop: Service {
                 failures = 0
                 if backlog { continue }
             } catch {
-                next?.cancel()
+                await Self.join(next)
                 next = nil
                 failures += 1
                 if StoreBackoff.reports(failures: failures) {
@@ -56,7 +56,15 @@ struct TimerLoop: Service {
             runtime.passes.timerPassed()
             await runtime.timerWake.wait(timeout: failures > 0 ? .seconds(1) : interval)
         }
-        next?.cancel()
+        await Self.join(next)
+    }
+
+    /// Cancels the batch being read ahead and waits for it: no read outlives the loop (the
+    /// store closes after it).
+    private static func join(_ next: NextPlan?) async {
+        guard let next else { return }
+        next.cancel()
+        _ = try? await next.value
     }
 
     /// Timers per SQLite batch: `batchSize`, at most a quarter of the dispatcher's capacity
