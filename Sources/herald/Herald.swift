@@ -7,6 +7,7 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "Herald: a self-hosted push-notification platform (APNs and FCM).",
+        version: HeraldVersion.description,
         subcommands: [
             ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self,
             TokenCommand.self,

@@ -119,6 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
                     logger.info(
                         "Herald listening", metadata: ["herald.address": "\(address)", "herald.scheme": "\(scheme)"])
                     if let startBanner { printOutput(startBanner(channel.localAddress?.port ?? listenPort)) }
+                    SystemdNotify.send("READY=1\nSTATUS=Listening on \(address)")
                 },
                 onDashboardRunning: { channel in
                     let address = channel.localAddress.map { "\($0)" } ?? "?"
@@ -131,8 +132,30 @@ struct ServeCommand: AsyncParsableCommand {
             await store.close()
             throw ExitCode(2)
         }
+        let tls = configuration.tls != nil
+        let watcher = Task { await Self.watchSignals(logger: logger, tls: tls) }
+        defer { watcher.cancel() }
         try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("Herald stopped")
+    }
+}
+
+extension ServeCommand {
+    /// Beside the service group's own handling: tells systemd `STOPPING=1` as soon as SIGTERM
+    /// or SIGINT arrives, and takes SIGHUP (`systemctl reload`), which would otherwise end the
+    /// process: with `server.tls` the certificate reloader reads the files again; without it,
+    /// there is nothing to reload and the log says so.
+    static func watchSignals(logger: Logger, tls: Bool) async {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
+        for await signal in signals {
+            if signal == .sighup {
+                if !tls {
+                    logger.notice("SIGHUP: nothing to reload (no server.tls); the configuration is read at start")
+                }
+                continue
+            }
+            SystemdNotify.send("STOPPING=1")
+        }
     }
 }
 

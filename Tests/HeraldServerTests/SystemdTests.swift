@@ -1,0 +1,84 @@
+import Foundation
+import HeraldTesting
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `herald serve` as systemd runs it (`Type=notify`, `ExecReload` sending SIGHUP), and the
+/// version a package is checked by.
+@Suite("Running under systemd")
+struct SystemdTests {
+    @Test("READY=1 once listening, SIGHUP does not end it, STOPPING=1 on SIGTERM and a clean exit")
+    func notifyProtocol() async throws {
+        let directory = try makeTemporaryDirectory("herald-systemd")
+        let socketPath = directory + "/notify.sock"
+        let receiver = try #require(NotifyReceiver(path: socketPath))
+        defer { receiver.close() }
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = socketPath
+        let log = directory + "/serve.err"
+        let (process, _) = try await startHerald(
+            ["serve", "--dev", "--dev-dir", directory + "/dev"], environment: environment, log: log)
+        defer { if process.isRunning { process.terminate() } }
+        #expect(try await receiver.next(containing: "READY=1") != nil)
+
+        kill(process.processIdentifier, SIGHUP)
+        try await eventually {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("SIGHUP: nothing to reload")
+        }
+        #expect(process.isRunning)
+
+        process.terminate()
+        #expect(try await receiver.next(containing: "STOPPING=1") != nil)
+        for _ in 0..<600 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test("herald --version names the release, and the commit a release build is made from")
+    func version() async throws {
+        let run = try await runProcess(heraldExecutable, ["--version"])
+        #expect(run.stdout.hasPrefix("0."))
+        #expect(run.stdout.contains("(development build)") || run.stdout.contains("(commit "))
+    }
+}
+
+/// A Unix datagram socket bound to `path`, read without blocking a thread.
+final class NotifyReceiver: Sendable {
+    let descriptor: Int32
+
+    init?(path: String) {
+        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let name = Array(path.utf8)
+        guard name.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else { return nil }
+    }
+
+    /// The first datagram within 30 s that contains `text`, or nil.
+    func next(containing text: String) async throws -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<600 {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                let message = String(decoding: buffer[0..<count], as: UTF8.self)
+                if message.contains(text) { return message }
+                continue
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
