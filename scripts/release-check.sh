@@ -48,7 +48,10 @@ fi
 mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
 mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+in_root() {
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        DEBIAN_FRONTEND=noninteractive "$@"
+}
 
 if in_root sh -c 'ls /usr/lib/swift /usr/lib/x86_64-linux-gnu/libswiftCore.so 2> /dev/null' | grep -q .; then
     fail "the root has a Swift runtime: the check would prove nothing"
@@ -60,14 +63,17 @@ depends=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*)//; s/|.*//; s/ 
 step "installing its dependencies ($depends) and $(basename "$deb")"
 in_root apt-get update -qq > /dev/null
 # shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recommends $depends > /dev/null
+in_root apt-get install -y -qq --no-install-recommends $depends > /dev/null
 cp "$deb" "$root/tmp/herald.deb"
 in_root dpkg -i /tmp/herald.deb
 in_root test -x /usr/bin/herald || fail "/usr/bin/herald missing"
 [ "$(stat -c %a "$root/etc/herald/herald.yaml")" = 640 ] || fail "/etc/herald/herald.yaml is not mode 0640"
 in_root getent passwd herald > /dev/null || fail "no herald user"
-[ "$(stat -c %U "$root/var/lib/herald")" = herald ] || fail "/var/lib/herald is not the herald user's"
+[ "$(in_root stat -c %U /var/lib/herald)" = herald ] || fail "/var/lib/herald is not the herald user's"
 grep -q '^HERALD_ADMIN_KEY=[0-9a-f]\{64\}$' "$root/etc/herald/herald.env" || fail "no admin key made"
+
+step "herald config check on the packaged configuration"
+in_root herald config check --config /etc/herald/herald.yaml || fail "the packaged herald.yaml does not pass its check"
 
 step "herald --version"
 reported=$(in_root herald --version)
@@ -155,7 +161,7 @@ step "delivered: PN-02 in the simulator's inbox; PN-03 deferred in $zone"
 
 step "systemd-analyze verify herald.service"
 if ! in_root sh -c 'command -v systemd-analyze' > /dev/null; then
-    DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recommends systemd > /dev/null
+    in_root apt-get install -y -qq --no-install-recommends systemd > /dev/null
 fi
 in_root systemd-analyze verify /lib/systemd/system/herald.service || fail "systemd-analyze verify"
 

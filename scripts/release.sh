@@ -85,4 +85,4 @@ CONTROL
 dpkg-deb --root-owner-group -Zxz --build "$root" "dist/herald_${version}_amd64.deb" > /dev/null
 
 ls -l dist/
-echo "release: herald $version (commit $commit); binary $(stat -c %s "$tree/herald") bytes"
+echo "release: herald $("$binary" --version); binary $(stat -c %s "$tree/herald") bytes"

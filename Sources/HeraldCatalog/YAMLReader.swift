@@ -1,15 +1,39 @@
 import Foundation
 package import Yams
 
+/// Problems gathered while reading, for a check that reports every one (`herald config check`).
+package final class ConfigurationProblems {
+    package private(set) var all: [ConfigurationError] = []
+
+    package init() {}
+
+    package func add(_ problem: ConfigurationError) { all.append(problem) }
+}
+
 /// Walks the YAML tree, keeping the path and line of every value for error messages.
 package struct YAMLReader {
     package let file: String
     /// Relative paths in the file are taken from here.
     package let directory: String
+    /// Where problems go when reading should go on past them; nil: the first one is thrown.
+    package let problems: ConfigurationProblems?
 
-    package init(file: String, directory: String) {
+    package init(file: String, directory: String, problems: ConfigurationProblems? = nil) {
         self.file = file
         self.directory = directory
+        self.problems = problems
+    }
+
+    /// `body`'s value; a problem in it is thrown, or, when problems are gathered, recorded and
+    /// nil returned so that the reading goes on with the next key.
+    package func attempt<Value>(_ body: () throws(ConfigurationError) -> Value) throws(ConfigurationError) -> Value? {
+        do {
+            return try body()
+        } catch {
+            guard let problems else { throw error }
+            problems.add(error)
+            return nil
+        }
     }
 
     /// A file's text, or an error naming it.
@@ -42,7 +66,11 @@ package struct YAMLReader {
             guard let name = name.string else { throw fail(value, key, "keys must be strings") }
             let path = key.isEmpty ? name : key + "." + name
             guard allowed.contains(name) else {
-                throw fail(value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))")
+                let problem = fail(
+                    value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))")
+                guard let problems else { throw problem }
+                problems.add(problem)
+                continue
             }
             result.append((name, value))
         }

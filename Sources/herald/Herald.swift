@@ -10,7 +10,7 @@ struct Herald: AsyncParsableCommand {
         version: HeraldVersion.description,
         subcommands: [
             ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self,
-            TokenCommand.self,
+            ConfigCommand.self, TokenCommand.self,
         ]
     )
 }

@@ -21,70 +21,77 @@ extension YAMLReader {
         }
         var app = HeraldConfiguration.AppConfiguration(id: id)
         for (name, value) in fields {
-            switch name {
-            case "payload_key": app.payloadKey = try string(value, key + ".payload_key")
-            case "keys":
-                for (kind, keyNode) in try mapping(value, key + ".keys", allowed: ["server", "client"]) {
-                    let path = key + ".keys." + kind
-                    let secrets = try rotating(keyNode, path, maximum: 2, "one key, or a list of two while rotating")
-                    for secret in secrets where secret.count < HeraldConfiguration.minimumAppKeyLength {
-                        throw fail(
-                            keyNode, path,
-                            "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
-                    }
-                    if kind == "server" { app.serverKeys = secrets } else { app.clientKeys = secrets }
-                }
-            case "user_token_secret":
-                let secrets = try rotating(
-                    value, key + ".user_token_secret", maximum: 2,
-                    "one secret, or a list of two while rotating (the first signs)")
-                for secret in secrets where secret.utf8.count < UserToken.minimumSecretBytes {
-                    throw fail(
-                        value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
-                }
-                app.userTokenSecrets = secrets
-            case "client_registration":
-                guard
-                    let mode = HeraldConfiguration.ClientRegistration(
-                        rawValue: try string(value, key + ".client_registration"))
-                else {
-                    throw fail(value, key + ".client_registration", "is verified or unverified")
-                }
-                app.clientRegistration = mode
-            case "max_devices_per_user":
-                let limit = try int(value, key + ".max_devices_per_user")
-                guard limit >= 1 else { throw fail(value, key + ".max_devices_per_user", "must be 1 or more") }
-                app.maxDevicesPerUser = limit
-            case "sync":
-                for (field, fieldNode) in try mapping(value, key + ".sync", allowed: ["debounce", "hourly_budget"]) {
-                    let path = key + ".sync." + field
-                    let number = try int(fieldNode, path)
-                    if field == "debounce" {
-                        guard (0...3600).contains(number) else { throw fail(fieldNode, path, "seconds, 0 to 3600") }
-                        app.syncDebounce = TimeInterval(number)
-                    } else {
-                        guard (1...100).contains(number) else {
-                            throw fail(fieldNode, path, "1 to 100 pushes an hour per device")
-                        }
-                        app.syncHourlyBudget = number
-                    }
-                }
-            case "webhook": app.webhook = try webhook(value, key + ".webhook")
-            case "action_token_secret":
-                let secrets = try rotating(
-                    value, key + ".action_token_secret", maximum: 2,
-                    "one secret, or a list of two while rotating (the first signs)")
-                for secret in secrets where secret.utf8.count < 32 {
-                    throw fail(value, key + ".action_token_secret", "needs at least 32 bytes")
-                }
-                app.actionTokenSecrets = secrets
-            case "apns": app.apns = try apns(value, key + ".apns")
-            case "catalog": app.catalogFile = try path(value, key + ".catalog")
-            case "fcm": app.fcm = try fcm(value, key + ".fcm")
-            default: break
-            }
+            _ = try attempt { () throws(ConfigurationError) in try appField(name, value, key, into: &app) }
         }
         return app
+    }
+
+    /// One key of an app (`key`: `apps[N]`).
+    private func appField(
+        _ name: String, _ value: Node, _ key: String, into app: inout HeraldConfiguration.AppConfiguration
+    ) throws(ConfigurationError) {
+        switch name {
+        case "payload_key": app.payloadKey = try string(value, key + ".payload_key")
+        case "keys":
+            for (kind, keyNode) in try mapping(value, key + ".keys", allowed: ["server", "client"]) {
+                let path = key + ".keys." + kind
+                let secrets = try rotating(keyNode, path, maximum: 2, "one key, or a list of two while rotating")
+                for secret in secrets where secret.count < HeraldConfiguration.minimumAppKeyLength {
+                    throw fail(
+                        keyNode, path,
+                        "API keys need at least \(HeraldConfiguration.minimumAppKeyLength) characters")
+                }
+                if kind == "server" { app.serverKeys = secrets } else { app.clientKeys = secrets }
+            }
+        case "user_token_secret":
+            let secrets = try rotating(
+                value, key + ".user_token_secret", maximum: 2,
+                "one secret, or a list of two while rotating (the first signs)")
+            for secret in secrets where secret.utf8.count < UserToken.minimumSecretBytes {
+                throw fail(
+                    value, key + ".user_token_secret", "needs at least \(UserToken.minimumSecretBytes) bytes")
+            }
+            app.userTokenSecrets = secrets
+        case "client_registration":
+            guard
+                let mode = HeraldConfiguration.ClientRegistration(
+                    rawValue: try string(value, key + ".client_registration"))
+            else {
+                throw fail(value, key + ".client_registration", "is verified or unverified")
+            }
+            app.clientRegistration = mode
+        case "max_devices_per_user":
+            let limit = try int(value, key + ".max_devices_per_user")
+            guard limit >= 1 else { throw fail(value, key + ".max_devices_per_user", "must be 1 or more") }
+            app.maxDevicesPerUser = limit
+        case "sync":
+            for (field, fieldNode) in try mapping(value, key + ".sync", allowed: ["debounce", "hourly_budget"]) {
+                let path = key + ".sync." + field
+                let number = try int(fieldNode, path)
+                if field == "debounce" {
+                    guard (0...3600).contains(number) else { throw fail(fieldNode, path, "seconds, 0 to 3600") }
+                    app.syncDebounce = TimeInterval(number)
+                } else {
+                    guard (1...100).contains(number) else {
+                        throw fail(fieldNode, path, "1 to 100 pushes an hour per device")
+                    }
+                    app.syncHourlyBudget = number
+                }
+            }
+        case "webhook": app.webhook = try webhook(value, key + ".webhook")
+        case "action_token_secret":
+            let secrets = try rotating(
+                value, key + ".action_token_secret", maximum: 2,
+                "one secret, or a list of two while rotating (the first signs)")
+            for secret in secrets where secret.utf8.count < 32 {
+                throw fail(value, key + ".action_token_secret", "needs at least 32 bytes")
+            }
+            app.actionTokenSecrets = secrets
+        case "apns": app.apns = try apns(value, key + ".apns")
+        case "catalog": app.catalogFile = try path(value, key + ".catalog")
+        case "fcm": app.fcm = try fcm(value, key + ".fcm")
+        default: break
+        }
     }
 
     /// A secret, or a list of up to `maximum` while one is rotated out (`problem` says so).

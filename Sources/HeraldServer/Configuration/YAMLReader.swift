@@ -38,6 +38,8 @@ extension YAMLReader {
         return outbox
     }
 
+    /// The whole configuration. With `problems`, every key is read whatever the others hold,
+    /// each problem recorded (`herald config check`); without, the first one is thrown.
     func configuration(_ root: Node) throws(ConfigurationError) -> HeraldConfiguration {
         var configuration = HeraldConfiguration()
         for (name, value) in try mapping(
@@ -46,63 +48,92 @@ extension YAMLReader {
                 "server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits",
             ])
         {
-            switch name {
-            case "server":
-                for (field, node) in try mapping(
-                    value, "server", allowed: ["host", "port", "idle_timeout", "max_connections", "tls"])
-                {
-                    if field == "host" { configuration.host = try string(node, "server.host") }
-                    if field == "tls" { configuration.tls = try tls(node) }
-                    if field == "idle_timeout" {
-                        configuration.idleTimeout = try int(node, "server.idle_timeout")
-                        guard (1...3600).contains(configuration.idleTimeout) else {
-                            throw fail(node, "server.idle_timeout", "must be 1–3600 seconds")
-                        }
-                    }
-                    if field == "max_connections" {
-                        configuration.maxConnections = try int(node, "server.max_connections")
-                        guard (1...1_000_000).contains(configuration.maxConnections) else {
-                            throw fail(node, "server.max_connections", "must be 1 or more")
-                        }
-                    }
-                    if field == "port" {
-                        let port = try int(node, "server.port")
-                        guard (0...65535).contains(port) else { throw fail(node, "server.port", "must be 0–65535") }
-                        configuration.port = port
-                    }
-                }
-            case "dashboard":
-                configuration.dashboard = try dashboard(value)
-            case "limits":
-                configuration.limits = try limits(value)
-            case "database":
-                for (_, node) in try mapping(value, "database", allowed: ["url"]) {
-                    configuration.databaseURL = try string(node, "database.url")
-                }
-            case "outbox":
-                configuration.outbox = try outbox(value)
-            case "admin_key":
-                configuration.adminKey = try string(value, "admin_key")
-            case "metrics_key":
-                configuration.metricsKey = try string(value, "metrics_key")
-            case "clock":
-                guard let setting = HeraldConfiguration.ClockSetting(rawValue: try string(value, "clock")) else {
-                    throw fail(value, "clock", "is system or manual")
-                }
-                configuration.clock = setting
-            default:
-                guard case .sequence(let apps) = value else { throw fail(value, "apps", "must be a list of apps") }
-                var seen = Set<String>()
-                for (index, node) in apps.enumerated() {
-                    let app = try self.app(node, "apps[\(index)]")
-                    guard seen.insert(app.id).inserted else {
-                        throw fail(node, "apps[\(index)].id", "app \"\(app.id)\" appears twice")
-                    }
-                    configuration.apps.append(app)
-                }
+            if name == "apps" {
+                try apps(value, into: &configuration)
+                continue
             }
+            _ = try attempt { () throws(ConfigurationError) in try section(name, value, into: &configuration) }
         }
         return configuration
+    }
+
+    /// A top-level key other than `apps`.
+    private func section(_ name: String, _ value: Node, into configuration: inout HeraldConfiguration)
+        throws(ConfigurationError)
+    {
+        switch name {
+        case "server":
+            for (field, node) in try mapping(
+                value, "server", allowed: ["host", "port", "idle_timeout", "max_connections", "tls"])
+            {
+                _ = try attempt { () throws(ConfigurationError) in try server(field, node, into: &configuration) }
+            }
+        case "dashboard":
+            configuration.dashboard = try dashboard(value)
+        case "limits":
+            configuration.limits = try limits(value)
+        case "database":
+            for (_, node) in try mapping(value, "database", allowed: ["url"]) {
+                configuration.databaseURL = try string(node, "database.url")
+            }
+        case "outbox":
+            configuration.outbox = try outbox(value)
+        case "admin_key":
+            configuration.adminKey = try string(value, "admin_key")
+        case "metrics_key":
+            configuration.metricsKey = try string(value, "metrics_key")
+        default:
+            guard let setting = HeraldConfiguration.ClockSetting(rawValue: try string(value, "clock")) else {
+                throw fail(value, "clock", "is system or manual")
+            }
+            configuration.clock = setting
+        }
+    }
+
+    /// One key of `server`.
+    private func server(_ field: String, _ node: Node, into configuration: inout HeraldConfiguration)
+        throws(ConfigurationError)
+    {
+        switch field {
+        case "host": configuration.host = try string(node, "server.host")
+        case "tls": configuration.tls = try tls(node)
+        case "idle_timeout":
+            let seconds = try int(node, "server.idle_timeout")
+            guard (1...3600).contains(seconds) else {
+                throw fail(node, "server.idle_timeout", "must be 1–3600 seconds")
+            }
+            configuration.idleTimeout = seconds
+        case "max_connections":
+            let count = try int(node, "server.max_connections")
+            guard (1...1_000_000).contains(count) else {
+                throw fail(node, "server.max_connections", "must be 1 or more")
+            }
+            configuration.maxConnections = count
+        default:
+            let port = try int(node, "server.port")
+            guard (0...65535).contains(port) else { throw fail(node, "server.port", "must be 0–65535") }
+            configuration.port = port
+        }
+    }
+
+    /// `apps`: each app read on its own, its id unique.
+    private func apps(_ value: Node, into configuration: inout HeraldConfiguration) throws(ConfigurationError) {
+        guard case .sequence(let apps) = value else {
+            _ = try attempt { () throws(ConfigurationError) in throw fail(value, "apps", "must be a list of apps") }
+            return
+        }
+        var seen = Set<String>()
+        for (index, node) in apps.enumerated() {
+            guard let app = try attempt({ () throws(ConfigurationError) in try self.app(node, "apps[\(index)]") })
+            else { continue }
+            guard seen.insert(app.id).inserted else {
+                _ = try attempt { () throws(ConfigurationError) in
+                    throw fail(node, "apps[\(index)].id", "app \"\(app.id)\" appears twice")
+                }
+                continue
+            }
+            configuration.apps.append(app)
+        }
     }
 
     /// `server.tls: {cert_file, key_file}`: both required.
