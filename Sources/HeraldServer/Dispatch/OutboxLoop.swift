@@ -185,7 +185,9 @@ package struct OutboxLoop: Service {
         var lastHeartbeat = ContinuousClock.now
         var lastFlush = ContinuousClock.now
         while true {
-            let last = finished.isSet
+            // Cancelled (not a graceful stop): one last write, then out; waiting would spin, as
+            // every sleep returns at once.
+            let last = finished.isSet || Task.isCancelled
             if !last {
                 // Written every recordInterval, or as soon as recordBatch answers wait: what is
                 // answered but unwritten is what a crash would send twice.
@@ -238,7 +240,7 @@ package struct OutboxLoop: Service {
     /// waiting on them return.
     private func drain(batches: BatchRegistry, recorder: DeliveryRecorder) async {
         let deadline = ContinuousClock.now + .seconds(configuration.shutdownGrace)
-        while !batches.isEmpty, ContinuousClock.now < deadline {
+        while !batches.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let left = batches.all
