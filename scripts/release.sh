@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 version=$(sed -n 's/^ *static let release = "\(.*\)"$/\1/p' Sources/herald/Version.swift)
 [ -n "$version" ] || { echo "release: no version in Sources/herald/Version.swift" >&2; exit 1; }
 commit=$(git rev-parse --short=12 HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-modified"; fi
+# "-modified": the sources the binary is built from differ from the commit.
+if [ -n "$(git status --porcelain --untracked-files=no -- Sources Package.swift)" ]; then commit="$commit-modified"; fi
 
 work=$(mktemp -d)
 stamp=Sources/herald/BuildInfo.swift
