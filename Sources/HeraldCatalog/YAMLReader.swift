@@ -30,10 +30,15 @@ package struct YAMLReader {
         do {
             return try body()
         } catch {
-            guard let problems else { throw error }
-            problems.add(error)
+            try report(error)
             return nil
         }
+    }
+
+    /// Throws `problem`, or, when problems are gathered, records it and returns.
+    package func report(_ problem: ConfigurationError) throws(ConfigurationError) {
+        guard let problems else { throw problem }
+        problems.add(problem)
     }
 
     /// A file's text, or an error naming it.
@@ -66,10 +71,8 @@ package struct YAMLReader {
             guard let name = name.string else { throw fail(value, key, "keys must be strings") }
             let path = key.isEmpty ? name : key + "." + name
             guard allowed.contains(name) else {
-                let problem = fail(
-                    value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))")
-                guard let problems else { throw problem }
-                problems.add(problem)
+                try report(
+                    fail(value, path, "unknown key (expected one of: \(allowed.sorted().joined(separator: ", ")))"))
                 continue
             }
             result.append((name, value))

@@ -119,7 +119,7 @@ extension YAMLReader {
     /// `apps`: each app read on its own, its id unique.
     private func apps(_ value: Node, into configuration: inout HeraldConfiguration) throws(ConfigurationError) {
         guard case .sequence(let apps) = value else {
-            _ = try attempt { () throws(ConfigurationError) in throw fail(value, "apps", "must be a list of apps") }
+            try report(fail(value, "apps", "must be a list of apps"))
             return
         }
         var seen = Set<String>()
@@ -127,9 +127,7 @@ extension YAMLReader {
             guard let app = try attempt({ () throws(ConfigurationError) in try self.app(node, "apps[\(index)]") })
             else { continue }
             guard seen.insert(app.id).inserted else {
-                _ = try attempt { () throws(ConfigurationError) in
-                    throw fail(node, "apps[\(index)].id", "app \"\(app.id)\" appears twice")
-                }
+                try report(fail(node, "apps[\(index)].id", "app \"\(app.id)\" appears twice"))
                 continue
             }
             configuration.apps.append(app)
