@@ -1,10 +1,16 @@
 import Synchronization
 
 /// Wakes the dispatcher early when new work is stored; otherwise it polls.
+///
+/// One task waits at a time. A wait ends on a signal, on its timeout, or when the waiting task
+/// is cancelled, so a service that is shutting down never hangs in it.
 package final class WakeSignal: Sendable {
     private struct State {
         var pending = false
-        var waiter: CheckedContinuation<Void, Never>?
+        var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        /// The wait whose task was cancelled before it registered; it must not register.
+        var cancelledBeforeRegistering: UInt64?
+        var nextID: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -21,7 +27,7 @@ package final class WakeSignal: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if let waiter = state.waiter {
                 state.waiter = nil
-                return waiter
+                return waiter.continuation
             }
             state.pending = true
             return nil
@@ -34,13 +40,14 @@ package final class WakeSignal: Sendable {
         outboxWork.exchange(false, ordering: .relaxed)
     }
 
-    /// Returns on a signal or after `timeout`, whichever comes first.
+    /// Returns on a signal, after `timeout`, or when the calling task is cancelled, whichever
+    /// comes first. A timeout counts as outbox work: the caller polls the outbox then.
     package func wait(timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
                     try await Task.sleep(for: timeout)
-                    self.signal()
+                    self.outboxWork.store(true, ordering: .relaxed)
                 } catch {}
             }
             group.addTask { await self.waitForSignal() }
@@ -50,20 +57,37 @@ package final class WakeSignal: Sendable {
     }
 
     private func waitForSignal() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.pending {
-                    state.pending = false
-                    return true
+        let id = state.withLock { state -> UInt64 in
+            state.nextID &+= 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                    if state.cancelledBeforeRegistering == id {
+                        state.cancelledBeforeRegistering = nil
+                        return [continuation]
+                    }
+                    if state.pending {
+                        state.pending = false
+                        return [continuation]
+                    }
+                    let previous = state.waiter
+                    state.waiter = (id, continuation)
+                    return previous.map { [$0.continuation] } ?? []
                 }
-                if let previous = state.waiter {
-                    state.waiter = nil
-                    previous.resume()
-                }
-                state.waiter = continuation
-                return false
+                for waiting in resumeNow { waiting.resume() }
             }
-            if ready { continuation.resume() }
+        } onCancel: {
+            let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if let waiter = state.waiter, waiter.id == id {
+                    state.waiter = nil
+                    return waiter.continuation
+                }
+                state.cancelledBeforeRegistering = id
+                return nil
+            }
+            waiting?.resume()
         }
     }
 }
