@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldServer
 import Logging
 
 @main
@@ -15,14 +16,41 @@ struct Herald: AsyncParsableCommand {
     )
 }
 
-/// Log level from `HERALD_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical); default `info`.
-func bootstrapLogging(defaultLevel: Logger.Level = .info) {
-    let level =
-        ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+/// Logs to standard error. The level is `HERALD_LOG_LEVEL` (trace, debug, info, notice, warning,
+/// error, critical), else `defaultLevel`; the format is `HERALD_LOG_FORMAT` (text or json), else
+/// `format` (a configuration's `log_format`). A value that names neither is reported and ignored.
+func bootstrapLogging(defaultLevel: Logger.Level = .info, format: HeraldConfiguration.LogFormat = .text) {
+    let environment = ProcessInfo.processInfo.environment
+    var level = defaultLevel
+    if let name = environment["HERALD_LOG_LEVEL"], !name.isEmpty {
+        if let named = Logger.Level(rawValue: name) {
+            level = named
+        } else {
+            printError("herald: HERALD_LOG_LEVEL=\(name) is not a level (trace … critical); logging at \(level)")
+        }
+    }
+    var format = format
+    if let name = environment["HERALD_LOG_FORMAT"], !name.isEmpty {
+        if let named = HeraldConfiguration.LogFormat(rawValue: name) {
+            format = named
+        } else {
+            printError("herald: HERALD_LOG_FORMAT=\(name) is not text or json; logging as \(format.rawValue)")
+        }
+    }
+    let chosen = level
+    switch format {
+    case .text:
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = chosen
+            return handler
+        }
+    case .json:
+        LoggingSystem.bootstrap { label in
+            var handler = JSONLogHandler(label: label)
+            handler.logLevel = chosen
+            return handler
+        }
     }
 }
 

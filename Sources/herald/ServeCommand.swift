@@ -36,33 +36,34 @@ struct ServeCommand: AsyncParsableCommand {
     var devDirectory = ".herald-dev"
 
     func run() async throws {
-        bootstrapLogging()
-        let logger = Logger(label: "herald")
         let environment = ProcessInfo.processInfo.environment
         limitMallocArenas(environment)
         var configuration: HeraldConfiguration
         var simulator: APNSSimulator?
         var banner: (@Sendable (Int) -> String)?
+        var configurationFile: String?
         do {
             if dev {
+                // The dev simulator logs as it starts, so logging is set up first (from the
+                // environment only: a dev run reads no configuration file).
+                bootstrapLogging()
                 (configuration, simulator, banner) = try await DevSetup.make(
                     directory: devDirectory, host: host, port: port)
             } else {
-                let file =
+                configurationFile =
                     config ?? environment["HERALD_CONFIG"]
                     ?? (FileManager.default.fileExists(atPath: "herald.yaml") ? "herald.yaml" : nil)
-                if let file {
-                    configuration = try HeraldConfiguration.load(file: file)
-                } else {
-                    configuration = HeraldConfiguration()
-                    logger.warning(
-                        "No configuration file (give --config, set HERALD_CONFIG, or run with --dev): no apps are configured"
-                    )
-                }
+                configuration = try configurationFile.map(HeraldConfiguration.load(file:)) ?? HeraldConfiguration()
+                bootstrapLogging(format: configuration.logFormat)
             }
         } catch let error as ConfigurationError {
             printError("herald serve: configuration error: \(error)")
             throw ExitCode(2)
+        }
+        let logger = Logger(label: "herald")
+        if !dev && configurationFile == nil {
+            logger.warning(
+                "No configuration file (give --config, set HERALD_CONFIG, or run with --dev): no apps are configured")
         }
         if dev {
             // A dev run never reaches another database or takes another admin key: only its own

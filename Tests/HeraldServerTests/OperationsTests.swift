@@ -241,8 +241,8 @@ func startHerald(
     for _ in 0..<1200 where process.isRunning {
         if port == nil, let text = try? String(contentsOfFile: log, encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.contains("Herald listening") }),
-            let field = line.split(separator: " ").first(where: { $0.hasPrefix("herald.address=") }),
-            let number = field.split(separator: ":").last.flatMap({ Int($0) })
+            let match = line.firstMatch(of: #/herald\.address"?[=:]"?[^ "]*:(\d+)/#),
+            let number = Int(match.output.1)
         {
             port = number
         }

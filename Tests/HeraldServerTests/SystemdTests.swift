@@ -37,6 +37,57 @@ struct SystemdTests {
         #expect(process.terminationStatus == 0)
     }
 
+    @Test("log_format: json: every log line is one JSON object; HERALD_LOG_FORMAT overrides the file")
+    func jsonLogs() async throws {
+        let directory = try makeTemporaryDirectory("herald-json-log")
+        let config = directory + "/herald.yaml"
+        try """
+        log_format: json
+        database: { url: "sqlite://\(directory)/herald.sqlite" }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let log = directory + "/serve.err"
+        let (process, port) = try await startHerald(["serve", "--config", config], log: log)
+        defer { if process.isRunning { process.terminate() } }
+        kill(process.processIdentifier, SIGHUP)
+        try await eventually {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("SIGHUP: nothing to reload")
+        }
+        process.terminate()
+        for _ in 0..<600 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count >= 3)
+        var listening: [String: Any]?
+        for line in lines {
+            let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object != nil, "not a JSON object: \(line)")
+            guard let object else { continue }
+            #expect(object["level"] is String && object["label"] is String && object["message"] is String)
+            #expect((object["timestamp"] as? String).flatMap { try? Date($0, strategy: .iso8601) } != nil)
+            if object["message"] as? String == "Herald listening" { listening = object }
+        }
+        let address = (listening?["metadata"] as? [String: Any])?["herald.address"] as? String
+        #expect(address?.hasSuffix(":\(port)") == true)
+        #expect(lines.contains { $0.contains("\"message\":\"Herald stopped\"") })
+
+        // The environment wins over the file: text lines, as without log_format.
+        var environment = ProcessInfo.processInfo.environment
+        environment["HERALD_LOG_FORMAT"] = "text"
+        let textLog = directory + "/text.err"
+        let (textProcess, _) = try await startHerald(
+            ["serve", "--config", config], environment: environment, log: textLog)
+        textProcess.terminate()
+        for _ in 0..<600 where textProcess.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        let first = try String(contentsOfFile: textLog, encoding: .utf8).split(separator: "\n").first
+        #expect(first.map { !$0.hasPrefix("{") } == true)
+
+        // A value that names no format is a configuration error naming the key.
+        try "log_format: xml\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let check = try await runProcess(heraldExecutable, ["config", "check", "--config", config])
+        #expect(check.status == 2)
+        #expect(check.stdout.contains("log_format") || check.stderr.contains("log_format"))
+    }
+
     @Test("herald --version names the release, and the commit a release build is made from")
     func version() async throws {
         let run = try await runProcess(heraldExecutable, ["--version"])

@@ -49,6 +49,9 @@ package struct HeraldConfiguration: Sendable {
     /// `clock: manual`: the server's clock stands still until `POST /v1/dev/clock` moves it
     /// (tests); `system` (the default) is the wall clock.
     package var clock = ClockSetting.system
+    /// `log_format`: `text` (one human-readable line per event, the default) or `json` (one
+    /// JSON object per line). `HERALD_LOG_FORMAT` overrides it.
+    package var logFormat = LogFormat.text
 
     /// A certificate chain and its private key, PEM files.
     package struct TLSFiles: Sendable, Equatable {
@@ -94,6 +97,10 @@ package struct HeraldConfiguration: Sendable {
 
     package enum ClockSetting: String, Sendable {
         case system, manual
+    }
+
+    package enum LogFormat: String, Sendable {
+        case text, json
     }
     /// The shortest admin or metrics key accepted.
     package static let minimumAdminKeyLength = 32

@@ -46,6 +46,7 @@ extension YAMLReader {
             root, "",
             allowed: [
                 "server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits",
+                "log_format",
             ])
         {
             if name == "apps" {
@@ -82,6 +83,11 @@ extension YAMLReader {
             configuration.adminKey = try string(value, "admin_key")
         case "metrics_key":
             configuration.metricsKey = try string(value, "metrics_key")
+        case "log_format":
+            guard let format = HeraldConfiguration.LogFormat(rawValue: try string(value, "log_format")) else {
+                throw fail(value, "log_format", "is text or json")
+            }
+            configuration.logFormat = format
         default:
             guard let setting = HeraldConfiguration.ClockSetting(rawValue: try string(value, "clock")) else {
                 throw fail(value, "clock", "is system or manual")
