@@ -3,6 +3,12 @@
 #
 #   scripts/server-load.sh reliability [DEVICES]   # default 100,000: send to all, kill -9 mid-way,
 #                                                  # restart; every device must be in the inbox
+#   scripts/server-load.sh backup [DEVICES]        # default 100,000: send to all, `herald backup`
+#                                                  # mid-way while it sends, finish; then restore the
+#                                                  # backup into a stopped server, empty the inbox and
+#                                                  # start it: it must send exactly what the backup
+#                                                  # had not answered, each once (nothing lost,
+#                                                  # nothing sent twice); backup and restore seconds
 #   scripts/server-load.sh fanout [DEVICES]        # default 1,000,000: import, send to all, time
 #                                                  # until every delivery has its result; peak RSS.
 #                                                  # RAW=200000 first times raw `herald send` of
@@ -51,13 +57,13 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, fanout, import, tracks, opens, dashboard or latency}
+MODE=${1:?reliability, backup, fanout, import, tracks, opens, dashboard or latency}
 case "$MODE" in
-    reliability) COUNT=${2:-100000} ;;
+    reliability|backup) COUNT=${2:-100000} ;;
     fanout|import|tracks|dashboard) COUNT=${2:-1000000} ;;
     opens) COUNT=${2:-100000} ;;
     latency) RATE=${2:-500}; COUNT=100 ;;
-    *) echo "mode is reliability, fanout, import, tracks, opens, dashboard or latency" >&2; exit 64 ;;
+    *) echo "mode is reliability, backup, fanout, import, tracks, opens, dashboard or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -502,6 +508,19 @@ if [ "$MODE" = reliability ]; then
     echo "kill -9 with $total of $COUNT in the inbox"
     start_server
 fi
+if [ "$MODE" = backup ]; then
+    target=$((COUNT * 3 / 10))
+    while true; do
+        total=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')
+        [ "$total" -ge "$target" ] && break
+        sleep 0.05
+    done
+    backup_start=$(date +%s.%N)
+    "$HERALD" backup --config "$WORK/herald.yaml" --to "$WORK/backup.sqlite" > "$WORK/backup.json"
+    backup_seconds=$(python3 -c "import time; print(round(time.time() - $backup_start, 2))")
+    after=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')
+    echo "herald backup in ${backup_seconds}s while sending (inbox $total -> $after of $COUNT): $(cat "$WORK/backup.json")"
+fi
 
 while true; do
     q=$(queued 2>/dev/null || echo 1)
@@ -608,3 +627,47 @@ ok = inbox["tokens"] == count
 print("every device reached:", "yes" if ok else "NO", "| duplicates:", inbox["duplicates"])
 sys.exit(0 if ok else 1)
 PY
+
+if [ "$MODE" = backup ]; then
+    echo "== restore the backup into the stopped server; an empty inbox; start it again"
+    kill -TERM "$SERVE_PID"
+    wait "$SERVE_PID" 2> /dev/null || true
+    curl -sf -X DELETE "http://127.0.0.1:$SIM_CONTROL/inbox" > /dev/null
+    # What the backup had not answered: the tokens the restored server must send to, once each.
+    python3 - "$WORK/backup.sqlite" "$id" > "$WORK/pending.txt" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+for (token,) in db.execute(
+        "SELECT d.token FROM deliveries x JOIN devices d ON d.app_id = x.app_id AND d.device_id = x.device_id"
+        " WHERE x.notification_id = ? AND x.status IN ('queued', 'deferred', 'sending')", (sys.argv[2],)):
+    print(token)
+PY
+    pending=$(wc -l < "$WORK/pending.txt")
+    restore_start=$(date +%s.%N)
+    "$HERALD" restore --config "$WORK/herald.yaml" --from "$WORK/backup.sqlite" > /dev/null
+    restore_seconds=$(python3 -c "import time; print(round(time.time() - $restore_start, 2))")
+    echo "herald restore in ${restore_seconds}s; the backup had $pending deliveries not answered"
+    start_server
+    while true; do
+        q=$(queued 2> /dev/null || echo 1)
+        [ "$q" = 0 ] && break
+        sleep 0.25
+    done
+    echo "restored server finished: counts $(counts)"
+    python3 - "$SIM_CONTROL" "$WORK/pending.txt" <<'PY'
+import http.client, json, sys
+control, pending = int(sys.argv[1]), open(sys.argv[2]).read().split()
+connection = http.client.HTTPConnection("127.0.0.1", control)
+def get(path):
+    connection.request("GET", path)
+    return json.loads(connection.getresponse().read())
+inbox = get("/inbox")
+counts = [len(get("/inbox/" + token)["notifications"]) for token in pending]
+lost = sum(1 for n in counts if n == 0)
+twice = sum(1 for n in counts if n > 1)
+others = inbox["total"] - sum(counts)
+print("restored server sent %d: of the backup's %d unanswered, %d not sent, %d sent twice; %d sent that the backup had answered"
+      % (inbox["total"], len(pending), lost, twice, others))
+sys.exit(0 if lost == 0 and twice == 0 and others == 0 else 1)
+PY
+fi
