@@ -634,13 +634,17 @@ if [ "$MODE" = backup ]; then
     wait "$SERVE_PID" 2> /dev/null || true
     curl -sf -X DELETE "http://127.0.0.1:$SIM_CONTROL/inbox" > /dev/null
     # What the backup had not answered: the tokens the restored server must send to, once each.
+    # The notification went to all devices (a broadcast: a device's row is written when its
+    # page is answered), so that is every device without an answered row.
     python3 - "$WORK/backup.sqlite" "$id" > "$WORK/pending.txt" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
-for (token,) in db.execute(
-        "SELECT d.token FROM deliveries x JOIN devices d ON d.app_id = x.app_id AND d.device_id = x.device_id"
-        " WHERE x.notification_id = ? AND x.status IN ('queued', 'deferred', 'sending')", (sys.argv[2],)):
-    print(token)
+answered = {device for (device, notification) in db.execute(
+    "SELECT device_id, notification_id FROM deliveries WHERE app_id = 'load'"
+    " AND status NOT IN ('queued', 'deferred', 'sending')") if notification.lower() == sys.argv[2].lower()}
+for (device, token) in db.execute("SELECT device_id, token FROM devices WHERE app_id = 'load'"):
+    if device not in answered:
+        print(token)
 PY
     pending=$(wc -l < "$WORK/pending.txt")
     restore_start=$(date +%s.%N)

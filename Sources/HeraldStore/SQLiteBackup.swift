@@ -16,8 +16,8 @@ package enum SQLiteBackup {
         /// The newest schema migration applied to it.
         package var schemaVersion: Int
         package var devices: Int
-        /// Deliveries not answered yet (queued, deferred or being sent): what a server started
-        /// on this file goes on to send.
+        /// Deliveries not answered yet (queued, deferred or being sent, and a broadcast's devices
+        /// not answered yet): what a server started on this file goes on to send.
         package var unanswered: Int
     }
 
@@ -85,9 +85,15 @@ package enum SQLiteBackup {
                     )
                 }
                 let devices = try await count(connection, "SELECT COUNT(*) AS n FROM devices")
-                let unanswered = try await count(
+                // Rows not answered, and a broadcast's devices not answered: those of its pages
+                // handed out but not finished, and those not handed out yet.
+                let rows = try await count(
                     connection, "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'deferred', 'sending')"
                 )
+                let pages = try await count(connection, "SELECT COALESCE(SUM(remaining), 0) AS n FROM broadcast_pages")
+                let notHanded = try await count(
+                    connection, "SELECT COALESCE(SUM(MAX(expected - handed, 0)), 0) AS n FROM broadcasts")
+                let unanswered = rows + pages + notHanded
                 return Summary(bytes: bytes, schemaVersion: Int(version), devices: devices, unanswered: unanswered)
             }
         } catch {
