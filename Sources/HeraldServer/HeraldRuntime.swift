@@ -431,6 +431,7 @@ package final class HeraldRuntime: Sendable {
             failure = String(String(describing: error).prefix(200))
         }
         writeProbe.withLock { $0 = (failure, ContinuousClock.now) }
+        metrics.databaseWritable(failure == nil)
         return failure
     }
 

@@ -75,15 +75,25 @@ struct OperationsTests {
     }
 
     @Test(
-        "a database refusing writes as the dispatcher starts pauses the dispatcher, not the server; once writable, sends go out",
+        "a database refusing writes as the dispatcher starts pauses the dispatcher, not the server (herald_database_writable 0); once writable, sends go out",
         .enabled(if: TestDatabase.kind == .sqlite))
     func unwritableAtStart() async throws {
         try await withServer(beforeStart: { runtime in try await runtime.store.setQueryOnly(true) }) { server in
             let sick = try await server.request(.get, "/healthz", key: ServerHarness.admin)
             #expect(sick.status == .serviceUnavailable)
             #expect(sick.body["database"] as? String == "unwritable")
+            // The gauge the alert rules read (docs/operations/herald.rules.yml).
+            func writableGauge() async throws -> Double? {
+                try await server.metricsText().split(separator: "\n")
+                    .first { $0.hasPrefix("herald_database_writable ") }
+                    .flatMap { Double($0.dropFirst("herald_database_writable ".count)) }
+            }
+            let whileUnwritable = try await writableGauge()
+            #expect(whileUnwritable == 0)
             try await server.runtime.store.setQueryOnly(false)
             #expect(try await server.request(.get, "/healthz", key: nil).status == .ok)
+            let onceWritable = try await writableGauge()
+            #expect(onceWritable == 1)
             let token = makeDeviceTokens(1)[0]
             #expect(try await server.register("a", user: "uma", token: token) == .created)
             let sent = try await server.send(

@@ -185,6 +185,11 @@ package final class HeraldMetrics: Sendable {
         counter("herald_rate_limited_total", [("app", app)]).increment()
     }
 
+    /// The last write probe's answer: 1 when the database took its write, 0 when it did not.
+    func databaseWritable(_ writable: Bool) {
+        gauge("herald_database_writable").record(writable ? 1 : 0)
+    }
+
     /// A dashboard sign-in refused (`reason`: wrong_key, throttled).
     func signInRefused(reason: String) {
         counter("herald_dashboard_signin_refused_total", [("reason", reason)]).increment()
