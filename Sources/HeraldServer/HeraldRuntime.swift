@@ -52,11 +52,14 @@ final class ProviderEventLoops: Sendable {
 /// (one per environment, made on first use).
 package final class AppRuntime: Sendable {
     package let configuration: HeraldConfiguration.AppConfiguration
+    /// The catalog and what the policy step needs of it, swapped whole when the file is read
+    /// again (SIGHUP): a reader sees the old pair or the new one, never a mix.
+    private let catalogs: Mutex<(catalog: Catalog?, planning: PlanningApp?)>
     /// The app's notification catalog, when it has one.
-    package let catalog: Catalog?
+    package var catalog: Catalog? { catalogs.withLock { $0.catalog } }
     /// What the policy step needs of the app, when it has a catalog (its PII detectors
-    /// compiled once).
-    package let planning: PlanningApp?
+    /// compiled once per load).
+    package var planning: PlanningApp? { catalogs.withLock { $0.planning } }
     /// What a device's message depends on: the payload key and the APNs topic.
     package let rendering: RenderingApp
     private let signingKey: APNSSigningKey?
@@ -77,13 +80,7 @@ package final class AppRuntime: Sendable {
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }
     ) {
         self.configuration = configuration
-        self.catalog = catalog
-        if let catalog {
-            planning = PlanningApp(
-                catalog: catalog, policy: catalog.app.policyApp, payloadKey: configuration.payloadKey)
-        } else {
-            planning = nil
-        }
+        catalogs = Mutex((catalog, Self.planning(catalog, payloadKey: configuration.payloadKey)))
         rendering = RenderingApp(payloadKey: configuration.payloadKey, topic: configuration.apns?.topic ?? "")
         self.logger = logger
         self.clientAdjustment = clientAdjustment
@@ -109,6 +106,21 @@ package final class AppRuntime: Sendable {
     }
 
     package var id: String { configuration.id }
+
+    private static func planning(_ catalog: Catalog?, payloadKey: String) -> PlanningApp? {
+        catalog.map { PlanningApp(catalog: $0, policy: $0.app.policyApp, payloadKey: payloadKey) }
+    }
+
+    /// Reads `apps[].catalog` again and, when it loads and passes its checks, puts it in place
+    /// of the current one for every send, timer, trigger and job from now on. A catalog that
+    /// fails changes nothing: the error is thrown and the one in use stays. Nil without a file.
+    package func reloadCatalog() throws(ConfigurationError) -> Catalog? {
+        guard let file = configuration.catalogFile else { return nil }
+        let catalog = try CatalogLoader.load(file: file)
+        let planning = Self.planning(catalog, payloadKey: configuration.payloadKey)
+        catalogs.withLock { $0 = (catalog, planning) }
+        return catalog
+    }
 
     /// How devices register in this app: its APNs environment for devices that name none, its
     /// device cap per user.
@@ -350,6 +362,41 @@ package final class HeraldRuntime: Sendable {
                     $0.webhook?.events.contains(ActionRepository.deviceDeactivatedEvent) == true
                 }
                 .map(\.id)))
+    }
+
+    /// Reads every app's catalog file again (SIGHUP). Each app that loads takes its new catalog;
+    /// one that fails keeps the catalog it had, and the log names the file, line and key.
+    /// Returns how many apps have a catalog file and how many of them failed.
+    @discardableResult
+    package func reloadCatalogs() -> (files: Int, failed: Int) {
+        var files = 0
+        var failed = 0
+        for app in apps.values.sorted(by: { $0.id < $1.id }) {
+            guard let file = app.configuration.catalogFile else { continue }
+            files += 1
+            do {
+                guard let catalog = try app.reloadCatalog() else { continue }
+                logger.notice(
+                    "Catalog reloaded",
+                    metadata: [
+                        "herald.app": "\(app.id)", "herald.file": "\(file)", "herald.types": "\(catalog.types.count)",
+                        "herald.tracks": "\(catalog.tracks.count)", "herald.jobs": "\(catalog.jobs.count)",
+                    ])
+                if let key = catalog.app.payloadKey, key != app.configuration.payloadKey {
+                    logger.warning(
+                        "The reloaded catalog names another payload key: it takes effect at the next start",
+                        metadata: [
+                            "herald.app": "\(app.id)", "herald.payload_key": "\(app.configuration.payloadKey)",
+                        ])
+                }
+            } catch {
+                failed += 1
+                logger.error(
+                    "Catalog not reloaded: the one in use stays",
+                    metadata: ["herald.app": "\(app.id)", "herald.error": "\(error)"])
+            }
+        }
+        return (files, failed)
     }
 
     /// Logs, per app, whether APNs is enabled and why not.

@@ -134,7 +134,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let tls = configuration.tls != nil
-        let watcher = Task { await Self.watchSignals(logger: logger, tls: tls) }
+        let watcher = Task { await Self.watchSignals(logger: logger, tls: tls, runtime: runtime) }
         defer { watcher.cancel() }
         try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
         logger.info("Herald stopped")
@@ -144,15 +144,21 @@ struct ServeCommand: AsyncParsableCommand {
 extension ServeCommand {
     /// Beside the service group's own handling: tells systemd `STOPPING=1` as soon as SIGTERM
     /// or SIGINT arrives, and takes SIGHUP (`systemctl reload`), which would otherwise end the
-    /// process: with `server.tls` the certificate reloader reads the files again; without it,
+    /// process: every app's catalog file is read again (one that fails keeps the catalog in
+    /// use), and with `server.tls` the certificate reloader reads its files again. With neither,
     /// there is nothing to reload and the log says so.
-    static func watchSignals(logger: Logger, tls: Bool) async {
+    static func watchSignals(logger: Logger, tls: Bool, runtime: HeraldRuntime) async {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         for await signal in signals {
             if signal == .sighup {
-                if !tls {
-                    logger.notice("SIGHUP: nothing to reload (no server.tls); the configuration is read at start")
+                SystemdNotify.send("RELOADING=1")
+                let catalogs = runtime.reloadCatalogs()
+                if !tls && catalogs.files == 0 {
+                    logger.notice(
+                        "SIGHUP: nothing to reload (no server.tls, no catalogs); the rest of the configuration is read at start"
+                    )
                 }
+                SystemdNotify.send("READY=1")
                 continue
             }
             SystemdNotify.send("STOPPING=1")

@@ -10,7 +10,7 @@ import Testing
 /// version a package is checked by.
 @Suite("Running under systemd")
 struct SystemdTests {
-    @Test("READY=1 once listening, SIGHUP does not end it, STOPPING=1 on SIGTERM and a clean exit")
+    @Test("READY=1 once listening, SIGHUP reloads catalogs and does not end it, STOPPING=1 on SIGTERM, a clean exit")
     func notifyProtocol() async throws {
         let directory = try makeTemporaryDirectory("herald-systemd")
         let socketPath = directory + "/notify.sock"
@@ -24,9 +24,13 @@ struct SystemdTests {
         defer { if process.isRunning { process.terminate() } }
         #expect(try await receiver.next(containing: "READY=1") != nil)
 
+        // SIGHUP (ExecReload) reads the dev app's catalog (Examples/syncwell.yaml) again, framed
+        // by RELOADING=1 and READY=1.
         kill(process.processIdentifier, SIGHUP)
+        #expect(try await receiver.next(containing: "RELOADING=1") != nil)
+        #expect(try await receiver.next(containing: "READY=1") != nil)
         try await eventually {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("SIGHUP: nothing to reload")
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("Catalog reloaded")
         }
         #expect(process.isRunning)
 
