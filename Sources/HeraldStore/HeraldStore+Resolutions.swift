@@ -89,10 +89,16 @@ extension ActionRepository {
                     "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
                     [.integer(Int64(cancelled)), .integer(Int64(undeferred)), .text(notificationID.uuidString)])
             }
-            let (devices, _) = try await database.notifications.writeNotification(
-                appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content,
-                recipients: .devices(reached.intersection(current).subtracting([deviceID]).sorted()),
-                excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
+            // No other device (a user with one): no replacement notification at all (an empty
+            // device list is no statement PostgreSQL takes).
+            let others = reached.intersection(current).subtracting([deviceID]).sorted()
+            let devices =
+                others.isEmpty
+                ? 0
+                : try await database.notifications.writeNotification(
+                    appID: appID, id: replacement.id, idempotencyKey: nil, cancelKey: nil, content: replacement.content,
+                    recipients: .devices(others), excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session
+                ).0
             _ = try await session.query(
                 """
                 INSERT INTO resolutions (app_id, notification_id, user_id, device_id, label, replacement_id, created_at)

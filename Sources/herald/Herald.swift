@@ -11,7 +11,7 @@ struct Herald: AsyncParsableCommand {
         version: HeraldVersion.description,
         subcommands: [
             ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self,
-            ConfigCommand.self, TokenCommand.self, BackupCommand.self, RestoreCommand.self,
+            ConfigCommand.self, TokenCommand.self, BackupCommand.self, RestoreCommand.self, MigrateCommand.self,
         ]
     )
 }
