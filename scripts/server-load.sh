@@ -496,25 +496,25 @@ echo "202 after ${accepted_seconds}s: notification $id"
 counts() { curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" | json 'd["counts"]'; }
 queued() { curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" | json 'd["counts"]["queued"]'; }
 
-if [ "$MODE" = reliability ]; then
-    target=$((COUNT * 3 / 10))
+# Waits until the simulator's inbox holds 30% of COUNT; sets total to what it holds then.
+await_inbox_share() {
+    local target=$((COUNT * 3 / 10))
     while true; do
         total=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')
         [ "$total" -ge "$target" ] && break
         sleep 0.05
     done
+}
+
+if [ "$MODE" = reliability ]; then
+    await_inbox_share
     kill -9 $SERVE_PID
     wait $SERVE_PID 2>/dev/null || true
     echo "kill -9 with $total of $COUNT in the inbox"
     start_server
 fi
 if [ "$MODE" = backup ]; then
-    target=$((COUNT * 3 / 10))
-    while true; do
-        total=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox" | json 'd["total"]')
-        [ "$total" -ge "$target" ] && break
-        sleep 0.05
-    done
+    await_inbox_share
     backup_start=$(date +%s.%N)
     "$HERALD" backup --config "$WORK/herald.yaml" --to "$WORK/backup.sqlite" > "$WORK/backup.json"
     backup_seconds=$(python3 -c "import time; print(round(time.time() - $backup_start, 2))")

@@ -20,38 +20,38 @@ struct Herald: AsyncParsableCommand {
 /// error, critical), else `defaultLevel`; the format is `HERALD_LOG_FORMAT` (text or json), else
 /// `format` (a configuration's `log_format`). A value that names neither is reported and ignored.
 func bootstrapLogging(defaultLevel: Logger.Level = .info, format: HeraldConfiguration.LogFormat = .text) {
-    let environment = ProcessInfo.processInfo.environment
-    var level = defaultLevel
-    if let name = environment["HERALD_LOG_LEVEL"], !name.isEmpty {
-        if let named = Logger.Level(rawValue: name) {
-            level = named
-        } else {
-            printError("herald: HERALD_LOG_LEVEL=\(name) is not a level (trace … critical); logging at \(level)")
-        }
-    }
-    var format = format
-    if let name = environment["HERALD_LOG_FORMAT"], !name.isEmpty {
-        if let named = HeraldConfiguration.LogFormat(rawValue: name) {
-            format = named
-        } else {
-            printError("herald: HERALD_LOG_FORMAT=\(name) is not text or json; logging as \(format.rawValue)")
-        }
-    }
-    let chosen = level
+    let level = environmentSetting(
+        "HERALD_LOG_LEVEL", "trace, debug, info, notice, warning, error or critical", Logger.Level.init(rawValue:),
+        else: defaultLevel)
+    let format = environmentSetting(
+        "HERALD_LOG_FORMAT", "text or json", HeraldConfiguration.LogFormat.init(rawValue:), else: format)
     switch format {
     case .text:
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = chosen
+            handler.logLevel = level
             return handler
         }
     case .json:
         LoggingSystem.bootstrap { label in
             var handler = JSONLogHandler(label: label)
-            handler.logLevel = chosen
+            handler.logLevel = level
             return handler
         }
     }
+}
+
+/// The environment variable `name` read by `parse`, else `fallback`; a value `parse` refuses is
+/// reported on standard error and the fallback used.
+private func environmentSetting<Value>(
+    _ name: String, _ expected: String, _ parse: (String) -> Value?, else fallback: Value
+) -> Value {
+    guard let text = ProcessInfo.processInfo.environment[name], !text.isEmpty else { return fallback }
+    guard let value = parse(text) else {
+        printError("herald: \(name)=\(text) is not \(expected); using \(fallback)")
+        return fallback
+    }
+    return value
 }
 
 /// Writes a line to standard output, unbuffered (scripts read it while the process runs).

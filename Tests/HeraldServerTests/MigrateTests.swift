@@ -32,6 +32,23 @@ struct MigrateTests {
               - { id: d2, type: nudge, after: 2d, data: { day: "2" } }
         """
 
+    /// A server on `database` with the test's catalog, its webhook at `webhook`, on a clock the
+    /// test moves.
+    static func withAppServer(
+        database: String, catalog: String, webhook: String,
+        _ body: @escaping @Sendable (ServerHarness) async throws -> Void
+    ) async throws {
+        try await withServer(
+            app: {
+                $0.catalogFile = catalog
+                $0.webhook = .init(url: webhook, secrets: [WebhookReceiver.secret])
+            },
+            configure: {
+                $0.databaseURL = database
+                $0.clock = .manual
+            }, { _ in }, body)
+    }
+
     /// What the SQLite run left for the PostgreSQL run to check.
     struct Left: Sendable {
         var start = Date()
@@ -56,16 +73,7 @@ struct MigrateTests {
             receiver.answer { _ in .init(body: #"{"ok":true}"#) }
             // The SQLite server: a device, a user's zone, an enrolment with its first step sent, an
             // approval with action tokens, a send scheduled three hours ahead, opens, events.
-            try await withServer(
-                app: {
-                    $0.catalogFile = catalogFile
-                    $0.webhook = .init(url: url, secrets: [WebhookReceiver.secret])
-                },
-                configure: {
-                    $0.databaseURL = sqliteURL
-                    $0.clock = .manual
-                }
-            ) { server in
+            try await Self.withAppServer(database: sqliteURL, catalog: catalogFile, webhook: url) { server in
                 let start = try #require(server.runtime.devClock?.now)
                 #expect(try await server.register("ana-phone", user: "ana", token: token) == .created)
                 #expect(
@@ -113,16 +121,7 @@ struct MigrateTests {
 
             // The PostgreSQL server, on a clock that starts now again.
             let left = left.withLock { $0 }
-            try await withServer(
-                app: {
-                    $0.catalogFile = catalogFile
-                    $0.webhook = .init(url: url, secrets: [WebhookReceiver.secret])
-                },
-                configure: {
-                    $0.databaseURL = postgresURL
-                    $0.clock = .manual
-                }
-            ) { server in
+            try await Self.withAppServer(database: postgresURL, catalog: catalogFile, webhook: url) { server in
                 let committed = try await ActionTests.commit(server, token: left.approveToken, device: "ana-phone")
                 #expect(
                     committed.status == 200 && committed.body["status"] as? String == "committed", "\(committed.body)")
