@@ -344,7 +344,7 @@ enum ReadingUse: CaseIterable, Sendable {
 
 extension String {
     /// The file of a `sqlite://` URL; nil for `:memory:`.
-    fileprivate var sqliteFilePath: String? {
+    package var sqliteFilePath: String? {
         let path = String(dropFirst("sqlite://".count))
         return path == ":memory:" ? nil : path
     }

@@ -85,19 +85,14 @@ package struct StoreMigration: Sendable {
     /// Whether the target holds a migration's progress (a run to resume or one finished), and
     /// whether every table of the plan is done.
     package func state() async throws -> (started: Bool, finished: Bool) {
-        let done = try await target.exclusive { session -> Set<String>? in
+        let progress = try await target.exclusive { session -> [[Session.Value]] in
             let exists = try await session.query("SELECT to_regclass($1) IS NOT NULL", [.text(Self.progressTable)])
-            guard exists.first?.first == .integer(1) else { return nil }
-            return Set(
-                try await session.query("SELECT table_name, done FROM \(Self.progressTable)")
-                    .filter { $0.last == .integer(1) }.compactMap { $0.first?.text })
+            guard exists.first?.first == .integer(1) else { return [] }
+            return try await session.query("SELECT table_name, done FROM \(Self.progressTable)")
         }
-        guard let done else { return (false, false) }
-        let started = try await target.exclusive { session in
-            try await session.query("SELECT EXISTS (SELECT 1 FROM \(Self.progressTable))").first?.first
-        }
-        let planned = Set(try await plan().map(\.table))
-        return (started == .integer(1), started == .integer(1) && planned.isSubset(of: done))
+        guard !progress.isEmpty else { return (false, false) }
+        let done = Set(progress.filter { $0.last == .integer(1) }.compactMap { $0.first?.text })
+        return (true, Set(try await plan().map(\.table)).isSubset(of: done))
     }
 
     /// The target's tables that already hold rows, when no migration was started there: a

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldCore
 import HeraldStore
 import Logging
 
@@ -29,8 +30,7 @@ struct BackupCommand: AsyncParsableCommand {
         printError("herald backup: copying \(path) to \(to)…")
         do {
             let summary = try await SQLiteBackup.backup(database: path, to: to, logger: Logger(label: "herald.backup"))
-            let elapsed = (ContinuousClock.now - started).components
-            let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            let seconds = (ContinuousClock.now - started).seconds
             printError("herald backup: wrote \(to) in \(String(format: "%.1f", seconds)) s: " + describe(summary))
             printOutput(json(summary, file: to))
         } catch {
@@ -107,8 +107,7 @@ private func sqlitePath(command: String, _ url: String) throws -> String {
         )
         throw ExitCode(2)
     }
-    let path = String(url.dropFirst("sqlite://".count))
-    guard !path.isEmpty, path != ":memory:" else {
+    guard let path = url.sqliteFilePath, !path.isEmpty else {
         printError("\(command): database.url names no file")
         throw ExitCode(2)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldCore
 import HeraldStore
 import Logging
 import Synchronization
@@ -38,9 +39,8 @@ struct MigrateCommand: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(defaultLevel: .warning)
         let logger = Logger(label: "herald.migrate")
-        let path = String(from.dropFirst("sqlite://".count))
-        guard FileManager.default.fileExists(atPath: path) else {
-            printError("herald migrate: no SQLite store at \(path)")
+        guard let path = from.sqliteFilePath, FileManager.default.fileExists(atPath: path) else {
+            printError("herald migrate: no SQLite store at \(from)")
             throw ExitCode(2)
         }
         let live = try await SQLiteBackup.liveNodes(database: path, now: Date(), logger: logger)
@@ -111,8 +111,7 @@ struct MigrateCommand: AsyncParsableCommand {
             summary["verified"] = mismatched.isEmpty
             if mismatched.isEmpty { printError("herald migrate: every table matches (\(results.count) tables)") }
         }
-        let elapsed = (ContinuousClock.now - started).components
-        summary["seconds"] = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        summary["seconds"] = (ContinuousClock.now - started).seconds
         let data = (try? JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])) ?? Data()
         printOutput(String(decoding: data, as: UTF8.self))
         if summary["verified"] as? Bool == false { throw ExitCode(1) }
