@@ -46,6 +46,11 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // The dashboard: server-rendered pages from Mustache templates (GUIDE.md's choice).
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        // Traces: spans through swift-distributed-tracing's API (Hummingbird's tracing
+        // middleware speaks it too), exported by swift-otel over OTLP/HTTP only; the gRPC
+        // exporter's trait stays off so gRPC Swift is never built.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         .target(name: "HeraldPayload", swiftSettings: strict),
@@ -150,6 +155,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ],
             resources: [
                 .embedInCode("Resources/openapi.yaml"),
@@ -188,6 +195,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             swiftSettings: strict
         ),

@@ -136,6 +136,8 @@ YAML
     echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
 fi
 [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
+# TELEMETRY='{ otlp_endpoint: "http://127.0.0.1:4318", sample_ratio: 1 }' measures with traces on.
+[ -z "${TELEMETRY:-}" ] || echo "telemetry: $TELEMETRY" >> "$WORK/herald.yaml"
 SERVE_PID=""
 start_server() {
     HERALD_LOG_LEVEL=${HERALD_LOG_LEVEL:-notice} "$HERALD" serve --config "$WORK/herald.yaml" >> "$WORK/serve.out" 2>> "$WORK/serve.err" &

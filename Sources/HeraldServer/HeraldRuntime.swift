@@ -9,6 +9,7 @@ package import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+package import Tracing
 
 /// The event loops every app's provider clients share (APNs connections of every app and
 /// environment, FCM connections): one group for the process, so a server with many apps does
@@ -278,6 +279,8 @@ package final class HeraldRuntime: Sendable {
     package let signInThrottle = SignInThrottle()
     /// Client-key writes per user and per client address.
     let rateLimiter: RateLimiter
+    /// Spans of sends and their deliveries (`telemetry`); nil when traces are off.
+    package let traces: DeliveryTraces?
 
     /// The secret dashboard cookies and login tokens are signed with: 32 random bytes the
     /// database keeps (made by the first node that needs it), never derived from an API key.
@@ -324,7 +327,7 @@ package final class HeraldRuntime: Sendable {
         clientAdjustment: @escaping @Sendable (inout APNSClientConfiguration) -> Void = { _ in },
         fcmAdjustment: (inout FCMClientConfiguration) -> Void = { _ in }, dispatcherStallLimit: TimeInterval = 60,
         devClock: DevClock? = nil, healthInterval: Duration = .seconds(1), writeProbeInterval: Duration = .seconds(5),
-        providers: (any ProviderRegistry)? = nil
+        providers: (any ProviderRegistry)? = nil, tracer: (any Tracer)? = nil
     ) throws(ConfigurationError) {
         self.healthInterval = healthInterval
         self.writeProbeInterval = writeProbeInterval
@@ -333,6 +336,10 @@ package final class HeraldRuntime: Sendable {
         self.started = store.now
         self.devClock = devClock
         rateLimiter = RateLimiter(configuration.limits)
+        // The process's tracer (bootstrapped by `herald serve` before this) unless a test gives one.
+        traces = (tracer ?? (configuration.telemetry.enabled ? InstrumentationSystem.tracer : nil)).map {
+            DeliveryTraces(tracer: $0)
+        }
         self.configuration = configuration
         self.store = store
         self.logger = logger

@@ -82,6 +82,13 @@ struct ServeCommand: AsyncParsableCommand {
         if let host { configuration.host = host }
         if let port { configuration.port = port }
 
+        let tracing: (any Service)?
+        do {
+            tracing = try TracingBootstrap.bootstrap(configuration.telemetry, logger: logger)
+        } catch {
+            printError("herald serve: telemetry: \(error)")
+            throw ExitCode(2)
+        }
         // --dev and `clock: manual`: a clock POST /v1/dev/clock can move.
         let devClock = DevClock.make(dev: dev, setting: configuration.clock)
         let store: HeraldStore
@@ -109,12 +116,14 @@ struct ServeCommand: AsyncParsableCommand {
         let listenPort = configuration.port
         let startBanner = banner
         let scheme = configuration.tls == nil ? "http" : "https"
+        // The span exporter first, so it stops last; the dev simulator after the server.
+        var before: [any Service] = tracing.map { [$0] } ?? []
+        if let simulator { before.append(OnShutdown("dev simulator") { await simulator.shutdown() }) }
         let application: any ApplicationProtocol
         do {
             application = try HeraldServices.application(
                 runtime: runtime, outbox: configuration.outbox,
-                before: simulator.map { simulator in [OnShutdown("dev simulator") { await simulator.shutdown() }] }
-                    ?? [],
+                before: before,
                 onServerRunning: { channel in
                     let address = channel.localAddress.map { "\($0)" } ?? "\(listenHost):\(listenPort)"
                     logger.info(

@@ -173,6 +173,35 @@ struct StoreAndConfigurationTests {
         }
     }
 
+    @Test("telemetry: off by default; otlp_endpoint and sample_ratio parse; a bad value names its key")
+    func telemetryConfiguration() throws {
+        #expect(try HeraldConfiguration.parse(yaml: "server: { port: 1 }", file: "x.yaml").telemetry.enabled == false)
+        let telemetry = try HeraldConfiguration.parse(
+            yaml: "telemetry: { otlp_endpoint: \"http://collector:4318\", sample_ratio: 0.25 }", file: "x.yaml"
+        ).telemetry
+        #expect(telemetry.enabled)
+        #expect(telemetry.sampleRatio == 0.25)
+        #expect(telemetry.tracesURL == "http://collector:4318/v1/traces")
+        let explicit = HeraldConfiguration.Telemetry(otlpEndpoint: "https://c.example/otlp/v1/traces")
+        #expect(explicit.tracesURL == "https://c.example/otlp/v1/traces")
+        #expect(HeraldConfiguration.Telemetry(otlpEndpoint: "http://c:4318/").tracesURL == "http://c:4318/v1/traces")
+        for (yaml, key) in [
+            ("telemetry: { otlp_endpoint: \"collector:4318\" }", "telemetry.otlp_endpoint"),
+            ("telemetry: { otlp_endpoint: \"ftp://collector\" }", "telemetry.otlp_endpoint"),
+            ("telemetry: { sample_ratio: 2 }", "telemetry.sample_ratio"),
+            ("telemetry: { sample_ratio: nan }", "telemetry.sample_ratio"),
+            ("telemetry: { sample_ratio: half }", "telemetry.sample_ratio"),
+            ("telemetry: { endpoint: \"http://c:4318\" }", "telemetry.endpoint"),
+        ] {
+            do {
+                _ = try HeraldConfiguration.parse(yaml: yaml, file: "x.yaml")
+                Issue.record("accepted \(yaml)")
+            } catch {
+                #expect(error.key == key, "\(yaml)")
+            }
+        }
+    }
+
     @Test("the documented configuration parses, relative key files resolve beside it, environment overrides")
     func configurationContract() throws {
         let yaml = """

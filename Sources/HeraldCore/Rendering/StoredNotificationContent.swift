@@ -12,6 +12,9 @@ package struct StoredNotificationContent: Sendable, Hashable {
     /// When it was scheduled to go (`deliver_at`), if later than its acceptance: its deliveries'
     /// age (`outbox.max_age`) counts from then, not from when it was stored.
     package var deliverAt: Date?
+    /// The W3C `traceparent` of the span that accepted it, when that span was sampled: its
+    /// deliveries' spans join the same trace.
+    package var traceparent: String?
 
     package init(content: NotificationContent, typed: TypedContent? = nil, deliverAt: Date? = nil) {
         self.content = content
@@ -57,6 +60,7 @@ extension StoredNotificationContent: Codable {
     enum CodingKeys: String, CodingKey {
         case content, typed
         case deliverAt = "deliver_at_ms"
+        case traceparent
         // Written before the neutral content: the rendered APNs request.
         case pushType = "push_type"
         case priority
@@ -70,6 +74,7 @@ extension StoredNotificationContent: Codable {
         deliverAt = try container.decodeIfPresent(Int64.self, forKey: .deliverAt).map {
             Date(timeIntervalSince1970: Double($0) / 1000)
         }
+        traceparent = try container.decodeIfPresent(String.self, forKey: .traceparent)
         if let content = try container.decodeIfPresent(NotificationContent.self, forKey: .content) {
             self.content = content
             return
@@ -116,6 +121,7 @@ extension StoredNotificationContent: Codable {
         try container.encodeIfPresent(typed, forKey: .typed)
         try container.encodeIfPresent(
             deliverAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }, forKey: .deliverAt)
+        try container.encodeIfPresent(traceparent, forKey: .traceparent)
     }
 }
 

@@ -17,6 +17,7 @@ package enum HeraldAPI {
     /// Builds the router over a runtime.
     package static func router(runtime: HeraldRuntime) -> Router<HeraldRequestContext> {
         let router = Router(context: HeraldRequestContext.self)
+        addTracing(to: router, runtime: runtime)
         router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
         router.add(middleware: ListenerMiddleware(runtime: runtime))
         addOperatorRoutes(to: router, runtime: runtime)
@@ -33,6 +34,15 @@ package enum HeraldAPI {
     }
 
     // MARK: Helpers
+
+    /// With `telemetry`, a server span per request (its route the span's name), joining the
+    /// trace a `traceparent` header names; first, so its time covers the whole answer.
+    static func addTracing(to router: Router<HeraldRequestContext>, runtime: HeraldRuntime) {
+        guard runtime.traces != nil else { return }
+        router.add(
+            middleware: TracingMiddleware<HeraldRequestContext>(
+                redactingQueryParameters: ["token", "key", "access_token"]))
+    }
 
     /// The keyless answers of `/livez`, `/readyz` and `/healthz`.
     static let readyBody = ByteBuffer(string: #"{"status":"ok"}"#)
@@ -332,7 +342,12 @@ struct NotificationView: Encodable {
         case updatedAt = "updated_at"
         case trace
     }
-    enum ExtraKeys: String, CodingKey { case cancelKey = "cancel_key" }
+    enum ExtraKeys: String, CodingKey {
+        case cancelKey = "cancel_key"
+        case traceID = "trace_id"
+    }
+    /// The one field of the stored content this view shows.
+    private struct Traced: Decodable { var traceparent: String? }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -341,6 +356,8 @@ struct NotificationView: Encodable {
         try container.encode(record.recipients, forKey: .recipients)
         var extra = encoder.container(keyedBy: ExtraKeys.self)
         try extra.encodeIfPresent(record.cancelKey, forKey: .cancelKey)
+        let traceparent = (try? JSONDecoder().decode(Traced.self, from: record.content))?.traceparent
+        try extra.encodeIfPresent(traceparent.flatMap(TraceParent.traceID), forKey: .traceID)
         var countsObject: [String: Int] = [:]
         for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed, .cancelled] {
             countsObject[status.rawValue] = counts[status] ?? 0

@@ -52,6 +52,32 @@ package struct HeraldConfiguration: Sendable {
     /// `log_format`: `text` (one human-readable line per event, the default) or `json` (one
     /// JSON object per line). `HERALD_LOG_FORMAT` overrides it.
     package var logFormat = LogFormat.text
+    /// `telemetry: {otlp_endpoint, sample_ratio}`: OpenTelemetry traces, off without an endpoint.
+    package var telemetry = Telemetry()
+
+    /// Traces exported over OTLP/HTTP (protobuf) to a collector.
+    package struct Telemetry: Sendable, Equatable {
+        /// The collector's OTLP/HTTP address, e.g. `http://otel-collector:4318`: spans are posted
+        /// to its `/v1/traces` (a URL that ends in `/v1/traces` is used as it is). nil: no traces.
+        package var otlpEndpoint: String?
+        /// The share of traces that start in Herald which are recorded, 0–1. A request whose
+        /// `traceparent` says sampled is always traced, one that says not sampled never is.
+        package var sampleRatio = 1.0
+
+        package init(otlpEndpoint: String? = nil, sampleRatio: Double = 1.0) {
+            self.otlpEndpoint = otlpEndpoint
+            self.sampleRatio = sampleRatio
+        }
+
+        package var enabled: Bool { otlpEndpoint != nil }
+
+        /// Where spans are posted: the endpoint's `/v1/traces`.
+        package var tracesURL: String? {
+            guard let otlpEndpoint else { return nil }
+            if otlpEndpoint.hasSuffix("/v1/traces") { return otlpEndpoint }
+            return otlpEndpoint.hasSuffix("/") ? otlpEndpoint + "v1/traces" : otlpEndpoint + "/v1/traces"
+        }
+    }
 
     /// A certificate chain and its private key, PEM files.
     package struct TLSFiles: Sendable, Equatable {

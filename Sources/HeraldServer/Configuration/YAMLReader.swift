@@ -46,7 +46,7 @@ extension YAMLReader {
             root, "",
             allowed: [
                 "server", "database", "outbox", "admin_key", "metrics_key", "clock", "apps", "dashboard", "limits",
-                "log_format",
+                "log_format", "telemetry",
             ])
         {
             if name == "apps" {
@@ -88,6 +88,8 @@ extension YAMLReader {
                 throw fail(value, "log_format", "is text or json")
             }
             configuration.logFormat = format
+        case "telemetry":
+            configuration.telemetry = try telemetry(value)
         default:
             guard let setting = HeraldConfiguration.ClockSetting(rawValue: try string(value, "clock")) else {
                 throw fail(value, "clock", "is system or manual")
@@ -175,6 +177,29 @@ extension YAMLReader {
             }
         }
         return listener
+    }
+
+    /// `telemetry: {otlp_endpoint, sample_ratio}`.
+    func telemetry(_ node: Node) throws(ConfigurationError) -> HeraldConfiguration.Telemetry {
+        var telemetry = HeraldConfiguration.Telemetry()
+        for (name, value) in try mapping(node, "telemetry", allowed: ["otlp_endpoint", "sample_ratio"]) {
+            let path = "telemetry." + name
+            let text = try string(value, path)
+            if name == "otlp_endpoint" {
+                guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                    scheme == "http" || scheme == "https", url.host?.isEmpty == false
+                else {
+                    throw fail(value, path, "is an http:// or https:// URL, e.g. http://otel-collector:4318")
+                }
+                telemetry.otlpEndpoint = text
+            } else {
+                guard let ratio = Double(text), (0...1).contains(ratio) else {
+                    throw fail(value, path, "is a number from 0 to 1 (the share of traces recorded)")
+                }
+                telemetry.sampleRatio = ratio
+            }
+        }
+        return telemetry
     }
 
     /// `limits: {user_per_minute, user_burst, address_per_minute, address_burst}`.

@@ -23,6 +23,7 @@ enum Dashboard {
     /// The router of the dashboard's own listener (`dashboard.port`): its pages, and `/livez`.
     static func router(runtime: HeraldRuntime) -> Router<HeraldRequestContext> {
         let router = Router(context: HeraldRequestContext.self)
+        HeraldAPI.addTracing(to: router, runtime: runtime)
         router.add(middleware: RequestMetricsMiddleware(metrics: runtime.metrics))
         router.add(middleware: ListenerMiddleware(runtime: runtime))
         router.get("/livez") { _, _ in HeraldAPI.alive() }

@@ -199,6 +199,8 @@ struct NotificationPage {
     var created: String
     var recipients: Int
     var cancelKey: String?
+    /// The OpenTelemetry trace its deliveries joined (`telemetry`), when the send was sampled.
+    var traceID: String?
     /// Every status, zeros too: the live counts update the ones shown.
     var counts: [Count]
     var deliveries: [Delivery]
@@ -232,7 +234,7 @@ struct NotificationPage {
         return NotificationPage(
             app: app, id: id.uuidString.lowercased(), type: content?.typed?.type ?? "custom",
             created: Format.utc(record.createdAt),
-            recipients: record.recipients, cancelKey: record.cancelKey,
+            recipients: record.recipients, cancelKey: record.cancelKey, traceID: content?.traceID,
             counts: DeliveryStatus.allCases.map {
                 Count(status: $0.rawValue, count: counts[$0] ?? 0, zero: (counts[$0] ?? 0) == 0)
             },

@@ -56,6 +56,7 @@ final class DeliveryRecorder: Sendable {
         do {
             try await runtime.store.outbox.recordResults(taken.results, webhooks: runtime.resultWebhooks)
             runtime.metrics.outboxStore("record", seconds: (ContinuousClock.now - started).seconds)
+            runtime.traces?.recorded(taken.results)
             if !runtime.resultWebhooks.failed.isEmpty || !runtime.resultWebhooks.deactivated.isEmpty,
                 taken.results.contains(where: runtime.resultWebhooks.wants)
             {

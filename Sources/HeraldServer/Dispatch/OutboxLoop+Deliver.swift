@@ -4,6 +4,7 @@ import HeraldCore
 import HeraldPayload
 import HeraldStore
 import Synchronization
+import Tracing
 
 /// A claimed batch, planned: what may be sent now and what the policy step already decided.
 struct PreparedBatch: Sendable {
@@ -18,8 +19,10 @@ struct PreparedBatch: Sendable {
 
 extension OutboxLoop {
     /// Reads the batch's notification contents and runs the policy step on typed ones. A store
-    /// error hands the batch back to the queue.
-    func prepare(_ claimed: [ClaimedDelivery]) async throws -> PreparedBatch {
+    /// error hands the batch back to the queue. `claimedAt`: when the claim began (for traces).
+    func prepare(_ claimed: [ClaimedDelivery], claimedAt: DefaultTracerClock.Instant? = nil) async throws
+        -> PreparedBatch
+    {
         var batch = PreparedBatch(claimed: claimed, sendable: claimed, held: [], contents: [:], planned: [:])
         do {
             // Fresh notifications from this process's API are held decoded; the others are read.
@@ -31,6 +34,7 @@ extension OutboxLoop {
                     batch.contents[id] = try? JSONDecoder().decode(StoredNotificationContent.self, from: data)
                 }
             }
+            runtime.traces?.claimed(claimed, contents: batch.contents, claimedAt: claimedAt ?? DefaultTracerClock.now)
             // Too old to matter: past the notification's expiration, or queued longer than outbox.max_age.
             let now = runtime.store.now
             let expired = claimed.filter { delivery in
@@ -54,7 +58,9 @@ extension OutboxLoop {
                 let heldIDs = Set(held.map(\.deliveryID))
                 batch.sendable.removeAll { heldIDs.contains($0.id) }
             }
+            runtime.traces?.planned(batch.held, sendable: batch.sendable)
         } catch {
+            runtime.traces?.abandoned(claimed)
             try? await runtime.store.nodes.unclaim(claimed)
             throw error
         }
@@ -116,6 +122,7 @@ extension OutboxLoop {
     private func settle(_ results: [DeliveryResult], tracker: BatchTracker, recorder: DeliveryRecorder) {
         guard !results.isEmpty else { return }
         tracker.settle(results.map(\.deliveryID))
+        runtime.traces?.recording(results)
         recorder.add(results)
     }
 
@@ -228,6 +235,7 @@ extension OutboxLoop {
         let started = ContinuousClock.now
         await withDiscardingTaskGroup { group in
             for (provider, requests) in apns.values {
+                runtime.traces?.sending(requests, provider: "apns")
                 group.addTask {
                     await provider.send(requests, submitted: submitted) {
                         answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "apns")
@@ -235,6 +243,7 @@ extension OutboxLoop {
                 }
             }
             for (provider, requests) in fcm.values {
+                runtime.traces?.sending(requests, provider: "fcm")
                 group.addTask {
                     await provider.send(requests, submitted: submitted) {
                         answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "fcm")
@@ -252,6 +261,7 @@ extension OutboxLoop {
         platform: String
     ) {
         let hold = answer.suspect || answer.disposition == .providerPaused
+        runtime.traces?.answered(answer)
         let trace = batch.planned[answer.deliveryID]?.trace
         guard let delivery = tracker.take(answer, hold: hold, trace: trace) else { return }
         if !hold {

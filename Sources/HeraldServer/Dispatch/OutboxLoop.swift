@@ -4,6 +4,7 @@ import HeraldStore
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Drains the outbox (the `Service` beside the HTTP server): claims due deliveries in batches,
 /// plans them (`DeliveryPlanner`), sends them through each app's providers and hands every
@@ -52,6 +53,7 @@ package struct OutboxLoop: Service {
                         }
                         // What the API claimed as it accepted, then the outbox's own claim when the
                         // machine says it is due.
+                        let claimedAt = runtime.traces == nil ? nil : DefaultTracerClock.now
                         var claimed = runtime.direct.take(limit)
                         let outboxWork = runtime.wake.takeOutboxWork()
                         let prepared: PreparedBatch
@@ -71,7 +73,7 @@ package struct OutboxLoop: Service {
                                 await runtime.wake.wait(timeout: configuration.idleInterval)
                                 continue
                             }
-                            prepared = try await prepare(claimed)
+                            prepared = try await prepare(claimed, claimedAt: claimedAt)
                             machine.storeWorked()
                         } catch {
                             let failures = machine.storeFailed()
