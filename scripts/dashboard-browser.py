@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue #15: the dashboard in a real browser (headless Chromium from Debian, driven by Selenium)
+"""The dashboard in a real browser (headless Chromium from Debian, driven by Selenium)
 against a live `herald serve` and `herald sim`. Run by .ci/run through scripts/dashboard-browser.sh:
 
     scripts/dashboard-browser.sh [path-to-herald-binary] [--screenshots docs/images]

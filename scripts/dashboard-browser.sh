@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #15: the dashboard driven in headless Chromium (Debian's chromium + chromium-driver,
+# The dashboard driven in headless Chromium (Debian's chromium + chromium-driver,
 # Selenium from PyPI) against a live `herald serve` + `herald sim`. Used by CI; by hand:
 #
 #   scripts/dashboard-browser.sh [path-to-herald-binary] [--screenshots docs/images]

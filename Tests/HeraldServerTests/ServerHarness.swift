@@ -11,6 +11,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+import Tracing
 
 /// A running Herald (live HTTP on loopback) with a temp SQLite file, wired to an in-process simulator.
 struct ServerHarness {
@@ -108,7 +109,7 @@ func withServer(
     app adjustApp: (inout HeraldConfiguration.AppConfiguration) -> Void = { _ in },
     configure adjustConfiguration: (inout HeraldConfiguration) -> Void = { _ in },
     dispatcher: Bool = true, dispatcherStallLimit: TimeInterval = 60, healthInterval: Duration = .zero,
-    testing: TestingSetup = .live,
+    testing: TestingSetup = .live, tracer: (any Tracer)? = nil,
     beforeStart: @Sendable (HeraldRuntime) async throws -> Void = { _ in },
     _ adjustSimulator: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: @escaping @Sendable (ServerHarness) async throws -> Void
@@ -161,7 +162,7 @@ func withServer(
                     fcm.baseDelay = 0.01
                     fcm.quotaDelay = 0.01
                 }, dispatcherStallLimit: dispatcherStallLimit, devClock: devClock, healthInterval: healthInterval,
-                writeProbeInterval: healthInterval)
+                writeProbeInterval: healthInterval, tracer: tracer)
         } catch {
             // A configuration the runtime refuses: the store it would have owned closes here.
             await store.close()

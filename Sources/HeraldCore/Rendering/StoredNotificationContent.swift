@@ -12,9 +12,10 @@ package struct StoredNotificationContent: Sendable, Hashable {
     /// When it was scheduled to go (`deliver_at`), if later than its acceptance: its deliveries'
     /// age (`outbox.max_age`) counts from then, not from when it was stored.
     package var deliverAt: Date?
-    /// The W3C `traceparent` of the span that accepted it, when that span was sampled: its
-    /// deliveries' spans join the same trace.
-    package var traceparent: String?
+    /// The trace context of the span that accepted it (W3C `traceparent` and `tracestate`, as
+    /// the tracer propagates them), when that span was sampled: its deliveries' spans join the
+    /// same trace.
+    package var traceContext: [String: String]?
 
     package init(content: NotificationContent, typed: TypedContent? = nil, deliverAt: Date? = nil) {
         self.content = content
@@ -60,7 +61,7 @@ extension StoredNotificationContent: Codable {
     enum CodingKeys: String, CodingKey {
         case content, typed
         case deliverAt = "deliver_at_ms"
-        case traceparent
+        case traceContext = "trace_context"
         // Written before the neutral content: the rendered APNs request.
         case pushType = "push_type"
         case priority
@@ -74,7 +75,7 @@ extension StoredNotificationContent: Codable {
         deliverAt = try container.decodeIfPresent(Int64.self, forKey: .deliverAt).map {
             Date(timeIntervalSince1970: Double($0) / 1000)
         }
-        traceparent = try container.decodeIfPresent(String.self, forKey: .traceparent)
+        traceContext = try container.decodeIfPresent([String: String].self, forKey: .traceContext)
         if let content = try container.decodeIfPresent(NotificationContent.self, forKey: .content) {
             self.content = content
             return
@@ -121,7 +122,7 @@ extension StoredNotificationContent: Codable {
         try container.encodeIfPresent(typed, forKey: .typed)
         try container.encodeIfPresent(
             deliverAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }, forKey: .deliverAt)
-        try container.encodeIfPresent(traceparent, forKey: .traceparent)
+        try container.encodeIfPresent(traceContext, forKey: .traceContext)
     }
 }
 

@@ -347,7 +347,10 @@ struct NotificationView: Encodable {
         case traceID = "trace_id"
     }
     /// The one field of the stored content this view shows.
-    private struct Traced: Decodable { var traceparent: String? }
+    private struct Traced: Decodable {
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        var trace_context: [String: String]?
+    }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -356,8 +359,8 @@ struct NotificationView: Encodable {
         try container.encode(record.recipients, forKey: .recipients)
         var extra = encoder.container(keyedBy: ExtraKeys.self)
         try extra.encodeIfPresent(record.cancelKey, forKey: .cancelKey)
-        let traceparent = (try? JSONDecoder().decode(Traced.self, from: record.content))?.traceparent
-        try extra.encodeIfPresent(traceparent.flatMap(TraceParent.traceID), forKey: .traceID)
+        let traced = try? JSONDecoder().decode(Traced.self, from: record.content)
+        try extra.encodeIfPresent(traced?.trace_context?["traceparent"].flatMap(TraceParent.traceID), forKey: .traceID)
         var countsObject: [String: Int] = [:]
         for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed, .cancelled] {
             countsObject[status.rawValue] = counts[status] ?? 0

@@ -21,15 +21,16 @@ enum NotificationSends {
         _ request: SendRequest, app: AppRuntime, runtime: HeraldRuntime, id: UUID = UUID.random(), test: Bool = false
     ) async throws -> NotificationRepository.Accepted {
         guard let traces = runtime.traces else {
-            return try await accept(request, app: app, runtime: runtime, id: id, test: test, traceparent: nil)
+            return try await accept(request, app: app, runtime: runtime, id: id, test: test, traceContext: nil)
         }
-        return try await traces.accept(notification: id, app: app.id) { traceparent in
-            try await accept(request, app: app, runtime: runtime, id: id, test: test, traceparent: traceparent)
+        return try await traces.accept(notification: id, app: app.id) { traceContext in
+            try await accept(request, app: app, runtime: runtime, id: id, test: test, traceContext: traceContext)
         }
     }
 
     private static func accept(
-        _ request: SendRequest, app: AppRuntime, runtime: HeraldRuntime, id: UUID, test: Bool, traceparent: String?
+        _ request: SendRequest, app: AppRuntime, runtime: HeraldRuntime, id: UUID, test: Bool,
+        traceContext: [String: String]?
     ) async throws -> NotificationRepository.Accepted {
         var composed = try NotificationComposer.compose(
             request.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
@@ -40,7 +41,7 @@ enum NotificationSends {
             composed.urgent = true
             composed.dueAt = runtime.store.now
         }
-        composed.content.traceparent = traceparent
+        composed.content.traceContext = traceContext
         let contentData = try JSONEncoder().encode(composed.content)
         // Before the commit: the outbox loop may claim the deliveries as soon as it lands.
         if !test { runtime.recentContents.insert(id, composed.content, apnsPayload: composed.apnsPayload) }

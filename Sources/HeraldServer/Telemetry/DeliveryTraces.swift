@@ -8,7 +8,7 @@ package import Tracing
 /// send (a child of the request's span, or a trace of its own for a scheduled send), then per
 /// delivery of a sampled send `herald.deliver` with `herald.claim`, `herald.plan`, the provider
 /// request (`herald.apns` or `herald.fcm`) and `herald.record` inside it. A delivery finds its
-/// trace through the `traceparent` its notification's content keeps, so the link survives the
+/// trace through the trace context its notification's content keeps, so the link survives the
 /// queue, a restart and another node. Each retry is a `herald.deliver` of its own.
 ///
 /// The dispatcher calls in whatever it does; with no delivery traced each call is one atomic
@@ -45,10 +45,10 @@ package final class DeliveryTraces: Sendable {
 
     // MARK: Accept
 
-    /// Runs `body` (storing a send) in a `herald.accept` span; `body` gets the span's
-    /// `traceparent` when the span is sampled, for the notification's content to keep.
+    /// Runs `body` (storing a send) in a `herald.accept` span; `body` gets the span's trace
+    /// context when the span is sampled, for the notification's content to keep.
     func accept<T>(
-        notification: UUID, app: String, _ body: (_ traceparent: String?) async throws -> T
+        notification: UUID, app: String, _ body: (_ traceContext: [String: String]?) async throws -> T
     ) async throws -> T {
         let span = tracer.startSpan(
             "herald.accept", context: InstrumentationContext.current ?? .topLevel, ofKind: .producer)
@@ -56,24 +56,25 @@ package final class DeliveryTraces: Sendable {
         span.attributes["herald.notification_id"] = notification.uuidString.lowercased()
         defer { span.end() }
         do {
-            return try await body(span.isRecording ? traceparent(span.context) : nil)
+            return try await body(span.isRecording ? carrier(span.context) : nil)
         } catch {
             span.recordError(error)
             throw error
         }
     }
 
-    /// The W3C `traceparent` of `context`, as the configured propagator writes it.
-    func traceparent(_ context: InstrumentationContext) -> String? {
+    /// `context` as the tracer propagates it (`traceparent`, `tracestate` for W3C); nil when it
+    /// writes nothing.
+    func carrier(_ context: InstrumentationContext) -> [String: String]? {
         var carrier: [String: String] = [:]
         tracer.inject(context, into: &carrier, using: DictionaryInjector())
-        return carrier["traceparent"]
+        return carrier.isEmpty ? nil : carrier
     }
 
-    /// The context a stored `traceparent` names.
-    func context(traceparent: String) -> InstrumentationContext {
+    /// The context a stored carrier names.
+    func context(_ carrier: [String: String]) -> InstrumentationContext {
         var context = InstrumentationContext.topLevel
-        tracer.extract(["traceparent": traceparent], into: &context, using: DictionaryExtractor())
+        tracer.extract(carrier, into: &context, using: DictionaryExtractor())
         return context
     }
 
@@ -88,7 +89,7 @@ package final class DeliveryTraces: Sendable {
     ) {
         var contexts: [UUID: InstrumentationContext] = [:]
         for (id, stored) in contents {
-            if let traceparent = stored.traceparent { contexts[id] = context(traceparent: traceparent) }
+            if let carrier = stored.traceContext { contexts[id] = context(carrier) }
         }
         guard !contexts.isEmpty else { return }
         let now = DefaultTracerClock.now
@@ -232,8 +233,8 @@ enum TraceParent {
 }
 
 extension StoredNotificationContent {
-    /// The trace id of the trace the notification's deliveries join.
-    var traceID: String? { traceparent.flatMap(TraceParent.traceID) }
+    /// The W3C trace id of the trace the notification's deliveries join.
+    var traceID: String? { traceContext?["traceparent"].flatMap(TraceParent.traceID) }
 }
 
 extension DeliveryResult.Outcome {
