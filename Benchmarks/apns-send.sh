@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# APNs delivery benchmark (issue #2): `herald send --tokens-file` with 20,000 distinct tokens to
+# APNs delivery benchmark: `herald send --tokens-file` with 20,000 distinct tokens to
 # `herald sim` on this machine, three runs; aioapns against the same simulator for comparison;
 # then the fault run (10% 500s, 5% 429s, GOAWAY every 1,000 streams) checked for exactly-once.
 #

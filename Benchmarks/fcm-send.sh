@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FCM delivery benchmark (issue #5): `herald send --fcm --tokens-file` with 20,000 distinct
+# FCM delivery benchmark: `herald send --fcm --tokens-file` with 20,000 distinct
 # registration tokens to `herald sim` (FCM HTTP v1: OAuth2 token endpoint + messages:send over
 # HTTP/2 + TLS) on this machine, 1 warm-up run + 3 measured runs; then a fault run (10% 500
 # INTERNAL, 5% 503 UNAVAILABLE, 1% 429 QUOTA_EXCEEDED, all with Retry-After: 1, GOAWAY every

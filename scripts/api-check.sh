@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #14: the public API of the modules apps link (HeraldKit, HeraldKitTesting, HeraldPayload)
+# The public API of the modules apps link (HeraldKit, HeraldKitTesting, HeraldPayload)
 # is checked in as text under docs/api/; a change that was not meant fails CI with the diff.
 #   scripts/api-check.sh            # compare with docs/api/ (after `swift build`)
 #   scripts/api-check.sh --update   # write docs/api/ from the build (commit it with the change)

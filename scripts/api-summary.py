@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The public API of a module as stable text (issue #14: accidental API changes fail CI).
+"""The public API of a module as stable text (an API change nobody meant fails CI).
 
 Reads `swift-api-digester -dump-sdk` JSON and prints one line per public declaration: its
 kind, name, type and modifiers, nested under its type, conformances listed. Usage:

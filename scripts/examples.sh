@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #13 §5: the example services in Examples/ build without warnings and pass their tests
+# The example services in Examples/ build without warnings and pass their tests
 # against a live `herald serve` + `herald sim` (the Herald binary: HERALD_BIN, default the
 # checkout's debug build, which `swift build` makes).
 set -euo pipefail

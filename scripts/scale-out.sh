@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Several `herald serve` nodes on one PostgreSQL (issue #11), against `herald sim` answering after
+# Several `herald serve` nodes on one PostgreSQL, against `herald sim` answering after
 # 100 ms with 100 streams per connection (I/O-bound, like a real APNs round trip):
 #
 #   scripts/scale-out.sh rate [DEVICES]   # default 40,000: one notification to all, with 1 node
