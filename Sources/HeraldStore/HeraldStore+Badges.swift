@@ -5,9 +5,6 @@ package import HeraldCore
 /// user's badge is the sum of their counters, and every change of the sum sends the new total
 /// (never a delta) to each of their active devices, in the transaction that changed it.
 extension DeviceRepository {
-    /// Renders the badge-only push for a new total (the stored content of its notification).
-    package typealias BadgeContent = @Sendable (Int64) throws -> Data
-
     /// A user's counters.
     package func badges(appID: String, userID: String) async throws -> [String: Int64] {
         try await exclusive { session in
@@ -18,11 +15,11 @@ extension DeviceRepository {
     /// Changes counters in one durable transaction; when the total changes, its badge push is
     /// written too. Returns the counters after, and the push's notification id when one was sent.
     package func changeBadges(
-        appID: String, userID: String, _ changes: [BadgeChange], content: BadgeContent
+        appID: String, userID: String, _ changes: [BadgeChange], push: BadgePush
     ) async throws -> (counters: [String: Int64], notification: UUID?) {
         try await transaction(durable: true) { [self] session in
             try await changeBadges(
-                appID: appID, userID: userID, changes, content: content, now: nowMilliseconds, session)
+                appID: appID, userID: userID, changes, push: push, now: nowMilliseconds, session)
         }
     }
 
@@ -38,7 +35,7 @@ extension DeviceRepository {
 
     /// Counters never go below zero (a "resolved" that arrives twice does not make -1).
     func changeBadges(
-        appID: String, userID: String, _ changes: [BadgeChange], content: BadgeContent, now: Int64, _ session: Session
+        appID: String, userID: String, _ changes: [BadgeChange], push: BadgePush, now: Int64, _ session: Session
     ) async throws -> (counters: [String: Int64], notification: UUID?) {
         var counters = try await counters(appID: appID, userID: userID, session)
         guard !changes.isEmpty else { return (counters, nil) }
@@ -56,7 +53,8 @@ extension DeviceRepository {
         guard total != before else { return (counters, nil) }
         let id = UUID.random()
         _ = try await database.notifications.writeNotification(
-            appID: appID, id: id, idempotencyKey: nil, cancelKey: nil, content: try content(total),
+            appID: appID, id: id, idempotencyKey: nil, cancelKey: nil,
+            content: try push.content(total: total, now: SQLText.date(now)),
             recipients: .users([userID]),
             excludeDeviceIDs: [], due: now, lane: .urgent, now: now, session)
         return (counters, id)
@@ -77,20 +75,20 @@ extension DeviceRepository {
     /// notifications with `duplicate == true`.
     package func applyEvent(
         appID: String, id: UUID, userID: String, name: String, data: String, occurredAt: Date, idempotencyKey: String?,
-        effects: EventEffects, badgeContent: @escaping BadgeContent
+        effects: EventEffects, badgePush: BadgePush
     ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
         try await transaction(durable: true) { [self] session in
             try await applyEvent(
                 appID: appID, id: id, userID: userID, name: name, data: data, occurredAt: occurredAt,
                 idempotencyKey: idempotencyKey,
-                effects: effects, badgeContent: badgeContent, session)
+                effects: effects, badgePush: badgePush, session)
         }
     }
 
     /// `applyEvent` inside a transaction already open.
     func applyEvent(
         appID: String, id: UUID, userID: String, name: String, data: String, occurredAt: Date, idempotencyKey: String?,
-        effects: EventEffects, badgeContent: @escaping BadgeContent, _ session: Session
+        effects: EventEffects, badgePush: BadgePush, _ session: Session
     ) async throws -> (id: String, duplicate: Bool, notifications: [String]) {
         if let idempotencyKey,
             let existing = try await session.query(
@@ -123,7 +121,7 @@ extension DeviceRepository {
                 appID: appID, cancelKey: key, userIDs: [userID], now: now, session)
         }
         if let badge = try await changeBadges(
-            appID: appID, userID: userID, effects.badges, content: badgeContent, now: now, session
+            appID: appID, userID: userID, effects.badges, push: badgePush, now: now, session
         ).notification {
             notifications.append(badge.uuidString.lowercased())
         }

@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 
 /// The engagement loop: opens reported by devices, one per delivery however
 /// often reported, and the counters per (catalog type, day of sending) that analytics read.
@@ -69,16 +70,15 @@ extension TrackRepository {
         package var userID: String
         package var data: String
         package var effects: DeviceRepository.EventEffects
-        package var badgeContent: DeviceRepository.BadgeContent
+        package var badgePush: BadgePush
         package init(
-            id: UUID, userID: String, data: String, effects: DeviceRepository.EventEffects,
-            badgeContent: @escaping DeviceRepository.BadgeContent
+            id: UUID, userID: String, data: String, effects: DeviceRepository.EventEffects, badgePush: BadgePush
         ) {
             self.id = id
             self.userID = userID
             self.data = data
             self.effects = effects
-            self.badgeContent = badgeContent
+            self.badgePush = badgePush
         }
     }
 
@@ -136,7 +136,7 @@ extension TrackRepository {
                 let applied = try await database.devices.applyEvent(
                     appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data,
                     occurredAt: openedAt,
-                    idempotencyKey: eventKey, effects: event.effects, badgeContent: event.badgeContent, session)
+                    idempotencyKey: eventKey, effects: event.effects, badgePush: event.badgePush, session)
                 recorded.eventID = applied.id
                 recorded.notifications = applied.notifications
             }

@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldCore
 
 /// Silent sync to a user's other devices: a timer per device (`kind = 'sync'`,
 /// `name` the device), one pending at a time. A sync while one is pending replaces its cursor
@@ -17,13 +18,17 @@ extension NodeRepository {
     }
 
     /// Schedules a background push with `cursor` to every active device of the user but
-    /// `origin`, in one transaction. `trace` builds a trace entry (the caller's format).
+    /// `origin`, in one transaction. What was coalesced or held is a `sync` step of the timer's
+    /// decision trace.
     package func scheduleSync(
-        appID: String, userID: String, origin: String?, cursor: String, debounce: TimeInterval, hourlyBudget: Int,
-        trace: @Sendable (_ message: String, _ previous: String?) -> String?
+        appID: String, userID: String, origin: String?, cursor: String, debounce: TimeInterval, hourlyBudget: Int
     ) async throws -> [SyncPlan] {
         try await transaction { [self] session in
             let now = nowMilliseconds
+            func trace(_ message: String, _ previous: String?) -> String? {
+                DecisionTrace.appending(
+                    [PolicyStep(rule: "sync", message: message)], at: SQLText.date(now), to: previous)
+            }
             let devices = try await session.query(
                 "SELECT device_id FROM devices WHERE app_id = $1 AND user_id = $2 AND active = 1 ORDER BY device_id",
                 [.text(appID), .text(userID)]

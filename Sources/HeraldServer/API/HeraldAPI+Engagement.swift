@@ -58,7 +58,7 @@ extension HeraldAPI {
                 event = TrackRepository.OpenEvent(
                     id: UUID.random(), userID: userID, data: text,
                     effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
-                    badgeContent: Triggers.badgeContent(app: app))
+                    badgePush: Triggers.badgePush(app: app))
             }
             let recorded = try await runtime.store.tracks.recordOpen(
                 appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)

@@ -96,14 +96,14 @@ extension HeraldAPI {
                 try event.validated(now: now, prefix: batch ? "events[\(index)]." : "")
             }
             var views: [EventAccepted] = []
-            let badgeContent = Triggers.badgeContent(app: app)
+            let badgePush = Triggers.badgePush(app: app)
             for event in checked {
                 // Each event in its own transaction, in order: a batch's second event sees the first's effects.
                 let effects = try await Triggers.effects(app: app, event: event, runtime: runtime, now: now)
                 let (id, duplicate, notifications) = try await runtime.store.devices.applyEvent(
                     appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data,
                     occurredAt: event.occurredAt,
-                    idempotencyKey: event.idempotencyKey, effects: effects, badgeContent: badgeContent)
+                    idempotencyKey: event.idempotencyKey, effects: effects, badgePush: badgePush)
                 if !notifications.isEmpty, !duplicate {
                     runtime.wake.signal(outbox: true)
                     for _ in notifications { runtime.metrics.notificationCreated(app: app.id) }
@@ -118,13 +118,9 @@ extension HeraldAPI {
             let app = try context.authorized().app
             let userID = try validUserID(context)
             let (origin, cursor) = try await decode(SyncBody.self, request).validated()
-            let at = runtime.store.now
             let plans = try await runtime.store.nodes.scheduleSync(
                 appID: app.id, userID: userID, origin: origin, cursor: cursor, debounce: app.configuration.syncDebounce,
-                hourlyBudget: app.configuration.syncHourlyBudget
-            ) { message, previous in
-                DecisionTrace.appending([PolicyStep(rule: "sync", message: message)], at: at, to: previous)
-            }
+                hourlyBudget: app.configuration.syncHourlyBudget)
             if plans.contains(where: { !$0.coalesced }) { runtime.timerWake.signal() }
             return try JSONResponse.make(SyncView(plans), status: .accepted)
         }
@@ -133,7 +129,7 @@ extension HeraldAPI {
             let userID = try validUserID(context)
             let change = try await decode(BadgeBody.self, request).validated()
             let (counters, notification) = try await runtime.store.devices.changeBadges(
-                appID: app.id, userID: userID, [change], content: Triggers.badgeContent(app: app))
+                appID: app.id, userID: userID, [change], push: Triggers.badgePush(app: app))
             if notification != nil { runtime.wake.signal(outbox: true) }
             return try JSONResponse.make(BadgeView(counters, notification: notification))
         }

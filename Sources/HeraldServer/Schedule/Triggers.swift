@@ -62,18 +62,9 @@ enum Triggers {
         return effects
     }
 
-    /// The badge-only push for a new total: `aps.badge` with the absolute total (and `badge` in
-    /// the data, for FCM devices), no alert, priority 5, one collapse id so only the latest counts.
-    static func badgeContent(app: AppRuntime) -> DeviceRepository.BadgeContent {
-        let payloadKey = app.configuration.payloadKey
-        let fcm = app.configuration.fcm != nil
-        return { total in
-            let draft = NotificationDraft(
-                data: .object(["badge": .int(Int(total))]), priority: 5, collapseID: "herald-badge", badge: Int(total))
-            return try JSONEncoder().encode(
-                try NotificationComposer.compose(draft, payloadKey: payloadKey, catalog: nil, fcm: fcm, now: Date())
-                    .content)
-        }
+    /// The app's badge-only push, for the store to render at the new total.
+    static func badgePush(app: AppRuntime) -> BadgePush {
+        BadgePush(payloadKey: app.configuration.payloadKey, fcm: app.configuration.fcm != nil)
     }
 }
 
