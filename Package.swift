@@ -236,6 +236,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store on its own, on SQLite and (HERALD_TEST_DATABASE=postgres) PostgreSQL.
+        .testTarget(
+            name: "HeraldStoreTests",
+            dependencies: ["HeraldStore", "HeraldCore", "HeraldTesting"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "HeraldHTTP2Tests",
             dependencies: [

@@ -1,0 +1,366 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import HeraldTesting
+import Synchronization
+import Testing
+
+/// The outbox in the store, on SQLite and PostgreSQL (`HERALD_TEST_DATABASE`): claims, results,
+/// restarts, lanes and retention.
+@Suite("Store: the outbox")
+struct OutboxStoreTests {
+    @Test("deliveries claimed but never answered are queued again after a restart, and counted")
+    func requeueAfterCrash() async throws {
+        let url = try await TestDatabase.url("requeue")
+        let store = try await HeraldStore.open(url: url)
+        let devices = makeDeviceTokens(20).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u", platform: "apns", token: $0.element, environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 20)
+        let (notification, created) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
+        #expect(created)
+        #expect(notification.recipients == 20)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 15)
+        #expect(claimed.count == 15)
+        try await store.outbox.recordResults(
+            claimed.prefix(5).map {
+                DeliveryResult($0, .sent, attempts: 1)
+            })
+        // The process dies here: 10 claimed rows have no answer. A new process opens the file;
+        // while the old node's heartbeat is fresh its claims are left alone.
+        await store.close()
+        let reopened = try await HeraldStore.open(url: url)
+        #expect(try await reopened.nodes.rescueDeadClaims() == 0)
+        // Once it has been silent past the limit, they are queued again.
+        #expect(try await reopened.nodes.rescueDeadClaims(deadAfter: 0) == 10)
+        #expect(try await reopened.counter("resent_after_restart") == 10)
+        let again = try await reopened.outbox.claimDueDeliveries(limit: 100)
+        #expect(again.count == 15)
+        #expect(Set(again.map(\.id)).isDisjoint(with: Set(claimed.prefix(5).map(\.id))))
+        let counts = try await reopened.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 5)
+        #expect(counts[.queued] == 15)
+        // A batch claimed ahead and handed back at shutdown is queued again, not counted as resent.
+        try await reopened.nodes.unclaim(again)
+        #expect(try await reopened.outbox.claimDueDeliveries(limit: 100).count == 15)
+        await reopened.close()
+    }
+
+    @Test("every outbox query by status walks the partial outbox index, never the whole table")
+    func outboxQueriesUseTheIndex() async throws {
+        // SQLite's query plans; PostgreSQL chooses its own (docs/scaling.md).
+        let store = try await HeraldStore.open(
+            url: "sqlite://" + (try makeTemporaryDirectory("herald-plan")) + "/plan.sqlite")
+        let plans: [String: String]
+        do { plans = try await store.outbox.outboxQueryPlans() } catch {
+            await store.close()
+            throw error
+        }
+        #expect(plans.count == 6)
+        for (name, plan) in plans {
+            #expect(plan.contains("INDEX deliveries_due"), "\(name): \(plan)")
+            #expect(!plan.contains("SCAN d") && !plan.contains("SCAN deliveries"), "\(name): \(plan)")
+            #expect(!plan.contains("TEMP B-TREE"), "\(name): \(plan)")
+        }
+        await store.close()
+    }
+
+    @Test(
+        "a due send to named devices is claimed as it is stored: no claim needed, results fenced by its claim, rescued if its node dies"
+    )
+    func directClaim() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("direct")
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let devices = makeDeviceTokens(4).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset / 2)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 4)
+        func accept(_ recipients: RecipientSelector, due: Date? = nil, upTo: Int = 64) async throws
+            -> NotificationRepository.Accepted
+        {
+            try await store.notifications.acceptNotification(
+                appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
+                excludeDeviceIDs: [],
+                dueAt: due ?? clock.now, directUpTo: upTo)
+        }
+        let direct = try await accept(.users(["u0"]))
+        #expect(direct.record.recipients == 2)
+        #expect(direct.claimed.map(\.deviceID).sorted() == ["d0", "d1"])
+        #expect(
+            direct.claimed.allSatisfy {
+                $0.claim == 1 && $0.userID == "u0" && $0.platform == "apns" && !$0.token.isEmpty
+            })
+        // Nothing left for the outbox's claim: the rows are this node's, `sending`.
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
+        #expect(
+            try await store.outbox.recordResults(direct.claimed.map { DeliveryResult($0, .sent, attempts: 1) }) == 2)
+        #expect(try await store.notifications.deliveryCounts(notificationID: direct.record.id)[.sent] == 2)
+        // Later, too many, or not asked: queued as before.
+        let later = try await accept(.devices(["d2"]), due: clock.now.addingTimeInterval(60))
+        let many = try await accept(.devices(["d0", "d1", "d2"]), upTo: 2)
+        let plain = try await accept(.devices(["d3"]), upTo: 0)
+        #expect(later.claimed.isEmpty && many.claimed.isEmpty && plain.claimed.isEmpty)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 10).count == 4)
+        // A node that dies holding direct claims: they are queued again like any claim.
+        let orphan = try await accept(.devices(["d3"]))
+        #expect(orphan.claimed.count == 1)
+        let other = try await HeraldStore.open(url: url, clock: .manual(clock))
+        try await other.nodes.heartbeat()
+        #expect(try await other.outbox.claimDueDeliveries(limit: 10).isEmpty)  // a live node's claim
+        clock.advance(by: 60)
+        try await other.nodes.heartbeat()
+        #expect(try await other.nodes.rescueDeadClaims() == 5)  // the orphan and the four claimed above
+        #expect(
+            try await other.outbox.claimDueDeliveries(limit: 10).map(\.deviceID).sorted() == [
+                "d0", "d1", "d2", "d2", "d3", "d3",
+            ])  // with the one due at +60 s
+        await other.close()
+        await store.close()
+    }
+
+    @Test(
+        "a fan-out's results: plain ones written as one list of ids, the rest row by row; each counted once, fenced by its claim"
+    )
+    func fanOutResults() async throws {
+        let url = try await TestDatabase.url("results")
+        let store = try await HeraldStore.open(url: url)
+        let devices = makeDeviceTokens(100).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 100)
+        let (record, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+            recipients: .devices(devices.map(\.deviceID)),
+            excludeDeviceIDs: [], dueAt: Date())
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 200)
+        #expect(claimed.count == 100)
+        // 97 plain (one list), two failed with a reason and one with a trace (row by row).
+        let results = claimed.enumerated().map { index, delivery in
+            switch index {
+            case 0, 1: DeliveryResult(delivery, .failed(reason: "BadDeviceToken"), attempts: 1)
+            case 2: DeliveryResult(delivery, .sent, attempts: 1, trace: "[]")
+            default: DeliveryResult(delivery, .sent, attempts: 1)
+            }
+        }
+        // A stale copy of the plain ones under another claim changes nothing.
+        let stale = claimed.dropFirst(3).map {
+            DeliveryResult(
+                ClaimedDelivery(
+                    id: $0.id, notificationID: $0.notificationID, appID: $0.appID, deviceID: $0.deviceID,
+                    platform: $0.platform, token: $0.token,
+                    environment: $0.environment, attempts: 0, claim: $0.claim + 1),
+                .failed(reason: "Stale"), attempts: 1)
+        }
+        #expect(try await store.outbox.recordResults(stale) == 0)
+        #expect(try await store.outbox.recordResults(results) == 100)
+        #expect(try await store.outbox.recordResults(results) == 0)  // written once
+        // The counters and the rows agree.
+        let counted = try await store.notifications.deliveryCounts(notificationID: record.id)
+        #expect(counted[.sent] == 98 && counted[.failed] == 2 && counted[.queued] == 0, "\(counted)")
+        let rows = try await store.notifications.deliveries(notificationID: record.id, limit: 200, offset: 0)
+        #expect(rows.filter { $0.status == .sent && $0.attempts == 1 }.count == 98)
+        #expect(rows.filter { $0.status == .failed && $0.reason == "BadDeviceToken" }.count == 2)
+        await store.close()
+    }
+
+    @Test(
+        "SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone"
+    )
+    func acceptIsSynced() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "herald-walsync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try await HeraldStore.open(
+            url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
+        let devices = makeDeviceTokens(20).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 20)
+        #expect(store.walSyncs == 0)  // an import is not a durable transaction
+        _ = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]),
+            excludeDeviceIDs: [], dueAt: Date())
+        #expect(store.walSyncs == 1)
+        // Twenty at once: each returns after an fsync that began after its commit; none is lost.
+        let ids = try await withThrowingTaskGroup(of: UUID.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    try await store.notifications.createNotification(
+                        appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                        recipients: .devices(["d\(index)"]),
+                        excludeDeviceIDs: [], dueAt: Date()
+                    ).0.id
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(ids).count == 20)
+        #expect((2...21).contains(store.walSyncs), "\(store.walSyncs) fsyncs for 21 accepts")
+        for id in ids { #expect(try await store.notifications.notification(appID: "a", id: id)?.recipients == 1) }
+        // They arrived while one held the writer: the others shared transactions.
+        #expect(store.groupedAccepts > 0)
+        // One that fails (the id of a notification already stored) among others: only it fails.
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<6 {
+                group.addTask {
+                    (try? await store.notifications.createNotification(
+                        appID: "a", id: index == 3 ? ids[0] : UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+                        recipients: .devices(["d\(index)"]),
+                        excludeDeviceIDs: [], dueAt: Date())) != nil
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 }.count == 5)
+        await store.close()
+    }
+
+    @Test(
+        "retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
+    func retention() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await storeWithDevices("retention", count: 3, clock: clock) { _ in "u" }
+        func send(key: String, answer: (Int) -> DeliveryResult.Outcome) async throws -> UUID {
+            let (notification, _) = try await store.notifications.createNotification(
+                appID: "a", id: UUID(), idempotencyKey: key, content: Data("{}".utf8), recipients: .all,
+                excludeDeviceIDs: [], dueAt: clock.now)
+            let claimed = try await store.outbox.claimDueDeliveries(limit: 10).sorted { $0.deviceID < $1.deviceID }
+            #expect(claimed.count == 3)
+            _ = try await store.outbox.recordResults(
+                claimed.enumerated().map {
+                    DeliveryResult($0.element, answer($0.offset), attempts: 1)
+                })
+            // Pacing records under a user per notification (a user's own new sends would prune
+            // its records older than a day themselves).
+            try await store.outbox.recordUserSends(appID: "a", sends: [(key, notification.id)], at: clock.now)
+            return notification.id
+        }
+        // Day 0: one notification fully answered, one with a delivery queued again for day 30.
+        let answered = try await send(key: "old") { $0 == 0 ? .failed(reason: "BadDeviceToken") : .sent }
+        let pending = try await send(key: "pending") {
+            $0 == 0
+                ? .retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(30 * 86_400))
+                : .suppressed(reason: "Vacation")
+        }
+        // Day 6: one more, within the retention at day 8.
+        clock.advance(by: 6 * 86_400)
+        let recent = try await send(key: "recent") { _ in .sent }
+        clock.advance(by: 2 * 86_400)
+        var pruned = HeraldStore.Pruned()
+        var steps = 0
+        while true {
+            let step = try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400), limit: 2)
+            pruned += step
+            steps += 1
+            guard step.reached(2) else { break }
+        }
+        #expect(pruned == HeraldStore.Pruned(deliveries: 5, notifications: 1, userSends: 2))
+        #expect(steps == 3)
+        #expect(try await store.notifications.notification(appID: "a", id: answered) == nil)
+        #expect(try await store.notifications.deliveries(notificationID: answered, limit: 10, offset: 0).isEmpty)
+        // The queued delivery and its notification stay, whatever their age; so does day 6.
+        #expect(try await store.notifications.notification(appID: "a", id: pending) != nil)
+        #expect(
+            try await store.notifications.deliveries(notificationID: pending, limit: 10, offset: 0).map(\.status) == [
+                .queued
+            ])
+        #expect(try await store.notifications.deliveries(notificationID: recent, limit: 10, offset: 0).count == 3)
+        let sends = try await store.outbox.recentSends(
+            appID: "a", userIDs: ["old", "pending", "recent"], since: .distantPast)
+        #expect(sends.mapValues { $0.map(\.0) } == ["recent": [recent]])
+        // Nothing older is left: another pass deletes nothing.
+        #expect(try await store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400)) == HeraldStore.Pruned())
+        await store.close()
+    }
+
+    @Test(
+        "deferred deliveries whose time has come and new sends share each claim: a 09:00 backlog does not starve new sends"
+    )
+    func backlogSharesClaims() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await storeWithDevices("backlog", count: 10, clock: clock) { "u\($0)" }
+        let (quiet, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now)
+        let held = try await store.outbox.claimDueDeliveries(limit: 100)
+        _ = try await store.outbox.recordResults(
+            held.map {
+                DeliveryResult(
+                    $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3600)), attempts: 0)
+            })
+        clock.advance(by: 3600)
+        let (fresh, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0", "d1"]),
+            excludeDeviceIDs: [], dueAt: clock.now)
+        let first = try await store.outbox.claimDueDeliveries(limit: 4)
+        #expect(first.filter { $0.notificationID == fresh.id }.count == 2)
+        #expect(first.filter { $0.notificationID == quiet.id }.count == 2)
+        // What one side leaves, the other takes.
+        let second = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(second.count == 8 && second.allSatisfy { $0.notificationID == quiet.id })
+        await store.close()
+    }
+
+    @Test(
+        "urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it"
+    )
+    func lanesAndAppsShareClaims() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await storeWithDevices("lanes", count: 10, clock: clock) { "u\($0)" }
+        let other = makeDeviceTokens(4).enumerated().map {
+            DeviceRecord(
+                deviceID: "b\($0.offset)", userID: "v\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "b", other) == 4)
+        func send(_ app: String, _ recipients: RecipientSelector, lane: DeliveryLane = .normal) async throws -> UUID {
+            try await store.notifications.createNotification(
+                appID: app, id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: recipients,
+                excludeDeviceIDs: [],
+                dueAt: clock.now, lane: lane
+            ).0.id
+        }
+        // App a's bulk fan-out is oldest; app b's arrives later, then a's urgent message.
+        let bulk = try await send("a", .all)
+        clock.advance(by: 1)
+        let otherApp = try await send("b", .all)
+        let urgent = try await send("a", .devices(["d0", "d1"]), lane: .urgent)
+        let first = try await store.outbox.claimDueDeliveries(limit: 6)
+        #expect(first.filter { $0.notificationID == urgent }.count == 2)
+        #expect(first.filter { $0.notificationID == bulk }.count == 2)
+        #expect(first.filter { $0.notificationID == otherApp }.count == 2)
+        // App b has 2 left and a 8: a claim of 8 shares 4 + 4, b's unused 2 go to a.
+        let second = try await store.outbox.claimDueDeliveries(limit: 8)
+        #expect(second.filter { $0.notificationID == otherApp }.count == 2)
+        #expect(second.filter { $0.notificationID == bulk }.count == 6)
+        #expect(Set((first + second).map(\.id)).count == 14)
+        let rest = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(rest.count == 2 && rest.allSatisfy { $0.notificationID == bulk })
+        await store.close()
+    }
+
+    /// A store on `clock` with `count` APNs devices `d0…` of app "a", device i belonging to `user(i)`.
+
+    private func storeWithDevices(_ name: String, count: Int, clock: ManualClock, user: (Int) -> String) async throws
+        -> HeraldStore
+    {
+        let store = try await HeraldStore.open(url: try await TestDatabase.url(name), clock: .manual(clock))
+        let devices = makeDeviceTokens(count).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: user($0.offset), platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == count)
+        return store
+    }
+}
