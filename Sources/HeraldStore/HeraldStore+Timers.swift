@@ -2,11 +2,12 @@ package import Foundation
 package import HeraldCore
 
 /// Timers: what fires later (a track's step, a silent sync) as a row with a due time. A timer
-/// loop takes due rows, decides what each becomes, and writes that, all in one transaction
-/// (`fireDueTimers`): the notification and its deliveries, or why it was skipped. A cancel that
-/// commits first (the timer is `cancelled`) wins: there is nothing left to take. A timer fires
-/// at most once. (`firing`, a claim between two transactions, is what a store written by an
-/// earlier version may hold: a dead node's such claims go back to `pending`, `rescueDeadClaims`.)
+/// loop takes due rows, decides what each becomes (the server's code, run outside any
+/// transaction), and writes that in one transaction (`fireDueTimers`): the notification and its
+/// deliveries, or why it was skipped. A cancel that commits first (the timer is `cancelled`)
+/// wins: there is nothing left to fire. A timer fires at most once. On PostgreSQL the rows are
+/// first claimed (`firing`, `claimed_by` the node) so other nodes take others; a dead node's
+/// claims go back to `pending` (`rescueDeadClaims`).
 extension TimerRepository {
     /// A due timer taken to fire, with its enrolment's anchor and data.
     package struct DueTimer: Sendable, Hashable {
@@ -34,8 +35,8 @@ extension TimerRepository {
         case failed(timers: [Int64], reason: String)
     }
 
-    /// What the timer loop reads while it decides: in the firing transaction on PostgreSQL, on
-    /// the timer loop's reading connection on SQLite (`planDueTimers`).
+    /// What the timer loop reads while it decides: on a connection of its own on PostgreSQL, on
+    /// the timer loop's reading connection on SQLite (`planDueTimers`); never in a transaction.
     package struct TimerReads {
         let store: HeraldStore
         let session: Session
@@ -65,13 +66,16 @@ extension TimerRepository {
     /// becomes, and writes that in one transaction: the notifications and their deliveries, or
     /// why a timer was skipped. A cancel or an unenrolment is ordered with the write by the
     /// database: one that commits first leaves nothing to fire (the write fires only the timers
-    /// still pending), one that comes after finds the notification the step became. A node that
-    /// dies before its commit leaves its timers pending.
+    /// still pending, or still claimed by this node), one that comes after finds the notification
+    /// the step became.
     ///
     /// On SQLite, the due timers, `decide`'s reads and the devices the steps go to are read on
     /// a reading connection of their own, beside the writer (in WAL mode it neither waits for
-    /// the writer nor holds it up): the writer is held only to write. On PostgreSQL it is all
-    /// one transaction, the timers locked (`FOR UPDATE SKIP LOCKED`: other nodes skip them).
+    /// the writer nor holds it up): the writer is held only to write. On PostgreSQL the due
+    /// timers are claimed in a short transaction of their own (`FOR UPDATE SKIP LOCKED`: nodes
+    /// firing at once take different timers), decided and read for on a connection outside any
+    /// transaction, then written; a claim `decide` fails on goes back to `pending`, and a node
+    /// that dies holding claims has them queued again by the others.
     ///
     /// With `directUpTo > 0`, the deliveries of as many steps as fit in that many devices are
     /// handed to this node as they are written, in pages (`handOutStep`), and returned for its
@@ -80,10 +84,21 @@ extension TimerRepository {
         limit: Int, directUpTo: Int = 0, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
     ) async throws -> FiredTimers {
         guard dialect == .sqlite else {
-            return try await transaction { [self] session in
-                guard let plan = try await planFire(limit: limit, directUpTo: directUpTo, decide: decide, session)
-                else { return FiredTimers() }
-                return try await writeFire(plan, directUpTo: directUpTo, session)
+            guard
+                let (timers, last) = try await transaction({ [self] session in
+                    try await claimDue(limit: limit, session)
+                })
+            else { return FiredTimers() }
+            do {
+                let decided = try await exclusive { [self] session in
+                    try await plan(timers, last: last, directUpTo: directUpTo, decide: decide, session)
+                }
+                return try await transaction { [self] session in
+                    try await writeFire(decided, directUpTo: directUpTo, claimed: true, session)
+                }
+            } catch {
+                try? await transaction { [self] session in try await releaseClaims(timers.map(\.id), session) }
+                throw error
             }
         }
         guard let plan = try await planDueTimers(limit: limit, directUpTo: directUpTo, decide: decide) else {
@@ -131,15 +146,44 @@ extension TimerRepository {
     /// the timers still pending (a cancel that committed since it was read wins), with the
     /// deliveries of as many steps as fit in `directUpTo` devices handed to this node.
     package func writeDueTimers(_ plan: FirePlan, directUpTo: Int) async throws -> FiredTimers {
-        try await transaction { [self] session in try await writeFire(plan, directUpTo: directUpTo, session) }
+        try await transaction { [self] session in
+            try await writeFire(plan, directUpTo: directUpTo, claimed: false, session)
+        }
     }
 
-    /// Takes the due timers (on PostgreSQL locked), asks `decide`, and reads the devices of the
-    /// steps the dispatcher has room for; nil when none is due.
+    /// Reads the due timers, asks `decide`, and reads the devices of the steps the dispatcher
+    /// has room for; nil when none is due.
     private func planFire(
         limit: Int, directUpTo: Int, after: TimerCursor? = nil,
         decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome], _ session: Session
     ) async throws -> FirePlan? {
+        guard let (timers, last) = try await dueTimers(limit: limit, after: after, session) else { return nil }
+        return try await plan(timers, last: last, directUpTo: directUpTo, decide: decide, session)
+    }
+
+    /// PostgreSQL: up to `limit` due timers, claimed for this node (`firing`); rows another
+    /// transaction holds are skipped. Nil when none is due.
+    private func claimDue(limit: Int, _ session: Session) async throws -> (timers: [DueTimer], last: TimerCursor)? {
+        guard let due = try await dueTimers(limit: limit, after: nil, session) else { return nil }
+        _ = try await setStatus(
+            of: due.timers.map(\.id), "status = 'firing', claimed_by = $1, updated_at = $2",
+            [.text(nodeID), .integer(nowMilliseconds)], dueBy: nowMilliseconds, returning: false, claimed: false,
+            session)
+        return due
+    }
+
+    /// PostgreSQL: this node's claims among `ids` that nothing fired go back to `pending`.
+    private func releaseClaims(_ ids: [Int64], _ session: Session) async throws {
+        _ = try await setStatus(
+            of: ids, "status = 'pending', claimed_by = NULL", [], dueBy: .max, returning: false, claimed: true,
+            session)
+    }
+
+    /// Up to `limit` due timers after `after` in due order (on PostgreSQL locked, skipping rows
+    /// another transaction holds); nil when none is due.
+    private func dueTimers(limit: Int, after: TimerCursor?, _ session: Session) async throws -> (
+        timers: [DueTimer], last: TimerCursor
+    )? {
         let now = nowMilliseconds
         let lock = dialect == .postgres ? " FOR UPDATE OF t SKIP LOCKED" : ""
         var binds: [Session.Value] = [.integer(now), .integer(Int64(limit))]
@@ -173,6 +217,14 @@ extension TimerRepository {
             last = TimerCursor(dueAt: due, id: id)
         }
         guard !timers.isEmpty else { return nil }
+        return (timers, last)
+    }
+
+    /// What `decide` makes of `timers`, and the devices of as many steps as fit in `directUpTo`.
+    private func plan(
+        _ timers: [DueTimer], last: TimerCursor, directUpTo: Int,
+        decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome], _ session: Session
+    ) async throws -> FirePlan {
         let taken = Dictionary(timers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let outcomes = try await decide(TimerReads(store: database, session: session), timers)
         var devices: [UUID: [[Session.Value]]] = [:]
@@ -189,9 +241,12 @@ extension TimerRepository {
         return FirePlan(timers: taken, outcomes: outcomes, devices: devices, last: last)
     }
 
-    /// Writes what a batch of due timers became: only the timers still pending fire (a cancel
-    /// that committed since the plan was read wins).
-    private func writeFire(_ plan: FirePlan, directUpTo: Int, _ session: Session) async throws -> FiredTimers {
+    /// Writes what a batch of due timers became: only the timers still pending (`claimed`: still
+    /// claimed by this node) fire; a cancel that committed since the plan was read wins. Claimed
+    /// timers no outcome names go back to `pending`.
+    private func writeFire(_ plan: FirePlan, directUpTo: Int, claimed: Bool, _ session: Session) async throws
+        -> FiredTimers
+    {
         let now = nowMilliseconds
         var result = FiredTimers(timers: plan.timers, outcomes: plan.outcomes)
         var room = directUpTo
@@ -202,7 +257,8 @@ extension TimerRepository {
                 // A step goes to its user's devices; a sync to its device (`name`).
                 let fired = try await setStatus(
                     of: ids, "status = 'fired', notification_id = $1, claimed_by = NULL, updated_at = $2",
-                    [.text(notification.uuidString), .integer(now)], dueBy: now, returning: true, session)
+                    [.text(notification.uuidString), .integer(now)], dueBy: now, returning: true, claimed: claimed,
+                    session)
                 var users: [String] = []
                 var devices: [String] = []
                 for id in ids where fired.contains(id) {
@@ -245,22 +301,29 @@ extension TimerRepository {
                 _ = try await setStatus(
                     of: timers, "status = $1, reason = $2, claimed_by = NULL, updated_at = $3",
                     [.text(status), .text(reason), .integer(now)],
-                    dueBy: now, returning: false, session)
+                    dueBy: now, returning: false, claimed: claimed, session)
             }
         }
+        if claimed { try await releaseClaims(Array(plan.timers.keys), session) }
         if queued { try await database.nodes.notifyOutbox(session) }
         return result
     }
 
-    /// Sets `assignments` (with `binds` as $1…) on the timers `ids` still pending and due by
-    /// `dueBy` (one re-planned later since it was read is not); returns those it set (with
-    /// `returning`). On SQLite the ids are one bound JSON array (`json_each`), not thousands of
-    /// values to parse and bind.
+    /// Sets `assignments` (with `binds` as $1…) on the timers `ids` still pending (`claimed`:
+    /// still claimed by this node) and due by `dueBy` (one re-planned later since it was read is
+    /// not); returns those it set (with `returning`). On SQLite the ids are one bound JSON array
+    /// (`json_each`), not thousands of values to parse and bind.
     private func setStatus(
         of ids: [Int64], _ assignments: String, _ binds: [Session.Value], dueBy: Int64, returning: Bool,
-        _ session: Session
+        claimed: Bool, _ session: Session
     ) async throws -> Set<Int64> {
-        let condition = "status = 'pending' AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
+        var binds = binds
+        var condition = "status = 'pending'"
+        if claimed {
+            binds.append(.text(nodeID))
+            condition = "status = 'firing' AND claimed_by = $\(binds.count)"
+        }
+        condition += " AND due_at <= \(dueBy)" + (returning ? " RETURNING id" : "")
         var set = Set<Int64>()
         switch dialect {
         case .sqlite:

@@ -9,7 +9,7 @@ import Testing
 @Suite("Store: timers")
 struct TimerStoreTests {
     @Test(
-        "due steps fire in one transaction: taken in due order, their deliveries claimed for the node as they are written; a cancel that waits for it finds them in flight; a dead node's fire leaves them pending"
+        "due steps fire in due order, their deliveries claimed for the node as they are written; a step that fails to be decided stays due; a cancel while a step is decided wins over its write"
     )
     func fireDueTimers() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
@@ -52,29 +52,23 @@ struct TimerStoreTests {
         #expect(first.claimed.map(\.deviceID).sorted() == ["d0", "d1", "d2", "d3"])
         #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         // A cancel asked while the last step is being decided is ordered with its write, never
-        // half of each. On SQLite the step is read and decided beside the writer: the cancel
-        // commits first and the write fires nothing. On PostgreSQL the step is locked: the
-        // cancel waits for the fire, and finds its deliveries being sent.
+        // half of each. The step is decided outside any transaction (on SQLite beside the
+        // writer; on PostgreSQL claimed `firing` first, no row locked while deciding): the
+        // cancel commits first and the write fires nothing.
         let started = AsyncStream<Void>.makeStream()
         let cancel = Task {
             for await _ in started.stream { break }
             return try await store.notifications.cancel(appID: "a", cancelKey: "track:t", userIDs: ["u2"])
         }
-        let sqlite = store.dialect == .sqlite
         let last = try await store.timers.fireDueTimers(limit: 10, directUpTo: 100) { _, timers in
             started.continuation.yield()
-            if sqlite { _ = try? await cancel.value } else { try await Task.sleep(for: .milliseconds(100)) }
+            _ = try? await cancel.value
             return send(timers)
         }
         let cancelled = try await cancel.value
         #expect(last.taken == 1)
-        if sqlite {
-            #expect(last.fired == 0 && last.claimed.isEmpty && last.notifications == 0)
-            #expect(cancelled.steps == 1 && cancelled.inFlight == 0 && cancelled.cancelled == 0)
-        } else {
-            #expect(last.claimed.map(\.deviceID).sorted() == ["d4", "d5"])
-            #expect(cancelled.steps == 0 && cancelled.inFlight == 2 && cancelled.cancelled == 0)
-        }
+        #expect(last.fired == 0 && last.claimed.isEmpty && last.notifications == 0)
+        #expect(cancelled.steps == 1 && cancelled.inFlight == 0 && cancelled.cancelled == 0)
         // Without room: written queued, for the outbox's claim.
         _ = try await store.tracks.enrol(
             appID: "a", userID: "u0", track: "t2", cancelKey: "track:t2", anchorAt: clock.now, data: "{}",
@@ -174,5 +168,86 @@ struct TimerStoreTests {
         #expect(try await store.notifications.deliveryCounts(notificationID: other)[.cancelled] == 4)
         #expect(try await store.outbox.claimDueDeliveries(limit: 10).isEmpty)
         await store.close()
+    }
+
+    @Test(
+        "PostgreSQL: two nodes firing at once fire each step once; a node that stops while deciding leaves its claims to the others, and its late write fires nothing",
+        .enabled(if: TestDatabase.postgresAvailable))
+    func nodesShareTimers() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("timer-nodes", kind: .postgres)
+        let a = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let b = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let tokens = makeDeviceTokens(41)
+        let users = (0...40).map { "u\($0)" }
+        _ = try await a.devices.importDevices(
+            appID: "a",
+            users.indices.map {
+                DeviceRecord(
+                    deviceID: "d\($0)", userID: users[$0], platform: "apns", token: tokens[$0], environment: "sandbox")
+            })
+        for user in users.dropLast() {
+            _ = try await a.tracks.enrol(
+                appID: "a", userID: user, track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+                testSeconds: nil, steps: [PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60))],
+                restart: false)
+        }
+        clock.advance(by: 120)
+        try await a.nodes.heartbeat()
+        try await b.nodes.heartbeat()
+        @Sendable func send(_ timers: [TimerRepository.DueTimer]) -> [TimerRepository.TimerOutcome] {
+            timers.map {
+                .send(
+                    appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: nil,
+                    trace: nil, timers: [$0.id])
+            }
+        }
+        // Both nodes fire in batches of 5 at once, each decision taking a while.
+        @Sendable func drain(_ store: HeraldStore) async throws -> [String] {
+            var fired: [String] = []
+            while true {
+                var decided: [String] = []
+                let result = try await store.timers.fireDueTimers(limit: 5) { _, timers in
+                    decided = timers.map(\.userID)
+                    try await Task.sleep(for: .milliseconds(5))
+                    return send(timers)
+                }
+                guard result.taken > 0 else { return fired }
+                #expect(result.fired == decided.count)
+                fired += decided
+            }
+        }
+        async let byA = drain(a)
+        async let byB = drain(b)
+        let fired = try await byA + byB
+        #expect(fired.sorted() == users.dropLast().sorted(), "each step fired once, by one node")
+
+        // A node claims the last step and stops while deciding it (no heartbeat from then on).
+        _ = try await a.tracks.enrol(
+            appID: "a", userID: "u40", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+            testSeconds: nil,
+            steps: [PlannedStep(id: "s1", dueAt: clock.now)], restart: false)
+        let deciding = AsyncStream<Void>.makeStream()
+        let resume = AsyncStream<Void>.makeStream()
+        let late = Task {
+            try await a.timers.fireDueTimers(limit: 10) { _, timers in
+                deciding.continuation.yield()
+                for await _ in resume.stream { break }
+                return send(timers)
+            }
+        }
+        for await _ in deciding.stream { break }
+        // Its claim holds the step: the other node finds nothing due.
+        #expect(try await b.timers.fireDueTimers(limit: 10) { _, timers in send(timers) }.taken == 0)
+        clock.advance(by: NodeRepository.nodeDeadAfter + 1)
+        try await b.nodes.heartbeat()
+        _ = try await b.nodes.rescueDeadClaims()
+        let rescued = try await b.timers.fireDueTimers(limit: 10) { _, timers in send(timers) }
+        #expect(rescued.fired == 1 && rescued.timers.values.map(\.userID) == ["u40"])
+        resume.continuation.yield()
+        let lateWrite = try await late.value
+        #expect(lateWrite.fired == 0 && lateWrite.notifications == 0)
+        await a.close()
+        await b.close()
     }
 }

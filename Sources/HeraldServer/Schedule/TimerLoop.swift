@@ -90,11 +90,11 @@ struct TimerLoop: Service {
     ///
     /// On SQLite a batch is read and decided beside the writer (`planDueTimers`), then written
     /// (`writeDueTimers`); during a wave the next batch is read (`next`) while this one is
-    /// written and sent. On PostgreSQL a batch is one transaction (`fireDueTimers`), its
-    /// timers locked.
+    /// written and sent. On PostgreSQL a batch is claimed, decided and written
+    /// (`fireDueTimers`): the decision runs outside any transaction, no row locked meanwhile.
     func fireOnce(backlog: Bool, next: inout NextPlan?) async throws -> Bool {
         let store = runtime.store
-        guard store.dialect == .sqlite else { return try await fireInOneTransaction(backlog: backlog) }
+        guard store.dialect == .sqlite else { return try await fireClaimed(backlog: backlog) }
         let limit = batchLimit
         let planned: TimerRepository.FirePlan?
         if let task = next {
@@ -133,9 +133,9 @@ struct TimerLoop: Service {
         return room
     }
 
-    /// PostgreSQL: one batch in one transaction (`fireDueTimers`), as many steps as the
-    /// dispatcher has room for during a wave.
-    private func fireInOneTransaction(backlog: Bool) async throws -> Bool {
+    /// PostgreSQL: one batch claimed, decided and written (`fireDueTimers`), as many steps as
+    /// the dispatcher has room for during a wave.
+    private func fireClaimed(backlog: Bool) async throws -> Bool {
         var limit = Self.batchSize
         var directUpTo = 0
         if let (free, capacity) = runtime.direct.bulkRoom {
