@@ -163,13 +163,22 @@ extension TimerRepository {
 
     /// PostgreSQL: up to `limit` due timers, claimed for this node (`firing`); rows another
     /// transaction holds are skipped. Nil when none is due.
+    /// One statement: the due rows locked, marked and returned with their enrolments.
     private func claimDue(limit: Int, _ session: Session) async throws -> (timers: [DueTimer], last: TimerCursor)? {
-        guard let due = try await dueTimers(limit: limit, after: nil, session) else { return nil }
-        _ = try await setStatus(
-            of: due.timers.map(\.id), "status = 'firing', claimed_by = $1, updated_at = $2",
-            [.text(nodeID), .integer(nowMilliseconds)], dueBy: nowMilliseconds, returning: false, claimed: false,
-            session)
-        return due
+        try dueTimers(
+            try await session.query(
+                """
+                WITH due AS (
+                  SELECT t.id FROM timers t WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1
+                  ORDER BY t.due_at, t.id LIMIT $2 FOR UPDATE SKIP LOCKED
+                ), claimed AS (
+                  UPDATE timers t SET status = 'firing', claimed_by = $3, updated_at = $1 FROM due WHERE t.id = due.id
+                  RETURNING t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, t.data
+                )
+                SELECT c.id, c.app_id, c.user_id, c.kind, c.name, c.step, c.due_at, c.cancel_key, c.trace, e.anchor_at, COALESCE(c.data, e.data)
+                FROM claimed c LEFT JOIN enrolments e ON c.kind = 'step' AND e.app_id = c.app_id AND e.user_id = c.user_id AND e.track = c.name
+                ORDER BY c.due_at, c.id
+                """, [.integer(nowMilliseconds), .integer(Int64(limit)), .text(nodeID)]))
     }
 
     /// PostgreSQL: this node's claims among `ids` that nothing fired go back to `pending`.
@@ -192,16 +201,22 @@ extension TimerRepository {
             range = " AND t.due_at >= $3 AND (t.due_at > $3 OR t.id > $4)"
             binds += [.integer(after.dueAt), .integer(after.id)]
         }
+        return try dueTimers(
+            try await session.query(
+                """
+                SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
+                FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
+                WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1\(range)
+                ORDER BY t.due_at, t.id LIMIT $2\(lock)
+                """, binds))
+    }
+
+    /// Due timers from their rows (id, app, user, kind, name, step, due, cancel key, trace,
+    /// anchor, data), in order; nil when there are none.
+    private func dueTimers(_ rows: [[Session.Value]]) throws -> (timers: [DueTimer], last: TimerCursor)? {
         var timers: [DueTimer] = []
         var last = TimerCursor(dueAt: 0, id: 0)
-        for columns in try await session.query(
-            """
-            SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
-            FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
-            WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1\(range)
-            ORDER BY t.due_at, t.id LIMIT $2\(lock)
-            """, binds)
-        {
+        for columns in rows {
             guard columns.count == 11, let id = columns[0].integer, let app = columns[1].text,
                 let user = columns[2].text,
                 let kind = columns[3].text, let name = columns[4].text, let step = columns[5].text,
@@ -304,7 +319,17 @@ extension TimerRepository {
                     dueBy: now, returning: false, claimed: claimed, session)
             }
         }
-        if claimed { try await releaseClaims(Array(plan.timers.keys), session) }
+        if claimed {
+            // Claims no outcome names (the others were fired, skipped, failed or cancelled).
+            var unnamed = Set(plan.timers.keys)
+            for outcome in plan.outcomes {
+                switch outcome {
+                case .send(_, _, _, _, _, _, let ids), .skipped(let ids, _), .failed(let ids, _):
+                    unnamed.subtract(ids)
+                }
+            }
+            if !unnamed.isEmpty { try await releaseClaims(unnamed.sorted(), session) }
+        }
         if queued { try await database.nodes.notifyOutbox(session) }
         return result
     }
