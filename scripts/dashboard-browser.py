@@ -22,14 +22,15 @@ With --screenshots DIR it saves PNGs at 1440 and 375 px wide (dark for one) into
 """
 import argparse
 import json
+
+import live_herald
+from live_herald import free_port
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from datetime import datetime, timezone
 
@@ -47,26 +48,12 @@ TOKEN = "a1b2c3d4" + "0123456789abcdef" * 3 + "01234567"
 BOB_TOKEN = "b0b0b0b0" + "fedcba9876543210" * 3 + "76543210"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # Trusts the run's self-signed certificate (set once it is made).
 TLS = None
 
 
 def wait_for(url, what, process, log):
-    for _ in range(300):
-        if process.poll() is not None:
-            sys.exit(f"dashboard-browser: {what} exited ({process.returncode}):\n{open(log).read()[-4000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=1, context=TLS if url.startswith("https") else None)
-            return
-        except Exception:
-            time.sleep(0.1)
-    sys.exit(f"dashboard-browser: {what} did not come up at {url}")
+    live_herald.wait_for(url, what, process, log, "dashboard-browser", TLS if url.startswith("https") else None)
 
 
 def api(base, method, path, body=None, key=DEMO_SERVER):
@@ -163,16 +150,10 @@ def main():
     work = tempfile.mkdtemp(prefix="herald-browser-")
     processes = []
     try:
-        sim_port, control_port, port = free_port(), free_port(), free_port()
-        sim_log = os.path.join(work, "sim.log")
-        sim = subprocess.Popen(
-            [herald, "sim", "--port", str(sim_port), "--control-port", str(control_port), "--tls-dir", os.path.join(work, "sim"),
-             "--topic", "com.example.demo"], cwd=work, stdout=open(sim_log, "w"), stderr=subprocess.STDOUT)
+        port = free_port()
+        sim, sim_port, control = live_herald.start_sim(herald, work, "dashboard-browser")
         processes.append(sim)
-        control = f"http://127.0.0.1:{control_port}"
-        wait_for(control + "/inbox", "herald sim", sim, sim_log)
-        apns = (f'{{ team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.demo, '
-                f'environment: sandbox, endpoint: "https://127.0.0.1:{sim_port}", ca_file: "sim/sim-ca.pem" }}')
+        apns = live_herald.apns_settings(sim_port)
         global TLS
         cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",

@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from live_herald import apns_settings, free_port, start_sim, wait_for
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest, ExportTraceServiceResponse)
 
@@ -83,24 +83,6 @@ class Receiver(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url, what, process, log):
-    for _ in range(300):
-        if process.poll() is not None:
-            sys.exit(f"trace-check: {what} exited ({process.returncode}):\n{open(log).read()[-4000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except Exception:
-            time.sleep(0.1)
-    sys.exit(f"trace-check: {what} did not come up at {url}")
 
 
 def api(base, method, path, body=None, headers=None):
@@ -164,15 +146,9 @@ def main():
     collector = f"http://127.0.0.1:{receiver.server_address[1]}"
     processes = []
     try:
-        sim_port, control_port, port = free_port(), free_port(), free_port()
-        sim_log = os.path.join(work, "sim.log")
-        sim = subprocess.Popen(
-            [herald, "sim", "--port", str(sim_port), "--control-port", str(control_port), "--tls-dir",
-             os.path.join(work, "sim"), "--topic", "com.example.demo"],
-            cwd=work, stdout=open(sim_log, "w"), stderr=subprocess.STDOUT)
+        port = free_port()
+        sim, sim_port, control = start_sim(herald, work, "trace-check")
         processes.append(sim)
-        control = f"http://127.0.0.1:{control_port}"
-        wait_for(control + "/inbox", "herald sim", sim, sim_log)
         with open(os.path.join(work, "herald.yaml"), "w") as f:
             f.write(f"""server: {{ host: 127.0.0.1, port: {port} }}
 database: {{ url: "sqlite://{work}/herald.sqlite" }}
@@ -181,8 +157,7 @@ apps:
   - id: demo
     keys: {{ server: "{SERVER_KEY}" }}
     catalog: "{checkout}/Examples/syncwell.yaml"
-    apns: {{ team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.demo,
-            environment: sandbox, endpoint: "https://127.0.0.1:{sim_port}", ca_file: "sim/sim-ca.pem" }}
+    apns: {apns_settings(sim_port)}
 """)
         serve_log = os.path.join(work, "serve.log")
         base = f"http://127.0.0.1:{port}"
@@ -192,7 +167,7 @@ apps:
                                        stdout=open(serve_log, "a"), stderr=subprocess.STDOUT,
                                        env={**os.environ, "HERALD_LOG_LEVEL": "info"})
             processes.append(process)
-            wait_for(base + "/healthz", "herald serve", process, serve_log)
+            wait_for(base + "/healthz", "herald serve", process, serve_log, "trace-check")
             return process
 
         def stop(process):
