@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import HeraldServer
 import HeraldSimulator
 import HeraldStore
@@ -16,7 +17,7 @@ struct TracingTests {
         "each delivery's spans sit under its send's herald.accept: claim, plan, the APNs request, record; a suppressed one's plan and a dead token's request say why"
     )
     func deliverySpans() async throws {
-        let tracer = InMemoryTracer()
+        let tracer = W3CInMemoryTracer()
         try await withServer(tracer: tracer) { server in
             #expect(server.runtime.traces != nil)
             let tokens = makeDeviceTokens(2)
@@ -89,6 +90,16 @@ struct TracingTests {
                     #expect(!"\(span.attributes)".contains(token))
                 }
             }
+            // The API and the dashboard's notification page name the send's trace.
+            let id = try #require(sends["sent"])
+            let accept = try #require(
+                spans.first { $0.operationName == "herald.accept" && attribute($0, "herald.notification_id") == id })
+            let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)")
+            #expect(view.body["trace_id"] as? String == accept.traceID)
+            let browser = DashboardTests.Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let page = try await browser.go(.get, "/dashboard/apps/demo/notifications/\(id)")
+            #expect(page.html.contains("<code data-trace-id>\(accept.traceID)</code>"))
         }
     }
 
@@ -106,5 +117,45 @@ struct TracingTests {
                 try await server.runtime.store.notifications.notification(appID: "demo", id: uuid))
             #expect(!String(decoding: record.content, as: UTF8.self).contains("trace_context"))
         }
+    }
+}
+
+/// swift-distributed-tracing's in-memory tracer, propagating its span contexts as W3C
+/// `traceparent` (32 and 16 hex digit ids), as OpenTelemetry's tracer does.
+struct W3CInMemoryTracer: Tracer {
+    let memory = InMemoryTracer(
+        idGenerator: .init(nextTraceID: { Self.hex(bytes: 16) }, nextSpanID: { Self.hex(bytes: 8) }))
+
+    var finishedSpans: [FinishedInMemorySpan] { memory.finishedSpans }
+
+    static func hex(bytes: Int) -> String {
+        (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    func startSpan<Instant: TracerInstant>(
+        _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
+        at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+    ) -> InMemorySpan {
+        memory.startSpan(
+            operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID,
+            line: line)
+    }
+
+    func forceFlush() { memory.forceFlush() }
+
+    func inject<Carrier, Inject: Injector>(
+        _ context: InstrumentationContext, into carrier: inout Carrier, using injector: Inject
+    ) where Inject.Carrier == Carrier {
+        guard let span = context.inMemorySpanContext else { return }
+        injector.inject("00-\(span.traceID)-\(span.spanID)-01", forKey: "traceparent", into: &carrier)
+    }
+
+    func extract<Carrier, Extract: Extractor>(
+        _ carrier: Carrier, into context: inout InstrumentationContext, using extractor: Extract
+    ) where Extract.Carrier == Carrier {
+        let parts = extractor.extract(key: "traceparent", from: carrier)?.split(separator: "-") ?? []
+        guard parts.count == 4 else { return }
+        context.inMemorySpanContext = InMemorySpanContext(
+            traceID: String(parts[1]), spanID: String(parts[2]), parentSpanID: nil)
     }
 }

@@ -187,16 +187,14 @@ package final class DeliveryTraces: Sendable {
                 guard let open = state.open.removeValue(forKey: result.deliveryID) else { continue }
                 open.plan?.end()
                 open.provider?.end()
+                open.record?.end()
                 let outcome = result.outcome
-                if let record = open.record {
-                    record.end()
-                }
                 open.deliver.attributes["herald.status"] = outcome.status
                 if let reason = outcome.reason { open.deliver.attributes["herald.reason"] = reason }
-                if case .failed(let reason) = outcome {
+                switch outcome {
+                case .failed(let reason), .tokenDead(let reason, _):
                     open.deliver.setStatus(SpanStatus(code: .error, message: reason))
-                } else if case .tokenDead(let reason, _) = outcome {
-                    open.deliver.setStatus(SpanStatus(code: .error, message: reason))
+                case .sent, .retry, .deferred, .suppressed: break
                 }
                 open.deliver.end()
             }
