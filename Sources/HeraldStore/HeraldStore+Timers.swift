@@ -1,5 +1,6 @@
 package import Foundation
 package import HeraldCore
+import Synchronization
 
 /// Timers: what fires later (a track's step, a silent sync) as a row with a due time. A timer
 /// loop takes due rows, decides what each becomes (the server's code, run outside any
@@ -84,6 +85,18 @@ extension TimerRepository {
         limit: Int, directUpTo: Int = 0, decide: (TimerReads, [DueTimer]) async throws -> [TimerOutcome]
     ) async throws -> FiredTimers {
         guard dialect == .sqlite else {
+            let unreleased = database.unreleasedTimerClaims.withLock { claims in
+                defer { claims = [] }
+                return claims
+            }
+            if !unreleased.isEmpty {
+                do {
+                    try await transaction { [self] session in try await releaseClaims(unreleased, session) }
+                } catch {
+                    database.unreleasedTimerClaims.withLock { $0 += unreleased }
+                    throw error
+                }
+            }
             guard
                 let (timers, last) = try await transaction({ [self] session in
                     try await claimDue(limit: limit, session)
@@ -97,7 +110,12 @@ extension TimerRepository {
                     try await writeFire(decided, directUpTo: directUpTo, claimed: true, session)
                 }
             } catch {
-                try? await transaction { [self] session in try await releaseClaims(timers.map(\.id), session) }
+                let ids = timers.map(\.id)
+                do {
+                    try await transaction { [self] session in try await releaseClaims(ids, session) }
+                } catch {
+                    database.unreleasedTimerClaims.withLock { $0 += ids }
+                }
                 throw error
             }
         }

@@ -41,6 +41,10 @@ package final class HeraldStore: Sendable {
     /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
     /// trip for broadcasts that are not there.
     let noBroadcastsSince = Atomic<Int64>(0)
+    /// PostgreSQL: timers this node claimed and could not hand back (the database failed the
+    /// write and the release): handed back before its next claim, not left `firing` while the
+    /// node lives (the others only rescue the claims of dead nodes).
+    let unreleasedTimerClaims = Mutex<[Int64]>([])
     /// The apps this node's dispatcher sends for; nil: every app. Due work of other apps is
     /// left where it is, for a node (or the next deploy) that has their configuration.
     private let servedApps = Mutex<Set<String>?>(nil)

@@ -250,4 +250,63 @@ struct TimerStoreTests {
         await a.close()
         await b.close()
     }
+
+    @Test(
+        "PostgreSQL: claims the database refused to hand back are handed back before the node's next claim, not left firing while it lives",
+        .enabled(if: TestDatabase.postgresAvailable && TestPostgres.binaryDirectory() != nil))
+    func unreleasedClaims() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("timer-release", kind: .postgres)
+        let a = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let b = try await HeraldStore.open(url: url, clock: .manual(clock))
+        _ = try await a.devices.importDevices(
+            appID: "a",
+            [
+                DeviceRecord(
+                    deviceID: "d0", userID: "u0", platform: "apns", token: makeDeviceTokens(1)[0],
+                    environment: "sandbox")
+            ])
+        _ = try await a.tracks.enrol(
+            appID: "a", userID: "u0", track: "t", cancelKey: "track:t", anchorAt: clock.now, data: "{}",
+            testSeconds: nil, steps: [PlannedStep(id: "s1", dueAt: clock.now)], restart: false)
+        try await a.nodes.heartbeat()
+        try await b.nodes.heartbeat()
+        // The database refuses the first hand-back of a claim (a trigger; a sequence counts
+        // attempts outside the transactions it fails).
+        let psql = try #require(TestPostgres.binaryDirectory()) + "/psql"
+        let refuse = try await runProcess(
+            URL(fileURLWithPath: psql),
+            [
+                url, "-v", "ON_ERROR_STOP=1", "-c",
+                """
+                CREATE SEQUENCE release_attempts;
+                CREATE FUNCTION refuse_first_release() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                  IF OLD.status = 'firing' AND NEW.status = 'pending' THEN
+                    IF nextval('release_attempts') = 1 THEN RAISE EXCEPTION 'release refused'; END IF;
+                  END IF;
+                  RETURN NEW;
+                END $$;
+                CREATE TRIGGER refuse_first_release BEFORE UPDATE ON timers FOR EACH ROW EXECUTE FUNCTION refuse_first_release();
+                """,
+            ])
+        #expect(refuse.status == 0, "\(refuse.stderr)")
+        struct DecisionFailed: Error {}
+        await #expect(throws: DecisionFailed.self) {
+            try await a.timers.fireDueTimers(limit: 10) { _, _ in throw DecisionFailed() }
+        }
+        // Still claimed by a live node: nobody else takes it.
+        #expect(try await b.timers.fireDueTimers(limit: 10) { _, _ in [] }.taken == 0)
+        // The node's next pass hands it back first, then fires it.
+        let fired = try await a.timers.fireDueTimers(limit: 10) { _, timers in
+            [
+                .send(
+                    appID: "a", notification: UUID(), content: Data("{}".utf8), lane: .normal, cancelKey: "track:t",
+                    trace: nil, timers: timers.map(\.id))
+            ]
+        }
+        #expect(fired.fired == 1)
+        await a.close()
+        await b.close()
+    }
 }
