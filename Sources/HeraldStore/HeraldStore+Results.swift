@@ -92,8 +92,9 @@ extension OutboxRepository {
 
     /// What a result writes to its row: the status, the reason, the new due time (a retry's or
     /// a deferral's) and the attempts to add (none for the policy's decisions).
-    static func row(for result: DeliveryResult) -> (status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int)
-    {
+    package static func row(for result: DeliveryResult) -> (
+        status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int
+    ) {
         switch result.outcome {
         case .sent: (.sent, nil, nil, result.attempts)
         case .failed(let reason), .tokenDead(let reason, _): (.failed, reason, nil, result.attempts)

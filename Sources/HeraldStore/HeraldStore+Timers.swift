@@ -89,14 +89,7 @@ extension TimerRepository {
                 defer { claims = [] }
                 return claims
             }
-            if !unreleased.isEmpty {
-                do {
-                    try await transaction { [self] session in try await releaseClaims(unreleased, session) }
-                } catch {
-                    database.unreleasedTimerClaims.withLock { $0 += unreleased }
-                    throw error
-                }
-            }
+            if !unreleased.isEmpty { try await handBack(unreleased) }
             guard
                 let (timers, last) = try await transaction({ [self] session in
                     try await claimDue(limit: limit, session)
@@ -110,12 +103,7 @@ extension TimerRepository {
                     try await writeFire(decided, directUpTo: directUpTo, claimed: true, session)
                 }
             } catch {
-                let ids = timers.map(\.id)
-                do {
-                    try await transaction { [self] session in try await releaseClaims(ids, session) }
-                } catch {
-                    database.unreleasedTimerClaims.withLock { $0 += ids }
-                }
+                try? await handBack(timers.map(\.id))
                 throw error
             }
         }
@@ -179,9 +167,9 @@ extension TimerRepository {
         return try await plan(timers, last: last, directUpTo: directUpTo, decide: decide, session)
     }
 
-    /// PostgreSQL: up to `limit` due timers, claimed for this node (`firing`); rows another
-    /// transaction holds are skipped. Nil when none is due.
-    /// One statement: the due rows locked, marked and returned with their enrolments.
+    /// PostgreSQL: up to `limit` due timers, claimed for this node (`firing`) in one statement:
+    /// the due rows locked (rows another transaction holds are skipped), marked and returned
+    /// with their enrolments. Nil when none is due.
     private func claimDue(limit: Int, _ session: Session) async throws -> (timers: [DueTimer], last: TimerCursor)? {
         try dueTimers(
             try await session.query(
@@ -199,6 +187,17 @@ extension TimerRepository {
                 """, [.integer(nowMilliseconds), .integer(Int64(limit)), .text(nodeID)]))
     }
 
+    /// PostgreSQL: this node's claims `ids` go back to `pending` in a transaction of their own;
+    /// when the database refuses, they are kept for the next `fireDueTimers` to hand back first.
+    private func handBack(_ ids: [Int64]) async throws {
+        do {
+            try await transaction { [self] session in try await releaseClaims(ids, session) }
+        } catch {
+            database.unreleasedTimerClaims.withLock { $0 += ids }
+            throw error
+        }
+    }
+
     /// PostgreSQL: this node's claims among `ids` that nothing fired go back to `pending`.
     private func releaseClaims(_ ids: [Int64], _ session: Session) async throws {
         _ = try await setStatus(
@@ -206,13 +205,11 @@ extension TimerRepository {
             session)
     }
 
-    /// Up to `limit` due timers after `after` in due order (on PostgreSQL locked, skipping rows
-    /// another transaction holds); nil when none is due.
+    /// SQLite: up to `limit` due timers after `after` in due order; nil when none is due.
     private func dueTimers(limit: Int, after: TimerCursor?, _ session: Session) async throws -> (
         timers: [DueTimer], last: TimerCursor
     )? {
         let now = nowMilliseconds
-        let lock = dialect == .postgres ? " FOR UPDATE OF t SKIP LOCKED" : ""
         var binds: [Session.Value] = [.integer(now), .integer(Int64(limit))]
         var range = ""
         if let after {
@@ -225,7 +222,7 @@ extension TimerRepository {
                 SELECT t.id, t.app_id, t.user_id, t.kind, t.name, t.step, t.due_at, t.cancel_key, t.trace, e.anchor_at, COALESCE(t.data, e.data)
                 FROM timers t LEFT JOIN enrolments e ON t.kind = 'step' AND e.app_id = t.app_id AND e.user_id = t.user_id AND e.track = t.name
                 WHERE t.status = 'pending' AND t.\(Self.timerIndexTerm) AND t.due_at <= $1\(range)
-                ORDER BY t.due_at, t.id LIMIT $2\(lock)
+                ORDER BY t.due_at, t.id LIMIT $2
                 """, binds))
     }
 

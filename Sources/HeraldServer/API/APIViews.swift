@@ -76,7 +76,7 @@ struct NotificationView: Encodable {
         var extra = encoder.container(keyedBy: ExtraKeys.self)
         try extra.encodeIfPresent(record.cancelKey, forKey: .cancelKey)
         let traced = try? JSONDecoder().decode(Traced.self, from: record.content)
-        try extra.encodeIfPresent(traced?.trace_context?["traceparent"].flatMap(TraceParent.traceID), forKey: .traceID)
+        try extra.encodeIfPresent(TraceParent.traceID(in: traced?.trace_context), forKey: .traceID)
         var countsObject: [String: Int] = [:]
         for status in [DeliveryStatus.queued, .sent, .failed, .deferred, .suppressed, .cancelled] {
             countsObject[status.rawValue] = counts[status] ?? 0

@@ -5,7 +5,7 @@ import Synchronization
 package import Tracing
 
 /// Spans for a send and its deliveries, under `telemetry`: `herald.accept` around the store of a
-/// send (a child of the request's span, or a trace of its own for a scheduled send), then per
+/// send (a child of the request's span, which joins the caller's trace or starts one), then per
 /// delivery of a sampled send `herald.deliver` with `herald.claim`, `herald.plan`, the provider
 /// request (`herald.apns` or `herald.fcm`) and `herald.record` inside it. A delivery finds its
 /// trace through the trace context its notification's content keeps, so the link survives the
@@ -37,6 +37,7 @@ package final class DeliveryTraces: Sendable {
     static let perNotification = 100
     /// Deliveries with spans open at once; those claimed beyond it are sent untraced.
     static let maximumOpen = 10_000
+    /// Notifications whose traced deliveries are counted before the counts start over.
     static let rememberedNotifications = 10_000
 
     package init(tracer: any Tracer) {
@@ -124,8 +125,9 @@ package final class DeliveryTraces: Sendable {
         state.withLock { state in
             for result in held {
                 guard let plan = state.open[result.deliveryID]?.plan else { continue }
-                plan.attributes["herald.decision"] = result.outcome.status
-                if let reason = result.outcome.reason { plan.attributes["herald.reason"] = reason }
+                let row = OutboxRepository.row(for: result)
+                plan.attributes["herald.decision"] = row.status.rawValue
+                if let reason = row.reason { plan.attributes["herald.reason"] = reason }
                 plan.end()
                 state.open[result.deliveryID]?.plan = nil
             }
@@ -188,10 +190,10 @@ package final class DeliveryTraces: Sendable {
                 open.plan?.end()
                 open.provider?.end()
                 open.record?.end()
-                let outcome = result.outcome
-                open.deliver.attributes["herald.status"] = outcome.status
-                if let reason = outcome.reason { open.deliver.attributes["herald.reason"] = reason }
-                switch outcome {
+                let row = OutboxRepository.row(for: result)
+                open.deliver.attributes["herald.status"] = row.status.rawValue
+                if let reason = row.reason { open.deliver.attributes["herald.reason"] = reason }
+                switch result.outcome {
                 case .failed(let reason), .tokenDead(let reason, _):
                     open.deliver.setStatus(SpanStatus(code: .error, message: reason))
                 case .sent, .retry, .deferred, .suppressed: break
@@ -228,33 +230,16 @@ enum TraceParent {
         else { return nil }
         return String(parts[1])
     }
+
+    /// The trace id of a stored trace context's `traceparent`.
+    static func traceID(in carrier: [String: String]?) -> String? {
+        carrier?["traceparent"].flatMap(traceID)
+    }
 }
 
 extension StoredNotificationContent {
     /// The W3C trace id of the trace the notification's deliveries join.
-    var traceID: String? { traceContext?["traceparent"].flatMap(TraceParent.traceID) }
-}
-
-extension DeliveryResult.Outcome {
-    /// The delivery status the outcome stores.
-    var status: String {
-        switch self {
-        case .sent: "sent"
-        case .failed, .tokenDead: "failed"
-        case .retry: "queued"
-        case .deferred: "deferred"
-        case .suppressed: "suppressed"
-        }
-    }
-
-    var reason: String? {
-        switch self {
-        case .sent: nil
-        case .failed(let reason), .tokenDead(let reason, _), .retry(let reason, _), .deferred(let reason, _),
-            .suppressed(let reason):
-            reason
-        }
-    }
+    var traceID: String? { TraceParent.traceID(in: traceContext) }
 }
 
 extension DeliveryDisposition {
