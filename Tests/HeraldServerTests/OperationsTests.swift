@@ -183,7 +183,7 @@ struct OperationsTests {
         }
         #expect(delivered)
         process.interrupt()
-        process.waitUntilExit()
+        await process.waitUntilExit()
         let text = try String(contentsOfFile: directory + "/serve.err", encoding: .utf8)
         #expect(text.contains("trace") || text.contains("debug"), "the log is not at trace level")
         #expect(!text.contains(token), "a full device token is in the log")
@@ -220,7 +220,7 @@ func curl(_ arguments: [String]) async throws -> (status: Int, body: String) {
 
 /// `herald serve --config config` started on a port of its own choosing and answering `/healthz`;
 /// the caller terminates it.
-func startHeraldServe(config: String) async throws -> (process: Process, port: Int) {
+func startHeraldServe(config: String) async throws -> (process: ChildProcess, port: Int) {
     let log = try makeTemporaryDirectory("herald-serve") + "/serve.err"
     return try await startHerald(["serve", "--config", config], log: log)
 }
@@ -232,21 +232,16 @@ func startHeraldServe(config: String) async throws -> (process: Process, port: I
 func startHerald(
     _ arguments: [String], environment: [String: String]? = nil, log: String, scheme: String = "http",
     curlOptions: [String] = []
-) async throws -> (process: Process, port: Int) {
-    let process = Process()
-    process.executableURL = heraldExecutable
-    process.arguments = arguments + ["--port", "0"]
+) async throws -> (process: ChildProcess, port: Int) {
     // The "Herald listening" line is logged at info: a quieter level (CI runs the tests with
     // HERALD_LOG_LEVEL=warning) would hide the port.
     var environment = environment ?? ProcessInfo.processInfo.environment
     if !["trace", "debug", "info"].contains(environment["HERALD_LOG_LEVEL"] ?? "info") {
         environment["HERALD_LOG_LEVEL"] = "info"
     }
-    process.environment = environment
     _ = FileManager.default.createFile(atPath: log, contents: nil)
-    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
+    let process = try ChildProcess(
+        heraldExecutable.path, arguments + ["--port", "0"], environment: environment, stderr: log)
     var port: Int?
     for _ in 0..<1200 where process.isRunning {
         if port == nil, let text = try? String(contentsOfFile: log, encoding: .utf8),
