@@ -178,7 +178,8 @@ let package = Package(
         .target(
             name: "HeraldTesting",
             dependencies: [
-                "HeraldAPNs", "HeraldCore", "HeraldSimulator", .product(name: "Crypto", package: "swift-crypto"),
+                "HeraldAPNs", "HeraldCore", "HeraldSimulator", "HeraldStore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strict

@@ -123,7 +123,7 @@ func withServer(
             .write(to: URL(fileURLWithPath: serviceAccountFile))
         var configuration = HeraldConfiguration()
         configuration.adminKey = ServerHarness.admin
-        configuration.databaseURL = try await TestDatabase.url("server")
+        configuration.databaseURL = try await TestDatabase.migratedURL("server")
         configuration.apps = [
             .init(
                 id: "demo", payloadKey: payloadKey, serverKey: ServerHarness.server, clientKey: ServerHarness.client,
@@ -170,7 +170,7 @@ func withServer(
         }
         var outbox = configuration.outbox
         outbox.batchSize = min(outbox.batchSize, 500)
-        outbox.idleInterval = .milliseconds(20)
+        outbox.idleInterval = .milliseconds(100)
         // A test that leaves a hung delivery behind need not wait the production grace at its end.
         outbox.shutdownGrace = min(outbox.shutdownGrace, 1)
         // What `herald serve` runs (HeraldServices), on a free port: the store and the
