@@ -133,17 +133,14 @@ let package = Package(
             dependencies: ["HeraldCore", "HeraldPayload", .product(name: "Yams", package: "Yams")],
             swiftSettings: strict
         ),
+        // The server below HTTP: configuration, the runtime and its apps' provider clients, the
+        // outbox (claim, plan, send, record), sends, webhooks, telemetry. No Hummingbird here.
         .target(
-            name: "HeraldServer",
+            name: "HeraldEngine",
             dependencies: [
                 "HeraldCatalog", "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -154,12 +151,53 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ],
+            swiftSettings: strict
+        ),
+        // What falls due by time: track steps, catalog jobs, event triggers, badge pushes.
+        .target(
+            name: "HeraldSchedule",
+            dependencies: [
+                "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldPayload", "HeraldStore",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The HTTP API: routes, request context, auth middleware, JSON models, OpenAPI document.
+        .target(
+            name: "HeraldAPI",
+            dependencies: [
+                "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldPayload", "HeraldSchedule", "HeraldStore",
+                "HeraldAPNs", "HeraldFCM",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            resources: [.embedInCode("Resources/openapi.yaml")],
+            swiftSettings: strict
+        ),
+        // The operator's dashboard: server-rendered pages over the same runtime.
+        .target(
+            name: "HeraldDashboard",
+            dependencies: [
+                "HeraldAPI", "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldPayload", "HeraldSchedule",
+                "HeraldStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
             resources: [
-                .embedInCode("Resources/openapi.yaml"),
                 .embedInCode("Resources/dashboard/layout.mustache"),
                 .embedInCode("Resources/dashboard/login.mustache"),
                 .embedInCode("Resources/dashboard/overview.mustache"),
@@ -175,6 +213,23 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `herald serve` put together: the services of one group, the listeners, TLS.
+        .target(
+            name: "HeraldServer",
+            dependencies: [
+                "HeraldAPI", "HeraldDashboard", "HeraldEngine", "HeraldSchedule", "HeraldCatalog", "HeraldStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "HeraldTesting",
             dependencies: [
@@ -187,8 +242,8 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldAPNs", "HeraldCatalog", "HeraldCore", "HeraldFCM", "HeraldPayload", "HeraldSimulator",
-                "HeraldServer", "HeraldStore",
+                "HeraldAPI", "HeraldAPNs", "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldFCM", "HeraldPayload",
+                "HeraldSimulator", "HeraldServer", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -222,7 +277,8 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldStore", "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCatalog",
+                "HeraldServer", "HeraldEngine", "HeraldSchedule", "HeraldAPI", "HeraldDashboard", "HeraldStore",
+                "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCatalog",
                 "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
                 "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,5 +1,9 @@
 import HTTPTypes
+package import HeraldAPI
 import HeraldCatalog
+import HeraldDashboard
+package import HeraldEngine
+import HeraldSchedule
 import HeraldStore
 package import Hummingbird
 import HummingbirdCore
@@ -62,7 +66,7 @@ package enum HeraldServices {
                     logger: logger))
         }
         return Application(
-            router: HeraldAPI.router(runtime: runtime),
+            router: apiRouter(runtime: runtime),
             server: try server(configuration, certificates, runtime: runtime),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
@@ -70,6 +74,14 @@ package enum HeraldServices {
             services: services,
             onServerRunning: onServerRunning,
             logger: logger)
+    }
+
+    /// The API listener's router: the API, and the dashboard under `/dashboard` unless it has a
+    /// listener of its own (`dashboard.port`) or is off.
+    package static func apiRouter(runtime: HeraldRuntime) -> Router<HeraldRequestContext> {
+        let router = HeraldAPI.router(runtime: runtime)
+        if runtime.configuration.dashboard.onAPIListener { Dashboard.addRoutes(to: router, runtime: runtime) }
+        return router
     }
 
     /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1; keyless

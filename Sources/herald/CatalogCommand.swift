@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import HeraldCatalog
 import HeraldCore
-import HeraldServer
 
 /// `herald catalog check FILE…`: lists every problem in notification catalogs.
 struct CatalogCommand: AsyncParsableCommand {

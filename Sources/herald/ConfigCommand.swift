@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldCatalog
-import HeraldServer
+import HeraldEngine
 
 /// `herald config check --config FILE`: every problem of a configuration, nothing started.
 struct ConfigCommand: AsyncParsableCommand {

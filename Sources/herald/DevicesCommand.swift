@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
+import HeraldAPI
 import HeraldCore
-import HeraldServer
+import HeraldEngine
 import HeraldStore
 import Logging
 

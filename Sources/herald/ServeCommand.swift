@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HeraldCatalog
 import HeraldCore
+import HeraldEngine
 import HeraldServer
 import HeraldSimulator
 import HeraldStore

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HeraldCore
+import HeraldEngine
 import HeraldPayload
-import HeraldServer
 
 /// `herald token --app A --user U [--ttl 1h]`: prints a user token signed with the app's
 /// `user_token_secret`, for tests and for backends that shell out instead of signing themselves.

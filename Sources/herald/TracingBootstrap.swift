@@ -1,5 +1,5 @@
 import Foundation
-import HeraldServer
+import HeraldEngine
 import Logging
 import OTel
 import ServiceLifecycle

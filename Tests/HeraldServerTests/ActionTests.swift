@@ -3,8 +3,8 @@ import Foundation
 import HTTPTypes
 import HeraldCatalog
 import HeraldCore
+import HeraldEngine
 import HeraldPayload
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

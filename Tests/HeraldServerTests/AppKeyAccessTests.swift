@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import HeraldServer
 import HummingbirdTesting
 import NIOCore
 import Testing

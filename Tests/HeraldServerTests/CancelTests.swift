@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import HeraldCore
-import HeraldServer
+import HeraldEngine
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

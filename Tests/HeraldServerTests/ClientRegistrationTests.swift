@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HeraldCatalog
 import HeraldCore
-import HeraldServer
+import HeraldEngine
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

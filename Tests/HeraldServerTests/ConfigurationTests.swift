@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCatalog
 import HeraldCore
-import HeraldServer
+import HeraldEngine
 import HeraldStore
 import HeraldTesting
 import Testing

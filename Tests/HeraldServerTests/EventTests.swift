@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTypes
 import HeraldCore
-import HeraldServer
+import HeraldEngine
+import HeraldSchedule
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

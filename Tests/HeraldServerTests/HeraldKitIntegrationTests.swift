@@ -1,10 +1,10 @@
 import Foundation
 import HTTPTypes
 import HeraldCore
+import HeraldEngine
 import HeraldKit
 import HeraldKitTesting
 import HeraldPayload
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

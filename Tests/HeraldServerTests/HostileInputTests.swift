@@ -1,8 +1,9 @@
 import Foundation
+import HeraldAPI
 import HeraldAPNs
 import HeraldCore
+import HeraldEngine
 import HeraldFCM
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTypes
 import HeraldCore
+import HeraldEngine
 import HeraldPayload
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

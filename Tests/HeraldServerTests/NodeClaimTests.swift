@@ -3,9 +3,9 @@ import HTTPTypes
 import HeraldAPNs
 import HeraldCatalog
 import HeraldCore
+import HeraldEngine
 import HeraldFCM
 import HeraldPayload
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

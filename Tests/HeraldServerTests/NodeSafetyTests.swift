@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import HeraldCatalog
 import HeraldCore
-import HeraldServer
+import HeraldEngine
 import HeraldStore
 import HeraldTesting
 import Testing

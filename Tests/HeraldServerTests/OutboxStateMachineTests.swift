@@ -4,7 +4,7 @@ import HeraldTesting
 import Synchronization
 import Testing
 
-@testable import HeraldServer
+@testable import HeraldEngine
 
 /// The dispatcher's decisions without a database, a provider or real time: the instants come
 /// from a `MockClock` the test moves.

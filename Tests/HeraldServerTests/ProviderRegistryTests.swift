@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
+import HeraldEngine
 import HeraldPayload
-import HeraldServer
 import HeraldStore
 import HeraldTesting
 import Testing

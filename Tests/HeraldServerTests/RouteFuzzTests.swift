@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
+import HeraldAPI
 import HeraldCore
+import HeraldEngine
 import HeraldServer
 import HeraldSimulator
 import HeraldTesting
@@ -380,7 +382,7 @@ struct OpenAPIRouterTests {
     func routesMatch() async throws {
         try await withServer(dispatcher: false) { server in
             let served = Set(
-                HeraldAPI.router(runtime: server.runtime).routes.map {
+                HeraldServices.apiRouter(runtime: server.runtime).routes.map {
                     "\($0.method.rawValue) \(Self.shape("\($0.path)"))"
                 })
             let documented = Set(try RouteFuzzTests.documentedRoutes().map { "\($0.0.rawValue) \(Self.shape($0.1))" })

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HeraldAPNs
 import HeraldCore
+import HeraldEngine
 import HeraldFCM
 import HeraldServer
 import HeraldSimulator

@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import HeraldCatalog
 import HeraldCore
-import HeraldServer
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

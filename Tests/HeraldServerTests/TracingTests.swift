@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTypes
-import HeraldServer
+import HeraldEngine
 import HeraldSimulator
 import HeraldStore
 import HeraldTesting

@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@testable import HeraldServer
+@testable import HeraldEngine
 
 /// The dispatcher's wake-up: a wait ends on a signal, on its timeout, or when its task is
 /// cancelled — never later, so a stopping service cannot hang in it.

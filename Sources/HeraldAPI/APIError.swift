@@ -1,0 +1,69 @@
+import Foundation
+import HeraldCore
+package import Hummingbird
+
+/// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
+package struct APIError: HTTPResponseError, Sendable {
+    package var status: HTTPResponse.Status
+    package var code: String
+    package var message: String
+    package var field: String?
+    /// Seconds to wait before trying again (a 429's or a 503's `Retry-After`).
+    package var retryAfter: Int?
+
+    package init(
+        _ status: HTTPResponse.Status, code: String, message: String, field: String? = nil, retryAfter: Int? = nil
+    ) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retryAfter = retryAfter
+    }
+
+    /// A draft the composer refused: 413 for size, else 400; names the field.
+    init(composition error: CompositionError) {
+        switch error.code {
+        case .payloadTooLarge:
+            self.init(.contentTooLarge, code: "payload_too_large", message: error.message, field: error.field)
+        case .missing: self.init(.badRequest, code: "missing_field", message: error.message, field: error.field)
+        case .invalid: self.init(.badRequest, code: "invalid_field", message: error.message, field: error.field)
+        }
+    }
+
+    static func invalid(_ field: String, _ message: String) -> APIError {
+        APIError(.badRequest, code: "invalid_field", message: message, field: field)
+    }
+
+    static func missing(_ field: String) -> APIError {
+        APIError(.badRequest, code: "missing_field", message: "\(field) is required", field: field)
+    }
+
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
+        var error: [String: String] = ["code": code, "message": message]
+        if let field { error["field"] = field }
+        var response = try JSONResponse.make(["error": error], status: status)
+        if let retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
+        return response
+    }
+}
+
+/// Builds JSON responses.
+package enum JSONResponse {
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(HeraldTime.format(date))
+        }
+        return encoder
+    }()
+
+    package static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try encoder.encode(value)
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,143 @@
+package import Foundation
+package import HeraldCore
+import HeraldEngine
+import HeraldPayload
+import HeraldStore
+package import Hummingbird
+
+/// `POST /v1/apps/{app}/opened`: a device reports that a delivery was opened (tapped, or one of
+/// its actions chosen), as often as it likes: one open per delivery counts.
+struct OpenedBody: Decodable {
+    /// The stamp's `d`: a number (a string of digits is taken too).
+    var deliveryID: JSONValue?
+    var deviceID: String?
+    var action: String?
+    var at: String?
+
+    enum CodingKeys: String, CodingKey {
+        case deliveryID = "delivery_id"
+        case deviceID = "device_id"
+        case action, at
+    }
+
+    /// A tap on the notification itself (UNNotificationDefaultActionIdentifier).
+    static let defaultAction = ActionTokenLayout.tapAction
+
+    struct Checked {
+        var deliveryID: Int64
+        var deviceID: String
+        var action: String
+        var at: Date
+    }
+
+    /// Checked; the first problem names its field. `at` defaults to now; a device's clock may be
+    /// off, so a time ahead is taken as now and one more than 30 days back is refused.
+    func validated(now: Date) throws(APIError) -> Checked {
+        let id: Int64
+        switch deliveryID {
+        case nil: throw APIError.missing("delivery_id")
+        case .int(let value)?: id = Int64(value)
+        case .string(let text)?:
+            guard let value = Int64(text) else {
+                throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
+            }
+            id = value
+        default: throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
+        }
+        guard id > 0 else {
+            throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number above 0")
+        }
+        guard let deviceID else { throw APIError.missing("device_id") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
+            throw APIError.invalid("device_id", "device_id is 1 to 256 bytes")
+        }
+        let action = action ?? Self.defaultAction
+        guard !action.isEmpty, action.utf8.count <= 64 else {
+            throw APIError.invalid("action", "action is \"default\" or an action id of 1 to 64 bytes")
+        }
+        var at = now
+        if let text = self.at {
+            guard let date = HeraldTime.parse(text) else {
+                throw APIError.invalid("at", "at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
+            guard date >= now.addingTimeInterval(-30 * 86_400) else {
+                throw APIError.invalid("at", "at is within the last 30 days")
+            }
+            at = min(date, now)
+        }
+        return Checked(deliveryID: id, deviceID: deviceID, action: action, at: at)
+    }
+}
+
+/// What an open report did.
+struct OpenedView: Encodable {
+    var deliveryID: Int64
+    var recorded: TrackRepository.OpenRecorded
+
+    enum CodingKeys: String, CodingKey {
+        case deliveryID = "delivery_id"
+        case counted, reports, action
+        case eventID = "event_id"
+        case notifications
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(deliveryID, forKey: .deliveryID)
+        try container.encode(recorded.counted, forKey: .counted)
+        try container.encode(recorded.reports, forKey: .reports)
+        try container.encode(recorded.action, forKey: .action)
+        try container.encodeIfPresent(recorded.eventID, forKey: .eventID)
+        if !recorded.notifications.isEmpty { try container.encode(recorded.notifications, forKey: .notifications) }
+    }
+}
+
+/// `GET /v1/apps/{app}/analytics?from&to&type`: days of sending (UTC dates, `from` and `to`
+/// included; the last 30 days by default, at most 366), of one type (name or external id).
+package struct AnalyticsQuery {
+    package var days: ClosedRange<Int64>
+    package var type: CatalogType?
+
+    static let defaultDays: Int64 = 30
+    static let maximumDays: Int64 = 366
+
+    package init(_ parameters: Hummingbird.Parameters, today: Date, catalog: Catalog?) throws(APIError) {
+        let todayDay = Int64((today.timeIntervalSince1970 / 86_400).rounded(.down))
+        func day(_ name: String) throws(APIError) -> Int64? {
+            guard let text = parameters.get(name) else { return nil }
+            guard let day = Self.day(text) else {
+                throw APIError.invalid(name, "\(name) is a date such as 2026-11-23 (UTC)")
+            }
+            return day
+        }
+        let to = try day("to") ?? todayDay
+        let from = try day("from") ?? (to - Self.defaultDays + 1)
+        guard from <= to else { throw APIError.invalid("from", "from is on or before to") }
+        guard to - from < Self.maximumDays else {
+            throw APIError.invalid("from", "from and to are at most \(Self.maximumDays) days apart")
+        }
+        days = from...to
+        if let name = parameters.get("type") {
+            guard let catalog, let found = catalog.type(name) else {
+                throw APIError.invalid(
+                    "type",
+                    "unknown type \"\(name)\"; the catalog has \(catalog?.types.map(\.name).joined(separator: ", ") ?? "no types")"
+                )
+            }
+            type = found
+        }
+    }
+
+    /// Days since 1970 of a `YYYY-MM-DD` date (UTC).
+    package static func day(_ text: String) -> Int64? {
+        let parts = text.split(separator: "-")
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let dayOfMonth = Int(parts[2])
+        else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let components = DateComponents(year: year, month: month, day: dayOfMonth)
+        guard components.isValidDate(in: calendar), let date = calendar.date(from: components) else { return nil }
+        return Int64((date.timeIntervalSince1970 / 86_400).rounded(.down))
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import HTTPTypes
+import HeraldCore
+import HeraldEngine
+import HeraldStore
+import Hummingbird
+import Logging
+import Mustache
+import NIOCore
+import Synchronization
+
+/// The Overview, Users and Notifications pages.
+extension Dashboard {
+    /// Where the overview stops counting deferred deliveries (counting a million took 100 ms).
+    static let deferredLimit = 100_000
+
+    static func overview(apps: [String], session: DashboardSession, app: String?, runtime: HeraldRuntime) async throws
+        -> Response
+    {
+        // An app's key sees its app's queue only; deferred rows are counted up to a limit.
+        let gauges = try await runtime.store.nodes.outboxGauges(appIDs: apps, deferredLimit: deferredLimit)
+        let now = Date()
+        let pauses = runtime.pauses.all
+        let views = apps.compactMap { id -> OverviewApp? in
+            guard let app = runtime.apps[id] else { return nil }
+            let (minutes, failures) = runtime.metrics.activity.snapshot(app: id, now: now)
+            var providers: [OverviewApp.Provider] = []
+            for platform in ["apns", "fcm"] {
+                let disabled = platform == "apns" ? app.apnsDisabledReason : app.fcmDisabledReason
+                if let pause = pauses[ProviderKey(app: id, platform: platform)] {
+                    providers.append(
+                        .init(
+                            name: platform.uppercased(), label: "paused (\(pause.reason))", state: "bad",
+                            detail:
+                                "since \(HeraldTime.format(pause.since)); tried again at \(HeraldTime.format(pause.retryAt))"
+                        ))
+                } else if let disabled {
+                    providers.append(.init(name: platform.uppercased(), label: "off", state: "", detail: disabled))
+                } else {
+                    providers.append(.init(name: platform.uppercased(), label: "ok", state: "ok", detail: "sending"))
+                }
+            }
+            return OverviewApp(
+                id: id, providers: providers, sentLastMinute: minutes.last?.sent ?? 0,
+                sentLastHour: minutes.reduce(0) { $0 + $1.sent },
+                failedLastHour: minutes.reduce(0) { $0 + $1.failed }, chart: Charts.activity(minutes),
+                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) })
+        }
+        let view = OverviewPage(
+            queueDepth: gauges.due,
+            deferred: gauges.deferred >= deferredLimit ? "\(deferredLimit)+" : "\(gauges.deferred)",
+            scope: app == nil ? "all apps" : "this app",
+            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, apps: views)
+        return render("Overview", "overview", view, session: session, app: app, tab: "overview")
+    }
+
+    static func users(_ request: Request, session: DashboardSession, app: AppRuntime, runtime: HeraldRuntime)
+        async throws -> Response
+    {
+        let appID = app.configuration.id
+        let query = request.uri.queryParameters.get("user_id")?.trimmingCharacters(in: .whitespaces) ?? ""
+        var view = UsersPage(app: appID, query: query, notFound: false, user: nil)
+        if !query.isEmpty, query.utf8.count <= 256 {
+            let record = try await runtime.store.users.user(appID: appID, userID: query)
+            let devices = try await runtime.store.devices.devices(appID: appID, userID: query, limit: 100)
+            if record == nil && devices.isEmpty {
+                view.notFound = true
+            } else {
+                let zoneName = record?.timeZone ?? "UTC"
+                let zone = TimeZone(identifier: zoneName) ?? .gmt
+                let badges = try await runtime.store.devices.badges(appID: appID, userID: query)
+                let steps = try await runtime.store.tracks.pendingSteps(appID: appID, userID: query)
+                let waiting = try await runtime.store.dashboard.waitingDeliveries(
+                    appID: appID, userID: query, limit: 50)
+                let preferences = record.map { String(decoding: $0.preferences, as: UTF8.self) }.flatMap {
+                    $0 == "{}" ? nil : $0
+                }
+                view.user = UsersPage.User(
+                    id: query, zone: zoneName, locale: record?.locale ?? "—",
+                    badge: badges.isEmpty ? nil : badges.values.reduce(0, +),
+                    devices: devices.map {
+                        .init(
+                            id: $0.deviceID, name: $0.name, platform: $0.platform, environment: $0.environment,
+                            token: Format.token($0.token),
+                            permission: $0.authorizationStatus ?? "not reported", active: $0.active,
+                            reason: [$0.inactiveReason, $0.inactiveSince.map { "since " + HeraldTime.format($0) }]
+                                .compactMap { $0 }.joined(separator: " "))
+                    },
+                    preferences: preferences,
+                    badges: badges.sorted { $0.key < $1.key }.map { .init(name: $0.key, value: $0.value) },
+                    steps: steps.map { .init(track: $0.track, step: $0.step, due: Format.local($0.dueAt, zone)) },
+                    waiting: waiting.map { item in
+                        .init(
+                            notification: item.notificationID.uuidString.lowercased(), type: item.type ?? "custom",
+                            device: item.delivery.deviceID, status: item.delivery.status.rawValue,
+                            due: Format.local(item.delivery.dueAt, zone),
+                            why: DecisionTrace.entries(item.delivery.trace).last?.message ?? item.delivery.reason ?? "")
+                    })
+            }
+        }
+        return render("Users", "users", view, session: session, app: appID, tab: "users")
+    }
+
+    static func notifications(_ request: Request, session: DashboardSession, app: AppRuntime, runtime: HeraldRuntime)
+        async throws -> Response
+    {
+        let appID = app.configuration.id
+        let parameters = request.uri.queryParameters
+        let type = parameters.get("type").flatMap { $0.isEmpty ? nil : $0 }
+        let status = parameters.get("status").flatMap { DashboardQueries.summaryFilters[$0] == nil ? nil : $0 }
+        let before = parameters.get("before").flatMap(HeraldTime.parse)
+        let limit = 50
+        let rows = try await runtime.store.dashboard.recentNotifications(
+            appID: appID, type: type, status: status, before: before, limit: limit)
+        var next: String?
+        if rows.count == limit, let last = rows.last {
+            var items = [URLQueryItem(name: "before", value: HeraldTime.format(last.createdAt))]
+            if let type { items.append(URLQueryItem(name: "type", value: type)) }
+            if let status { items.append(URLQueryItem(name: "status", value: status)) }
+            var components = URLComponents()
+            components.queryItems = items
+            next = "/dashboard/apps/\(escaped(appID))/notifications?" + (components.percentEncodedQuery ?? "")
+        }
+        let view = NotificationsPage(
+            app: appID, types: (app.catalog?.types.map(\.name) ?? []).map { .init(name: $0, selected: $0 == type) },
+            statuses: DashboardQueries.summaryFilters.keys.sorted().map { .init(name: $0, selected: $0 == status) },
+            rows: rows.map {
+                .init(
+                    id: $0.id.uuidString.lowercased(), created: Format.utc($0.createdAt), type: $0.type ?? "custom",
+                    recipients: $0.recipients,
+                    sent: $0.sent, failed: $0.failed, deferred: $0.deferred, suppressed: $0.suppressed,
+                    opened: $0.opened)
+            }, filtered: type != nil || status != nil, next: next)
+        return render("Notifications", "notifications", view, session: session, app: appID, tab: "notifications")
+    }
+}

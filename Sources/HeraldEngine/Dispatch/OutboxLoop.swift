@@ -1,0 +1,324 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Tracing
+
+/// Drains the outbox (the `Service` beside the HTTP server): claims due deliveries in batches,
+/// plans them (`DeliveryPlanner`), sends them through each app's providers and hands every
+/// answer to the `DeliveryRecorder` as it arrives. Batches overlap: a new one is claimed while
+/// fewer than `maximumInFlight` deliveries wait for answers, so a slow token holds one place,
+/// never the queue. Every batch has a deadline; graceful shutdown is bounded.
+package struct OutboxLoop: Service {
+    let runtime: HeraldRuntime
+    package var configuration: DispatcherConfiguration
+
+    package init(runtime: HeraldRuntime, configuration: DispatcherConfiguration = DispatcherConfiguration()) {
+        self.runtime = runtime
+        self.configuration = configuration
+    }
+
+    package func run() async throws {
+        let logger = runtime.logger
+        guard await start() else {
+            try? await runtime.store.nodes.leave()
+            return
+        }
+        let recorder = DeliveryRecorder(runtime: runtime)
+        let window = InFlightWindow()
+        let batches = BatchRegistry(deadline: .seconds(configuration.batchDeadline))
+        let order = SubmissionOrder()
+        let stopping = OneWayFlag()
+        let finished = OneWayFlag()
+        await withDiscardingTaskGroup { listening in
+            // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
+            listening.addTask { await runtime.store.nodes.listenForDueDeliveries { runtime.wake.signal() } }
+            await withGracefulShutdownHandler {
+                await withDiscardingTaskGroup { group in
+                    group.addTask {
+                        await recordLoop(recorder, batches: batches, finished: finished)
+                    }
+                    var machine = OutboxStateMachine<ContinuousClock.Instant>(
+                        .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
+                    while !stopping.isSet && !Task.isCancelled {
+                        let (inFlight, unwritten) = (window.count, recorder.count)
+                        runtime.direct.setRoom(
+                            machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
+                            capacity: configuration.maximumInFlight)
+                        guard case .claim(let limit) = machine.room(inFlight: inFlight, unwritten: unwritten) else {
+                            try? await Task.sleep(for: .milliseconds(5))
+                            continue
+                        }
+                        // What the API claimed as it accepted, then the outbox's own claim when the
+                        // machine says it is due.
+                        let claimedAt = runtime.traces == nil ? nil : DefaultTracerClock.now
+                        var claimed = runtime.direct.take(limit)
+                        let outboxWork = runtime.wake.takeOutboxWork()
+                        let prepared: PreparedBatch
+                        do {
+                            if let storeLimit = machine.storeClaim(
+                                direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
+                            {
+                                let started = ContinuousClock.now
+                                let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
+                                runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
+                                machine.storeClaimed(found: fromStore.count, at: .now)
+                                claimed += fromStore
+                            }
+                            guard !claimed.isEmpty else {
+                                machine.storeWorked()
+                                runtime.passes.outboxWentIdle()
+                                await runtime.wake.wait(timeout: configuration.idleInterval)
+                                continue
+                            }
+                            prepared = try await prepare(claimed, claimedAt: claimedAt)
+                            machine.storeWorked()
+                        } catch {
+                            let failures = machine.storeFailed()
+                            // Claimed but not sent: back to the queue, not left `sending` under a
+                            // live node (which nobody would rescue).
+                            if !claimed.isEmpty, (try? await runtime.store.nodes.unclaim(claimed)) == nil {
+                                runtime.direct.putBack(claimed)
+                            }
+                            await waitOutStoreError(
+                                error, failures: failures, "Dispatcher cannot use the database; trying again")
+                            continue
+                        }
+                        let tracker = BatchTracker(prepared.claimed, window: window, turn: SubmissionTurn(order))
+                        let id = batches.insert(tracker)
+                        group.addTask {
+                            await deliver(prepared, tracker: tracker, recorder: recorder)
+                            batches.remove(id)
+                        }
+                    }
+                    await drain(batches: batches, recorder: recorder)
+                    // Claimed at acceptance and not sent: queued again for the next start or node.
+                    let left = runtime.direct.close()
+                    if !left.isEmpty { try? await runtime.store.nodes.unclaim(left) }
+                    finished.set()
+                }
+            } onGracefulShutdown: {
+                stopping.set()
+                // New notifications are accepted queued from now on; what was handed over and not
+                // taken is given back to the queue as the loop ends.
+                runtime.direct.stopAccepting()
+                runtime.wake.signal()
+            }
+            listening.cancelAll()
+        }
+        try? await runtime.store.nodes.leave()
+        logger.info("Dispatcher stopped")
+    }
+
+    /// Joins the nodes (the heartbeat), queues again what dead nodes had claimed and releases
+    /// what waited for a provider paused before the start. A store that refuses these writes
+    /// (unreachable, read-only, full) is tried again with back-off until it takes them: the
+    /// server keeps answering meanwhile, `/healthz` saying what is wrong, and never stops because
+    /// the database did. Returns false when the server stops first.
+    private func start() async -> Bool {
+        var failures = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await runtime.store.nodes.heartbeat()
+                try await rescue()
+                // No pause is known after a start: what waits for a provider paused before it (a
+                // fixed key or topic, say) is due now, so the first of it probes the provider
+                // within seconds.
+                let released = try await runtime.store.outbox.releasePausedDeliveries(
+                    apps: runtime.apps.keys.sorted(), reason: Self.pausedReason, window: ProviderPauses.longestWait)
+                if released > 0 {
+                    runtime.logger.notice(
+                        "Deliveries held for a paused provider are due again: the provider is probed now",
+                        metadata: ["herald.deliveries": "\(released)"])
+                }
+                runtime.logger.info(
+                    "Dispatcher started",
+                    metadata: [
+                        "herald.node": "\(runtime.store.nodeID)",
+                        "herald.database": "\(runtime.store.dialect.rawValue)",
+                    ])
+                return true
+            } catch {
+                failures += 1
+                await waitOutStoreError(
+                    error, failures: failures, "Dispatcher cannot start: the database refuses its writes; trying again")
+            }
+        }
+        return false
+    }
+
+    /// Queues again the claims of nodes that stopped saying they are alive (a killed process,
+    /// this one's predecessor included); never a live node's.
+    private func rescue() async throws {
+        let rescued = try await runtime.store.nodes.rescueDeadClaims()
+        runtime.metrics.restartResends(rescued)
+        if rescued > 0 {
+            runtime.logger.warning(
+                "Deliveries claimed by a node that stopped were queued again (at-least-once; some may arrive twice)",
+                metadata: ["herald.requeued": "\(rescued)"])
+        }
+    }
+
+    /// Answers waiting that trigger a write before `recordInterval` is up.
+    static let recordBatch = 1_000
+
+    /// Seconds between heartbeats (and rescues of dead nodes' claims).
+    static let heartbeatInterval: Int64 = 5
+
+    /// Claims, sends and records one batch; returns how many deliveries it claimed.
+    @discardableResult
+    package func runOnce() async throws -> Int {
+        let claimed = try await runtime.store.outbox.claimDueDeliveries(limit: configuration.batchSize)
+        guard !claimed.isEmpty else { return 0 }
+        let recorder = DeliveryRecorder(runtime: runtime)
+        let prepared = try await prepare(claimed)
+        let tracker = BatchTracker(claimed, window: InFlightWindow())
+        await deliver(prepared, tracker: tracker, recorder: recorder)
+        try await recorder.flush()
+        return claimed.count
+    }
+
+    /// Writes answers every `recordInterval` and hands back what a batch past its deadline still
+    /// waits for; after `finished`, writes what is left and stops.
+    private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: OneWayFlag) async {
+        var failures = 0
+        var lastHeartbeat = ContinuousClock.now
+        var lastFlush = ContinuousClock.now
+        while true {
+            // Cancelled (not a graceful stop): one last write, then out; waiting would spin, as
+            // every sleep returns at once.
+            let last = finished.isSet || Task.isCancelled
+            if !last {
+                // Written every recordInterval, or as soon as recordBatch answers wait: what is
+                // answered but unwritten is what a crash would send twice.
+                try? await Task.sleep(for: .milliseconds(10))
+                guard
+                    ContinuousClock.now - lastFlush >= configuration.recordInterval
+                        || recorder.count >= Self.recordBatch
+                else { continue }
+            }
+            lastFlush = .now
+            if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
+                lastHeartbeat = .now
+                // Alive, and the claims of nodes that are not are taken back.
+                do {
+                    try await runtime.store.nodes.heartbeat()
+                    try await rescue()
+                } catch {
+                    runtime.logger.error(
+                        "Dispatcher cannot write its heartbeat",
+                        metadata: ["error": "\(String(describing: error).prefix(300))"])
+                }
+            }
+            for tracker in batches.expired(at: .now) {
+                let late = tracker.expire()
+                guard !late.isEmpty else { continue }
+                runtime.logger.warning(
+                    "Deliveries unanswered at their batch's deadline are queued again",
+                    metadata: [
+                        "herald.deliveries": "\(late.count)",
+                        "herald.deadline_seconds": "\(configuration.batchDeadline)",
+                    ])
+                recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
+            }
+            do {
+                try await recorder.flush()
+                failures = 0
+            } catch {
+                failures += 1
+                // What was sent stays `sending` if this never succeeds: a restart queues it again.
+                if last && failures >= 3 { return }
+                await waitOutStoreError(error, failures: failures, "Dispatcher cannot record answers; trying again")
+                continue
+            }
+            if last { return }
+        }
+    }
+
+    /// Graceful shutdown: waits up to `shutdownGrace` for batches in flight, then hands their
+    /// unanswered deliveries back to the queue and closes the provider clients so the sends
+    /// waiting on them return.
+    private func drain(batches: BatchRegistry, recorder: DeliveryRecorder) async {
+        let deadline = ContinuousClock.now + .seconds(configuration.shutdownGrace)
+        while !batches.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let left = batches.all
+        guard !left.isEmpty else { return }
+        var handedBack: [DeliveryResult] = []
+        for tracker in left {
+            handedBack += tracker.expire().map { outcome(unanswered: $0, reason: "Shutdown", attempts: 0, now: true) }
+        }
+        runtime.logger.warning(
+            "Stopping with deliveries unanswered: they are queued again",
+            metadata: [
+                "herald.deliveries": "\(handedBack.count)", "herald.grace_seconds": "\(configuration.shutdownGrace)",
+            ])
+        recorder.add(handedBack)
+        await runtime.shutdown(gracePeriod: 0)
+    }
+
+    /// A delivery that got no answer: queued again after the retry schedule (or at once), or
+    /// failed once its attempts are spent.
+    func outcome(unanswered delivery: ClaimedDelivery, reason: String, attempts: Int, now: Bool = false)
+        -> DeliveryResult
+    {
+        DeliveryResult(
+            delivery, retryOutcome(delivery, reason: reason, attempts: attempts, immediately: now), attempts: attempts)
+    }
+
+    /// A delivery to try again after `attempts` more requests: queued at the retry schedule's
+    /// time (no sooner than the provider asked; at once when `immediately`), or failed once it
+    /// has had `outbox.max_attempts`.
+    func retryOutcome(
+        _ delivery: ClaimedDelivery, reason: String, attempts: Int, providerAsked: TimeInterval? = nil,
+        immediately: Bool = false
+    ) -> DeliveryResult.Outcome {
+        let total = delivery.attempts + attempts
+        guard total < configuration.maximumAttempts else { return .failed(reason: reason) }
+        let delay = immediately ? 0 : configuration.retryDelay(attempts: total, providerAsked: providerAsked)
+        return .retry(reason: reason, dueAt: runtime.store.now.addingTimeInterval(delay))
+    }
+
+    /// After the `failures`-th store error in a row: says so (the first and every tenth time)
+    /// and waits 1 s doubling to 30 s, or until graceful shutdown.
+    func waitOutStoreError(_ error: any Error, failures: Int, _ message: Logger.Message) async {
+        let wait = StoreBackoff.wait(failures: failures)
+        if StoreBackoff.reports(failures: failures) {
+            runtime.logger.error(
+                message,
+                metadata: [
+                    "error": "\(String(describing: error).prefix(300))", "herald.failures": "\(failures)",
+                    "herald.retry_seconds": "\(wait.seconds)",
+                ])
+        }
+        // Graceful shutdown ends the wait: a stop is never held up by a back-off.
+        _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
+    }
+}
+
+/// Deliveries sent and not yet answered, across the batches in flight.
+final class InFlightWindow: Sendable {
+    private let value = Atomic<Int>(0)
+    var count: Int { value.load(ordering: .relaxed) }
+    func add(_ count: Int) { value.add(count, ordering: .relaxed) }
+    func release(_ count: Int) { if count > 0 { value.subtract(count, ordering: .relaxed) } }
+}
+
+/// The batches in flight, for the deadline sweep and shutdown.
+final class BatchRegistry: Sendable {
+    private let batches: Mutex<BatchDeadlines<ContinuousClock.Instant, BatchTracker>>
+
+    init(deadline: Duration) {
+        batches = Mutex(BatchDeadlines(deadline: deadline))
+    }
+
+    /// A batch starts now: its number, for `remove`.
+    func insert(_ tracker: BatchTracker) -> Int { batches.withLock { $0.started(tracker, at: .now) } }
+    func remove(_ id: Int) { batches.withLock { $0.finished(id) } }
+    func expired(at now: ContinuousClock.Instant) -> [BatchTracker] { batches.withLock { $0.expired(at: now) } }
+    package var all: [BatchTracker] { batches.withLock { $0.all } }
+    var isEmpty: Bool { batches.withLock { $0.isEmpty } }
+}
