@@ -102,51 +102,6 @@ struct ResolveBody: Decodable {
     }
 }
 
-/// Resolved elsewhere: the replacement the user's other devices get.
-enum Resolutions {
-    /// Resolves `notificationID` for `userID` from `deviceID`: its waiting deliveries to the user
-    /// are cancelled and the other devices get `label` as a visible alert with the same collapse
-    /// id (APNs `apns-collapse-id`, FCM `tag`): the type's, else the notification's id; no
-    /// category (no actions), `content-available`, the same thread.
-    static func resolve(
-        app: AppRuntime, notificationID: UUID, userID: String, deviceID: String, label: String, runtime: HeraldRuntime
-    ) async throws -> ActionRepository.Resolution {
-        guard let record = try await runtime.store.notifications.notification(appID: app.id, id: notificationID) else {
-            throw APIError(.notFound, code: "not_found", message: "no such notification", field: "id")
-        }
-        let stored = try? JSONDecoder().decode(StoredNotificationContent.self, from: record.content)
-        let original = stored?.content
-        let replacement = NotificationContent(
-            pushType: .alert, priority: .immediate, body: label, threadID: original?.threadID, contentAvailable: true,
-            collapseID: original?.collapseID ?? notificationID.uuidString.lowercased(),
-            data: [
-                "resolved": .object(["n": .string(notificationID.uuidString.lowercased()), "label": .string(label)])
-            ],
-            androidChannelID: original?.androidChannelID)
-        let content = try JSONEncoder().encode(StoredNotificationContent(content: replacement))
-        let resolution: ActionRepository.Resolution
-        do {
-            resolution = try await runtime.store.actions.resolve(
-                appID: app.id, notificationID: notificationID, userID: userID, deviceID: deviceID, label: label,
-                replacement: (UUID.random(), content))
-        } catch let error as StoreError where error.code == .notFound {
-            throw APIError(
-                .forbidden, code: "forbidden", message: "device_id had no delivery of this notification",
-                field: "device_id")
-        }
-        if resolution.first {
-            if resolution.devices > 0 { runtime.wake.signal(outbox: true) }
-            runtime.logger.info(
-                "Notification resolved elsewhere",
-                metadata: [
-                    "herald.app": "\(app.id)", "herald.notification.id": "\(notificationID.uuidString.lowercased())",
-                    "herald.cancelled": "\(resolution.cancelled)", "herald.devices": "\(resolution.devices)",
-                ])
-        }
-        return resolution
-    }
-}
-
 /// A resolution as the API answers it.
 struct ResolutionView: Encodable {
     var resolution: ActionRepository.Resolution
@@ -173,31 +128,6 @@ struct ResolutionView: Encodable {
 /// `POST /v1/apps/{app}/webhooks/replay`.
 struct ReplayBody: Decodable {
     var since: String?
-}
-
-/// What the webhook receives.
-enum WebhookEvent {
-    static let actionCommittedType = "action.committed"
-
-    /// `{"type", "timestamp", "data"}`, keys sorted.
-    static func actionCommitted(appID: String, commit: ActionRepository.ActionCommit, type: String?, at: Date) -> String
-    {
-        var data: [String: JSONValue] = [
-            "app": .string(appID), "delivery_id": .int(Int(commit.deliveryID)),
-            "notification_id": .string(commit.notificationID.uuidString.lowercased()),
-            "device_id": .string(commit.deviceID), "action": .string(commit.action),
-            "committed_at": .string(HeraldTime.format(at)),
-        ]
-        if let user = commit.userID { data["user_id"] = .string(user) }
-        if let turn = commit.turnID { data["turn_id"] = .string(turn) }
-        if let text = commit.text { data["text"] = .string(text) }
-        if let type { data["type"] = .string(type) }
-        return JSONWriter.encode(
-            .object([
-                "type": .string(actionCommittedType), "timestamp": .string(HeraldTime.format(at)),
-                "data": .object(data),
-            ]))
-    }
 }
 
 /// A commit as the device (and the audit) see it.
