@@ -164,7 +164,7 @@ import Testing
         #expect(first.deviceToken == "ab41")
         #expect(first.topic == "app.syncwell")
         #expect(first.apnsID == .apnsID(notification: id, delivery: 41))
-        #expect(first.collapseID == nil)
+        #expect(first.collapseID == id.uuidString.lowercased(), "an alert collapses onto its notification by default")
         let payload = try JSONDecoder().decode(JSONValue.self, from: first.payload)
         let stamp = try #require(payload.objectValue?["syncwell"]?.objectValue.flatMap(HeraldStamp.init(appData:)))
         #expect(stamp.deliveryID == 41)
@@ -194,6 +194,55 @@ import Testing
         let stamp = try #require(HeraldStamp(appData: fcm.data))
         #expect(stamp.actionTokens == tokens)
         #expect(stamp.deliveryID == 2)
+    }
+
+    @Test(
+        "every alert carries a collapse identity: its own collapse id, else the notification's id (APNs apns-collapse-id, FCM tag, never a collapse_key); background and data-only pushes carry none"
+    )
+    func defaultCollapseIdentity() throws {
+        let id = UUID()
+        let lower = id.uuidString.lowercased()
+        var renderer = DeviceRenderer(now: Date(timeIntervalSince1970: 1_795_000_000))
+        // A resend of delivery 7 after an unknown outcome: the same apns-id and collapse id.
+        let first = try renderer.apns(
+            Self.content, variant: .init(notificationID: id), to: Self.target(7, notification: id), app: Self.app)
+        var again = DeviceRenderer(now: Date(timeIntervalSince1970: 1_795_000_060))
+        let resent = try again.apns(
+            Self.content, variant: .init(notificationID: id), to: Self.target(7, notification: id), app: Self.app)
+        #expect(first.collapseID == lower && resent.collapseID == lower)
+        #expect(first.apnsID == resent.apnsID)
+        let fcm = renderer.fcm(
+            Self.content, variant: .init(notificationID: id), to: Self.target(8, platform: "fcm", notification: id))
+        #expect(fcm.tag == lower)
+        #expect(fcm.collapseKey == nil, "one collapse_key per notification would crowd out FCM's four per device")
+        let body = String(decoding: try fcm.requestBody(), as: UTF8.self)
+        #expect(body.contains(#""tag":"\#(lower)""#) && !body.contains("collapse_key"), "\(body)")
+
+        // The request's own collapse id wins, on both providers.
+        var own = Self.content
+        own.collapseID = "score"
+        let other = UUID()
+        #expect(
+            try renderer.apns(
+                own, variant: .init(notificationID: other), to: Self.target(9, notification: other), app: Self.app
+            ).collapseID == "score")
+        let ownFCM = renderer.fcm(
+            own, variant: .init(notificationID: other), to: Self.target(10, platform: "fcm", notification: other))
+        #expect(ownFCM.tag == "score" && ownFCM.collapseKey == "score")
+
+        // A background push is never shown: nothing to collapse.
+        let background = NotificationContent(
+            pushType: .background, priority: nil, contentAvailable: true, data: ["k": "v"])
+        let silent = UUID()
+        #expect(
+            try renderer.apns(
+                background, variant: .init(notificationID: silent), to: Self.target(11, notification: silent),
+                app: Self.app
+            ).collapseID == nil)
+        let data = renderer.fcm(
+            background, variant: .init(notificationID: silent),
+            to: Self.target(12, platform: "fcm", notification: silent))
+        #expect(data.tag == nil && data.collapseKey == nil)
     }
 
     @Test("render picks the provider by the device's platform")

@@ -333,7 +333,9 @@ func eventually(_ condition: @Sendable () async throws -> Bool) async throws {
 
 @Suite("FCM through the server")
 struct ServerFCMTests {
-    @Test("a user with an iPhone and an Android phone receives one send on both; dead FCM tokens deactivate the device")
+    @Test(
+        "a user with an iPhone and an Android phone receives one send on both; an alert without a collapse id collapses on its notification's id; dead FCM tokens deactivate the device"
+    )
     func mixedUser() async throws {
         try await withServer { server in
             let apnsToken = makeDeviceTokens(1)[0]
@@ -384,6 +386,17 @@ struct ServerFCMTests {
             #expect(
                 ((chart["android"] as? [String: Any])?["notification"] as? [String: Any])?["channel_id"] as? String
                     == "charts")
+            // An alert without a collapse id of its own is tagged with its notification's id (a
+            // resend replaces it on the phone), with no collapse_key; on APNs, apns-collapse-id.
+            let imagedID = try #require(imaged.body["id"] as? String)
+            #expect(
+                ((chart["android"] as? [String: Any])?["notification"] as? [String: Any])?["tag"] as? String
+                    == imagedID)
+            #expect((chart["android"] as? [String: Any])?["collapse_key"] == nil)
+            let plain = try await server.send(#"{"to":{"device_ids":["iphone"]},"alert":{"body":"Plain"}}"#)
+            let plainID = try #require(plain.body["id"] as? String)
+            _ = try await server.settled(plainID)
+            #expect(server.simulator.state.inbox(for: apnsToken).last?.collapseID == plainID)
             for (json, field) in [
                 (
                     #"{"to":{"user_ids":["ana"]},"alert":{"body":"x"},"android":{"image":"ftp://example.com/a.png"}}"#,

@@ -96,7 +96,14 @@ package struct DeviceRenderer {
             ?? {
                 var content = content
                 content.collapseID = Self.collapseID(content, target, actionTokens)
-                let message = FCMRenderer.message(content, now: now)
+                var message = FCMRenderer.message(content, now: now)
+                // An alert without a collapse id of its own is tagged with its notification's id:
+                // a resend replaces it on the device. Not `collapse_key`: FCM keeps at most four
+                // distinct keys per offline device, so a unique key per notification would drop
+                // notifications a device should have got.
+                if content.collapseID == nil, message.hasNotification {
+                    message.tag = target.notificationID.uuidString.lowercased()
+                }
                 fcmTemplates[variant] = message
                 return message
             }()
@@ -126,18 +133,28 @@ package struct DeviceRenderer {
         }
         return APNSNotification(
             deviceToken: target.token, pushType: content.pushType, bundleID: app.topic, priority: content.priority,
-            expiration: content.expiration, collapseID: Self.collapseID(content, target, actionTokens),
+            expiration: content.expiration, collapseID: Self.apnsCollapseID(content, target, actionTokens),
             apnsID: .apnsID(notification: target.notificationID, delivery: target.deliveryID),
             payload: shared.payload(deliveryID: target.deliveryID, actionTokens: actionTokens))
     }
 
-    /// A card with actions can be resolved on another device later: its replacement must
-    /// collapse onto it, so it always has a collapse id (the notification's id when the content
-    /// gives none; unique, so it collapses nothing else).
+    /// The collapse id a delivery carries: the content's own, else the notification's id (unique,
+    /// so it collapses nothing else) for a card with actions — its replacement when it is resolved
+    /// on another device must collapse onto it.
     private static func collapseID(
         _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
     ) -> String? {
         if content.collapseID == nil, actionTokens != nil { return target.notificationID.uuidString.lowercased() }
         return content.collapseID
+    }
+
+    /// The APNs collapse id: as `collapseID`, and the notification's id for every alert without
+    /// one, so that a resend after an unknown outcome (an answer lost in a crash) replaces the
+    /// first on the device instead of showing twice. Background pushes are never shown: none.
+    private static func apnsCollapseID(
+        _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
+    ) -> String? {
+        if let id = collapseID(content, target, actionTokens) { return id }
+        return content.pushType == .alert ? target.notificationID.uuidString.lowercased() : nil
     }
 }

@@ -63,6 +63,9 @@ package struct FCMMessage: Sendable, Hashable {
         return result
     }
 
+    /// Whether the message shows a notification (else it is data only).
+    package var hasNotification: Bool { title != nil || body != nil || image != nil }
+
     /// The request body: `{"message":{…}}`, keys in sorted order. Written byte by byte: this runs
     /// once per device, and `JSONSerialization` cost ~150 µs of CPU a message.
     package func requestBody() throws -> Data {
@@ -73,7 +76,6 @@ package struct FCMMessage: Sendable, Hashable {
             json.string(collapseKey)
             json.raw(",")
         }
-        let hasNotification = title != nil || body != nil || image != nil
         if hasNotification, channelID != nil || tag != nil || clickAction != nil {
             json.raw(#""notification":"#)
             json.stringObject([("channel_id", channelID), ("click_action", clickAction), ("tag", tag)])
