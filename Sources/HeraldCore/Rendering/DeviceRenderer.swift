@@ -65,6 +65,9 @@ package struct DeviceRenderer {
     package let now: Date
     private var apnsTemplates: [Variant: APNSPayloadTemplate]
     private var fcmTemplates: [Variant: FCMMessage] = [:]
+    /// The last notification's id as text: the devices of one notification share one string
+    /// for their default collapse id instead of one allocation each.
+    private var lastIDText: (id: UUID, text: String)?
 
     /// `rendered`: APNs payloads already made of notifications as stored (variant 0).
     package init(now: Date, rendered: [UUID: APNSPayloadTemplate] = [:]) {
@@ -133,7 +136,7 @@ package struct DeviceRenderer {
         }
         return APNSNotification(
             deviceToken: target.token, pushType: content.pushType, bundleID: app.topic, priority: content.priority,
-            expiration: content.expiration, collapseID: Self.apnsCollapseID(content, target, actionTokens),
+            expiration: content.expiration, collapseID: apnsCollapseID(content, target, actionTokens),
             apnsID: .apnsID(notification: target.notificationID, delivery: target.deliveryID),
             payload: shared.payload(deliveryID: target.deliveryID, actionTokens: actionTokens))
     }
@@ -151,10 +154,14 @@ package struct DeviceRenderer {
     /// The APNs collapse id: as `collapseID`, and the notification's id for every alert without
     /// one, so that a resend after an unknown outcome (an answer lost in a crash) replaces the
     /// first on the device instead of showing twice. Background pushes are never shown: none.
-    private static func apnsCollapseID(
+    private mutating func apnsCollapseID(
         _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
     ) -> String? {
-        if let id = collapseID(content, target, actionTokens) { return id }
-        return content.pushType == .alert ? target.notificationID.uuidString.lowercased() : nil
+        if let id = content.collapseID { return id }
+        guard content.pushType == .alert || actionTokens != nil else { return nil }
+        if let last = lastIDText, last.id == target.notificationID { return last.text }
+        let text = target.notificationID.uuidString.lowercased()
+        lastIDText = (target.notificationID, text)
+        return text
     }
 }
