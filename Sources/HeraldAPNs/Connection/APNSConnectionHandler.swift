@@ -121,9 +121,7 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
         }
         if let collapseID = notification.collapseID {
-            // Indexed: a fan-out's deliveries share their notification's collapse id, so after the
-            // first request each carries it as a one-byte table reference.
-            headers.add(name: "apns-collapse-id", value: collapseID)
+            headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
         }
         headers.add(name: "content-length", value: String(request.payload.readableBytes), indexing: .nonIndexable)
         request.tokenGeneration = token.generation
