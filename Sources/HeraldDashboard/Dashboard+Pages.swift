@@ -81,7 +81,7 @@ extension Dashboard {
                     devices: devices.map {
                         .init(
                             id: $0.deviceID, name: $0.name, platform: $0.platform, environment: $0.environment,
-                            token: Format.token($0.token),
+                            token: DeviceTokenText.redacted($0.token),
                             permission: $0.authorizationStatus ?? "not reported", active: $0.active,
                             reason: [$0.inactiveReason, $0.inactiveSince.map { "since " + HeraldTime.format($0) }]
                                 .compactMap { $0 }.joined(separator: " "))

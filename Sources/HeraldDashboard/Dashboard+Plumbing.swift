@@ -182,11 +182,8 @@ extension Dashboard {
     }
 }
 
-/// Times and tokens as the dashboard shows them.
+/// Times as the dashboard shows them.
 enum Format {
-    /// A device token: its first 8 characters, never more.
-    static func token(_ token: String) -> String { String(token.prefix(8)) + "…" }
-
     static func utc(_ date: Date) -> String {
         date.formatted(
             Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day().dateSeparator(.dash).time(

@@ -66,7 +66,7 @@ package struct DeviceRenderer {
     private var apnsTemplates: [Variant: APNSPayloadTemplate]
     private var fcmTemplates: [Variant: FCMMessage] = [:]
     /// The last notification's id as text: the devices of one notification share one string
-    /// for their default collapse id instead of one allocation each.
+    /// (collapse id, stamp) instead of one allocation each.
     private var lastIDText: (id: UUID, text: String)?
 
     /// `rendered`: APNs payloads already made of notifications as stored (variant 0).
@@ -98,14 +98,14 @@ package struct DeviceRenderer {
             fcmTemplates[variant]
             ?? {
                 var content = content
-                content.collapseID = Self.collapseID(content, target, actionTokens)
+                content.collapseID = collapseID(content, target, actionTokens)
                 var message = FCMRenderer.message(content, now: now)
                 // An alert without a collapse id of its own is tagged with its notification's id:
                 // a resend replaces it on the device. Not `collapse_key`: FCM keeps at most four
                 // distinct keys per offline device, so a unique key per notification would drop
                 // notifications a device should have got.
                 if content.collapseID == nil, message.hasNotification {
-                    message.tag = target.notificationID.uuidString.lowercased()
+                    message.tag = text(of: target.notificationID)
                 }
                 fcmTemplates[variant] = message
                 return message
@@ -114,7 +114,7 @@ package struct DeviceRenderer {
         FCMRenderer.stamp(
             &message,
             HeraldStamp(
-                notificationID: target.notificationID.uuidString.lowercased(), deliveryID: target.deliveryID,
+                notificationID: text(of: target.notificationID), deliveryID: target.deliveryID,
                 actionTokens: actionTokens))
         return message
     }
@@ -144,10 +144,10 @@ package struct DeviceRenderer {
     /// The collapse id a delivery carries: the content's own, else the notification's id (unique,
     /// so it collapses nothing else) for a card with actions — its replacement when it is resolved
     /// on another device must collapse onto it.
-    private static func collapseID(
+    private mutating func collapseID(
         _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
     ) -> String? {
-        if content.collapseID == nil, actionTokens != nil { return target.notificationID.uuidString.lowercased() }
+        if content.collapseID == nil, actionTokens != nil { return text(of: target.notificationID) }
         return content.collapseID
     }
 
@@ -157,11 +157,15 @@ package struct DeviceRenderer {
     private mutating func apnsCollapseID(
         _ content: NotificationContent, _ target: Target, _ actionTokens: [String: String]?
     ) -> String? {
-        if let id = content.collapseID { return id }
-        guard content.pushType == .alert || actionTokens != nil else { return nil }
-        if let last = lastIDText, last.id == target.notificationID { return last.text }
-        let text = target.notificationID.uuidString.lowercased()
-        lastIDText = (target.notificationID, text)
+        if let id = collapseID(content, target, actionTokens) { return id }
+        return content.pushType == .alert ? text(of: target.notificationID) : nil
+    }
+
+    /// `id` as lowercase text, made once for consecutive devices of one notification.
+    private mutating func text(of id: UUID) -> String {
+        if let last = lastIDText, last.id == id { return last.text }
+        let text = id.uuidString.lowercased()
+        lastIDText = (id, text)
         return text
     }
 }

@@ -82,7 +82,7 @@ package enum SendPreviews {
         // Rendered as the send step renders it, for a delivery id of 0.
         var renderer = DeviceRenderer(now: now)
         let target = DeviceRenderer.Target(
-            notificationID: id, deliveryID: 0, platform: device.platform, token: String(device.token.prefix(8)) + "…")
+            notificationID: id, deliveryID: 0, platform: device.platform, token: DeviceTokenText.redacted(device.token))
         let variant = DeviceRenderer.Variant(notificationID: id)
         let bytes: Data
         if device.platform == "fcm" {
