@@ -173,7 +173,9 @@ package struct TimerLoop: Service {
 
     /// A written batch's metrics and logs, and its deliveries to the dispatcher.
     private func finish(_ result: TimerRepository.FiredTimers, started: ContinuousClock.Instant) async {
-        runtime.metrics.outboxStore("timer_fire", seconds: (ContinuousClock.now - started).seconds)
+        let seconds = (ContinuousClock.now - started).seconds
+        runtime.metrics.outboxStore("timer_fire", seconds: seconds)
+        runtime.metrics.outboxStage("timer_fire", seconds: seconds)
         let timers = result.timers
         var counts: [String: [String: Int]] = [:]
         for outcome in result.outcomes {

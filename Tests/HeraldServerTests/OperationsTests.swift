@@ -47,9 +47,19 @@ struct OperationsTests {
                 "herald_last_batch_timestamp_seconds", "herald_fcm_request_seconds",
                 "herald_apns_request_seconds_bucket",
                 "herald_queue_depth", "herald_notifications_total",
+                // What a crash now would send again, and where a wave's time goes.
+                "herald_outbox_in_flight", "herald_outbox_unwritten_answers",
+                #"herald_outbox_stage_seconds_bucket{stage="prepare""#,
+                #"herald_outbox_stage_seconds_bucket{stage="provider""#,
+                #"herald_outbox_stage_seconds_bucket{stage="record""#,
             ] {
                 #expect(text.contains(name), "\(name) missing")
             }
+            // Both answers are written: nothing waits unwritten, nothing is in flight.
+            let gauges = text.split(separator: "\n").filter {
+                $0.hasPrefix("herald_outbox_in_flight ") || $0.hasPrefix("herald_outbox_unwritten_answers ")
+            }
+            #expect(gauges.count == 2 && gauges.allSatisfy { $0.hasSuffix(" 0") || $0.hasSuffix(" 0.0") }, "\(gauges)")
             let api = text.split(separator: "\n").filter { $0.hasPrefix("herald_api_requests_total{") }
             #expect(api.contains { $0.contains(#"status="202""#) && $0.contains(#"route="/v1/apps/"#) })
             // Labels carry the route pattern, never ids from the path.

@@ -5,17 +5,27 @@ import Logging
 import Synchronization
 
 /// Writes delivery results as they arrive: answers are buffered from any thread and written in
-/// one transaction at least every `recordInterval` (bounded groups), so one slow token never
-/// holds back the results of the others. Counts them in the metrics once per write.
+/// one transaction as soon as `writeAt` of them wait, or once the oldest has waited the
+/// record interval (bounded groups), so one slow token never holds back the results of the
+/// others. What is answered and not yet written is what a crash sends twice: under load a
+/// write starts as the one before it ends, so that window is what arrives during one write.
+/// Counts them in the metrics once per write.
 final class DeliveryRecorder: Sendable {
     private struct Buffer {
         var results: [DeliveryResult] = []
         var apnsLatencies: [Double] = []
         var fcmLatencies: [Double] = []
+        /// When the oldest result waiting arrived.
+        var oldest: ContinuousClock.Instant?
     }
+
+    /// Results waiting that start a write at once.
+    static let writeAt = 256
 
     private let runtime: HeraldRuntime
     private let buffer = Mutex(Buffer())
+    /// Signalled when the first result arrives in an empty buffer and when `writeAt` wait.
+    private let arrivals = WakeSignal()
 
     init(runtime: HeraldRuntime) {
         self.runtime = runtime
@@ -23,7 +33,9 @@ final class DeliveryRecorder: Sendable {
 
     /// Adds one provider answer's result (called on the clients' event loops).
     func add(_ result: DeliveryResult, latency: Double?, platform: String) {
-        buffer.withLock { buffer in
+        let wake = buffer.withLock { buffer in
+            let before = buffer.results.count
+            if before == 0 { buffer.oldest = .now }
             buffer.results.append(result)
             if let latency {
                 if platform == "fcm" {
@@ -32,16 +44,49 @@ final class DeliveryRecorder: Sendable {
                     buffer.apnsLatencies.append(latency)
                 }
             }
+            return Self.wakes(before: before, after: before + 1)
         }
+        if wake { arrivals.signal() }
     }
 
     /// Adds results decided without a provider (policy, pauses, configuration).
     func add(_ results: [DeliveryResult]) {
         guard !results.isEmpty else { return }
-        buffer.withLock { $0.results += results }
+        let wake = buffer.withLock { buffer in
+            let before = buffer.results.count
+            if before == 0 { buffer.oldest = .now }
+            buffer.results += results
+            return Self.wakes(before: before, after: buffer.results.count)
+        }
+        if wake { arrivals.signal() }
+    }
+
+    /// The writer is woken when the buffer stops being empty (its deadline starts) and when it
+    /// reaches `writeAt`; not for every result in between.
+    private static func wakes(before: Int, after: Int) -> Bool {
+        before == 0 || (before < writeAt && after >= writeAt)
     }
 
     var count: Int { buffer.withLock { $0.results.count } }
+
+    /// Whether a write is due: `writeAt` results wait, or the oldest has waited `interval`.
+    func writeDue(interval: Duration) -> Bool {
+        buffer.withLock { buffer in
+            guard let oldest = buffer.oldest, !buffer.results.isEmpty else { return false }
+            return buffer.results.count >= Self.writeAt || ContinuousClock.now - oldest >= interval
+        }
+    }
+
+    /// Returns when a write may be due (see `writeDue`), or after `limit` at the latest.
+    func waitForWrite(interval: Duration, limit: Duration) async {
+        let wait = buffer.withLock { buffer -> Duration in
+            guard let oldest = buffer.oldest, !buffer.results.isEmpty else { return limit }
+            if buffer.results.count >= Self.writeAt { return .zero }
+            return min(limit, interval - (ContinuousClock.now - oldest))
+        }
+        guard wait > .zero else { return }
+        await arrivals.wait(timeout: wait)
+    }
 
     /// Writes everything buffered. On a store error the results go back to the buffer (ahead of
     /// newer ones) and the error is thrown; what was sent stays `sending` until it is written.
@@ -55,7 +100,9 @@ final class DeliveryRecorder: Sendable {
         let started = ContinuousClock.now
         do {
             try await runtime.store.outbox.recordResults(taken.results, webhooks: runtime.resultWebhooks)
-            runtime.metrics.outboxStore("record", seconds: (ContinuousClock.now - started).seconds)
+            let written = ContinuousClock.now
+            runtime.metrics.outboxStore("record", seconds: (written - started).seconds)
+            if let oldest = taken.oldest { runtime.metrics.outboxStage("record", seconds: (written - oldest).seconds) }
             runtime.traces?.recorded(taken.results)
             if !runtime.resultWebhooks.failed.isEmpty || !runtime.resultWebhooks.deactivated.isEmpty,
                 taken.results.contains(where: runtime.resultWebhooks.wants)
@@ -63,7 +110,10 @@ final class DeliveryRecorder: Sendable {
                 runtime.webhookWake.signal()
             }
         } catch {
-            buffer.withLock { $0.results = taken.results + $0.results }
+            buffer.withLock { buffer in
+                buffer.results = taken.results + buffer.results
+                buffer.oldest = taken.oldest ?? buffer.oldest
+            }
             throw error
         }
         count(taken)

@@ -10,7 +10,8 @@ package struct DispatcherConfiguration: Sendable {
     /// Deliveries sent and not yet answered, across batches: a slow token holds one place here,
     /// never a whole batch. Default 10,000 (two batches).
     package var maximumInFlight: Int
-    /// Answers are written at least this often (bounded groups). Default 250 ms.
+    /// The longest an answer waits to be written when fewer than `DeliveryRecorder.writeAt`
+    /// wait (bounded groups). Default 50 ms.
     package var recordInterval: Duration
     /// Seconds after which a batch's unanswered deliveries are queued again (the attempt counts)
     /// and late answers are ignored. Default 120 (the clients' 60 s retry deadline, twice).
@@ -39,7 +40,7 @@ package struct DispatcherConfiguration: Sendable {
 
     package init(
         batchSize: Int = 5_000, idleInterval: Duration = .milliseconds(200), maximumInFlight: Int = 10_000,
-        recordInterval: Duration = .milliseconds(250), batchDeadline: TimeInterval = 120,
+        recordInterval: Duration = .milliseconds(50), batchDeadline: TimeInterval = 120,
         shutdownGrace: TimeInterval = 20,
         maximumAttempts: Int = 20, retryBaseDelay: TimeInterval = 5, retryMaximumDelay: TimeInterval = 300,
         maximumAge: TimeInterval = 86_400, retention: TimeInterval = 604_800, retentionInterval: Duration = .seconds(60)

@@ -22,6 +22,7 @@ package final class HeraldMetrics: Sendable {
     private let fcmRequest: CoreMetrics.Timer
     private let lastBatch: CoreMetrics.Gauge
     private let lastBatchAt = Atomic<Int64>(0)
+    private let outboxProbe = Mutex<(@Sendable () -> (inFlight: Int, unwritten: Int))?>(nil)
     /// Sends per minute and failures by reason per app, for the dashboard.
     package let activity = DeliveryActivity()
 
@@ -35,6 +36,7 @@ package final class HeraldMetrics: Sendable {
             "herald_apns_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_fcm_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_outbox_store_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+            "herald_outbox_stage_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
         ]
         self.factory = factory
         apnsBatch = Timer(label: "herald_apns_batch_seconds", dimensions: [], factory: factory)
@@ -152,6 +154,22 @@ package final class HeraldMetrics: Sendable {
         }.recordNanoseconds(Int64(seconds * 1e9))
     }
 
+    /// One pass of a delivery batch through an outbox stage, in seconds: `claim`, `prepare` (the
+    /// contents read and the policy step), `provider` (submitted until the batch's last answer),
+    /// `record` (the oldest answer of a write until it was committed: how long an answer may
+    /// wait unwritten), `timer_fire`, `room` (a full window until there was room to claim).
+    package func outboxStage(_ stage: String, seconds: Double) {
+        handle("herald_outbox_stage_seconds", [("stage", stage)]) {
+            Timer(label: "herald_outbox_stage_seconds", dimensions: [("stage", stage)], factory: factory)
+        }.recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    /// Reads the dispatcher's window at each scrape: deliveries sent and unanswered, answers not
+    /// yet written (together, what a crash now would send again). Nil while no dispatcher runs.
+    package func observeOutbox(_ probe: (@Sendable () -> (inFlight: Int, unwritten: Int))?) {
+        outboxProbe.withLock { $0 = probe }
+    }
+
     /// A batch finished and its results were written.
     func batchFinished(at date: Date) {
         lastBatch.record(date.timeIntervalSince1970)
@@ -204,6 +222,9 @@ package final class HeraldMetrics: Sendable {
         gauge("herald_deferred_deliveries").record(deferred)
         gauge("herald_oldest_queued_age_seconds").record(oldestQueuedAge)
         gauge("herald_apns_open_connections").record(openConnections)
+        let window = outboxProbe.withLock { $0 }?() ?? (inFlight: 0, unwritten: 0)
+        gauge("herald_outbox_in_flight").record(window.inFlight)
+        gauge("herald_outbox_unwritten_answers").record(window.unwritten)
         // Every pause this process has seen stays listed, at 0 once resumed.
         let seen = handles.withLock { $0.filter { $0.key.hasPrefix("herald_provider_paused\u{1}") } }
         var current = Set<String>()

@@ -251,7 +251,9 @@ extension OutboxLoop {
                 }
             }
         }
-        if !apns.isEmpty { runtime.metrics.apnsBatch(seconds: (ContinuousClock.now - started).seconds) }
+        let seconds = (ContinuousClock.now - started).seconds
+        if !apns.isEmpty { runtime.metrics.apnsBatch(seconds: seconds) }
+        if !apns.isEmpty || !fcm.isEmpty { runtime.metrics.outboxStage("provider", seconds: seconds) }
     }
 
     /// One answer, on a client's event loop: taken once by the batch; recorded at once unless

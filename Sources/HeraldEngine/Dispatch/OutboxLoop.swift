@@ -32,6 +32,8 @@ package struct OutboxLoop: Service {
         let order = SubmissionOrder()
         let stopping = OneWayFlag()
         let finished = OneWayFlag()
+        runtime.metrics.observeOutbox { (window.count, recorder.count) }
+        defer { runtime.metrics.observeOutbox(nil) }
         await withDiscardingTaskGroup { listening in
             // Other nodes' enqueues wake this one at once (PostgreSQL NOTIFY; returns at once on SQLite).
             listening.addTask { await runtime.store.nodes.listenForDueDeliveries { runtime.wake.signal() } }
@@ -42,14 +44,21 @@ package struct OutboxLoop: Service {
                     }
                     var machine = OutboxStateMachine<ContinuousClock.Instant>(
                         .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
+                    // Since when the window has been full (the `room` stage).
+                    var fullSince: ContinuousClock.Instant?
                     while !stopping.isSet && !Task.isCancelled {
                         let (inFlight, unwritten) = (window.count, recorder.count)
                         runtime.direct.setRoom(
                             machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
                             capacity: configuration.maximumInFlight)
                         guard case .claim(let limit) = machine.room(inFlight: inFlight, unwritten: unwritten) else {
+                            if fullSince == nil { fullSince = .now }
                             try? await Task.sleep(for: .milliseconds(5))
                             continue
+                        }
+                        if let since = fullSince {
+                            runtime.metrics.outboxStage("room", seconds: (ContinuousClock.now - since).seconds)
+                            fullSince = nil
                         }
                         // What the API claimed as it accepted, then the outbox's own claim when the
                         // machine says it is due.
@@ -61,9 +70,15 @@ package struct OutboxLoop: Service {
                             if let storeLimit = machine.storeClaim(
                                 direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
                             {
+                                // Answers waiting go first: a claim holds the writer for
+                                // milliseconds, and an answer unwritten meanwhile is one a
+                                // crash would send twice. (An error leaves them to the record loop.)
+                                if recorder.count > 0 { try? await recorder.flush() }
                                 let started = ContinuousClock.now
                                 let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
-                                runtime.metrics.outboxStore("claim", seconds: (ContinuousClock.now - started).seconds)
+                                let seconds = (ContinuousClock.now - started).seconds
+                                runtime.metrics.outboxStore("claim", seconds: seconds)
+                                if !fromStore.isEmpty { runtime.metrics.outboxStage("claim", seconds: seconds) }
                                 machine.storeClaimed(found: fromStore.count, at: .now)
                                 claimed += fromStore
                             }
@@ -73,7 +88,10 @@ package struct OutboxLoop: Service {
                                 await runtime.wake.wait(timeout: configuration.idleInterval)
                                 continue
                             }
+                            let preparing = ContinuousClock.now
                             prepared = try await prepare(claimed, claimedAt: claimedAt)
+                            runtime.metrics.outboxStage(
+                                "prepare", seconds: (ContinuousClock.now - preparing).seconds)
                             machine.storeWorked()
                         } catch {
                             let failures = machine.storeFailed()
@@ -161,8 +179,9 @@ package struct OutboxLoop: Service {
         }
     }
 
-    /// Answers waiting that trigger a write before `recordInterval` is up.
-    static let recordBatch = 1_000
+    /// The record loop's longest wait without answers: how late it may see a batch past its
+    /// deadline, a heartbeat due or the loop's end.
+    static let choreInterval: Duration = .milliseconds(100)
 
     /// Seconds between heartbeats (and rescues of dead nodes' claims).
     static let heartbeatInterval: Int64 = 5
@@ -180,26 +199,21 @@ package struct OutboxLoop: Service {
         return claimed.count
     }
 
-    /// Writes answers every `recordInterval` and hands back what a batch past its deadline still
-    /// waits for; after `finished`, writes what is left and stops.
+    /// Writes answers as they become due (`DeliveryRecorder.writeDue`) and hands back what a
+    /// batch past its deadline still waits for; after `finished`, writes what is left and stops.
     private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: OneWayFlag) async {
         var failures = 0
         var lastHeartbeat = ContinuousClock.now
-        var lastFlush = ContinuousClock.now
         while true {
             // Cancelled (not a graceful stop): one last write, then out; waiting would spin, as
             // every sleep returns at once.
             let last = finished.isSet || Task.isCancelled
             if !last {
-                // Written every recordInterval, or as soon as recordBatch answers wait: what is
-                // answered but unwritten is what a crash would send twice.
-                try? await Task.sleep(for: .milliseconds(10))
-                guard
-                    ContinuousClock.now - lastFlush >= configuration.recordInterval
-                        || recorder.count >= Self.recordBatch
-                else { continue }
+                // What is answered but unwritten is what a crash would send twice: written once
+                // `writeAt` answers wait or the oldest has waited `recordInterval`. The wait is
+                // bounded so heartbeats, deadlines and the end are seen without answers.
+                await recorder.waitForWrite(interval: configuration.recordInterval, limit: Self.choreInterval)
             }
-            lastFlush = .now
             if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
                 lastHeartbeat = .now
                 // Alive, and the claims of nodes that are not are taken back.
@@ -223,6 +237,7 @@ package struct OutboxLoop: Service {
                     ])
                 recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
             }
+            guard last || recorder.writeDue(interval: configuration.recordInterval) else { continue }
             do {
                 try await recorder.flush()
                 failures = 0
