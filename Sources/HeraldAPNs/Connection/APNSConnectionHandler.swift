@@ -48,6 +48,8 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     private var parser = HTTP2FrameParser()
     private var streams: HTTP2ClientStreams
+    /// Streams kept open for the rate this connection carries (`HTTP2StreamWindow`).
+    private var window = HTTP2StreamWindow(floor: APNSConnectionHandler.streamFloor, now: .now())
     private(set) var isClosed = false
     /// Set when the owner wants this connection to finish its streams and close (token rotation).
     private(set) var isRetired = false
@@ -78,11 +80,15 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         self.logger = logger
     }
 
-    /// Streams that may be opened now.
+    /// Streams that may be opened now: the server's limit, and no more than the rate measured
+    /// needs (`HTTP2StreamWindow`).
     var availableStreams: Int {
         guard !isClosed, !isRetired else { return 0 }
-        return streams.availableStreams
+        return max(0, min(streams.availableStreams, window.limit - streams.openStreams))
     }
+
+    /// Streams open however slow the answers: enough for a near server's bursts.
+    static let streamFloor = 250
 
     /// Whether new requests may be written here (now or once SETTINGS arrive).
     var acceptsNewStreams: Bool { !streams.isGoingAway && !isClosed && !isRetired && streams.hasStreamIDs }
@@ -207,6 +213,10 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
         switch event {
         case .answered(let object, let status, _, let body):
             let request = Self.request(object)
+            if let writtenAt = request.writtenAt {
+                let now = NIODeadline.now()
+                window.answered(roundTrip: now - writtenAt, now: now)
+            }
             var reason: APNSReason?
             var timestamp: Date?
             if status != 200, let body, let object = Self.jsonObject(in: body) {
