@@ -50,6 +50,7 @@
 # DATABASE=postgres://... uses that (empty) database instead.
 #
 # SIM_BIN=/path runs the simulator from another build (HERALD_BIN: the server).
+# SIM_FAULTS='{"max_concurrent_streams": 100}' sets the simulator's faults (PUT /faults) first.
 # OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to the server's configuration.
 # PERF=1 (fanout, tracks) records the server from the send (the clock's move) to the last result with `perf record -g`
 # into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`); PERF=enrol (tracks)
@@ -77,6 +78,7 @@ peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 SIM_PID=$!
 PIDS+=("$SIM_PID")
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
+[ -z "${SIM_FAULTS:-}" ] || curl -sf -X PUT --data "$SIM_FAULTS" "http://127.0.0.1:$SIM_CONTROL/faults" > /dev/null
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
     sqlite) ;;
@@ -357,8 +359,21 @@ for line in sys.stdin:
     if m: stats.setdefault("outbox " + m.group(2), {})[m.group(1)] = float(m.group(3))
     m = re.match(r"herald_apns_(batch|request)_seconds_(sum|count) ([0-9.e+-]+)", line)
     if m: stats.setdefault("APNs " + m.group(1), {})[m.group(2)] = float(m.group(3))
+    m = re.match(r"herald_outbox_stage_seconds_(sum|count)\{stage=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: stats.setdefault("stage " + m.group(2), {})[m.group(1)] = float(m.group(3))
+    m = re.match(r"herald_outbox_stage_seconds_bucket\{stage=\"(\w+)\",le=\"([0-9.e+-]+|\+Inf)\"\} ([0-9.e+-]+)", line)
+    if m: stats.setdefault("stage " + m.group(1), {}).setdefault("buckets", []).append((float(m.group(2)), float(m.group(3))))
+def quantile(buckets, q):
+    buckets = sorted(buckets)
+    total = buckets[-1][1] if buckets else 0
+    for bound, seen in buckets:
+        if total and seen >= q * total: return "<=%gms" % (bound * 1000)
+    return "-"
 for op, v in sorted(stats.items()):
-    print("%s: %d, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0)))
+    line = "%s: %d, %.2f s in all" % (op, v.get("count", 0), v.get("sum", 0))
+    if "buckets" in v:
+        line += "; p50 %s, p99 %s" % (quantile(v["buckets"], 0.5), quantile(v["buckets"], 0.99))
+    print(line)
 ' || true
     echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
 }
@@ -510,9 +525,12 @@ await_inbox_share() {
 
 if [ "$MODE" = reliability ]; then
     await_inbox_share
+    # What a crash now would send again: sent and unanswered, answered and unwritten.
+    window=$(curl -sf -H "Authorization: Bearer $METRICS" "http://127.0.0.1:$PORT/metrics" \
+        | awk '/^herald_outbox_(in_flight|unwritten_answers) / {printf "%s=%s ", $1, $2}' || true)
     kill -9 $SERVE_PID
     wait $SERVE_PID 2>/dev/null || true
-    echo "kill -9 with $total of $COUNT in the inbox"
+    echo "kill -9 with $total of $COUNT in the inbox; just before: ${window:-no window gauges}"
     start_server
 fi
 if [ "$MODE" = backup ]; then
@@ -625,8 +643,11 @@ grep -h "queued again" "$WORK/serve.err" | tail -1 || true
 python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys
 inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])
-ok = inbox["tokens"] == count
-print("every device reached:", "yes" if ok else "NO", "| duplicates:", inbox["duplicates"])
+# A resend carries its first try's collapse id: the device replaces, it does not show twice.
+ok = inbox["tokens"] == count and inbox.get("shown", count) == count
+print("every device reached:", "yes" if ok else "NO", "| duplicates:", inbox["duplicates"],
+      "(%.2f%% of %d) | shown: %s (one per device: %s)" % (100.0 * inbox["duplicates"] / count, count, inbox.get("shown"),
+      "yes" if inbox.get("shown") == count else "NO"))
 sys.exit(0 if ok else 1)
 PY
 

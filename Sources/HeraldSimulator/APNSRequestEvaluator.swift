@@ -185,7 +185,7 @@ package struct APNSRequestEvaluator {
         let entry = SimulatorInboxEntry(
             deviceToken: normalizedToken, apnsID: generatedID, pushType: pushType.rawValue, topic: topic,
             priority: priority, expiration: expiration, collapseID: collapseID, payload: Data(body.readableBytesView),
-            receivedAt: now)
+            receivedAt: now, replaceKey: collapseID)
         return (.accepted(entry), generatedID)
     }
 

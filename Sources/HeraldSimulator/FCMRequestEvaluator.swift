@@ -154,6 +154,8 @@ struct FCMRequestEvaluator {
         }
         var priority = 10
         var collapseKey: String?
+        /// What Android replaces a shown notification by (`android.notification.tag`).
+        var tag: String?
         if let android = message["android"] as? [String: Any] {
             if let ttl = android["ttl"] {
                 guard let text = ttl as? String, text.hasSuffix("s"), let seconds = Double(text.dropLast()),
@@ -170,6 +172,7 @@ struct FCMRequestEvaluator {
                 priority = value == "HIGH" ? 10 : 5
             }
             collapseKey = android["collapse_key"] as? String
+            tag = (android["notification"] as? [String: Any])?["tag"] as? String
         }
         let limit = isTopic ? 2048 : 4096
         guard body.count <= limit + 64 else { return Self.invalid("Message is too big") }
@@ -214,7 +217,7 @@ struct FCMRequestEvaluator {
             SimulatorInboxEntry(
                 deviceToken: key, apnsID: "projects/\(project)/messages/\(id)", pushType: "fcm", topic: project,
                 priority: priority, expiration: nil, collapseID: collapseKey, payload: body,
-                receivedAt: configuration.clock.now()))
+                receivedAt: configuration.clock.now(), replaceKey: tag))
         return FCMAnswer(status: 200, body: #"{"name":"projects/\#(project)/messages/\#(id)"}"#)
     }
 

@@ -6,7 +6,7 @@ import NIOHTTP1
 ///
 /// | route | what |
 /// | --- | --- |
-/// | `GET /inbox` | `{"total","tokens","duplicates"}` |
+/// | `GET /inbox` | `{"total","tokens","duplicates","shown"}`: `shown` leaves out what replaced an earlier notification of the same token with the same collapse id (FCM: tag) |
 /// | `GET /inbox/{token}` | `{"token","notifications":[…]}`: what was accepted for a token, payload included |
 /// | `DELETE /inbox` | empties the inbox |
 /// | `GET /counters` | requests, accepted, by status, by reason, connections, GOAWAYs, FCM token exchanges and sends |
@@ -53,7 +53,8 @@ final class SimulatorControlHandler: ChannelInboundHandler {
         case (.GET, "inbox", 1):
             let summary = state.inboxSummary()
             return (
-                .ok, #"{"total":\#(summary.total),"tokens":\#(summary.tokens),"duplicates":\#(summary.duplicates)}"#
+                .ok,
+                #"{"total":\#(summary.total),"tokens":\#(summary.tokens),"duplicates":\#(summary.duplicates),"shown":\#(summary.shown)}"#
             )
         case (.DELETE, "inbox", 1):
             state.clearInbox()

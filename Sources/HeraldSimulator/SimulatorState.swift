@@ -12,6 +12,25 @@ package struct SimulatorInboxEntry: Sendable, Hashable {
     package var collapseID: String?
     package var payload: Data
     package var receivedAt: Date
+    /// What the device replaces an earlier notification by instead of showing another:
+    /// `apns-collapse-id`; for FCM, `android.notification.tag`.
+    package var replaceKey: String?
+
+    package init(
+        deviceToken: String, apnsID: String, pushType: String, topic: String, priority: Int, expiration: Int?,
+        collapseID: String?, payload: Data, receivedAt: Date, replaceKey: String? = nil
+    ) {
+        self.deviceToken = deviceToken
+        self.apnsID = apnsID
+        self.pushType = pushType
+        self.topic = topic
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.payload = payload
+        self.receivedAt = receivedAt
+        self.replaceKey = replaceKey
+    }
 
     /// The payload parsed as a JSON object.
     package var payloadObject: [String: Any]? {
@@ -42,6 +61,8 @@ package final class SimulatorState: Sendable {
         var inbox: [String: [SimulatorInboxEntry]] = [:]
         var inboxCount = 0
         var duplicates = 0
+        /// Notifications that replaced an earlier one of the same token with the same replace key.
+        var replaced = 0
         var dead: [String: (reason: String, timestamp: Int64)] = [:]
         /// Scripted answers; `retryAfter` is sent as given (a hostile peer may send `1e300`).
         var scripted: [String: (status: Int, reason: String, retryAfter: String?)] = [:]
@@ -63,13 +84,18 @@ package final class SimulatorState: Sendable {
 
     // MARK: Inbox
 
-    func accept(_ entry: SimulatorInboxEntry) {
+    package func accept(_ entry: SimulatorInboxEntry) {
         storage.withLock { storage in
             storage.counters.requests += 1
             storage.counters.accepted += 1
             storage.counters.byStatus[200, default: 0] += 1
             if storage.inboxCount >= inboxLimit { return }
-            if storage.inbox[entry.deviceToken] != nil { storage.duplicates += 1 }
+            if let earlier = storage.inbox[entry.deviceToken] {
+                storage.duplicates += 1
+                if let key = entry.replaceKey, earlier.contains(where: { $0.replaceKey == key }) {
+                    storage.replaced += 1
+                }
+            }
             storage.inbox[entry.deviceToken, default: []].append(entry)
             storage.inboxCount += 1
         }
@@ -88,9 +114,11 @@ package final class SimulatorState: Sendable {
         storage.withLock { $0.inbox[token.lowercased()] ?? [] }
     }
 
-    /// Totals: notifications, distinct tokens, and notifications beyond the first per token.
-    package func inboxSummary() -> (total: Int, tokens: Int, duplicates: Int) {
-        storage.withLock { ($0.inboxCount, $0.inbox.count, $0.duplicates) }
+    /// Totals: notifications, distinct tokens, notifications beyond the first per token, and
+    /// what the devices would show: every notification but those that replaced an earlier one
+    /// of their token with the same replace key (a resend with the same collapse identity).
+    package func inboxSummary() -> (total: Int, tokens: Int, duplicates: Int, shown: Int) {
+        storage.withLock { ($0.inboxCount, $0.inbox.count, $0.duplicates, $0.inboxCount - $0.replaced) }
     }
 
     package func clearInbox() {
@@ -98,6 +126,7 @@ package final class SimulatorState: Sendable {
             storage.inbox = [:]
             storage.inboxCount = 0
             storage.duplicates = 0
+            storage.replaced = 0
         }
     }
 

@@ -151,3 +151,31 @@ struct SimulatorValidationTests {
         #expect(evaluate(authentication: &authentication, clock: clock.clock).status == 200)
     }
 }
+
+/// What a device would show: a notification that carries the collapse id (FCM: tag) of an
+/// earlier one for its token replaces it.
+@Suite("Simulator inbox: what a device would show")
+struct SimulatorShownTests {
+    static func entry(_ token: String, collapse: String?, id: String) -> SimulatorInboxEntry {
+        SimulatorInboxEntry(
+            deviceToken: token, apnsID: id, pushType: "alert", topic: "t", priority: 10, expiration: nil,
+            collapseID: collapse, payload: Data("{}".utf8), receivedAt: Date(), replaceKey: collapse)
+    }
+
+    @Test("a resend with its first try's collapse id is not shown twice; one without it is")
+    func shown() {
+        let state = SimulatorState()
+        state.accept(Self.entry("aa", collapse: "n1", id: "1"))
+        state.accept(Self.entry("aa", collapse: "n1", id: "1"))
+        state.accept(Self.entry("bb", collapse: nil, id: "2"))
+        state.accept(Self.entry("bb", collapse: nil, id: "2"))
+        state.accept(Self.entry("cc", collapse: "n1", id: "3"))
+        state.accept(Self.entry("cc", collapse: "n2", id: "4"))
+        let summary = state.inboxSummary()
+        #expect(summary.total == 6)
+        #expect(summary.duplicates == 3)
+        #expect(summary.shown == 5)
+        state.clearInbox()
+        #expect(state.inboxSummary().shown == 0)
+    }
+}
