@@ -59,11 +59,10 @@ extension BroadcastRepository {
                 switch dialect {
                 case .postgres:
                     arrays.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
-                case .sqlite where reason == nil && result.trace == nil:
-                    plain[PlainRowsKey(status: status, attempts: attempts, due: due ?? slot.dueAt), default: []].append(
-                        result)
                 case .sqlite:
-                    full.append(result)
+                    let key = PlainRowsKey(
+                        status: status, attempts: attempts, due: due ?? slot.dueAt, reason: reason, trace: result.trace)
+                    plain[key, default: []].append(result)
                 }
             }
             if dialect == .postgres {
@@ -71,12 +70,20 @@ extension BroadcastRepository {
                 return write
             }
             for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
+                // Rows that share their outcome, reason, due time and trace (a zone's users
+                // deferred by quiet hours, say) are one statement with those as constants; a
+                // reason or trace of a few rows goes with the rows of their own.
+                guard (key.reason == nil && key.trace == nil) || rows.count >= Self.sharedRowsMinimum else {
+                    full += rows
+                    continue
+                }
                 let json = jsonRows(rows) { _, _ in }
                 write.statements.append(
                     (
                         sqlitePlainBroadcastInsertSQL,
                         constants + [
-                            .text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due), .text(json),
+                            .text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due),
+                            key.reason.map { .text($0) } ?? .null, key.trace.map { .text($0) } ?? .null, .text(json),
                         ]
                     ))
             }
@@ -121,20 +128,28 @@ extension BroadcastRepository {
         ON CONFLICT (id) DO NOTHING
         """
 
-    /// SQLite's insert of rows without reason or trace: $1…$5 the constants, $6 the status, $7
-    /// the attempts, $8 the due time, $9 the rows as a JSON array of [id, device, user].
+    /// SQLite's insert of rows that share all but their ids: $1…$5 the constants, $6 the status,
+    /// $7 the attempts, $8 the due time, $9 the reason, $10 the trace, $11 the rows as a JSON
+    /// array of [id, device, user].
     static let sqlitePlainBroadcastInsertSQL = """
-        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, status, attempts, due_at, id, device_id, user_id)
-        SELECT $2, $3, $4, $5, $1, $6, $7, $8, r.value ->> 0, r.value ->> 1, r.value ->> 2
-        FROM json_each($9) r WHERE true
+        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, status, attempts, due_at, reason, trace, id, device_id, user_id)
+        SELECT $2, $3, $4, $5, $1, $6, $7, $8, $9, $10, r.value ->> 0, r.value ->> 1, r.value ->> 2
+        FROM json_each($11) r WHERE true
         ON CONFLICT (id) DO NOTHING
         """
 
+    /// What a page's rows written by one statement share.
     struct PlainRowsKey: Hashable {
         var status: DeliveryStatus
         var attempts: Int
         var due: Int64
+        var reason: String?
+        var trace: String?
     }
+
+    /// Rows with a reason or trace that share it and are written as one statement; fewer go
+    /// with the rows of their own (one statement per distinct reason would cost more).
+    static let sharedRowsMinimum = 8
 
     /// PostgreSQL's insert of a page's rows: $1…$5 the constants, then one array per column.
     static let postgresBroadcastInsertSQL = """

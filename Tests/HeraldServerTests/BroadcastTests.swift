@@ -1,5 +1,8 @@
 import Foundation
+import HTTPTypes
 import HeraldCore
+import HeraldEngine
+import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import Testing
@@ -150,5 +153,60 @@ struct BroadcastTests {
         let counts = try await second.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.sent] == 7 && counts[.queued] == 0)
         await second.close()
+    }
+}
+
+/// A broadcast of a promotional type at night: each zone's users are deferred to their own
+/// morning with their reason and trace (a zone's many rows written as one statement, a zone of
+/// few with rows of their own), then sent as each morning comes.
+@Suite("Broadcasts deferred by quiet hours")
+struct BroadcastDeferralTests {
+    @Test("10 users in Paris and 2 in Tokyo at 22:00 UTC: deferred to 09:00 local, with their traces; sent then")
+    func zones() async throws {
+        let clock = ManualClock(PolicyScenarioTests.date("2026-11-22T22:00:00Z"))
+        try await withServer(clock: clock) { server in
+            let users = (0..<12).map { ("p\($0)", "Europe/Paris") } + (0..<2).map { ("t\($0)", "Asia/Tokyo") }
+            let tokens = makeDeviceTokens(users.count)
+            for ((user, zone), token) in zip(users, tokens) {
+                #expect(try await server.register("d-" + user, user: user, token: token) == .created)
+                let zoneSet = try await server.request(
+                    .put, "/v1/apps/demo/users/\(user)", json: #"{"time_zone":"\#(zone)"}"#)
+                #expect(zoneSet.status == .ok)
+            }
+            let sent = try await server.send(
+                #"{"to":{"all":true},"type":"new_provider","data":{"New Provider":"Oura","provider_id":"oura"}}"#)
+            let id = try #require(sent.body["id"] as? String)
+            let view = try await server.settled(id)
+            #expect((view["counts"] as? [String: Int])?["deferred"] == users.count)
+            let deliveries = try #require(view["deliveries"] as? [[String: Any]])
+            #expect(deliveries.count == users.count)
+            for delivery in deliveries {
+                let tokyo = (delivery["device_id"] as? String)?.hasPrefix("d-t") == true
+                #expect(delivery["status"] as? String == "deferred")
+                #expect(delivery["reason"] as? String == "quiet_hours")
+                #expect(
+                    delivery["until"] as? String == (tokyo ? "2026-11-23T00:00:00.000Z" : "2026-11-23T08:00:00.000Z"))
+                let trace = (delivery["trace"] as? [[String: Any]])?.first?["message"] as? String
+                #expect(
+                    trace
+                        == (tokyo
+                            ? "deferred: quiet hours until 2026-11-23T09:00+09:00 Asia/Tokyo"
+                            : "deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
+            }
+            #expect(server.simulator.state.inboxSummary().total == 0)
+
+            // 09:00 in Tokyo: its two go; Paris still sleeps.
+            clock.set(PolicyScenarioTests.date("2026-11-23T00:00:01Z"))
+            server.runtime.wake.signal()
+            try await eventually { server.simulator.state.inboxSummary().total == 2 }
+            #expect(Set(tokens.suffix(2)).allSatisfy { !server.simulator.state.inbox(for: $0).isEmpty })
+            // 09:00 in Paris: the rest, once each.
+            clock.set(PolicyScenarioTests.date("2026-11-23T08:00:01Z"))
+            server.runtime.wake.signal()
+            try await eventually { server.simulator.state.inboxSummary().total == users.count }
+            let after = try await server.settled(id)
+            #expect((after["counts"] as? [String: Int])?["sent"] == users.count)
+            #expect(server.simulator.state.inboxSummary().duplicates == 0)
+        }
     }
 }

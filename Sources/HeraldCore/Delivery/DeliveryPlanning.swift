@@ -58,6 +58,18 @@ package struct PlannedDelivery: Sendable {
     }
 }
 
+/// A zone's quiet hours, for the policy step's memo.
+private struct QuietKey: Hashable {
+    var hours: QuietHours
+    var zone: String
+}
+
+/// Steps appended to a delivery's stored trace, for the policy step's memo.
+private struct TraceKey: Hashable {
+    var steps: [PolicyStep]
+    var stored: String?
+}
+
 /// What the policy step decided of a batch: what is held back (deferred, suppressed or failed),
 /// what goes now, and the sends to count for pacing and grouping.
 package struct DeliveryPlan: Sendable {
@@ -104,6 +116,25 @@ package enum DeliveryPlanning {
         var sizes = RunMemo<DeviceKey, Int>()
         var renderings = RunMemo<DeviceKey, DeviceRendering>()
         var variants = 0
+        // A night-time fan-out defers most devices: the deferral of a zone's users (a calendar
+        // search and a formatted date) and the trace appended to what a delivery carried (a
+        // JSON encoding) are the same for all of them, so each is made once per batch.
+        var deferrals: [QuietKey: QuietDeferral?] = [:]
+        let quietHours = { (hours: QuietHours, zone: TimeZone) -> QuietDeferral? in
+            let key = QuietKey(hours: hours, zone: zone.identifier)
+            if let known = deferrals[key] { return known }
+            let deferral = PolicyEngine.quietHoursDeferral(hours, at: now, in: zone)
+            deferrals[key] = deferral
+            return deferral
+        }
+        var traces: [TraceKey: String?] = [:]
+        func appendTrace(_ steps: [PolicyStep], to stored: String?) -> String? {
+            let key = TraceKey(steps: steps, stored: stored)
+            if let known = traces[key] { return known }
+            let trace = DecisionTrace.appending(steps, at: now, to: stored)
+            traces[key] = trace
+            return trace
+        }
         for delivery in deliveries.sorted(by: { $0.id < $1.id }) {
             guard
                 let notification = notifications.value(
@@ -146,9 +177,8 @@ package enum DeliveryPlanning {
                             notificationID: delivery.notificationID, actionTokens: type.actionTokenLengths))?
                             .maximumSize ?? .max
                     }
-                })
-            let trace = DecisionTrace.appending(
-                (test ? [Self.testStep] : []) + decision.trace, at: now, to: delivery.trace)
+                }, quietHours: quietHours)
+            let trace = appendTrace((test ? [Self.testStep] : []) + decision.trace, to: delivery.trace)
             switch decision.outcome {
             case .send:
                 let entry = renderings.value(

@@ -21,9 +21,13 @@ package struct PolicyEngine: Sendable {
     ///   - recent: when this user's earlier notifications from the app were (or will be) sent; only
     ///     the last hour matters.
     ///   - payloadSize: the encoded payload size of given content, in bytes.
+    ///   - quietHours: the deferral quiet hours give in a time zone at this moment (what
+    ///     `quietHoursDeferral` answers); a caller deciding for many users passes a memo, the
+    ///     answer being the same for every user of a zone with the same hours.
     package func decide(
         type: PolicyType, user: PolicyUser, app: PolicyApp, content: PolicyContent, recent: [Date],
-        payloadLimit: Int = 4096, payloadSize: (PolicyContent) -> Int
+        payloadLimit: Int = 4096, payloadSize: (PolicyContent) -> Int,
+        quietHours: ((QuietHours, TimeZone) -> QuietDeferral?)? = nil
     ) -> PolicyDecision {
         let now = clock.now()
         var content = content
@@ -41,16 +45,13 @@ package struct PolicyEngine: Sendable {
                 PolicyStep(rule: "vacation", message: "suppressed: vacation mode lets only high and failure through"))
             return finish(.suppressed(reason: "vacation"))
         }
-        if !type.transactional, let quiet = user.quietHours,
-            let end = Self.quietHoursEnd(quiet, at: now, in: user.timeZone)
-        {
-            trace.append(
-                PolicyStep(
-                    rule: "quiet_hours",
-                    message:
-                        "deferred: quiet hours until \(Self.format(end, in: user.timeZone)) \(user.timeZone.identifier)"
-                ))
-            return finish(.deferred(until: end))
+        func deferral(_ hours: QuietHours) -> QuietDeferral? {
+            if let quietHours { return quietHours(hours, user.timeZone) }
+            return Self.quietHoursDeferral(hours, at: now, in: user.timeZone)
+        }
+        if !type.transactional, let hours = user.quietHours, let deferral = deferral(hours) {
+            trace.append(deferral.step)
+            return finish(.deferred(until: deferral.until))
         }
         let windowStart = now.addingTimeInterval(-3600)
         let lastHour = recent.filter { $0 > windowStart && $0 <= now }.sorted()
@@ -118,6 +119,19 @@ package struct PolicyEngine: Sendable {
 
     /// When the quiet window that contains `date` ends, or `nil` when `date` is outside it.
     /// Computed in the user's calendar, so DST changes move the end correctly.
+    /// Quiet hours at `date` in `timeZone`: when they end and the trace step that says so; nil
+    /// outside them.
+    package static func quietHoursDeferral(_ quiet: QuietHours, at date: Date, in timeZone: TimeZone)
+        -> QuietDeferral?
+    {
+        guard let end = quietHoursEnd(quiet, at: date, in: timeZone) else { return nil }
+        return QuietDeferral(
+            until: end,
+            step: PolicyStep(
+                rule: "quiet_hours",
+                message: "deferred: quiet hours until \(format(end, in: timeZone)) \(timeZone.identifier)"))
+    }
+
     static func quietHoursEnd(_ quiet: QuietHours, at date: Date, in timeZone: TimeZone) -> Date? {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
@@ -161,4 +175,10 @@ package struct PolicyEngine: Sendable {
         formatter.dateFormat = "yyyy-MM-dd'T'HH:mmxxx"
         return formatter.string(from: date)
     }
+}
+
+/// A delivery deferred by quiet hours: until when, and the step of the decision trace.
+package struct QuietDeferral: Sendable, Hashable {
+    package var until: Date
+    package var step: PolicyStep
 }

@@ -21,11 +21,11 @@ struct DeliveryPlanner {
                 continue
             }
             let userIDs = Array(Set(appDeliveries.map(\.userID)))
+            let decoder = JSONDecoder()
             let users = try await runtime.store.users.users(appID: appID, ids: userIDs).mapValues { record in
                 PlanningUser(
                     timeZone: record.timeZone, locale: record.locale,
-                    preferences: (try? JSONDecoder().decode(UserPreferences.self, from: record.preferences))
-                        ?? UserPreferences())
+                    preferences: Self.preferences(record.preferences, decoder))
             }
             let history =
                 planning.countsSends
@@ -41,5 +41,11 @@ struct DeliveryPlanner {
             }
         }
         return (held, planned)
+    }
+
+    /// A user's stored preferences; none set (the common case) without a JSON decoding.
+    static func preferences(_ data: Data, _ decoder: JSONDecoder) -> UserPreferences {
+        if data.isEmpty || data.elementsEqual("{}".utf8) { return UserPreferences() }
+        return (try? decoder.decode(UserPreferences.self, from: data)) ?? UserPreferences()
     }
 }
