@@ -32,6 +32,14 @@
 #                                                  # 10,000 single-user sends; then every dashboard
 #                                                  # page signed in, 3 rounds of 7 calls: the median
 #                                                  # of the rounds' p50 ms, max, server CPU, peak RSS
+#   scripts/server-load.sh night [USERS]           # default 1,000,000 users with a device each, all in
+#                                                  # quiet hours (UTC, now ± 1 h): a transactional
+#                                                  # notice to all (the plain fan-out), then a promo
+#                                                  # to all: time until every delivery is deferred
+#                                                  # (none queued or sending) and its ratio to the
+#                                                  # fan-out; /metrics and /readyz times with them
+#                                                  # all deferred; then the clock moves past the
+#                                                  # quiet hours: the wave's time and its ratio
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -58,13 +66,13 @@
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?reliability, backup, fanout, import, tracks, opens, dashboard or latency}
+MODE=${1:?reliability, backup, fanout, import, tracks, night, opens, dashboard or latency}
 case "$MODE" in
     reliability|backup) COUNT=${2:-100000} ;;
-    fanout|import|tracks|dashboard) COUNT=${2:-1000000} ;;
+    fanout|import|tracks|night|dashboard) COUNT=${2:-1000000} ;;
     opens) COUNT=${2:-100000} ;;
     latency) RATE=${2:-500}; COUNT=100 ;;
-    *) echo "mode is reliability, backup, fanout, import, tracks, opens, dashboard or latency" >&2; exit 64 ;;
+    *) echo "mode is reliability, backup, fanout, import, tracks, night, opens, dashboard or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
 bench_setup "server-$MODE"
@@ -117,6 +125,19 @@ YAML
     echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
     printf 'clock: manual\nadmin_key: "%s"\n' "$ADMIN" >> "$WORK/herald.yaml"
 fi
+if [ "$MODE" = night ]; then
+    # Quiet from an hour ago to an hour from now (users without a zone are in UTC): a promo waits
+    # for the end, a transactional notice goes at once. The clock moves only when told.
+    QUIET_START=$(date -u -d '-1 hour' +%H:%M); QUIET_END=$(date -u -d '+1 hour' +%H:%M)
+    cat > "$WORK/catalog.yaml" <<YAML
+app: { name: Load, pacing_limit: 0, quiet_hours: { start: "$QUIET_START", end: "$QUIET_END" } }
+types:
+  promo: { id: PN-01, copy: { en: { title: "New", body: "Something new for you." } } }
+  notice: { id: PN-02, transactional: true, copy: { en: { title: "Notice", body: "Your account was updated." } } }
+YAML
+    echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
+    printf 'clock: manual\nadmin_key: "%s"\n' "$ADMIN" >> "$WORK/herald.yaml"
+fi
 if [ "$MODE" = opens ]; then
     # One type with a click-through goal: what the analytics report on.
     cat > "$WORK/catalog.yaml" <<'YAML'
@@ -154,7 +175,7 @@ python3 - "$COUNT" "$MODE" > "$WORK/devices.jsonl" <<'PY'
 import secrets, sys
 count = int(sys.argv[1])
 out = sys.stdout
-per_user = 1 if sys.argv[2] == "tracks" else 3
+per_user = 1 if sys.argv[2] in ("tracks", "night") else 3
 # opens: every device reports a permission and an app version (what the opt-in rate reads).
 extra = (lambda i: ',"authorization_status":"%s","app_version":"2.%d"' % ("denied" if i % 4 == 3 else "authorized", i % 3)) \
     if sys.argv[2] == "opens" else (lambda i: "")
@@ -377,6 +398,64 @@ for op, v in sorted(stats.items()):
 ' || true
     echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
 }
+
+if [ "$MODE" = night ]; then
+    # Waits until notification $1 has COUNT deliveries with status $2 (none queued or sending).
+    await_status() {
+        while true; do
+            curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$1?limit=1" -H "Authorization: Bearer $SERVER" \
+                | python3 -c "import json, sys; c = json.load(sys.stdin)['counts']; sys.exit(0 if c.get('$2') == $COUNT and c.get('queued') == 0 else 1)" \
+                2> /dev/null && break
+            sleep 0.25
+        done
+    }
+    send_all() {
+        curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
+            -H "Content-Type: application/json" -d "$1" | json 'd["id"]'
+    }
+    elapsed() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
+    cpu() { awk '{print ($14+$15)/100}' "/proc/$SERVE_PID/stat"; }
+    echo "== quiet hours $QUIET_START-$QUIET_END UTC; a transactional notice to all $COUNT (the plain fan-out)"
+    cpu_before=$(cpu); start=$(date +%s.%N)
+    notice=$(send_all '{"to":{"all":true},"type":"notice"}')
+    await_status "$notice" sent
+    fanout_seconds=$(elapsed "$start"); fanout_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    echo "notice sent to all after ${fanout_seconds}s, server CPU ${fanout_cpu} s"
+    echo "== a promo to all, inside their quiet hours"
+    cpu_before=$(cpu); start=$(date +%s.%N)
+    promo=$(send_all '{"to":{"all":true},"type":"promo"}')
+    await_status "$promo" deferred
+    defer_seconds=$(elapsed "$start"); defer_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    echo "promo deferred for all after ${defer_seconds}s, server CPU ${defer_cpu} s: $(python3 -c "print('%.2f' % ($defer_seconds / $fanout_seconds))")x the fan-out"
+    python3 - "$PORT" "$METRICS" <<'PY'
+import sys, time, urllib.request
+port, key = int(sys.argv[1]), sys.argv[2]
+for path in ["/metrics", "/readyz"]:
+    times = []
+    for _ in range(7):
+        request = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), headers={"Authorization": "Bearer " + key})
+        begin = time.monotonic()
+        try:
+            urllib.request.urlopen(request).read()
+        except urllib.error.HTTPError as error:
+            error.read()
+        times.append((time.monotonic() - begin) * 1000)
+    times.sort()
+    print("%s with every promo deferred: p50 %.1f ms, max %.1f ms" % (path, times[3], times[-1]))
+PY
+    echo "== the clock moves past the quiet hours: the wave"
+    cpu_before=$(cpu); start=$(date +%s.%N)
+    curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
+        -d '{"advance":"2h"}' > /dev/null
+    await_status "$promo" sent
+    wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s: $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    print_metrics
+    inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
+    echo "inbox: $inbox"
+    python3 -c "import json, sys; d = json.loads(sys.argv[1]); ok = d['tokens'] == $COUNT and d['total'] == 2 * $COUNT; print('every device got the notice and the promo once:', 'yes' if ok else 'NO'); sys.exit(0 if ok else 1)" "$inbox"
+    exit $?
+fi
 
 if [ "$MODE" = latency ]; then
     echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s, after ${WARMUP_SECONDS:=1}s not counted"
