@@ -64,10 +64,9 @@ private struct QuietKey: Hashable {
     var zone: String
 }
 
-/// Steps appended to a delivery's stored trace, for the policy step's memo.
+/// The steps of a delivery without a trace of its own, for the policy step's memo.
 private struct TraceKey: Hashable {
     var steps: [PolicyStep]
-    var stored: String?
 }
 
 /// What the policy step decided of a batch: what is held back (deferred, suppressed or failed),
@@ -117,8 +116,8 @@ package enum DeliveryPlanning {
         var renderings = RunMemo<DeviceKey, DeviceRendering>()
         var variants = 0
         // A night-time fan-out defers most devices: the deferral of a zone's users (a calendar
-        // search and a formatted date) and the trace appended to what a delivery carried (a
-        // JSON encoding) are the same for all of them, so each is made once per batch.
+        // search and a formatted date) and their decision trace (a JSON encoding) are the same
+        // for all of them, so each is made once per batch.
         var deferrals: [QuietKey: QuietDeferral?] = [:]
         let quietHours = { (hours: QuietHours, zone: TimeZone) -> QuietDeferral? in
             let key = QuietKey(hours: hours, zone: zone.identifier)
@@ -129,7 +128,10 @@ package enum DeliveryPlanning {
         }
         var traces: [TraceKey: String?] = [:]
         func appendTrace(_ steps: [PolicyStep], to stored: String?) -> String? {
-            let key = TraceKey(steps: steps, stored: stored)
+            // Nothing to add, or a trace of the delivery's own (a track step's): no memo to share.
+            guard !steps.isEmpty else { return stored }
+            guard stored == nil else { return DecisionTrace.appending(steps, at: now, to: stored) }
+            let key = TraceKey(steps: steps)
             if let known = traces[key] { return known }
             let trace = DecisionTrace.appending(steps, at: now, to: stored)
             traces[key] = trace
