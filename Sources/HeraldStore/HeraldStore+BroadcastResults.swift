@@ -44,7 +44,7 @@ extension BroadcastRepository {
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID),
                 .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
             ]
-            var plain: [PlainRowsKey: [DeliveryResult]] = [:]
+            var shared: [SharedRowsKey: [DeliveryResult]] = [:]
             var full: [DeliveryResult] = []
             var arrays = PostgresRows(constants: constants)
             for result in group {
@@ -60,16 +60,16 @@ extension BroadcastRepository {
                 case .postgres:
                     arrays.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
                 case .sqlite:
-                    let key = PlainRowsKey(
+                    let key = SharedRowsKey(
                         status: status, attempts: attempts, due: due ?? slot.dueAt, reason: reason, trace: result.trace)
-                    plain[key, default: []].append(result)
+                    shared[key, default: []].append(result)
                 }
             }
             if dialect == .postgres {
                 write.arrays = arrays
                 return write
             }
-            for (key, rows) in plain.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
+            for (key, rows) in shared.sorted(by: { $0.value[0].deliveryID < $1.value[0].deliveryID }) {
                 // Rows that share their outcome, reason, due time and trace (a zone's users
                 // deferred by quiet hours, say) are one statement with those as constants; a
                 // reason or trace of a few rows goes with the rows of their own.
@@ -80,7 +80,7 @@ extension BroadcastRepository {
                 let json = jsonRows(rows) { _, _ in }
                 write.statements.append(
                     (
-                        sqlitePlainBroadcastInsertSQL,
+                        sqliteSharedBroadcastInsertSQL,
                         constants + [
                             .text(key.status.rawValue), .integer(Int64(key.attempts)), .integer(key.due),
                             key.reason.map { .text($0) } ?? .null, key.trace.map { .text($0) } ?? .null, .text(json),
@@ -131,7 +131,7 @@ extension BroadcastRepository {
     /// SQLite's insert of rows that share all but their ids: $1…$5 the constants, $6 the status,
     /// $7 the attempts, $8 the due time, $9 the reason, $10 the trace, $11 the rows as a JSON
     /// array of [id, device, user].
-    static let sqlitePlainBroadcastInsertSQL = """
+    static let sqliteSharedBroadcastInsertSQL = """
         INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, status, attempts, due_at, reason, trace, id, device_id, user_id)
         SELECT $2, $3, $4, $5, $1, $6, $7, $8, $9, $10, r.value ->> 0, r.value ->> 1, r.value ->> 2
         FROM json_each($11) r WHERE true
@@ -139,7 +139,7 @@ extension BroadcastRepository {
         """
 
     /// What a page's rows written by one statement share.
-    struct PlainRowsKey: Hashable {
+    struct SharedRowsKey: Hashable {
         var status: DeliveryStatus
         var attempts: Int
         var due: Int64

@@ -118,24 +118,18 @@ package enum DeliveryPlanning {
         // A night-time fan-out defers most devices: the deferral of a zone's users (a calendar
         // search and a formatted date) and their decision trace (a JSON encoding) are the same
         // for all of them, so each is made once per batch.
-        var deferrals: [QuietKey: QuietDeferral?] = [:]
+        var deferrals = RunMemo<QuietKey, QuietDeferral?>()
         let quietHours = { (hours: QuietHours, zone: TimeZone) -> QuietDeferral? in
-            let key = QuietKey(hours: hours, zone: zone.identifier)
-            if let known = deferrals[key] { return known }
-            let deferral = PolicyEngine.quietHoursDeferral(hours, at: now, in: zone)
-            deferrals[key] = deferral
-            return deferral
+            deferrals.value(QuietKey(hours: hours, zone: zone.identifier)) {
+                PolicyEngine.quietHoursDeferral(hours, at: now, in: zone)
+            }
         }
-        var traces: [TraceKey: String?] = [:]
+        var traces = RunMemo<TraceKey, String?>()
         func appendTrace(_ steps: [PolicyStep], to stored: String?) -> String? {
             // Nothing to add, or a trace of the delivery's own (a track step's): no memo to share.
             guard !steps.isEmpty else { return stored }
             guard stored == nil else { return DecisionTrace.appending(steps, at: now, to: stored) }
-            let key = TraceKey(steps: steps)
-            if let known = traces[key] { return known }
-            let trace = DecisionTrace.appending(steps, at: now, to: stored)
-            traces[key] = trace
-            return trace
+            return traces.value(TraceKey(steps: steps)) { DecisionTrace.appending(steps, at: now, to: nil) }
         }
         for delivery in deliveries.sorted(by: { $0.id < $1.id }) {
             guard

@@ -17,6 +17,22 @@ final class DeliveryRecorder: Sendable {
         var fcmLatencies: [Double] = []
         /// When the oldest result waiting arrived.
         var oldest: ContinuousClock.Instant?
+
+        /// Appends `more`; true when the writer is to be woken: the buffer stopped being empty
+        /// (its deadline starts) or reached `writeAt`, not for every result in between.
+        mutating func append(_ more: some Collection<DeliveryResult>) -> Bool {
+            let before = results.count
+            if before == 0 { oldest = .now }
+            results.append(contentsOf: more)
+            return before == 0 || (before < DeliveryRecorder.writeAt && results.count >= DeliveryRecorder.writeAt)
+        }
+
+        /// How long until a write is due (`writeAt` results wait, or the oldest has waited
+        /// `interval`): zero or less when due, nil when nothing waits.
+        func untilDue(interval: Duration) -> Duration? {
+            guard let oldest, !results.isEmpty else { return nil }
+            return results.count >= DeliveryRecorder.writeAt ? .zero : interval - (ContinuousClock.now - oldest)
+        }
     }
 
     /// Results waiting that start a write at once.
@@ -34,9 +50,7 @@ final class DeliveryRecorder: Sendable {
     /// Adds one provider answer's result (called on the clients' event loops).
     func add(_ result: DeliveryResult, latency: Double?, platform: String) {
         let wake = buffer.withLock { buffer in
-            let before = buffer.results.count
-            if before == 0 { buffer.oldest = .now }
-            buffer.results.append(result)
+            let wake = buffer.append(CollectionOfOne(result))
             if let latency {
                 if platform == "fcm" {
                     buffer.fcmLatencies.append(latency)
@@ -44,7 +58,7 @@ final class DeliveryRecorder: Sendable {
                     buffer.apnsLatencies.append(latency)
                 }
             }
-            return Self.wakes(before: before, after: before + 1)
+            return wake
         }
         if wake { arrivals.signal() }
     }
@@ -52,38 +66,19 @@ final class DeliveryRecorder: Sendable {
     /// Adds results decided without a provider (policy, pauses, configuration).
     func add(_ results: [DeliveryResult]) {
         guard !results.isEmpty else { return }
-        let wake = buffer.withLock { buffer in
-            let before = buffer.results.count
-            if before == 0 { buffer.oldest = .now }
-            buffer.results += results
-            return Self.wakes(before: before, after: buffer.results.count)
-        }
-        if wake { arrivals.signal() }
-    }
-
-    /// The writer is woken when the buffer stops being empty (its deadline starts) and when it
-    /// reaches `writeAt`; not for every result in between.
-    private static func wakes(before: Int, after: Int) -> Bool {
-        before == 0 || (before < writeAt && after >= writeAt)
+        if buffer.withLock({ $0.append(results) }) { arrivals.signal() }
     }
 
     var count: Int { buffer.withLock { $0.results.count } }
 
     /// Whether a write is due: `writeAt` results wait, or the oldest has waited `interval`.
     func writeDue(interval: Duration) -> Bool {
-        buffer.withLock { buffer in
-            guard let oldest = buffer.oldest, !buffer.results.isEmpty else { return false }
-            return buffer.results.count >= Self.writeAt || ContinuousClock.now - oldest >= interval
-        }
+        buffer.withLock { $0.untilDue(interval: interval) }.map { $0 <= .zero } ?? false
     }
 
     /// Returns when a write may be due (see `writeDue`), or after `limit` at the latest.
     func waitForWrite(interval: Duration, limit: Duration) async {
-        let wait = buffer.withLock { buffer -> Duration in
-            guard let oldest = buffer.oldest, !buffer.results.isEmpty else { return limit }
-            if buffer.results.count >= Self.writeAt { return .zero }
-            return min(limit, interval - (ContinuousClock.now - oldest))
-        }
+        let wait = min(limit, buffer.withLock { $0.untilDue(interval: interval) } ?? limit)
         guard wait > .zero else { return }
         await arrivals.wait(timeout: wait)
     }

@@ -73,7 +73,7 @@ package struct OutboxLoop: Service {
                                 // Answers waiting go first: a claim holds the writer for
                                 // milliseconds, and an answer unwritten meanwhile is one a
                                 // crash would send twice. (An error leaves them to the record loop.)
-                                if recorder.count > 0 { try? await recorder.flush() }
+                                try? await recorder.flush()
                                 let started = ContinuousClock.now
                                 let fromStore = try await runtime.store.outbox.claimDueDeliveries(limit: storeLimit)
                                 let seconds = (ContinuousClock.now - started).seconds
