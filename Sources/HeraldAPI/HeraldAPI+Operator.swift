@@ -40,7 +40,7 @@ extension HeraldAPI {
                 body: ResponseBody(
                     byteBuffer: ByteBuffer(
                         string: runtime.metrics.render(
-                            queueDepth: outbox.due, deferred: outbox.deferred, oldestQueuedAge: outbox.oldestDueAge,
+                            outbox: outbox, apps: Array(runtime.apps.keys),
                             openConnections: runtime.apps.values.reduce(0) { $0 + $1.openConnections },
                             pauses: runtime.pauses.all))))
         }

@@ -11,14 +11,11 @@ import Synchronization
 
 /// The Overview, Users and Notifications pages.
 extension Dashboard {
-    /// Where the overview stops counting deferred deliveries (counting a million took 100 ms).
-    static let deferredLimit = 100_000
-
     static func overview(apps: [String], session: DashboardSession, app: String?, runtime: HeraldRuntime) async throws
         -> Response
     {
-        // An app's key sees its app's queue only; deferred rows are counted up to a limit.
-        let gauges = try await runtime.store.nodes.outboxGauges(appIDs: apps, deferredLimit: deferredLimit)
+        // An app's key sees its app's queue only.
+        let gauges = try await runtime.store.nodes.outboxGauges(appIDs: apps)
         let now = Date()
         let pauses = runtime.pauses.all
         let views = apps.compactMap { id -> OverviewApp? in
@@ -44,13 +41,16 @@ extension Dashboard {
                 id: id, providers: providers, sentLastMinute: minutes.last?.sent ?? 0,
                 sentLastHour: minutes.reduce(0) { $0 + $1.sent },
                 failedLastHour: minutes.reduce(0) { $0 + $1.failed }, chart: Charts.activity(minutes),
+                urgentDue: gauges.due[AppLane(app: id, lane: .urgent)] ?? 0,
+                normalDue: gauges.due[AppLane(app: id, lane: .normal)] ?? 0, deferred: gauges.deferred[id] ?? 0,
                 failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) })
         }
+        let stageMinutes = runtime.metrics.stages.snapshot(now: now)
         let view = OverviewPage(
-            queueDepth: gauges.due,
-            deferred: gauges.deferred >= deferredLimit ? "\(deferredLimit)+" : "\(gauges.deferred)",
-            scope: app == nil ? "all apps" : "this app",
-            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, apps: views)
+            queueDepth: gauges.totalDue, deferred: gauges.totalDeferred, scope: app == nil ? "all apps" : "this app",
+            oldest: gauges.oldestDueAge > 0 ? "\(Int(gauges.oldestDueAge)) s" : nil, apps: views,
+            stages: OverviewPage.Stage.rows(StageActivity.totals(stageMinutes)),
+            stageChart: Charts.stages(stageMinutes))
         return render("Overview", "overview", view, session: session, app: app, tab: "overview")
     }
 

@@ -33,12 +33,53 @@ struct MessagePage {
 }
 
 struct OverviewPage {
+    /// One outbox stage's passes over the chart's minutes (this node).
+    struct Stage {
+        var name: String
+        var what: String
+        var passes: Int
+        var median: String
+        var p99: String
+        var longest: String
+        var total: String
+
+        /// What each stage is, as the overview's table says it.
+        static let descriptions = [
+            "timer_fire": "a due track step or silent sync made into a notification",
+            "room": "the window full: waiting for answers before claiming more",
+            "claim": "due deliveries read from the outbox",
+            "prepare": "contents read and the policy step",
+            "provider": "submitted to APNs or FCM until the batch's last answer",
+            "record": "an answer waiting until it was written",
+        ]
+
+        /// A row per stage, in the order a delivery meets them; stages without a pass included.
+        static func rows(_ totals: [String: StageActivity.Totals]) -> [Stage] {
+            StageActivity.stages.map { name in
+                let value = totals[name] ?? StageActivity.Totals()
+                return Stage(
+                    name: name, what: descriptions[name] ?? "", passes: value.passes,
+                    median: duration(value.quantile(0.5)), p99: duration(value.quantile(0.99)),
+                    longest: duration(value.longest), total: duration(value.seconds))
+            }
+        }
+
+        /// "0.8 ms", "120 ms", "3.2 s"; "–" for none.
+        static func duration(_ seconds: Double) -> String {
+            if seconds <= 0 { return "–" }
+            if seconds < 0.01 { return String(format: "%.1f ms", seconds * 1000) }
+            if seconds < 1 { return String(format: "%.0f ms", seconds * 1000) }
+            return String(format: "%.1f s", seconds)
+        }
+    }
+
     var queueDepth: Int
-    /// "100000+" past `Dashboard.deferredLimit`.
-    var deferred: String
+    var deferred: Int
     var scope: String
     var oldest: String?
     var apps: [OverviewApp]
+    var stages: [Stage]
+    var stageChart: String
 }
 
 struct OverviewApp {
@@ -61,6 +102,10 @@ struct OverviewApp {
     var sentLastHour: Int
     var failedLastHour: Int
     var chart: String
+    /// Deliveries due now in each lane, and those held by the policy engine.
+    var urgentDue: Int
+    var normalDue: Int
+    var deferred: Int
     var failures: [Failure]
 }
 
@@ -277,6 +322,29 @@ enum Charts {
         }
         return
             #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
+    }
+
+    /// Stacked bars of the time each outbox stage took per minute (passes overlap, so a
+    /// minute may hold more than 60 s): the tallest part is the stage that held a wave.
+    static func stages(_ minutes: [StageActivity.Minute]) -> String {
+        let width = 600.0
+        let height = 80.0
+        let top = max(0.001, minutes.map { $0.stages.values.reduce(0) { $0 + $1.seconds } }.max() ?? 0)
+        let step = width / Double(max(1, minutes.count))
+        var bars = ""
+        for (index, minute) in minutes.enumerated() {
+            let x = Double(index) * step
+            var base = height
+            for stage in StageActivity.stages {
+                guard let totals = minute.stages[stage], totals.seconds > 0 else { continue }
+                let part = totals.seconds / top * (height - 2)
+                base -= part
+                bars +=
+                    #"<rect class="stage-\#(stage)" x="\#(fmt(x))" y="\#(fmt(base))" width="\#(fmt(step * 0.8))" height="\#(fmt(part))"><title>\#(stage): \#(OverviewPage.Stage.duration(totals.seconds)) in \#(totals.passes) passes</title></rect>"#
+            }
+        }
+        return
+            #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Time per outbox stage per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
     }
 
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }

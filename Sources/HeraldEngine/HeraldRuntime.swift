@@ -285,11 +285,11 @@ package final class HeraldRuntime: Sendable {
         let lastBatch = metrics.lastBatchFinished
         var due = 0
         if let outbox = try? await store.nodes.outboxGauges(appIDs: Array(apps.keys)) {
-            due = outbox.due
+            due = outbox.totalDue
             let idle = store.now.timeIntervalSince(lastBatch ?? started)
-            if outbox.due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {
+            if due > 0, outbox.oldestDueAge >= dispatcherStallLimit, idle >= dispatcherStallLimit {
                 problems.append(
-                    "dispatcher: no batch finished in \(Int(idle)) s while \(outbox.due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)"
+                    "dispatcher: no batch finished in \(Int(idle)) s while \(due) deliveries are due (oldest \(Int(outbox.oldestDueAge)) s)"
                 )
             }
         }

@@ -134,60 +134,123 @@ extension NodeRepository {
         }
     }
 
-    /// What an operator watches of the outbox: deliveries due now, deliveries deferred by the
-    /// policy engine, and how long the oldest due delivery has waited past its time.
-    /// `appIDs`: the configured apps. Every figure is read as one range of the outbox index per
-    /// (status, app, lane), the index's prefix: without the apps a million deferred rows not yet
-    /// due were all read (150 ms for each health check and scrape), and PostgreSQL 15 took
-    /// `lane IN (…)` as a filter over every row of the app (48 ms for 200,000 deferred; 1 ms as
-    /// ranges). `deferredLimit`: stop counting deferred rows there, per range (the dashboard
-    /// shows "100000+"; the metric counts them all).
-    package func outboxGauges(appIDs: [String], deferredLimit: Int? = nil) async throws -> (
-        due: Int, deferred: Int, oldestDueAge: TimeInterval
-    ) {
+    /// What an operator watches of the outbox: deliveries due now per app and lane, deliveries
+    /// deferred by the policy engine per app, and how long the oldest due delivery has waited
+    /// past its time. `appIDs`: the configured apps. Due rows are read as one range of the
+    /// outbox index per (status, app, lane), the index's prefix: without the apps a million
+    /// deferred rows not yet due were all read (150 ms for each health check and scrape), and
+    /// PostgreSQL 15 took `lane IN (…)` as a filter over every row of the app (48 ms for 200,000
+    /// deferred; 1 ms as ranges). Deferred deliveries are read from `deferred_totals`, which
+    /// triggers keep, not counted.
+    package func outboxGauges(appIDs: [String]) async throws -> OutboxGauges {
         let now = nowMilliseconds
         let apps = appIDs.sorted()
-        /// The conditions of each range of `status`, the apps bound from `$first` on.
-        func ranges(_ status: DeliveryStatus, first: Int) -> [String] {
-            apps.indices.flatMap { app in
-                DeliveryLane.allCases.map { lane in
-                    "\(OutboxRepository.outboxIndexTerm) AND status = '\(status.rawValue)' AND app_id = $\(app + first) AND lane = \(lane.rawValue)"
-                }
-            }
-        }
+        let lanes = apps.flatMap { app in DeliveryLane.allCases.map { AppLane(app: app, lane: $0) } }
         let appBinds = apps.map { Session.Value.text($0) }
         // Counting visits every due row: off the writer's connection.
         return try await reading { session in
-            let dueDevices =
-                try await session.query(BroadcastRepository.broadcastDepthSQL, [.integer(now)]).first?.first?.integer
-                ?? 0
-            guard !apps.isEmpty else { return (Int(dueDevices), 0, 0) }
-            let dueCounts = [DeliveryStatus.queued, .deferred, .sending].flatMap { ranges($0, first: 2) }.map {
-                "(SELECT COUNT(*) FROM deliveries WHERE \($0) AND due_at <= $1)"
+            var gauges = OutboxGauges()
+            let listed = Set(apps)
+            for row in try await session.query(
+                """
+                SELECT app_id, lane, SUM(n) FROM (
+                    SELECT app_id, lane, expected - handed AS n FROM broadcasts WHERE due_at <= $1
+                    UNION ALL SELECT app_id, lane, remaining AS n FROM broadcast_pages) waiting
+                GROUP BY app_id, lane
+                """, [.integer(now)])
+            {
+                guard row.count == 3, let app = row[0].text, listed.contains(app),
+                    let lane = row[1].integer.flatMap({ DeliveryLane(rawValue: Int($0)) }), let count = row[2].integer,
+                    count > 0
+                else { continue }
+                gauges.due[AppLane(app: app, lane: lane), default: 0] += Int(count)
             }
-            let dueRows =
-                try await session.query("SELECT \(dueCounts.joined(separator: " + ")) AS n", [.integer(now)] + appBinds)
-                .first?.first?.integer ?? 0
-            let deferredCounts = ranges(.deferred, first: 1).map {
-                "(SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE \($0)\(deferredLimit.map { " LIMIT \($0)" } ?? "")) counted)"
+            guard !apps.isEmpty else { return gauges }
+            /// The index range of one (status, app, lane), the app bound as `$(index + 2)`.
+            func range(_ status: DeliveryStatus, _ index: Int) -> String {
+                "\(OutboxRepository.outboxIndexTerm) AND status = '\(status.rawValue)' AND app_id = $\(index / DeliveryLane.allCases.count + 2) AND lane = \(lanes[index].lane.rawValue)"
             }
-            let deferred =
-                try await session.query("SELECT \(deferredCounts.joined(separator: " + ")) AS n", appBinds).first?
-                .first?.integer ?? 0
-            let oldestRanges = ranges(.queued, first: 2).map {
-                "SELECT MIN(due_at) AS m FROM deliveries WHERE \($0) AND due_at <= $1"
+            let dueColumns = lanes.indices.map { index in
+                [DeliveryStatus.queued, .deferred, .sending].map {
+                    "(SELECT COUNT(*) FROM deliveries WHERE \(range($0, index)) AND due_at <= $1)"
+                }.joined(separator: " + ")
             }
-            let oldestRow = try await session.query(
-                "SELECT MIN(m) AS m FROM (\(oldestRanges.joined(separator: " UNION ALL "))) oldest",
-                [.integer(now)] + appBinds
-            ).first?.first?.integer
-            let oldestBroadcast = try await session.query(
-                "SELECT MIN(due_at) AS m FROM broadcasts WHERE due_at <= $1", [.integer(now)]
-            ).first?.first?.integer
-            let oldest = [oldestRow, oldestBroadcast].compactMap { $0 }.min()
-            return (Int(dueRows + dueDevices), Int(deferred), oldest.map { max(0, Double(now - $0) / 1000) } ?? 0)
+            let oldestRanges = lanes.indices.map {
+                "SELECT MIN(due_at) AS m FROM deliveries WHERE \(range(.queued, $0)) AND due_at <= $1"
+            }
+            let row =
+                try await session.query(
+                    """
+                    SELECT \(dueColumns.joined(separator: ", ")),
+                        (SELECT MIN(m) FROM (\(oldestRanges.joined(separator: " UNION ALL "))) oldest),
+                        (SELECT MIN(due_at) FROM broadcasts WHERE due_at <= $1)
+                    """, [.integer(now)] + appBinds
+                ).first ?? []
+            for (index, lane) in lanes.enumerated() where index < row.count {
+                if let count = row[index].integer, count > 0 { gauges.due[lane, default: 0] += Int(count) }
+            }
+            let oldest = row.dropFirst(lanes.count).compactMap(\.integer).min()
+            gauges.oldestDueAge = oldest.map { max(0, Double(now - $0) / 1000) } ?? 0
+            for row in try await session.query("SELECT app_id, SUM(deferred) FROM deferred_totals GROUP BY app_id") {
+                guard row.count == 2, let app = row[0].text, listed.contains(app), let count = row[1].integer, count > 0
+                else { continue }
+                gauges.deferred[app] = Int(count)
+            }
+            return gauges
         }
     }
+}
+
+extension NodeRepository {
+    /// Per app, `deferred_totals` beside a count of the deferred rows themselves, read in one
+    /// statement (one snapshot): what the triggers keep against what they stand for. Visits
+    /// every deferred row: a check for tests and diagnosis, never for a scrape.
+    package func deferredTotalsAgainstRows(appIDs: [String]) async throws -> [String: (totals: Int, rows: Int)] {
+        try await reading { session in
+            var result: [String: (totals: Int, rows: Int)] = [:]
+            for app in appIDs {
+                let row = try await session.query(
+                    """
+                    SELECT (SELECT COALESCE(SUM(deferred), 0) FROM deferred_totals WHERE app_id = $1),
+                        (SELECT COUNT(*) FROM deliveries WHERE status = 'deferred' AND app_id = $1)
+                    """, [.text(app)]
+                ).first
+                result[app] = (Int(row?.first?.integer ?? -1), Int(row?.last?.integer ?? -1))
+            }
+            return result
+        }
+    }
+}
+
+/// One app's lane of the outbox.
+package struct AppLane: Sendable, Hashable, Comparable {
+    package var app: String
+    package var lane: DeliveryLane
+
+    package init(app: String, lane: DeliveryLane) {
+        self.app = app
+        self.lane = lane
+    }
+
+    package static func < (lhs: AppLane, rhs: AppLane) -> Bool {
+        (lhs.app, lhs.lane.rawValue) < (rhs.app, rhs.lane.rawValue)
+    }
+}
+
+/// What `outboxGauges` reads: the outbox's depth as an operator watches it.
+package struct OutboxGauges: Sendable, Equatable {
+    /// Deliveries due now and not answered, per app and lane (a due broadcast's devices not yet
+    /// answered included); lanes with none are absent.
+    package var due: [AppLane: Int] = [:]
+    /// Deliveries held by the policy engine (quiet hours, pacing), per app; apps with none are absent.
+    package var deferred: [String: Int] = [:]
+    /// How long the oldest due delivery has waited past its due time, in seconds (0 when none waits).
+    package var oldestDueAge: TimeInterval = 0
+
+    package init() {}
+
+    package var totalDue: Int { due.values.reduce(0, +) }
+    package var totalDeferred: Int { deferred.values.reduce(0, +) }
 }
 
 extension Array {

@@ -122,6 +122,16 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
+            if dialect == .postgres {
+                // The deferred totals' rows (one per statement that changed a count) folded into one
+                // per app; rows written meanwhile are not in this statement's snapshot and stay.
+                _ = try await session.query(
+                    """
+                    WITH folded AS (DELETE FROM deferred_totals RETURNING app_id, deferred)
+                    INSERT INTO deferred_totals (app_id, deferred)
+                    SELECT app_id, sum(deferred) FROM folded GROUP BY app_id HAVING sum(deferred) <> 0
+                    """)
+            }
             return pruned
         }
     }

@@ -30,7 +30,7 @@ package struct StoreMigration: Sendable {
     static let skipped: Set<String> = ["schema_migrations", "nodes", "heartbeat", "sqlite_sequence", progressTable]
     /// Tables PostgreSQL's triggers fill as devices and notifications are written: copied after
     /// the others, replacing what the triggers counted while the rows arrived.
-    static let derived = ["permission_stats", "type_stats"]
+    static let derived = ["deferred_totals", "permission_stats", "type_stats"]
     /// Tables whose `id` is an identity column on PostgreSQL.
     static let identities = ["deliveries", "broadcast_pages", "timers", "webhook_messages"]
     /// Where the target keeps the migration's progress (kept afterwards as its record).

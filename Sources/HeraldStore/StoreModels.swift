@@ -78,6 +78,14 @@ package enum DeliveryLane: Int, Sendable, Hashable, CaseIterable {
     case normal = 1
 
     package init(urgent: Bool) { self = urgent ? .urgent : .normal }
+
+    /// The lane's name in metrics and on the dashboard.
+    package var label: String {
+        switch self {
+        case .urgent: "urgent"
+        case .normal: "normal"
+        }
+    }
 }
 
 /// One row of the outbox: a notification for one device.

@@ -194,11 +194,20 @@ struct BroadcastDeferralTests {
                             : "deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
             }
             #expect(server.simulator.state.inboxSummary().total == 0)
+            // The deferred gauge is read from the triggers' totals, and the retention pass's
+            // fold of them (PostgreSQL) keeps the sum.
+            let nodes = server.runtime.store.nodes
+            #expect(try await nodes.outboxGauges(appIDs: ["demo"]).deferred == ["demo": users.count])
+            _ = try await server.runtime.store.pruneHistory(before: clock.now.addingTimeInterval(-7 * 86_400))
+            #expect(try await nodes.outboxGauges(appIDs: ["demo"]).deferred == ["demo": users.count])
 
             // 09:00 in Tokyo: its two go; Paris still sleeps.
             clock.set(PolicyScenarioTests.date("2026-11-23T00:00:01Z"))
             server.runtime.wake.signal()
             try await eventually { server.simulator.state.inboxSummary().total == 2 }
+            try await eventually {
+                (try? await nodes.outboxGauges(appIDs: ["demo"]).deferred) == ["demo": users.count - 2]
+            }
             #expect(Set(tokens.suffix(2)).allSatisfy { !server.simulator.state.inbox(for: $0).isEmpty })
             // 09:00 in Paris: the rest, once each.
             clock.set(PolicyScenarioTests.date("2026-11-23T08:00:01Z"))

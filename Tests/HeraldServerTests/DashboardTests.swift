@@ -149,16 +149,26 @@ struct DashboardTests {
             let id = try #require(sent.body["id"] as? String)
             _ = try await server.settled(id)
 
-            // The gauges read the listed apps' ranges only, deferred rows counted up to the limit.
-            let gauges = try await server.runtime.store.nodes.outboxGauges(
-                appIDs: ["demo", "silent"], deferredLimit: 1)
-            #expect(gauges.due == 0 && gauges.deferred == 1)
-            #expect(try await server.runtime.store.nodes.outboxGauges(appIDs: ["silent"]).deferred == 0)
+            // The gauges read the listed apps only; the deferred one is counted by its app.
+            let gauges = try await server.runtime.store.nodes.outboxGauges(appIDs: ["demo", "silent"])
+            #expect(gauges.totalDue == 0 && gauges.deferred == ["demo": 1])
+            #expect(try await server.runtime.store.nodes.outboxGauges(appIDs: ["silent"]).totalDeferred == 0)
+            let metrics = try await server.metricsText()
+            #expect(metrics.contains(#"herald_app_deferred_deliveries{app="demo"} 1"#))
+            #expect(metrics.contains(#"herald_app_queue_depth{app="demo",lane="normal"} 0"#))
 
             let browser = Browser(server)
             #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
             let overview = try await browser.go(.get, "/dashboard/apps/demo")
             #expect(overview.html.contains("0</strong> due now, 1 deferred (this app)"))
+            #expect(overview.html.contains(#"<span class="big">1</span><span class="muted">deferred</span>"#))
+            // The outbox's stages: the deferral went through a claim and the policy step.
+            #expect(overview.html.contains("Where the outbox's time went"))
+            #expect(overview.html.contains(#"<rect class="stage-prepare""#))
+            #expect(
+                !overview.html.contains(
+                    #"<tr><td>prepare</td><td class="muted">contents read and the policy step</td><td class="num">0</td>"#
+                ))
             let users = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=ana")
             #expect(users.status == .ok)
             #expect(users.html.contains("<code>\(token.prefix(8))…</code>") && !users.html.contains(token))

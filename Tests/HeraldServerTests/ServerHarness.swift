@@ -178,8 +178,13 @@ func withServer(
         // provider clients close as its services when the test ends, passed or not.
         let application = try HeraldServices.application(runtime: runtime, outbox: outbox, dispatcher: dispatcher)
         try await beforeStart(runtime)
+        let apps = configuration.apps.map(\.id)
         try await application.test(testing) { client in
             try await body(ServerHarness(client: client, simulator: harness.simulator, runtime: runtime))
+            // Whatever the test did, the deferred totals the triggers keep match the rows.
+            for (app, figures) in try await runtime.store.nodes.deferredTotalsAgainstRows(appIDs: apps) {
+                #expect(figures.totals == figures.rows, "deferred_totals for \(app) against its deferred rows")
+            }
         }
     }
 }

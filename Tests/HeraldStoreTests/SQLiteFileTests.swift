@@ -54,7 +54,7 @@ struct SQLiteFileTests {
     func gaugesBesideTheWriter() async throws {
         let path = try makeTemporaryDirectory("herald-gauges") + "/gauges.sqlite"
         let store = try await HeraldStore.open(url: "sqlite://" + path)
-        let result = await Task { () async throws -> (due: Int, deferred: Int, oldestDueAge: TimeInterval)? in
+        let result = await Task { () async throws -> OutboxGauges? in
             _ = try await store.devices.importDevices(
                 appID: "g",
                 (0..<3).map {
@@ -86,8 +86,9 @@ struct SQLiteFileTests {
         await store.close()
         let gauges = try result.get()
         #expect(gauges != nil, "the gauges waited for the writer")
-        #expect(gauges?.due == 3)
-        #expect(gauges?.deferred == 0)
+        #expect(gauges?.totalDue == 3)
+        #expect(gauges?.due[AppLane(app: "g", lane: .normal)] == 3)
+        #expect(gauges?.totalDeferred == 0)
     }
 
     @Test("SQLite: the WAL is copied into the database in the background, not left for the writer's own checkpoint")

@@ -1,6 +1,6 @@
 package import Foundation
 import HeraldAPNs
-import HeraldStore
+package import HeraldStore
 import Metrics
 import Prometheus
 import Synchronization
@@ -25,6 +25,8 @@ package final class HeraldMetrics: Sendable {
     private let outboxProbe = Mutex<(@Sendable () -> (inFlight: Int, unwritten: Int))?>(nil)
     /// Sends per minute and failures by reason per app, for the dashboard.
     package let activity = DeliveryActivity()
+    /// Time per outbox stage per minute, for the dashboard.
+    package let stages = StageActivity()
 
     static let batchBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let requestBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -162,6 +164,7 @@ package final class HeraldMetrics: Sendable {
         handle("herald_outbox_stage_seconds", [("stage", stage)]) {
             Timer(label: "herald_outbox_stage_seconds", dimensions: [("stage", stage)], factory: factory)
         }.recordNanoseconds(Int64(seconds * 1e9))
+        stages.record(stage, seconds: seconds, at: Date())
     }
 
     /// Reads the dispatcher's window at each scrape: deliveries sent and unanswered, answers not
@@ -214,13 +217,20 @@ package final class HeraldMetrics: Sendable {
     }
 
     /// The exposition text. Gauges read at scrape time (queue, pauses, connections) are set first.
+    /// `apps`: the configured apps, each exported per lane even when its queue is empty.
     package func render(
-        queueDepth: Int, deferred: Int, oldestQueuedAge: TimeInterval, openConnections: Int,
-        pauses: [ProviderKey: ProviderPause]
+        outbox: OutboxGauges, apps: [String], openConnections: Int, pauses: [ProviderKey: ProviderPause]
     ) -> String {
-        gauge("herald_queue_depth").record(queueDepth)
-        gauge("herald_deferred_deliveries").record(deferred)
-        gauge("herald_oldest_queued_age_seconds").record(oldestQueuedAge)
+        gauge("herald_queue_depth").record(outbox.totalDue)
+        gauge("herald_deferred_deliveries").record(outbox.totalDeferred)
+        gauge("herald_oldest_queued_age_seconds").record(outbox.oldestDueAge)
+        for app in apps {
+            for lane in DeliveryLane.allCases {
+                gauge("herald_app_queue_depth", [("app", app), ("lane", lane.label)])
+                    .record(outbox.due[AppLane(app: app, lane: lane)] ?? 0)
+            }
+            gauge("herald_app_deferred_deliveries", [("app", app)]).record(outbox.deferred[app] ?? 0)
+        }
         gauge("herald_apns_open_connections").record(openConnections)
         let window = outboxProbe.withLock { $0 }?() ?? (inFlight: 0, unwritten: 0)
         gauge("herald_outbox_in_flight").record(window.inFlight)

@@ -757,3 +757,48 @@ WHERE recipients > sent_count + failed_count + suppressed_count + cancelled_coun
 -- sign-out holds on every node and across restarts.
 CREATE TABLE dashboard_signouts (nonce TEXT PRIMARY KEY, expires_at BIGINT NOT NULL)
 ;
+
+-- migration: 22
+-- Deliveries held by the policy engine, per app, kept by triggers on the notifications'
+-- deferred counts: /metrics, /readyz and the dashboard read a few rows instead of counting
+-- every deferred delivery (300,000 deferred: 19–29 ms a scrape on SQLite, 108 ms on PostgreSQL).
+-- SQLite: one row per app, added to in place (one writer). PostgreSQL: a row per statement
+-- that changed a count, summed when read and folded into one per app by the retention pass,
+-- so concurrent writers never wait on one shared row.
+CREATE TABLE deferred_totals (app_id TEXT NOT NULL, deferred BIGINT NOT NULL)
+;
+-- SQLite only
+CREATE UNIQUE INDEX deferred_totals_app ON deferred_totals (app_id)
+;
+-- PostgreSQL only
+ALTER TABLE deferred_totals ALTER COLUMN app_id TYPE TEXT COLLATE "C"
+;
+INSERT INTO deferred_totals (app_id, deferred)
+SELECT app_id, count(*) FROM deliveries WHERE status = 'deferred' GROUP BY app_id
+;
+-- SQLite only
+CREATE TRIGGER notifications_deferred_totals
+AFTER UPDATE OF deferred_count ON notifications
+WHEN NEW.deferred_count <> OLD.deferred_count
+BEGIN
+    INSERT INTO deferred_totals (app_id, deferred) VALUES (NEW.app_id, NEW.deferred_count - OLD.deferred_count)
+    ON CONFLICT (app_id) DO UPDATE SET deferred = deferred + excluded.deferred;
+END
+;
+-- PostgreSQL only
+CREATE FUNCTION herald_deferred_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO deferred_totals (app_id, deferred)
+    SELECT n.app_id, sum(n.deferred_count - o.deferred_count)
+    FROM changed_new n JOIN changed_old o ON o.id = n.id
+    WHERE n.deferred_count <> o.deferred_count
+    GROUP BY n.app_id;
+    RETURN NULL;
+END
+$$
+;
+-- PostgreSQL only
+CREATE TRIGGER notifications_deferred_totals AFTER UPDATE ON notifications
+REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new
+FOR EACH STATEMENT EXECUTE FUNCTION herald_deferred_totals()
+;
