@@ -23,8 +23,9 @@
 #   scripts/server-load.sh opens [DEVICES]         # default 100,000: import, send a typed notification
 #                                                  # to all, then report OPENS (default: min(DEVICES,
 #                                                  # 100,000)) opens as fast as the API takes them
-#                                                  # (32 connections) and a tenth of them again:
-#                                                  # opens/s, server CPU, peak RSS; then GET
+#                                                  # (32 connections; OPEN_RATE=N paces them at N/s)
+#                                                  # and a tenth of them again: opens/s, server CPU
+#                                                  # and CPU per report, peak RSS; then GET
 #                                                  # …/analytics over the DEVICES deliveries: p50/max
 #   scripts/server-load.sh dashboard [DEVICES]     # default 1,000,000 (3 per user): import, a
 #                                                  # transactional notification to all (sent), a
@@ -639,9 +640,9 @@ if [ "$MODE" = opens ]; then
     echo "== report $OPENS opens (and a tenth of them again) as fast as the API takes them"
     cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     status=0
-    python3 - "$PORT" "$SERVER" "$id" "$OPENS" <<'PY' || status=$?
+    python3 - "$PORT" "$SERVER" "$id" "$OPENS" "${OPEN_RATE:-0}" <<'PY' || status=$?
 import asyncio, json, sys, time, urllib.request
-port, key, notification, opens = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+port, key, notification, opens, rate = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 deliveries = []
 offset = 0
 while len(deliveries) < opens:
@@ -665,6 +666,11 @@ async def worker(queue):
         if item is None:
             writer.close()
             return
+        if rate > 0:
+            # Paced: report i is due at begin + i / rate.
+            delay = begin + item[2] / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
         body = json.dumps({"delivery_id": item[0], "device_id": item[1], "action": "default"}).encode()
         writer.write(b"POST /v1/apps/load/opened HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
                      + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
@@ -680,10 +686,13 @@ async def worker(queue):
         if code == 200 and b'"counted":true' in answer:
             counted += 1
 
+begin = 0.0
+
 async def main():
+    global begin
     queue = asyncio.Queue()
-    for item in reports:
-        queue.put_nowait(item)
+    for index, item in enumerate(reports):
+        queue.put_nowait((item[0], item[1], index))
     workers = [asyncio.create_task(worker(queue)) for _ in range(32)]
     for _ in workers:
         queue.put_nowait(None)
@@ -699,7 +708,8 @@ print("%d reports (%d opens, %d repeats) in %.2fs: %.0f/s; statuses %s; counted 
 sys.exit(0 if counted == len(deliveries) and statuses.get(200) == len(reports) else 1)
 PY
     cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
-    echo "server CPU for the reports: $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    reports=$(( OPENS + OPENS / 10 ))
+    echo "server CPU for the reports: $(python3 -c "print('%.1f s, %.3f ms a report' % ($cpu_after - $cpu_before, ($cpu_after - $cpu_before) * 1000 / $reports))"); peak RSS $(peak_rss_mb $SERVE_PID) MB"
     python3 - "$PORT" "$SERVER" "$OPENS" "$COUNT" <<'PY' || status=$?
 import json, sys, time, urllib.request
 port, key, opens, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -95,14 +95,16 @@ extension TrackRepository {
         package var notifications: [String]
     }
 
-    /// Records an open of `delivery` in one durable transaction: the first report of a delivery
-    /// counts (its notification's `opened_count`, and so its type's day), later ones only add
-    /// to `reports`. The first also stores `event` (`app.opened`) and applies its triggers; the
-    /// event's idempotency key is the delivery's, so it is stored once however often reported.
+    /// Records an open of `delivery` durably: the first report of a delivery counts (its
+    /// notification's `opened_count`, and so its type's day), later ones only add to `reports`.
+    /// The first also stores `event` (`app.opened`) and applies its triggers; the event's
+    /// idempotency key is the delivery's, so it is stored once however often reported. On
+    /// SQLite the opens that arrive within `openLinger` of each other share one transaction and
+    /// one fsync (`SQLiteCommitGroup`).
     package func recordOpen(
         appID: String, _ delivery: DeliveryReference, action: String, openedAt: Date, event: OpenEvent?
     ) async throws -> OpenRecorded {
-        try await transaction(durable: true) { [self] session in
+        let body: @Sendable (Session) async throws -> OpenRecorded = { [self] session in
             let now = nowMilliseconds
             let row = try await session.query(
                 """
@@ -142,7 +144,13 @@ extension TrackRepository {
             }
             return recorded
         }
+        return dialect == .sqlite
+            ? try await commitGroup.run(database, linger: Self.openLinger, body)
+            : try await transaction(durable: true, body)
     }
+
+    /// How long an open that would commit alone waits for others to share its commit (SQLite).
+    static let openLinger = Duration.milliseconds(10)
 
     /// The built-in event an open emits.
     package static let openedEvent = "app.opened"

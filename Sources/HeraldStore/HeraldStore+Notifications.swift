@@ -173,7 +173,9 @@ extension NotificationRepository {
 
     /// A durable transaction for an accept: on SQLite, the group transaction shared with the
     /// accepts that arrive meanwhile (`SQLiteCommitGroup`).
-    private func acceptTransaction(_ body: @escaping SQLiteCommitGroup.Body) async throws -> Accepted {
+    private func acceptTransaction(_ body: @escaping @Sendable (Session) async throws -> Accepted) async throws
+        -> Accepted
+    {
         dialect == .sqlite ? try await commitGroup.run(database, body) : try await transaction(durable: true, body)
     }
 

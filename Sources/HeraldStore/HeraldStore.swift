@@ -66,10 +66,10 @@ package final class HeraldStore: Sendable {
 
     /// SQLite on a file: the fsync that makes a durable transaction's commit durable.
     private let walSync: SQLiteWALSync?
-    /// SQLite: accepts that arrive together share a transaction (`SQLiteCommitGroup`).
+    /// SQLite: accepts and opens that arrive together share a transaction (`SQLiteCommitGroup`).
     let commitGroup = SQLiteCommitGroup()
-    /// SQLite: accepts that shared their transaction with others.
-    package var groupedAccepts: Int { commitGroup.grouped.load(ordering: .relaxed) }
+    /// SQLite: accepts and opens that shared their transaction with others.
+    package var groupedWrites: Int { commitGroup.grouped.load(ordering: .relaxed) }
 
     /// Returns once every commit made before the call is on disk (SQLite on a file; elsewhere
     /// commits are durable already, or there is no disk).

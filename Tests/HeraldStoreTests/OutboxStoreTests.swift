@@ -208,7 +208,7 @@ struct OutboxStoreTests {
         #expect((2...21).contains(store.walSyncs), "\(store.walSyncs) fsyncs for 21 accepts")
         for id in ids { #expect(try await store.notifications.notification(appID: "a", id: id)?.recipients == 1) }
         // They arrived while one held the writer: the others shared transactions.
-        #expect(store.groupedAccepts > 0)
+        #expect(store.groupedWrites > 0)
         // One that fails (the id of a notification already stored) among others: only it fails.
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for index in 0..<6 {
@@ -222,6 +222,51 @@ struct OutboxStoreTests {
             return await group.reduce(into: [Bool]()) { $0.append($1) }
         }
         #expect(outcomes.filter { $0 }.count == 5)
+        await store.close()
+    }
+
+    @Test(
+        "SQLite: opens reported together share transactions and fsyncs; each counts once, a repeat adds a report"
+    )
+    func opensShareCommits() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "herald-opens-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try await HeraldStore.open(
+            url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
+        let devices = makeDeviceTokens(40).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 40)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+            recipients: .devices(devices.map(\.deviceID)), excludeDeviceIDs: [], dueAt: Date())
+        let rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+        #expect(rows.count == 40)
+        var references: [TrackRepository.DeliveryReference] = []
+        for row in rows {
+            references.append(try #require(try await store.tracks.deliveryReference(appID: "a", deliveryID: row.id)))
+        }
+        let syncsBefore = store.walSyncs
+        // 40 opens at once and 10 of them again: 50 reports, 40 counted.
+        let outcomes = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for reference in references + references.prefix(10) {
+                group.addTask {
+                    try await store.tracks.recordOpen(
+                        appID: "a", reference, action: "default", openedAt: Date(), event: nil
+                    ).counted
+                }
+            }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 50 && outcomes.filter { $0 }.count == 40)
+        #expect(store.walSyncs - syncsBefore < 50, "\(store.walSyncs - syncsBefore) fsyncs for 50 opens")
+        #expect(store.groupedWrites > 0)
+        let summary = try await store.dashboard.recentNotifications(
+            appID: "a", type: nil, status: nil, before: nil, limit: 1)
+        #expect(summary.first?.opened == 40)
         await store.close()
     }
 
