@@ -223,17 +223,13 @@ extension NodeRepository {
 }
 
 /// One app's lane of the outbox.
-package struct AppLane: Sendable, Hashable, Comparable {
+package struct AppLane: Sendable, Hashable {
     package var app: String
     package var lane: DeliveryLane
 
     package init(app: String, lane: DeliveryLane) {
         self.app = app
         self.lane = lane
-    }
-
-    package static func < (lhs: AppLane, rhs: AppLane) -> Bool {
-        (lhs.app, lhs.lane.rawValue) < (rhs.app, rhs.lane.rawValue)
     }
 }
 

@@ -171,21 +171,28 @@ struct OutboxStoreTests {
         await store.close()
     }
 
-    @Test(
-        "SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone"
-    )
-    func acceptIsSynced() async throws {
+    /// A SQLite store on a file (so durable commits fsync) of app `a` with `devices` devices,
+    /// `d0`… of users `u0`….
+    static func sqliteFileStore(_ name: String, devices count: Int) async throws -> (HeraldStore, [DeviceRecord]) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "herald-walsync-\(UUID().uuidString)")
+            "herald-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try await HeraldStore.open(
             url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
-        let devices = makeDeviceTokens(20).enumerated().map {
+        let devices = makeDeviceTokens(count).enumerated().map {
             DeviceRecord(
                 deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
                 environment: "sandbox")
         }
-        #expect(try await store.devices.importDevices(appID: "a", devices) == 20)
+        #expect(try await store.devices.importDevices(appID: "a", devices) == count)
+        return (store, devices)
+    }
+
+    @Test(
+        "SQLite: an accepted notification is synced to disk before createNotification returns; accepts arriving together share transactions and fsyncs; one that fails fails alone"
+    )
+    func acceptIsSynced() async throws {
+        let (store, _) = try await Self.sqliteFileStore("walsync", devices: 20)
         #expect(store.walSyncs == 0)  // an import is not a durable transaction
         _ = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .devices(["d0"]),
@@ -229,17 +236,7 @@ struct OutboxStoreTests {
         "SQLite: opens reported together share transactions and fsyncs; each counts once, a repeat adds a report"
     )
     func opensShareCommits() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "herald-opens-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try await HeraldStore.open(
-            url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
-        let devices = makeDeviceTokens(40).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
-        #expect(try await store.devices.importDevices(appID: "a", devices) == 40)
+        let (store, devices) = try await Self.sqliteFileStore("opens", devices: 40)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
             recipients: .devices(devices.map(\.deviceID)), excludeDeviceIDs: [], dueAt: Date())
