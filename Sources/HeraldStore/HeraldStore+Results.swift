@@ -230,9 +230,14 @@ extension OutboxRepository {
                     .integer(counts.deferred), .integer(counts.suppressed),
                 ]
             }
+            // `deferred_count` is set only when something was deferred: its trigger (the
+            // deferred totals) then runs for those notifications alone, not for every
+            // notification of a track wave.
+            let deferred =
+                chunk.contains { $0.1.deferred != 0 } ? "deferred_count = deferred_count + c.deferred, " : ""
             sql += """
                 ) UPDATE notifications SET sent_count = sent_count + c.sent, failed_count = failed_count + c.failed,
-                    deferred_count = deferred_count + c.deferred, suppressed_count = suppressed_count + c.suppressed
+                    \(deferred)suppressed_count = suppressed_count + c.suppressed
                 FROM c WHERE notifications.id = c.id
                 """
             _ = try await connection.query(sql, binds)
