@@ -300,51 +300,55 @@ struct NotificationPage {
 
 /// Charts drawn on the server as SVG (no script, no CDN).
 enum Charts {
+    /// One part of a stacked bar: its CSS class, its value and its tooltip.
+    typealias Part = (css: String, value: Double, title: String)
+
     /// Bars of sent (green) and failed (red) per minute.
     static func activity(_ minutes: [DeliveryActivity.Minute]) -> String {
-        let width = 600.0
-        let height = 80.0
-        let top = Double(max(1, minutes.map { $0.sent + $0.failed }.max() ?? 1))
-        let step = width / Double(max(1, minutes.count))
-        var bars = ""
-        for (index, minute) in minutes.enumerated() {
-            let x = Double(index) * step
-            let sent = Double(minute.sent) / top * (height - 2)
-            let failed = Double(minute.failed) / top * (height - 2)
-            if minute.sent > 0 {
-                bars +=
-                    #"<rect class="sent" x="\#(fmt(x))" y="\#(fmt(height - sent))" width="\#(fmt(step * 0.8))" height="\#(fmt(sent))"><title>\#(minute.sent) sent</title></rect>"#
-            }
-            if minute.failed > 0 {
-                bars +=
-                    #"<rect class="failed" x="\#(fmt(x))" y="\#(fmt(height - sent - failed))" width="\#(fmt(step * 0.8))" height="\#(fmt(failed))"><title>\#(minute.failed) failed</title></rect>"#
-            }
-        }
-        return
-            #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Sends per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
+        stacked(
+            minutes.map { minute in
+                [
+                    ("sent", Double(minute.sent), "\(minute.sent) sent"),
+                    ("failed", Double(minute.failed), "\(minute.failed) failed"),
+                ]
+            }, label: "Sends per minute, last \(minutes.count) minutes")
     }
 
     /// Stacked bars of the time each outbox stage took per minute (passes overlap, so a
     /// minute may hold more than 60 s): the tallest part is the stage that held a wave.
     static func stages(_ minutes: [StageActivity.Minute]) -> String {
+        stacked(
+            minutes.map { minute in
+                StageActivity.stages.compactMap { stage -> Part? in
+                    guard let totals = minute.stages[stage] else { return nil }
+                    return (
+                        "stage-\(stage)", totals.seconds,
+                        "\(stage): \(OverviewPage.Stage.duration(totals.seconds)) in \(totals.passes) passes"
+                    )
+                }
+            }, label: "Time per outbox stage per minute, last \(minutes.count) minutes")
+    }
+
+    /// An SVG of one bar per column, its parts stacked from the bottom in order (parts of 0
+    /// are left out), scaled to the tallest column.
+    static func stacked(_ columns: [[Part]], label: String) -> String {
         let width = 600.0
         let height = 80.0
-        let top = max(0.001, minutes.map { $0.stages.values.reduce(0) { $0 + $1.seconds } }.max() ?? 0)
-        let step = width / Double(max(1, minutes.count))
+        let top = max(0.001, columns.map { $0.reduce(0) { $0 + $1.value } }.max() ?? 0)
+        let step = width / Double(max(1, columns.count))
         var bars = ""
-        for (index, minute) in minutes.enumerated() {
+        for (index, parts) in columns.enumerated() {
             let x = Double(index) * step
             var base = height
-            for stage in StageActivity.stages {
-                guard let totals = minute.stages[stage], totals.seconds > 0 else { continue }
-                let part = totals.seconds / top * (height - 2)
-                base -= part
+            for part in parts where part.value > 0 {
+                let size = part.value / top * (height - 2)
+                base -= size
                 bars +=
-                    #"<rect class="stage-\#(stage)" x="\#(fmt(x))" y="\#(fmt(base))" width="\#(fmt(step * 0.8))" height="\#(fmt(part))"><title>\#(stage): \#(OverviewPage.Stage.duration(totals.seconds)) in \#(totals.passes) passes</title></rect>"#
+                    #"<rect class="\#(part.css)" x="\#(fmt(x))" y="\#(fmt(base))" width="\#(fmt(step * 0.8))" height="\#(fmt(size))"><title>\#(part.title)</title></rect>"#
             }
         }
         return
-            #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="Time per outbox stage per minute, last \#(minutes.count) minutes">\#(bars)</svg>"#
+            #"<svg class="chart" viewBox="0 0 \#(Int(width)) \#(Int(height))" preserveAspectRatio="none" role="img" aria-label="\#(label)">\#(bars)</svg>"#
     }
 
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }

@@ -289,10 +289,13 @@ extension BroadcastRepository {
         RETURNING remaining
         """
 
-    /// Devices of due broadcasts not yet answered: those after the cursors and those of pages
-    /// handed out.
-    static let broadcastDepthSQL = """
-        SELECT COALESCE((SELECT SUM(expected - handed) FROM broadcasts WHERE due_at <= $1), 0)
-             + COALESCE((SELECT SUM(remaining) FROM broadcast_pages), 0)
+    /// Devices of due broadcasts not yet answered, per app and lane (`app_id`, `lane`, `n`): those
+    /// after the cursors and those of pages handed out. `$1`: now.
+    static let broadcastWaitingSQL = """
+        SELECT app_id, lane, expected - handed AS n FROM broadcasts WHERE due_at <= $1
+        UNION ALL SELECT app_id, lane, remaining AS n FROM broadcast_pages
         """
+
+    /// All devices of due broadcasts not yet answered (`broadcastWaitingSQL` summed).
+    static let broadcastDepthSQL = "SELECT COALESCE(SUM(n), 0) FROM (\(broadcastWaitingSQL)) waiting"
 }

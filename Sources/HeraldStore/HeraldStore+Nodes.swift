@@ -152,12 +152,8 @@ extension NodeRepository {
             var gauges = OutboxGauges()
             let listed = Set(apps)
             for row in try await session.query(
-                """
-                SELECT app_id, lane, SUM(n) FROM (
-                    SELECT app_id, lane, expected - handed AS n FROM broadcasts WHERE due_at <= $1
-                    UNION ALL SELECT app_id, lane, remaining AS n FROM broadcast_pages) waiting
-                GROUP BY app_id, lane
-                """, [.integer(now)])
+                "SELECT app_id, lane, SUM(n) FROM (\(BroadcastRepository.broadcastWaitingSQL)) waiting GROUP BY app_id, lane",
+                [.integer(now)])
             {
                 guard row.count == 3, let app = row[0].text, listed.contains(app),
                     let lane = row[1].integer.flatMap({ DeliveryLane(rawValue: Int($0)) }), let count = row[2].integer,
@@ -199,9 +195,7 @@ extension NodeRepository {
             return gauges
         }
     }
-}
 
-extension NodeRepository {
     /// Per app, `deferred_totals` beside a count of the deferred rows themselves, read in one
     /// statement (one snapshot): what the triggers keep against what they stand for. Visits
     /// every deferred row: a check for tests and diagnosis, never for a scrape.

@@ -5,10 +5,12 @@ import Synchronization
 /// deliveries per minute over the last hour, and failures by reason since the process started.
 /// Kept in memory by the metrics' delivery counter; each node shows its own.
 package final class DeliveryActivity: Sendable {
-    package struct Minute: Sendable, Equatable {
+    package struct Minute: Sendable, Equatable, MinuteBucket {
         var start: Int64
         package var sent = 0
         package var failed = 0
+
+        init(start: Int64) { self.start = start }
     }
 
     private struct App {
@@ -25,14 +27,13 @@ package final class DeliveryActivity: Sendable {
         apps.withLock { apps in
             for (key, count) in counts where key.status == "sent" || key.status == "failed" {
                 var app = apps[key.app] ?? App()
-                if app.minutes.last?.start != minute { app.minutes.append(Minute(start: minute)) }
+                let index = app.minutes.current(minute, window: Self.window)
                 if key.status == "sent" {
-                    app.minutes[app.minutes.count - 1].sent += count
+                    app.minutes[index].sent += count
                 } else {
-                    app.minutes[app.minutes.count - 1].failed += count
+                    app.minutes[index].failed += count
                     app.failures[key.reason, default: 0] += count
                 }
-                app.minutes.removeAll { $0.start <= minute - Int64(Self.window) }
                 apps[key.app] = app
             }
         }
@@ -43,12 +44,8 @@ package final class DeliveryActivity: Sendable {
     package func snapshot(app: String, now: Date, minutes: Int = 30) -> (
         minutes: [Minute], failures: [(reason: String, count: Int)]
     ) {
-        let current = Int64(now.timeIntervalSince1970 / 60)
         let state = apps.withLock { $0[app] } ?? App()
-        let byStart = Dictionary(state.minutes.map { ($0.start, $0) }, uniquingKeysWith: { $1 })
-        let series = (0..<minutes).reversed().map { back in
-            byStart[current - Int64(back)] ?? Minute(start: current - Int64(back))
-        }
+        let series = state.minutes.series(now: now, count: minutes)
         let failures = state.failures.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map {
             (reason: $0.key, count: $0.value)
         }

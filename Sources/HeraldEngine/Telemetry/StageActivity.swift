@@ -46,9 +46,11 @@ package final class StageActivity: Sendable {
     }
 
     /// One minute: the totals of each stage that had a pass in it.
-    package struct Minute: Sendable, Equatable {
+    package struct Minute: Sendable, Equatable, MinuteBucket {
         package var start: Int64
         package var stages: [String: Totals] = [:]
+
+        init(start: Int64) { self.start = start }
     }
 
     static let window = 60
@@ -59,26 +61,19 @@ package final class StageActivity: Sendable {
         let minute = Int64(date.timeIntervalSince1970 / 60)
         let bucket = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
         minutes.withLock { minutes in
-            if minutes.last?.start != minute {
-                minutes.append(Minute(start: minute))
-                minutes.removeAll { $0.start <= minute - Int64(Self.window) }
-            }
-            var totals = minutes[minutes.count - 1].stages[stage] ?? Totals()
+            let index = minutes.current(minute, window: Self.window)
+            var totals = minutes[index].stages[stage] ?? Totals()
             totals.passes += 1
             totals.seconds += seconds
             totals.longest = max(totals.longest, seconds)
             totals.buckets[bucket] += 1
-            minutes[minutes.count - 1].stages[stage] = totals
+            minutes[index].stages[stage] = totals
         }
     }
 
     /// The last `count` minutes up to `now` (empty minutes included, oldest first).
     package func snapshot(now: Date, minutes count: Int = 15) -> [Minute] {
-        let current = Int64(now.timeIntervalSince1970 / 60)
-        let byStart = minutes.withLock { Dictionary($0.map { ($0.start, $0) }, uniquingKeysWith: { $1 }) }
-        return (0..<count).reversed().map { back in
-            byStart[current - Int64(back)] ?? Minute(start: current - Int64(back))
-        }
+        minutes.withLock { $0 }.series(now: now, count: count)
     }
 
     /// Each stage's totals over `minutes`.
