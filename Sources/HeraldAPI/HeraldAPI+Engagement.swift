@@ -13,65 +13,32 @@ extension HeraldAPI {
         routes.clientWrite.post("opened") { request, context in
             let caller = try context.authorized()
             let (app, tokenUser) = (caller.app, caller.tokenUser)
-            // A client key speaks for the user its token proves; the delivery must be theirs.
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
-            guard
-                let delivery = try await runtime.store.tracks.deliveryReference(
-                    appID: app.id, deliveryID: open.deliveryID)
-            else {
-                throw APIError(
-                    .notFound, code: "not_found",
-                    message:
-                        "no delivery \(open.deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
-                    field: "delivery_id")
+            let opened: (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded)
+            if app.catalog?.triggers.contains(where: { $0.event == TrackRepository.openedEvent }) == true {
+                opened = try await recordOpen(open, app: app, tokenUser: tokenUser, runtime: runtime, now: now)
+            } else {
+                // No trigger answers the open: read, check and write it with the opens reported
+                // beside it, in one batch.
+                guard
+                    let reported = try await runtime.store.tracks.reportOpen(
+                        TrackRepository.OpenReport(
+                            appID: app.id, deliveryID: open.deliveryID, action: open.action, openedAt: open.at,
+                            check: { delivery in
+                                try checkOpen(open, of: delivery, app: app, tokenUser: tokenUser)
+                            }))
+                else { throw noDelivery(open) }
+                opened = (reported.delivery, reported.recorded)
             }
-            guard delivery.deviceID == open.deviceID else {
-                throw APIError(
-                    .forbidden, code: "forbidden", message: "the delivery went to another device than device_id",
-                    field: "device_id")
-            }
-            if let tokenUser, delivery.userID != tokenUser {
-                throw APIError(
-                    .forbidden, code: "forbidden", message: "the delivery is another user's than the user token's",
-                    field: UserToken.header)
-            }
-            let type = delivery.type.flatMap { app.catalog?.type($0) }
-            if open.action != OpenedBody.defaultAction, let type,
-                !type.actions.contains(where: { $0.id == open.action })
-            {
-                let known = ([OpenedBody.defaultAction] + type.actions.map(\.id)).joined(separator: ", ")
-                throw APIError.invalid("action", "action is one of \(known) for \(type.name)")
-            }
-            // The built-in app.opened event, for a delivery to a user's device: what a step's
-            // `unless` and the catalog's triggers read.
-            var event: TrackRepository.OpenEvent?
-            if let userID = delivery.userID {
-                var data: [String: JSONValue] = [
-                    "delivery_id": .int(Int(delivery.id)),
-                    "notification_id": .string(delivery.notificationID.uuidString.lowercased()),
-                    "action": .string(open.action),
-                ]
-                if let type { data["type"] = .string(type.name) }
-                let text = String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
-                let checked = UserEvent(
-                    name: TrackRepository.openedEvent, userID: userID, data: text, occurredAt: open.at,
-                    idempotencyKey: nil)
-                event = TrackRepository.OpenEvent(
-                    id: UUID.random(), userID: userID, data: text,
-                    effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
-                    badgePush: Triggers.badgePush(app: app))
-            }
-            let recorded = try await runtime.store.tracks.recordOpen(
-                appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)
-            if recorded.counted {
-                runtime.metrics.opened(app: app.id, type: type?.name)
-                if !recorded.notifications.isEmpty {
+            if opened.recorded.counted {
+                runtime.metrics.opened(app: app.id, type: opened.delivery.type.flatMap { app.catalog?.type($0) }?.name)
+                if !opened.recorded.notifications.isEmpty {
                     runtime.wake.signal(outbox: true)
-                    for _ in recorded.notifications { runtime.metrics.notificationCreated(app: app.id) }
+                    for _ in opened.recorded.notifications { runtime.metrics.notificationCreated(app: app.id) }
                 }
             }
-            return try JSONResponse.make(OpenedView(deliveryID: delivery.id, recorded: recorded))
+            return try JSONResponse.make(OpenedView(deliveryID: opened.delivery.id, recorded: opened.recorded))
         }
         routes.server.get("analytics") { request, context in
             let app = try context.authorized().app
@@ -83,5 +50,70 @@ extension HeraldAPI {
                 AnalyticsView(
                     days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog))
         }
+    }
+
+    /// An open of an app with triggers on `app.opened`: their effects read the user's attributes
+    /// before the transaction, so it is read, checked and recorded on its own.
+    private static func recordOpen(
+        _ open: OpenedBody.Checked, app: AppRuntime, tokenUser: String?, runtime: HeraldRuntime, now: Date
+    ) async throws -> (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded) {
+        guard
+            let delivery = try await runtime.store.tracks.deliveryReference(appID: app.id, deliveryID: open.deliveryID)
+        else { throw noDelivery(open) }
+        var event: TrackRepository.OpenEvent?
+        if let data = try checkOpen(open, of: delivery, app: app, tokenUser: tokenUser), let userID = delivery.userID {
+            let checked = UserEvent(
+                name: TrackRepository.openedEvent, userID: userID, data: data, occurredAt: open.at, idempotencyKey: nil)
+            event = TrackRepository.OpenEvent(
+                id: UUID.random(), userID: userID, data: data,
+                effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
+                badgePush: Triggers.badgePush(app: app))
+        }
+        return (
+            delivery,
+            try await runtime.store.tracks.recordOpen(
+                appID: app.id, delivery, action: open.action, openedAt: open.at, event: event)
+        )
+    }
+
+    /// Checks a reported open against its delivery: it went to `device_id`, to the user token's
+    /// user (client keys), and the action is its type's. Answers the built-in `app.opened`
+    /// event's data for a delivery to a user's device (what a step's `unless` and the catalog's
+    /// triggers read), nil for a delivery to no user.
+    private static func checkOpen(
+        _ open: OpenedBody.Checked, of delivery: TrackRepository.DeliveryReference, app: AppRuntime,
+        tokenUser: String?
+    ) throws -> String? {
+        guard delivery.deviceID == open.deviceID else {
+            throw APIError(
+                .forbidden, code: "forbidden", message: "the delivery went to another device than device_id",
+                field: "device_id")
+        }
+        if let tokenUser, delivery.userID != tokenUser {
+            throw APIError(
+                .forbidden, code: "forbidden", message: "the delivery is another user's than the user token's",
+                field: UserToken.header)
+        }
+        let type = delivery.type.flatMap { app.catalog?.type($0) }
+        if open.action != OpenedBody.defaultAction, let type, !type.actions.contains(where: { $0.id == open.action }) {
+            let known = ([OpenedBody.defaultAction] + type.actions.map(\.id)).joined(separator: ", ")
+            throw APIError.invalid("action", "action is one of \(known) for \(type.name)")
+        }
+        guard delivery.userID != nil else { return nil }
+        var data: [String: JSONValue] = [
+            "delivery_id": .int(Int(delivery.id)),
+            "notification_id": .string(delivery.notificationID.uuidString.lowercased()),
+            "action": .string(open.action),
+        ]
+        if let type { data["type"] = .string(type.name) }
+        return String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
+    }
+
+    private static func noDelivery(_ open: OpenedBody.Checked) -> APIError {
+        APIError(
+            .notFound, code: "not_found",
+            message:
+                "no delivery \(open.deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
+            field: "delivery_id")
     }
 }

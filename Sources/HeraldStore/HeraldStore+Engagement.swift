@@ -149,6 +149,227 @@ extension TrackRepository {
             : try await transaction(durable: true, body)
     }
 
+    /// One device's report of an open, for `reportOpen`.
+    package struct OpenReport: Sendable {
+        package var appID: String
+        package var deliveryID: Int64
+        package var action: String
+        package var openedAt: Date
+        /// Checks the delivery against the report (its device, its user, the action) and answers
+        /// the `app.opened` event's data, nil for no event (a delivery to no user). Throwing
+        /// refuses this report alone, with that error.
+        package var check: @Sendable (DeliveryReference) throws -> String?
+
+        package init(
+            appID: String, deliveryID: Int64, action: String, openedAt: Date,
+            check: @escaping @Sendable (DeliveryReference) throws -> String?
+        ) {
+            self.appID = appID
+            self.deliveryID = deliveryID
+            self.action = action
+            self.openedAt = openedAt
+            self.check = check
+        }
+    }
+
+    /// A report `reportOpen` recorded: the delivery it names, and what recording it did.
+    package struct ReportedOpen: Sendable, Equatable {
+        package var delivery: DeliveryReference
+        package var recorded: OpenRecorded
+    }
+
+    /// Records an open reported for an app whose catalog has no trigger on `app.opened` (its
+    /// event has no effects to prepare): the delivery is read, checked and recorded in one
+    /// transaction shared with the opens reported within the same few milliseconds, each
+    /// statement taking the whole batch (`WriteBatcher`). Counted and stored as `recordOpen`
+    /// does; nil when the app has no such delivery (yet).
+    package func reportOpen(_ report: OpenReport) async throws -> ReportedOpen? {
+        try await database.openBatcher.submit(report, database) { session, reports in
+            try await TrackRepository(database: database).recordOpens(reports, session)
+        }
+    }
+
+    /// `reportOpen`'s batch: the deliveries in one read; the opens in one upsert (repeats of a
+    /// delivery within the batch folded into one row, the first report's action kept); the
+    /// notifications' `opened_count` in one update; the events of the counted opens in one
+    /// insert; the event ids of the others in one read.
+    private func recordOpens(_ reports: [OpenReport], _ session: Session) async throws -> [Result<
+        ReportedOpen?, any Error
+    >] {
+        let now = nowMilliseconds
+        struct Key: Hashable {
+            var app: String
+            var delivery: Int64
+        }
+        var wanted = BulkRows([("app_id", .text), ("delivery_id", .integer)], capacity: reports.count)
+        var seen = Set<Key>()
+        for report in reports where seen.insert(Key(app: report.appID, delivery: report.deliveryID)).inserted {
+            wanted.append(.text(report.appID))
+            wanted.append(.integer(report.deliveryID))
+        }
+        var references: [Key: DeliveryReference] = [:]
+        for row in try await session.query(
+            [], rows: wanted,
+            { source in
+                """
+                SELECT r.app_id, d.id, d.notification_id, d.device_id, d.user_id, d.status, n.type FROM \(source)
+                JOIN deliveries d ON d.id = r.delivery_id AND d.app_id = r.app_id
+                JOIN notifications n ON n.id = d.notification_id
+                """
+            })
+        {
+            guard let app = row[0].text, let id = row[1].integer,
+                let notification = row[2].text.flatMap(UUID.init(uuidString:)), let device = row[3].text,
+                let status = row[5].text.flatMap(DeliveryStatus.init(rawValue:))
+            else { continue }
+            references[Key(app: app, delivery: id)] = DeliveryReference(
+                id: id, notificationID: notification, deviceID: device, userID: row[4].text, status: status,
+                type: row[6].text)
+        }
+        // The checked reports, grouped by delivery in the order of their first report.
+        struct Group {
+            var key: Key
+            var reference: DeliveryReference
+            var first: OpenReport
+            var event: String?
+            var indexes: [Int] = []
+            var stored: (reports: Int64, action: String)?
+            var eventID: String?
+            var counted: Bool { stored?.reports == Int64(indexes.count) }
+            var eventKey: String { "opened:\(key.delivery)" }
+        }
+        var outcomes: [Result<ReportedOpen?, any Error>] = Array(repeating: .success(nil), count: reports.count)
+        var groups: [Group] = []
+        var position: [Key: Int] = [:]
+        for (index, report) in reports.enumerated() {
+            let key = Key(app: report.appID, delivery: report.deliveryID)
+            guard let reference = references[key] else { continue }
+            do {
+                let event = try report.check(reference)
+                if position[key] == nil {
+                    position[key] = groups.count
+                    groups.append(Group(key: key, reference: reference, first: report, event: event))
+                }
+                if let at = position[key] { groups[at].indexes.append(index) }
+            } catch {
+                outcomes[index] = .failure(error)
+            }
+        }
+        guard !groups.isEmpty else { return outcomes }
+        /// Event ids read back as (app, idempotency key, id) rows.
+        func takeEventIDs(_ rows: [[Session.Value]]) {
+            for row in rows {
+                guard let app = row[0].text, let key = row[1].text, let id = row[2].text,
+                    let delivery = Int64(key.dropFirst("opened:".count)),
+                    let at = position[Key(app: app, delivery: delivery)]
+                else { continue }
+                groups[at].eventID = id
+            }
+        }
+        var opens = BulkRows(
+            [
+                ("app_id", .text), ("delivery_id", .integer), ("notification_id", .text), ("device_id", .text),
+                ("user_id", .text), ("action", .text), ("opened_at", .integer), ("reports", .integer),
+            ], capacity: groups.count)
+        for group in groups {
+            for cell: BulkRows.Cell in [
+                .text(group.key.app), .integer(group.key.delivery), .text(group.reference.notificationID.uuidString),
+                .text(group.reference.deviceID), .text(group.reference.userID ?? ""), .text(group.first.action),
+                .integer(Self.milliseconds(group.first.openedAt)), .integer(Int64(group.indexes.count)),
+            ] { opens.append(cell) }
+        }
+        for row in try await session.query(
+            [.integer(now)], rows: opens,
+            { source in
+                """
+                INSERT INTO opens (app_id, delivery_id, notification_id, device_id, user_id, action, opened_at, received_at, reports)
+                SELECT r.app_id, r.delivery_id, r.notification_id, r.device_id, NULLIF(r.user_id, ''), r.action, r.opened_at, $1, r.reports
+                FROM \(source) WHERE true
+                ON CONFLICT (app_id, delivery_id) DO UPDATE SET reports = opens.reports + excluded.reports
+                RETURNING app_id, delivery_id, reports, action
+                """
+            })
+        {
+            guard let app = row[0].text, let id = row[1].integer, let count = row[2].integer, let action = row[3].text,
+                let at = position[Key(app: app, delivery: id)]
+            else { continue }
+            groups[at].stored = (count, action)
+        }
+        // A delivery's first report ever is in this batch when its row holds just this batch's.
+        let counted = groups.filter(\.counted)
+        if !counted.isEmpty {
+            var perNotification: [String: Int64] = [:]
+            for group in counted { perNotification[group.reference.notificationID.uuidString, default: 0] += 1 }
+            var increments = BulkRows([("id", .text), ("opened", .integer)], capacity: perNotification.count)
+            for (id, opened) in perNotification.sorted(by: { $0.key < $1.key }) {
+                increments.append(.text(id))
+                increments.append(.integer(opened))
+            }
+            _ = try await session.query([], rows: increments) { source in
+                """
+                UPDATE notifications SET opened_count = notifications.opened_count + r.opened FROM \(source)
+                WHERE notifications.id = r.id
+                """
+            }
+            var inserted = BulkRows(
+                [
+                    ("id", .text), ("app_id", .text), ("user_id", .text), ("data", .text), ("occurred_at", .integer),
+                    ("idempotency_key", .text),
+                ], capacity: counted.count)
+            for group in counted {
+                guard let data = group.event, let user = group.reference.userID else { continue }
+                for cell: BulkRows.Cell in [
+                    .text(UUID.random().uuidString.lowercased()), .text(group.key.app), .text(user), .text(data),
+                    .integer(Self.milliseconds(group.first.openedAt)), .text(group.eventKey),
+                ] { inserted.append(cell) }
+            }
+            if !inserted.isEmpty {
+                takeEventIDs(
+                    try await session.query([.text(Self.openedEvent), .integer(now)], rows: inserted) { source in
+                        """
+                        INSERT INTO events (id, app_id, user_id, name, data, occurred_at, received_at, idempotency_key)
+                        SELECT r.id, r.app_id, r.user_id, $1, r.data, r.occurred_at, $2, r.idempotency_key FROM \(source)
+                        WHERE true ON CONFLICT (app_id, idempotency_key) DO NOTHING
+                        RETURNING app_id, idempotency_key, id
+                        """
+                    })
+            }
+        }
+        // The event of a delivery counted before: the first report's.
+        var looked = BulkRows([("app_id", .text), ("idempotency_key", .text)], capacity: groups.count)
+        for group in groups where group.eventID == nil && group.reference.userID != nil {
+            looked.append(.text(group.key.app))
+            looked.append(.text(group.eventKey))
+        }
+        if !looked.isEmpty {
+            takeEventIDs(
+                try await session.query([], rows: looked) { source in
+                    """
+                    SELECT e.app_id, e.idempotency_key, e.id FROM \(source)
+                    JOIN events e ON e.app_id = r.app_id AND e.idempotency_key = r.idempotency_key
+                    """
+                })
+        }
+        for group in groups {
+            guard let stored = group.stored else { continue }
+            for (order, index) in group.indexes.enumerated() {
+                outcomes[index] = .success(
+                    ReportedOpen(
+                        delivery: group.reference,
+                        recorded: OpenRecorded(
+                            counted: order == 0 && group.counted,
+                            reports: stored.reports - Int64(group.indexes.count) + 1 + Int64(order),
+                            action: stored.action, eventID: group.eventID, notifications: [])))
+            }
+        }
+        return outcomes
+    }
+
+    /// The delivery id an open's event idempotency key (`opened:<id>`) names.
+    private static func openedDelivery(_ key: String) -> Int64 {
+        Int64(key.dropFirst("opened:".count)) ?? 0
+    }
+
     /// How long an open that would commit alone waits for others to share its commit (SQLite).
     static let openLinger = Duration.milliseconds(10)
 

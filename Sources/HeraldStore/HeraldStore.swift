@@ -70,6 +70,13 @@ package final class HeraldStore: Sendable {
     let commitGroup = SQLiteCommitGroup()
     /// SQLite: accepts and opens that shared their transaction with others.
     package var groupedWrites: Int { commitGroup.grouped.load(ordering: .relaxed) }
+    /// Opens reported together, written by set-based statements (`TrackRepository.reportOpen`).
+    let openBatcher = WriteBatcher<TrackRepository.OpenReport, TrackRepository.ReportedOpen?>(
+        linger: .milliseconds(10), maximumBatch: HeraldStore.batchSize)
+    /// Open batches written, and the opens in them.
+    package var openBatches: (batches: Int, opens: Int) {
+        (openBatcher.batches.load(ordering: .relaxed), openBatcher.items.load(ordering: .relaxed))
+    }
 
     /// Returns once every commit made before the call is on disk (SQLite on a file; elsewhere
     /// commits are durable already, or there is no disk).

@@ -268,6 +268,65 @@ struct OutboxStoreTests {
     }
 
     @Test(
+        "opens reported together are written as one batch: repeats in the batch count once with reports 1, 2, …; a refused or unknown one fails alone; one app.opened event each"
+    )
+    func opensBatched() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await storeWithDevices("open-batch", count: 40, clock: clock) { "u\($0)" }
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
+            recipients: .devices((0..<40).map { "d\($0)" }), excludeDeviceIDs: [], dueAt: clock.now)
+        let rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+        #expect(rows.count == 40)
+        struct Refused: Error {}
+        func report(_ id: Int64, refuse: Bool = false) -> TrackRepository.OpenReport {
+            TrackRepository.OpenReport(
+                appID: "a", deliveryID: id, action: "default", openedAt: clock.now,
+                check: { delivery in
+                    if refuse { throw Refused() }
+                    return #"{"delivery_id":\#(delivery.id)}"#
+                })
+        }
+        // 40 opens, 10 of them twice, 5 refused and 2 of no delivery, all at once.
+        let ids = rows.map(\.id)
+        let reports =
+            ids.map { report($0) } + ids.prefix(10).map { report($0) } + ids.suffix(5).map { report($0, refuse: true) }
+            + [report(999_999_999), report(999_999_998)]
+        let before = store.openBatches
+        let outcomes = await withTaskGroup(of: (Int64, Result<TrackRepository.ReportedOpen?, any Error>).self) {
+            group in
+            for item in reports {
+                group.addTask {
+                    do { return (item.deliveryID, .success(try await store.tracks.reportOpen(item))) } catch {
+                        return (item.deliveryID, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let recorded = outcomes.compactMap { try? $0.1.get() }
+        #expect(outcomes.filter { if case .failure(let error) = $0.1 { error is Refused } else { false } }.count == 5)
+        #expect(outcomes.filter { if case .success(nil) = $0.1 { true } else { false } }.count == 2)
+        #expect(recorded.count == 50 && recorded.filter(\.recorded.counted).count == 40)
+        for id in ids.prefix(10) {
+            let twice = recorded.filter { $0.delivery.id == id }
+            #expect(twice.map(\.recorded.reports).sorted() == [1, 2] && twice.filter(\.recorded.counted).count == 1)
+            #expect(twice[0].recorded.eventID != nil && twice[0].recorded.eventID == twice[1].recorded.eventID)
+        }
+        #expect(Set(recorded.compactMap(\.recorded.eventID)).count == 40)
+        let after = store.openBatches
+        #expect(after.opens - before.opens == reports.count && after.batches - before.batches < reports.count)
+        // Reported again later: not counted, the same event.
+        let again = try #require(try await store.tracks.reportOpen(report(ids[0])))
+        #expect(!again.recorded.counted && again.recorded.reports == 3)
+        #expect(again.recorded.eventID == recorded.first { $0.delivery.id == ids[0] }?.recorded.eventID)
+        let summary = try await store.dashboard.recentNotifications(
+            appID: "a", type: nil, status: nil, before: nil, limit: 1)
+        #expect(summary.first?.opened == 40)
+        await store.close()
+    }
+
+    @Test(
         "retention deletes answered history older than outbox.retention in small steps, never a delivery still to send")
     func retention() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))

@@ -1,0 +1,95 @@
+import Synchronization
+
+/// Small writes that many callers make at once — opens reported by devices — gathered for a
+/// few milliseconds and written together: one durable transaction whose statements each take
+/// every item of the batch (set-based, like a bulk insert), instead of a transaction, a handful
+/// of statements and their thread hand-offs per item. The first item of a batch waits `linger`
+/// for others to join; items arriving while a batch is written form the next. If a batch's
+/// transaction fails, each of its items is written again in a batch of its own, so one bad item
+/// never fails another.
+final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
+    /// Writes `items` inside the open transaction; answers one outcome per item, in order.
+    typealias Process = @Sendable (Session, [Item]) async throws -> [Result<Output, any Error>]
+
+    private struct Waiting {
+        var item: Item
+        var continuation: CheckedContinuation<Output, any Error>
+    }
+
+    private struct State {
+        var waiting: [Waiting] = []
+        var scheduled = false
+    }
+
+    private let state = Mutex(State())
+    private let linger: Duration
+    private let maximumBatch: Int
+    /// Batches written, and items in them (tests and diagnostics).
+    let batches = Atomic<Int>(0)
+    let items = Atomic<Int>(0)
+
+    init(linger: Duration, maximumBatch: Int) {
+        self.linger = linger
+        self.maximumBatch = maximumBatch
+    }
+
+    /// Writes `item` with the next batch of `store`, by `process` (every caller of one batcher
+    /// passes the same), and returns its outcome once the batch is on disk.
+    func submit(_ item: Item, _ store: HeraldStore, _ process: @escaping Process) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            let lead = state.withLock { state in
+                state.waiting.append(Waiting(item: item, continuation: continuation))
+                guard !state.scheduled else { return false }
+                state.scheduled = true
+                return true
+            }
+            if lead {
+                Task {
+                    try? await Task.sleep(for: linger)
+                    await flush(store, process)
+                }
+            }
+        }
+    }
+
+    /// Writes the waiting items, a batch at a time; items arriving meanwhile form a batch of
+    /// their own, after their own linger.
+    private func flush(_ store: HeraldStore, _ process: Process) async {
+        while true {
+            let (batch, more) = state.withLock { state in
+                let batch = Array(state.waiting.prefix(maximumBatch))
+                state.waiting.removeFirst(batch.count)
+                if state.waiting.isEmpty { state.scheduled = false }
+                return (batch, !state.waiting.isEmpty)
+            }
+            guard !batch.isEmpty else { return }
+            batches.add(1, ordering: .relaxed)
+            items.add(batch.count, ordering: .relaxed)
+            do {
+                try await write(batch, store, process)
+            } catch  where batch.count > 1 {
+                for waiting in batch {
+                    do { try await write([waiting], store, process) } catch {
+                        waiting.continuation.resume(throwing: error)
+                    }
+                }
+            } catch {
+                batch[0].continuation.resume(throwing: error)
+            }
+            // More than a batch was waiting: the rest goes next, without lingering.
+            guard more else { return }
+        }
+    }
+
+    /// Writes `batch` in one durable transaction and resumes its callers; throws (resuming
+    /// none) when the transaction failed.
+    private func write(_ batch: [Waiting], _ store: HeraldStore, _ process: Process) async throws {
+        let outcomes = try await store.transaction(durable: true) { session in
+            try await process(session, batch.map(\.item))
+        }
+        guard outcomes.count == batch.count else {
+            throw StoreError(.corrupt, "a batch of \(batch.count) writes answered \(outcomes.count) outcomes")
+        }
+        for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(with: outcome) }
+    }
+}
