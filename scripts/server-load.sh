@@ -23,10 +23,11 @@
 #   scripts/server-load.sh opens [DEVICES]         # default 100,000: import, send a typed notification
 #                                                  # to all, then report OPENS (default: min(DEVICES,
 #                                                  # 100,000)) opens as fast as the API takes them
-#                                                  # (32 connections; OPEN_RATE=N paces them at N/s)
+#                                                  # (64 connections; OPEN_RATE=N paces them at N/s)
 #                                                  # and a tenth of them again: opens/s, server CPU
-#                                                  # and CPU per report, peak RSS; then GET
-#                                                  # …/analytics over the DEVICES deliveries: p50/max
+#                                                  # and CPU per report, peak RSS; the floor: CPU per
+#                                                  # GET /healthz, half as many at the same pace; then
+#                                                  # GET …/analytics over the DEVICES deliveries: p50/max
 #   scripts/server-load.sh dashboard [DEVICES]     # default 1,000,000 (3 per user): import, a
 #                                                  # transactional notification to all (sent), a
 #                                                  # promo to all held by quiet hours (deferred),
@@ -693,7 +694,7 @@ async def main():
     queue = asyncio.Queue()
     for index, item in enumerate(reports):
         queue.put_nowait((item[0], item[1], index))
-    workers = [asyncio.create_task(worker(queue)) for _ in range(32)]
+    workers = [asyncio.create_task(worker(queue)) for _ in range(64)]
     for _ in workers:
         queue.put_nowait(None)
     begin = time.monotonic()
@@ -710,6 +711,51 @@ PY
     cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     reports=$(( OPENS + OPENS / 10 ))
     echo "server CPU for the reports: $(python3 -c "print('%.1f s, %.3f ms a report' % ($cpu_after - $cpu_before, ($cpu_after - $cpu_before) * 1000 / $reports))"); peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    # The floor: what a request that does nothing (GET /healthz) costs at the same pace over
+    # as many connections, in the same run.
+    floor_count=$(( OPENS / 2 ))
+    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    python3 - "$PORT" "$floor_count" "${OPEN_RATE:-0}" <<'PY' || status=$?
+import asyncio, sys, time
+port, count, rate = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+
+async def worker(queue):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    while True:
+        index = await queue.get()
+        if index is None:
+            writer.close()
+            return
+        if rate > 0:
+            delay = begin + index / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await reader.readexactly(length)
+
+begin = 0.0
+
+async def main():
+    global begin
+    queue = asyncio.Queue()
+    for index in range(count):
+        queue.put_nowait(index)
+    workers = [asyncio.create_task(worker(queue)) for _ in range(64)]
+    for _ in workers:
+        queue.put_nowait(None)
+    begin = time.monotonic()
+    await asyncio.gather(*workers)
+
+asyncio.run(main())
+PY
+    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    echo "server CPU for $floor_count GET /healthz at the same pace (the floor): $(python3 -c "print('%.3f ms a request' % (($cpu_after - $cpu_before) * 1000 / $floor_count))")"
     python3 - "$PORT" "$SERVER" "$OPENS" "$COUNT" <<'PY' || status=$?
 import json, sys, time, urllib.request
 port, key, opens, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

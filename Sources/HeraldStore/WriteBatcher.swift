@@ -3,8 +3,9 @@ import Synchronization
 /// Small writes that many callers make at once — opens reported by devices — gathered for a
 /// few milliseconds and written together: one durable transaction whose statements each take
 /// every item of the batch (set-based, like a bulk insert), instead of a transaction, a handful
-/// of statements and their thread hand-offs per item. The first item of a batch waits `linger`
-/// for others to join; items arriving while a batch is written form the next. If a batch's
+/// of statements and their thread hand-offs per item. Under load (the last batch held more than
+/// one item, or items came while it was written) the first item of a batch waits `linger` for
+/// others to join; a lone caller's item is written at once. If a batch's
 /// transaction fails, each of its items is written again in a batch of its own, so one bad item
 /// never fails another.
 final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
@@ -19,6 +20,8 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     private struct State {
         var waiting: [Waiting] = []
         var scheduled = false
+        /// Whether the next batch lingers: the last one was shared, or others waited behind it.
+        var busy = false
     }
 
     private let state = Mutex(State())
@@ -37,15 +40,15 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     /// passes the same), and returns its outcome once the batch is on disk.
     func submit(_ item: Item, _ store: HeraldStore, _ process: @escaping Process) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
-            let lead = state.withLock { state in
+            let lead: Duration? = state.withLock { state in
                 state.waiting.append(Waiting(item: item, continuation: continuation))
-                guard !state.scheduled else { return false }
+                guard !state.scheduled else { return nil }
                 state.scheduled = true
-                return true
+                return state.busy ? linger : .zero
             }
-            if lead {
+            if let lead {
                 Task {
-                    try? await Task.sleep(for: linger)
+                    if lead > .zero { try? await Task.sleep(for: lead) }
                     await flush(store, process)
                 }
             }
@@ -76,6 +79,7 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
             } catch {
                 batch[0].continuation.resume(throwing: error)
             }
+            state.withLock { state in state.busy = batch.count > 1 || !state.waiting.isEmpty }
             // More than a batch was waiting: the rest goes next, without lingering.
             guard more else { return }
         }
