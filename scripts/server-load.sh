@@ -639,11 +639,16 @@ echo "inbox: $inbox"
 if [ "$MODE" = opens ]; then
     OPENS=${OPENS:-$(( COUNT < 100000 ? COUNT : 100000 ))}
     echo "== report $OPENS opens (and a tenth of them again) as fast as the API takes them"
-    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
     status=0
-    python3 - "$PORT" "$SERVER" "$id" "$OPENS" "${OPEN_RATE:-0}" <<'PY' || status=$?
+    python3 - "$PORT" "$SERVER" "$id" "$OPENS" "${OPEN_RATE:-0}" "$SERVE_PID" <<'PY' || status=$?
 import asyncio, json, sys, time, urllib.request
-port, key, notification, opens, rate = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+port, key, notification, opens, rate, pid = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+
+def server_cpu():
+    fields = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+cpu_before = server_cpu()
 deliveries = []
 offset = 0
 while len(deliveries) < opens:
@@ -659,42 +664,48 @@ reports = deliveries + deliveries[: len(deliveries) // 10]
 statuses = {}
 counted = 0
 
-async def worker(queue):
+def open_request(item):
+    body = json.dumps({"delivery_id": item[0], "device_id": item[1], "action": "default"}).encode()
+    return (b"POST /v1/apps/load/opened HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+def open_answer(code, answer):
     global counted
+    statuses[code] = statuses.get(code, 0) + 1
+    if code == 200 and b'"counted":true' in answer:
+        counted += 1
+
+async def worker(queue, request, answered):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     while True:
-        item = await queue.get()
-        if item is None:
+        entry = await queue.get()
+        if entry is None:
             writer.close()
             return
+        index, item = entry
         if rate > 0:
-            # Paced: report i is due at begin + i / rate.
-            delay = begin + item[2] / rate - time.monotonic()
+            # Paced: request i is due at begin + i / rate.
+            delay = begin + index / rate - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-        body = json.dumps({"delivery_id": item[0], "device_id": item[1], "action": "default"}).encode()
-        writer.write(b"POST /v1/apps/load/opened HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
-                     + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        writer.write(request(item))
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
         length = 0
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":")[1])
-        answer = await reader.readexactly(length)
-        code = int(head.split(b" ")[1])
-        statuses[code] = statuses.get(code, 0) + 1
-        if code == 200 and b'"counted":true' in answer:
-            counted += 1
+        answered(int(head.split(b" ")[1]), await reader.readexactly(length))
 
 begin = 0.0
 
-async def main():
+async def run(items, request, answered):
+    """Sends items over 64 connections (paced when rate > 0); returns the seconds taken."""
     global begin
     queue = asyncio.Queue()
-    for index, item in enumerate(reports):
-        queue.put_nowait((item[0], item[1], index))
-    workers = [asyncio.create_task(worker(queue)) for _ in range(64)]
+    for entry in enumerate(items):
+        queue.put_nowait(entry)
+    workers = [asyncio.create_task(worker(queue, request, answered)) for _ in range(64)]
     for _ in workers:
         queue.put_nowait(None)
     begin = time.monotonic()
@@ -702,60 +713,22 @@ async def main():
     return time.monotonic() - begin
 
 client_before = time.process_time()
-elapsed = asyncio.run(main())
+elapsed = asyncio.run(run(reports, open_request, open_answer))
 print("%d reports (%d opens, %d repeats) in %.2fs: %.0f/s; statuses %s; counted %d; client CPU %.1f s"
       % (len(reports), len(deliveries), len(reports) - len(deliveries), elapsed, len(reports) / elapsed, statuses, counted,
          time.process_time() - client_before))
+cpu = server_cpu() - cpu_before
+peak = [line.split()[1] for line in open("/proc/%s/status" % pid) if line.startswith("VmHWM:")][0]
+print("server CPU for the reports: %.1f s, %.3f ms a report; peak RSS %.1f MB" % (cpu, cpu * 1000 / len(reports), int(peak) / 1024))
+# The floor: what a request that does nothing (GET /healthz) costs at the same pace over as
+# many connections, in the same run.
+floor = len(reports) // 2
+cpu_before = server_cpu()
+asyncio.run(run(range(floor), lambda _: b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", lambda code, answer: None))
+print("server CPU for %d GET /healthz at the same pace (the floor): %.3f ms a request"
+      % (floor, (server_cpu() - cpu_before) * 1000 / floor))
 sys.exit(0 if counted == len(deliveries) and statuses.get(200) == len(reports) else 1)
 PY
-    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
-    reports=$(( OPENS + OPENS / 10 ))
-    echo "server CPU for the reports: $(python3 -c "print('%.1f s, %.3f ms a report' % ($cpu_after - $cpu_before, ($cpu_after - $cpu_before) * 1000 / $reports))"); peak RSS $(peak_rss_mb $SERVE_PID) MB"
-    # The floor: what a request that does nothing (GET /healthz) costs at the same pace over
-    # as many connections, in the same run.
-    floor_count=$(( OPENS / 2 ))
-    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
-    python3 - "$PORT" "$floor_count" "${OPEN_RATE:-0}" <<'PY' || status=$?
-import asyncio, sys, time
-port, count, rate = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-
-async def worker(queue):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    while True:
-        index = await queue.get()
-        if index is None:
-            writer.close()
-            return
-        if rate > 0:
-            delay = begin + index / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        await reader.readexactly(length)
-
-begin = 0.0
-
-async def main():
-    global begin
-    queue = asyncio.Queue()
-    for index in range(count):
-        queue.put_nowait(index)
-    workers = [asyncio.create_task(worker(queue)) for _ in range(64)]
-    for _ in workers:
-        queue.put_nowait(None)
-    begin = time.monotonic()
-    await asyncio.gather(*workers)
-
-asyncio.run(main())
-PY
-    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
-    echo "server CPU for $floor_count GET /healthz at the same pace (the floor): $(python3 -c "print('%.3f ms a request' % (($cpu_after - $cpu_before) * 1000 / $floor_count))")"
     python3 - "$PORT" "$SERVER" "$OPENS" "$COUNT" <<'PY' || status=$?
 import json, sys, time, urllib.request
 port, key, opens, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
