@@ -5,9 +5,8 @@ import Synchronization
 /// every item of the batch (set-based, like a bulk insert), instead of a transaction, a handful
 /// of statements and their thread hand-offs per item. Under load (the last batch held more than
 /// one item, or items came while it was written) the first item of a batch waits `linger` for
-/// others to join; a lone caller's item is written at once. If a batch's
-/// transaction fails, each of its items is written again in a batch of its own, so one bad item
-/// never fails another.
+/// others to join; a lone caller's item is written at once. If a batch's transaction fails,
+/// each of its items is written again in a batch of its own, so one bad item never fails another.
 final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes `items` inside the open transaction; answers one outcome per item, in order.
     typealias Process = @Sendable (Session, [Item]) async throws -> [Result<Output, any Error>]
