@@ -71,10 +71,11 @@ package final class HeraldStore: Sendable {
     /// SQLite: accepts and opens that shared their transaction with others.
     package var groupedWrites: Int { commitGroup.grouped.load(ordering: .relaxed) }
     /// Opens reported together, written by set-based statements (`TrackRepository.reportOpen`);
-    /// under load a batch gathers for 25 ms (about 25 opens at 1,000/s: each batch costs a
-    /// transaction, five statements and an fsync whatever its size).
+    /// under load a batch gathers for 50 ms (about 50 opens at 1,000/s: each batch costs a
+    /// transaction, five statements and an fsync whatever its size; an open's answer is not
+    /// waited on by anyone).
     let openBatcher = WriteBatcher<TrackRepository.OpenReport, TrackRepository.ReportedOpen?>(
-        linger: .milliseconds(25), maximumBatch: HeraldStore.batchSize)
+        linger: .milliseconds(50), maximumBatch: HeraldStore.batchSize)
     /// Open batches written, and the opens in them.
     package var openBatches: (batches: Int, opens: Int) {
         (openBatcher.batches.load(ordering: .relaxed), openBatcher.items.load(ordering: .relaxed))
