@@ -124,7 +124,7 @@ extension TrackRepository {
             var recorded = OpenRecorded(
                 counted: reports == 1, reports: reports, action: row?[1].text ?? action, eventID: nil, notifications: []
             )
-            let eventKey = "opened:\(delivery.id)"
+            let eventKey = Self.openedEventKey(delivery.id)
             guard recorded.counted else {
                 recorded.eventID = try await session.query(
                     "SELECT id FROM events WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(eventKey)]
@@ -236,7 +236,7 @@ extension TrackRepository {
             var stored: (reports: Int64, action: String)?
             var eventID: String?
             var counted: Bool { stored?.reports == Int64(indexes.count) }
-            var eventKey: String { "opened:\(key.delivery)" }
+            var eventKey: String { TrackRepository.openedEventKey(key.delivery) }
         }
         var outcomes: [Result<ReportedOpen?, any Error>] = Array(repeating: .success(nil), count: reports.count)
         var groups: [Group] = []
@@ -260,7 +260,7 @@ extension TrackRepository {
         func takeEventIDs(_ rows: [[Session.Value]]) {
             for row in rows {
                 guard let app = row[0].text, let key = row[1].text, let id = row[2].text,
-                    let delivery = Int64(key.dropFirst("opened:".count)),
+                    let delivery = Self.openedDelivery(key),
                     let at = position[Key(app: app, delivery: delivery)]
                 else { continue }
                 groups[at].eventID = id
@@ -365,10 +365,15 @@ extension TrackRepository {
         return outcomes
     }
 
-    /// The delivery id an open's event idempotency key (`opened:<id>`) names.
-    private static func openedDelivery(_ key: String) -> Int64 {
-        Int64(key.dropFirst("opened:".count)) ?? 0
+    /// The idempotency key of the `app.opened` event of delivery `id`: one event per delivery.
+    private static func openedEventKey(_ id: Int64) -> String { openedEventPrefix + String(id) }
+
+    /// The delivery an `app.opened` event's idempotency key names.
+    private static func openedDelivery(_ key: String) -> Int64? {
+        key.hasPrefix(openedEventPrefix) ? Int64(key.dropFirst(openedEventPrefix.count)) : nil
     }
+
+    private static let openedEventPrefix = "opened:"
 
     /// How long an open that would commit alone waits for others to share its commit (SQLite).
     static let openLinger = Duration.milliseconds(10)

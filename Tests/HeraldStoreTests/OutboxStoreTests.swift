@@ -293,20 +293,17 @@ struct OutboxStoreTests {
             ids.map { report($0) } + ids.prefix(10).map { report($0) } + ids.suffix(5).map { report($0, refuse: true) }
             + [report(999_999_999), report(999_999_998)]
         let before = store.openBatches
-        let outcomes = await withTaskGroup(of: (Int64, Result<TrackRepository.ReportedOpen?, any Error>).self) {
-            group in
+        let outcomes = await withTaskGroup(of: Result<TrackRepository.ReportedOpen?, any Error>.self) { group in
             for item in reports {
                 group.addTask {
-                    do { return (item.deliveryID, .success(try await store.tracks.reportOpen(item))) } catch {
-                        return (item.deliveryID, .failure(error))
-                    }
+                    do { return .success(try await store.tracks.reportOpen(item)) } catch { return .failure(error) }
                 }
             }
             return await group.reduce(into: []) { $0.append($1) }
         }
-        let recorded = outcomes.compactMap { try? $0.1.get() }
-        #expect(outcomes.filter { if case .failure(let error) = $0.1 { error is Refused } else { false } }.count == 5)
-        #expect(outcomes.filter { if case .success(nil) = $0.1 { true } else { false } }.count == 2)
+        let recorded = outcomes.compactMap { try? $0.get() }
+        #expect(outcomes.filter { if case .failure(let error) = $0 { error is Refused } else { false } }.count == 5)
+        #expect(outcomes.filter { if case .success(nil) = $0 { true } else { false } }.count == 2)
         #expect(recorded.count == 50 && recorded.filter(\.recorded.counted).count == 40)
         for id in ids.prefix(10) {
             let twice = recorded.filter { $0.delivery.id == id }
