@@ -7,7 +7,8 @@
 #                        PIDS; kills PIDS and stops the
 #                        PostgreSQL server at exit
 #   start_postgres PORT → initdb + start in $WORK/pg (as the postgres user when root); sets
-#                        PG_URL (its postgres database) and PSQL
+#                        PG_URL (its postgres database), PSQL and PG_PID (the postmaster)
+#   database_cpu       → CPU seconds that server has used so far (0 without one)
 
 bench_setup() {
     [ "${NO_BUILD:-0}" = 1 ] || [ -n "${HERALD_BIN:-}" ] || swift build -c release >&2
@@ -37,6 +38,31 @@ start_postgres() {
     $as "$bin/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
         -o "-p $port -k $WORK/pg -c listen_addresses=127.0.0.1 -c shared_buffers=512MB -c max_wal_size=4GB ${PG_OPTIONS:-}" start > /dev/null
     PG_STOP="$as $bin/pg_ctl -D $WORK/pg/data -m fast stop"
+    PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
     PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
     PSQL="psql -X -q -t -A -h 127.0.0.1 -p $port -U postgres"
+}
+
+# The postmaster's CPU, its ended backends' (its children fields) and its live backends'.
+database_cpu() {
+    [ -n "${PG_PID:-}" ] || { echo 0; return; }
+    python3 - "$PG_PID" <<'PY'
+import os, sys
+pid = sys.argv[1]
+def fields(process):
+    with open("/proc/%s/stat" % process) as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+postmaster = fields(pid)
+ticks = sum(int(value) for value in postmaster[11:15])  # utime, stime, cutime, cstime
+for process in os.listdir("/proc"):
+    if not process.isdigit():
+        continue
+    try:
+        process_fields = fields(process)
+    except OSError:
+        continue
+    if process_fields[1] == pid:
+        ticks += int(process_fields[11]) + int(process_fields[12])
+print("%.1f" % (ticks / os.sysconf("SC_CLK_TCK")))
+PY
 }

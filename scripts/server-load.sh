@@ -417,18 +417,23 @@ if [ "$MODE" = night ]; then
     }
     elapsed() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
     cpu() { awk '{print ($14+$15)/100}' "/proc/$SERVE_PID/stat"; }
+    # The database's and the simulator's CPU beside the server's, for each phase.
+    others() { echo "$(database_cpu) $(awk '{print ($14+$15)/100}' "/proc/$SIM_PID/stat")"; }
+    others_since() {
+        python3 -c "import sys; b = sys.argv[1].split(); a = sys.argv[2].split(); print('database CPU %.1f s, simulator CPU %.1f s' % (float(a[0]) - float(b[0]), float(a[1]) - float(b[1])))" "$1" "$(others)"
+    }
     echo "== quiet hours $QUIET_START-$QUIET_END UTC; a transactional notice to all $COUNT (the plain fan-out)"
-    cpu_before=$(cpu); start=$(date +%s.%N)
+    cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     notice=$(send_all '{"to":{"all":true},"type":"notice"}')
     await_status "$notice" sent
     fanout_seconds=$(elapsed "$start"); fanout_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
-    echo "notice sent to all after ${fanout_seconds}s, server CPU ${fanout_cpu} s"
+    echo "notice sent to all after ${fanout_seconds}s, server CPU ${fanout_cpu} s ($(others_since "$others_before"))"
     echo "== a promo to all, inside their quiet hours"
-    cpu_before=$(cpu); start=$(date +%s.%N)
+    cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     promo=$(send_all '{"to":{"all":true},"type":"promo"}')
     await_status "$promo" deferred
     defer_seconds=$(elapsed "$start"); defer_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
-    echo "promo deferred for all after ${defer_seconds}s, server CPU ${defer_cpu} s: $(python3 -c "print('%.2f' % ($defer_seconds / $fanout_seconds))")x the fan-out"
+    echo "promo deferred for all after ${defer_seconds}s, server CPU ${defer_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($defer_seconds / $fanout_seconds))")x the fan-out"
     python3 - "$PORT" "$METRICS" <<'PY'
 import sys, time, urllib.request
 port, key = int(sys.argv[1]), sys.argv[2]
@@ -446,12 +451,12 @@ for path in ["/metrics", "/readyz"]:
     print("%s with every promo deferred: p50 %.1f ms, max %.1f ms" % (path, times[3], times[-1]))
 PY
     echo "== the clock moves past the quiet hours: the wave"
-    cpu_before=$(cpu); start=$(date +%s.%N)
+    cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"2h"}' > /dev/null
     await_status "$promo" sent
     wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
-    echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s: $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
     print_metrics
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
     echo "inbox: $inbox"

@@ -48,7 +48,7 @@ extension BroadcastRepository {
             var full: [DeliveryResult] = []
             var arrays = PostgresRows(constants: constants)
             for result in group {
-                let (status, reason, due, attempts) = OutboxRepository.row(for: result)
+                let (status, reason, due, attempts) = Self.row(for: result)
                 if OutboxRepository.counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
                 if status == .queued || status == .deferred {
                     write.unanswered.append((result.deliveryID, result.broadcast?.userID ?? "", status == .deferred))
@@ -61,7 +61,8 @@ extension BroadcastRepository {
                     arrays.append(result, status: status, reason: reason, attempts: attempts, due: due ?? slot.dueAt)
                 case .sqlite:
                     let key = SharedRowsKey(
-                        status: status, attempts: attempts, due: due ?? slot.dueAt, reason: reason, trace: result.trace)
+                        status: status, attempts: attempts, due: due ?? slot.dueAt, reason: reason,
+                        trace: result.trace ?? result.broadcast?.trace)
                     shared[key, default: []].append(result)
                 }
             }
@@ -89,16 +90,29 @@ extension BroadcastRepository {
             }
             if !full.isEmpty {
                 let json = jsonRows(full) { result, json in
-                    let (status, reason, due, attempts) = OutboxRepository.row(for: result)
+                    let (status, reason, due, attempts) = Self.row(for: result)
                     json += ",\"" + status.rawValue + "\","
                     if let reason { SQLText.appendJSON(reason, to: &json) } else { json += "null" }
                     json += "," + String(attempts) + "," + String(due ?? slot.dueAt) + ","
-                    if let trace = result.trace { SQLText.appendJSON(trace, to: &json) } else { json += "null" }
+                    if let trace = result.trace ?? result.broadcast?.trace {
+                        SQLText.appendJSON(trace, to: &json)
+                    } else {
+                        json += "null"
+                    }
                 }
                 write.statements.append((sqliteBroadcastInsertSQL, constants + [.text(json)]))
             }
             return write
         }
+    }
+
+    /// A result's row as a page's insert writes it (`OutboxRepository.row(for:)`): the attempts
+    /// with those the row had before it was moved into its page.
+    static func row(for result: DeliveryResult) -> (
+        status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int
+    ) {
+        let row = OutboxRepository.row(for: result)
+        return (row.status, row.reason, row.due, row.attempts + (result.broadcast?.attempts ?? 0))
     }
 
     /// A JSON array with one array per result: [id, device, user, then what `more` appends].
@@ -176,7 +190,7 @@ extension BroadcastRepository {
             reasons.append(reason ?? "")
             attempts.append(Int64(count))
             dues.append(due)
-            traces.append(result.trace ?? "")
+            traces.append(result.trace ?? result.broadcast?.trace ?? "")
         }
 
         var bindings: PostgresBindings {

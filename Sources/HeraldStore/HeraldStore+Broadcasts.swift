@@ -339,10 +339,11 @@ extension BroadcastRepository {
             """
     }
 
-    /// The page's devices as claimed deliveries, each with its reserved row id.
+    /// The page's devices as claimed deliveries, each with its reserved row id; `priors`, for
+    /// moved rows, what each row held: its user, attempts and trace.
     func handOut(
         _ devices: [[Session.Value]], ids: [Int64], notification: String, app: String, claim: Int64,
-        slot: BroadcastSlot, trace: String? = nil
+        slot: BroadcastSlot, trace: String? = nil, priors: [(user: String, attempts: Int, trace: String?)]? = nil
     ) throws -> [ClaimedDelivery] {
         guard let notificationID = UUID(uuidString: notification) else {
             throw StoreError(.corrupt, "broadcasts: a notification id that is not a UUID")
@@ -358,12 +359,18 @@ extension BroadcastRepository {
             else { throw StoreError(.corrupt, "devices: a row a broadcast cannot read") }
             var deviceSlot = slot
             deviceSlot.userID = userID
+            if let priors, priors.indices.contains(index) {
+                let prior = priors[index]
+                deviceSlot.userID = prior.user
+                deviceSlot.attempts = prior.attempts
+                deviceSlot.trace = prior.trace
+            }
             claimed.append(
                 ClaimedDelivery(
                     id: ids[index], notificationID: notificationID, appID: app, deviceID: deviceID, platform: platform,
                     token: token,
-                    environment: environment, attempts: 0, userID: userID, locale: columns[5].text,
-                    timeZone: columns[6].text, trace: trace,
+                    environment: environment, attempts: deviceSlot.attempts, userID: userID, locale: columns[5].text,
+                    timeZone: columns[6].text, trace: deviceSlot.trace ?? trace,
                     claim: claim, createdAt: createdAt, broadcast: deviceSlot))
         }
         return claimed

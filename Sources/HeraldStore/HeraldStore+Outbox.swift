@@ -23,7 +23,8 @@ extension OutboxRepository {
         }
     }
 
-    /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`) for this node,
+    /// Claims up to `limit` due deliveries (`queued` or `deferred` → `sending`; on PostgreSQL,
+    /// deferred rows are moved into pages instead, `HeraldStore+DeferredPages`) for this node,
     /// with the device data needed to send them; deferred ones whose time has come and new ones
     /// share the claim half and half (either takes what the other leaves).
     /// Each claim is owned (`claimed_by` = `nodeID`) and numbered (`claim`, the fencing token
@@ -121,29 +122,28 @@ extension OutboxRepository {
             ]
             var failedByNotification: [String: Int] = [:]
             var undeferredByNotification: [String: Int] = [:]
+            // PostgreSQL deleted the deferred rows it can send: they go into pages first.
+            let moved =
+                dialect == .postgres
+                ? try await database.broadcasts.moveIntoPages(
+                    rows.filter { $0.count > 5 && $0[5].text == DeliveryStatus.deferred.rawValue && Self.sendable($0) },
+                    now: now, session) : [:]
             for columns in rows {
                 // Columns by position, in the SELECT's order.
-                guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text
+                guard columns.count == Self.claimColumnCount, let id = columns[0].integer,
+                    let notificationText = columns[1].text
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
                 if columns[5].text == DeliveryStatus.deferred.rawValue {
                     undeferredByNotification[notificationText, default: 0] += 1
                 }
-                let failure: Int?
-                if columns[7].text == nil || columns[8].text == nil || columns[9].text == nil {
-                    failure = 0
-                } else if columns[10].integer == 0 {
-                    failure = 1
-                } else if let planned = columns[14].text, planned != columns[11].text {
-                    failure = 2
-                } else {
-                    failure = nil
-                }
-                if let failure {
+                if let failure = Self.unsendable(columns) {
                     unsendable[failure].ids.append(id)
                     failedByNotification[notificationText, default: 0] += 1
                     continue
                 }
-                if let delivery = try Self.claimedDelivery(columns, claimOffset: claimOffset) {
+                if let delivery = moved[id] {
+                    claimed.append(delivery)
+                } else if let delivery = try Self.claimedDelivery(columns, claimOffset: claimOffset) {
                     claimed.append(delivery)
                 }
             }
@@ -177,22 +177,46 @@ extension OutboxRepository {
         return claimed
     }
 
+    /// Why a claimed row cannot be sent, as an index into the claim's reasons (0 its device is
+    /// gone, 1 inactive, 2 another user's now), or nil when it can. PostgreSQL's claim of
+    /// deferred rows decides the same in SQL (`postgresClaimDeferredSQL`).
+    static func unsendable(_ columns: [Session.Value]) -> Int? {
+        if columns[7].text == nil || columns[8].text == nil || columns[9].text == nil { return 0 }
+        if columns[10].integer == 0 { return 1 }
+        if let planned = columns[14].text, planned != columns[11].text { return 2 }
+        return nil
+    }
+
+    static func sendable(_ columns: [Session.Value]) -> Bool {
+        columns.count == claimColumnCount && unsendable(columns) == nil
+    }
+
     /// A sendable delivery from a claim's columns (`claimColumns`); `claimOffset` added to the
-    /// row's claim number (SQLite reads the rows before marking them).
+    /// row's claim number (SQLite reads the rows before marking them); `page`: the page a
+    /// deferred row was moved into (`moveIntoPages`), under its first claim.
     /// nil when the row names no device to send to (its device is gone) or no notification id.
-    static func claimedDelivery(_ columns: [Session.Value], claimOffset: Int64) throws -> ClaimedDelivery? {
-        guard columns.count == 18, let id = columns[0].integer, let notificationText = columns[1].text,
+    static func claimedDelivery(_ columns: [Session.Value], claimOffset: Int64, page: Int64? = nil) throws
+        -> ClaimedDelivery?
+    {
+        guard columns.count == claimColumnCount, let id = columns[0].integer, let notificationText = columns[1].text,
             let appID = columns[2].text, let deviceID = columns[3].text, let attempts = columns[4].integer,
             let claim = columns[15].integer, let createdAt = columns[16].integer
         else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
         guard let notificationID = UUID(uuidString: notificationText), let platform = columns[7].text,
             let token = columns[8].text, let environment = columns[9].text
         else { return nil }
+        let slot = page.map { page in
+            BroadcastSlot(
+                page: page, lane: Int(columns[18].integer ?? 1), dueAt: columns[17].integer ?? createdAt,
+                acceptedAt: createdAt, userID: columns[14].text ?? columns[11].text ?? "", attempts: Int(attempts),
+                trace: columns[6].text)
+        }
         return ClaimedDelivery(
             id: id, notificationID: notificationID, appID: appID, deviceID: deviceID, platform: platform,
             token: token, environment: environment, attempts: Int(attempts), userID: columns[11].text ?? "",
-            locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text, claim: claim + claimOffset,
-            createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000))
+            locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text,
+            claim: page == nil ? claim + claimOffset : 1,
+            createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000), broadcast: slot)
     }
 
     /// Up to `count` due deliveries of one status and lane, shared between `apps`: each gets
@@ -215,12 +239,17 @@ extension OutboxRepository {
                 }
                 return try await session.query(Self.claimSQL(status, after: false), binds)
             case .postgres:
-                let binds: [Session.Value] = [
-                    .integer(now), .integer(Int64(limit)), .text(nodeID), .text(app), .integer(Int64(lane.rawValue)),
-                ]
                 let rows =
                     try await status == .deferred
-                    ? session.query(ClaimDeferred.self, binds) : session.query(ClaimQueued.self, binds)
+                    ? session.query(
+                        ClaimDeferred.self,
+                        [.integer(now), .integer(Int64(limit)), .text(app), .integer(Int64(lane.rawValue))])
+                    : session.query(
+                        ClaimQueued.self,
+                        [
+                            .integer(now), .integer(Int64(limit)), .text(nodeID), .text(app),
+                            .integer(Int64(lane.rawValue)),
+                        ])
                 // An UPDATE returns its rows in no promised order (a join may shuffle them): put
                 // them back in claim order, (due_at, id), which a device's sends keep.
                 return rows.sorted {
@@ -254,7 +283,7 @@ extension OutboxRepository {
     /// The outbox's hot statements, prepared once per PostgreSQL connection.
     enum AppsWithWork: PreparedSQL { static let sql = OutboxRepository.appsWithWorkSQL }
     enum ClaimQueued: PreparedSQL { static let sql = OutboxRepository.postgresClaimSQL(.queued) }
-    enum ClaimDeferred: PreparedSQL { static let sql = OutboxRepository.postgresClaimSQL(.deferred) }
+    enum ClaimDeferred: PreparedSQL { static let sql = OutboxRepository.postgresClaimDeferredSQL }
 
     /// (status, app) pairs with deliveries queued or deferred (one index seek per app), and
     /// whether each lane has rows due by $1 (one seek per lane). The lane checks are scalar
@@ -285,9 +314,13 @@ extension OutboxRepository {
     static func claimColumns(status: String) -> String {
         """
         d.id, d.notification_id, d.app_id, d.device_id, d.attempts, \(status), d.trace,
-        v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at, d.due_at
+        v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at, d.due_at,
+        d.lane
         """
     }
+
+    /// How many columns `claimColumns` has.
+    static let claimColumnCount = 19
 
     /// The position of `due_at` in `claimColumns` (where a second round continues).
     static let claimDueColumn = 17
@@ -320,6 +353,34 @@ extension OutboxRepository {
         RETURNING \(claimColumns(status: "due.status"))
         """
     }
+
+    /// PostgreSQL's claim of deferred rows whose time has come: the oldest due rows of app $3 and
+    /// lane $4 that no other node holds locked, read with their device and deleted when they can
+    /// be sent (`claimDueDeliveries` moves them into pages: their results insert them again).
+    /// Deleting a row only marks it, where marking it `sending` wrote it anew with an entry in
+    /// each index, and its result wrote it once more: a 09:00 wave of deferred rows then cost
+    /// twice a fan-out's writes. The rows locked are deleted where they lie (their partition and
+    /// `ctid`: no index lookup per row). Rows whose device cannot be sent to (the same test as the
+    /// claim's: gone, inactive, or another user's now) stay, for the claim to fail them.
+    static let postgresClaimDeferredSQL = """
+        WITH due AS (
+            SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
+                v.platform, v.token, v.environment, v.active, v.user_id AS device_user, v.locale, v.time_zone,
+                d.user_id, d.claim, d.created_at, d.due_at, d.lane, d.tableoid AS part, d.ctid AS tid
+            FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+            WHERE d.status = 'deferred' AND d.\(outboxIndexTerm) AND d.app_id = $3 AND d.lane = $4 AND d.due_at <= $1
+            ORDER BY d.due_at, d.id LIMIT $2
+            FOR UPDATE OF d SKIP LOCKED
+        ), moved AS (
+            DELETE FROM deliveries d USING due
+            WHERE d.tableoid = due.part AND d.ctid = due.tid
+              AND due.platform IS NOT NULL AND due.token IS NOT NULL AND due.environment IS NOT NULL AND due.active <> 0
+              AND (due.user_id IS NULL OR due.user_id = due.device_user)
+        )
+        SELECT id, notification_id, app_id, device_id, attempts, status, trace, platform, token, environment, active,
+            device_user, locale, time_zone, user_id, claim, created_at, due_at, lane
+        FROM due
+        """
 
     /// Deliveries a dead node was sending go back to the queue (`requeueStatement`).
     static let requeueSQL = requeueStatement(

@@ -102,11 +102,15 @@ extension BroadcastRepository {
     /// those gone or deactivated since (no longer recipients).
     func rehandStepPage(_ page: StepPage, due: Int64, _ session: Session) async throws -> [ClaimedDelivery] {
         let waiting = try await unansweredEntries(of: page, session)
+        if waiting.contains(where: { $0.entry.id != nil }) {
+            return try await rehandMovedPage(page, waiting, due: due, session)
+        }
         let cancelledUsers = Set(SQLText.jsonStrings(page.cancelledUsers))
         let cancelled = waiting.filter { cancelledUsers.contains($0.user) }
         if !cancelled.isEmpty {
-            _ = try await writeCancelledEntries(
-                cancelled, of: page, reason: NotificationRepository.cancelledReason, session)
+            _ = try await writeEndedEntries(
+                cancelled.map { ($0.id, $0.device, $0.user) }, of: page, status: .cancelled,
+                reason: NotificationRepository.cancelledReason, session)
         }
         let live = waiting.filter { !cancelledUsers.contains($0.user) }
         var found: [String: [Session.Value]] = [:]
@@ -134,24 +138,36 @@ extension BroadcastRepository {
             trace: page.trace)
     }
 
-    /// A page's devices that have no row yet, with their reserved ids.
-    private func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(
-        id: Int64, device: String, user: String
+    /// A page's entries that have no row yet, with their ids: a step's reserved ids, or the
+    /// ids moved rows had (`HeraldStore+DeferredPages`).
+    func unansweredEntries(of page: StepPage, _ session: Session) async throws -> [(
+        id: Int64, device: String, user: String, entry: ListedEntry
     )] {
-        let entries = (try? JSONDecoder().decode([[String]].self, from: Data(page.listed.utf8))) ?? []
-        let used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
+        let entries = ListedEntry.entries(page.listed)
+        let used: Set<Int64>
+        if entries.contains(where: { $0.id != nil }) {
+            // Moved rows' ids are scattered: their rows are found by notification and device.
+            used = Set(
+                try await session.query(
+                    "SELECT id FROM deliveries WHERE notification_id = $1 AND device_id IN \(database.outbox.jsonList("$2"))",
+                    [.text(page.notification), .text(SQLText.jsonArray(strings: Set(entries.map(\.device))))]
+                ).compactMap { $0.first?.integer })
+        } else {
+            used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
+        }
         return entries.enumerated().compactMap { index, entry in
-            let id = page.firstID + Int64(index)
-            guard entry.count == 2, !used.contains(id) else { return nil }
-            return (id, entry[0], entry[1])
+            let id = entry.id ?? page.firstID + Int64(index)
+            guard !used.contains(id) else { return nil }
+            return (id, entry.device, entry.user, entry)
         }
     }
 
-    /// Writes the rows of a page's devices cancelled before they were handed out again, and
-    /// counts them on the notification; the page has that many fewer devices left (and goes
-    /// when none is). Returns how many were written.
-    private func writeCancelledEntries(
-        _ entries: [(id: Int64, device: String, user: String)], of page: StepPage, reason: String, _ session: Session
+    /// Writes the rows of a page's devices that end before they are handed out again (cancelled,
+    /// or failed: their device gone), and counts them on the notification; the page has that
+    /// many fewer devices left (and goes when none is). Returns how many were written.
+    func writeEndedEntries(
+        _ entries: [(id: Int64, device: String, user: String)], of page: StepPage, status: DeliveryStatus,
+        reason: String, _ session: Session
     ) async throws -> Int64 {
         let now = nowMilliseconds
         var written: Int64 = 0
@@ -160,20 +176,22 @@ extension BroadcastRepository {
                 try await session.query(
                     """
                     INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'cancelled', $9, 0, $3)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, $9, 0, $3)
                     ON CONFLICT DO NOTHING RETURNING id
                     """,
                     [
                         .text(page.notification), .text(page.app), .integer(page.acceptedAt), .integer(page.lane),
                         .integer(now), .integer(entry.id),
-                        .text(entry.device), .text(entry.user), .text(reason),
+                        .text(entry.device), .text(entry.user), .text(reason), .text(status.rawValue),
                     ]
                 ).count)
         }
         guard written > 0 else { return 0 }
-        _ = try await session.query(
-            "UPDATE notifications SET cancelled_count = cancelled_count + $1 WHERE id = $2",
-            [.integer(written), .text(page.notification)])
+        if let column = OutboxRepository.counterColumn[status] {
+            _ = try await session.query(
+                "UPDATE notifications SET \(column) = \(column) + $1 WHERE id = $2",
+                [.integer(written), .text(page.notification)])
+        }
         let left = try await session.query(
             "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 RETURNING remaining",
             [.integer(written), .integer(page.id)])
@@ -242,8 +260,9 @@ extension BroadcastRepository {
             let hits = try await unansweredEntries(of: page, session).filter { named.contains($0.user) }
             guard !hits.isEmpty else { continue }
             if row[10].text == nil {
-                cancelled += try await writeCancelledEntries(
-                    hits, of: page, reason: NotificationRepository.cancelledReason, session)
+                cancelled += try await writeEndedEntries(
+                    hits.map { ($0.id, $0.device, $0.user) }, of: page, status: .cancelled,
+                    reason: NotificationRepository.cancelledReason, session)
             } else {
                 var users = SQLText.jsonStrings(page.cancelledUsers)
                 for user in Set(hits.map(\.user)).sorted() where !users.contains(user) { users.append(user) }

@@ -410,6 +410,108 @@ struct OutboxStoreTests {
     }
 
     @Test(
+        "deferred rows whose time has come keep their attempts and trace through the claim (PostgreSQL moves them into a page); a dead node's are handed out again, a device gone since fails, a user cancelled meanwhile ends cancelled"
+    )
+    func deferredRowsClaimedAgain() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("deferred-claim")
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        let devices = makeDeviceTokens(10).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 10)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now, cancelKey: "k")
+        func results(_ claimed: [ClaimedDelivery], _ outcome: (String) -> (DeliveryResult.Outcome, Int, String?)?)
+            async throws
+        {
+            _ = try await store.outbox.recordResults(
+                claimed.compactMap { delivery in
+                    outcome(delivery.deviceID).map { DeliveryResult(delivery, $0.0, attempts: $0.1, trace: $0.2) }
+                })
+        }
+        let quiet = #"[{"rule":"quiet_hours","message":"until 09:00"}]"#
+        let again = #"[{"rule":"quiet_hours","message":"still quiet"}]"#
+        let first = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(first.count == 10)
+        try await results(first) {
+            ["d0", "d1"].contains($0)
+                ? (.retry(reason: "TooManyRequests", dueAt: clock.now.addingTimeInterval(10)), 1, nil)
+                : (.deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)), 0, quiet)
+        }
+        clock.advance(by: 10)
+        let retried = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(retried.map(\.deviceID).sorted() == ["d0", "d1"])
+        try await results(retried) { _ in
+            (.deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_590)), 0, again)
+        }
+        #expect(try await store.notifications.deliveryCounts(notificationID: notification.id)[.deferred] == 10)
+
+        // 09:00: d8's device is gone; the other nine are claimed with what their rows held.
+        clock.advance(by: 3_590)
+        #expect(try await store.devices.deleteDevice(appID: "a", deviceID: "d8"))
+        let wave = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(wave.map(\.deviceID).sorted() == ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d9"])
+        #expect(wave.allSatisfy { $0.trace == (["d0", "d1"].contains($0.deviceID) ? again : quiet) })
+        #expect(wave.allSatisfy { $0.attempts == (["d0", "d1"].contains($0.deviceID) ? 1 : 0) })
+        if TestDatabase.kind == .postgres {
+            // Moved into a page: their rows are gone until their results write them again.
+            #expect(wave.allSatisfy { $0.broadcast != nil })
+            #expect(
+                try await store.notifications.deliveries(notificationID: notification.id, limit: 20, offset: 0).count
+                    == 1)
+        }
+        var counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.deferred] == 0 && counts[.failed] == 1)
+        let sent = #"[{"rule":"sent","message":"ok"}]"#
+        try await results(wave) { device in
+            switch device {
+            case "d0": (.sent, 1, nil)
+            case "d1": (.deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(600)), 0, nil)
+            case "d9": (.tokenDead(reason: "Unregistered", since: nil), 1, sent)
+            case "d5", "d6", "d7": nil  // in flight when the node dies
+            default: (.sent, 1, sent)
+            }
+        }
+
+        // The node dies; another takes its claims back. Meanwhile d5's device goes and u7's
+        // deliveries are cancelled.
+        let other = try await HeraldStore.open(url: url, clock: .manual(clock))
+        clock.advance(by: 60)
+        try await other.nodes.heartbeat()
+        #expect(try await other.nodes.rescueDeadClaims() == 3)
+        #expect(try await other.devices.deleteDevice(appID: "a", deviceID: "d5"))
+        #expect(try await other.notifications.cancel(appID: "a", cancelKey: "k", userIDs: ["u7"]).cancelled == 1)
+        let rescued = try await other.outbox.claimDueDeliveries(limit: 100)
+        #expect(rescued.map(\.deviceID) == ["d6"])
+        #expect(rescued.first?.trace == quiet)
+        _ = try await other.outbox.recordResults(rescued.map { DeliveryResult($0, .sent, attempts: 1) })
+
+        counts = try await other.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 5 && counts[.failed] == 3 && counts[.deferred] == 1 && counts[.cancelled] == 1)
+        #expect(counts[.queued] == 0)
+        let rows = Dictionary(
+            uniqueKeysWithValues: try await other.notifications.deliveries(
+                notificationID: notification.id, limit: 20, offset: 0
+            ).map { ($0.deviceID, $0) })
+        #expect(rows.count == 10)
+        #expect(rows["d0"]?.status == .sent && rows["d0"]?.attempts == 2 && rows["d0"]?.trace == again)
+        #expect(rows["d1"]?.status == .deferred && rows["d1"]?.attempts == 1 && rows["d1"]?.trace == again)
+        #expect(rows["d2"]?.status == .sent && rows["d2"]?.attempts == 1 && rows["d2"]?.trace == sent)
+        #expect(rows["d5"]?.status == .failed && rows["d5"]?.reason == "DeviceUnregistered")
+        #expect(rows["d6"]?.status == .sent && rows["d6"]?.trace == quiet)
+        #expect(rows["d7"]?.status == .cancelled)
+        #expect(rows["d8"]?.status == .failed && rows["d8"]?.reason == "DeviceUnregistered")
+        #expect(rows["d9"]?.status == .failed && rows["d9"]?.reason == "Unregistered")
+        #expect(try await other.devices.device(appID: "a", deviceID: "d9")?.active == false)
+        await other.close()
+        await store.close()
+    }
+
+    @Test(
         "urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it"
     )
     func lanesAndAppsShareClaims() async throws {

@@ -75,7 +75,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var claim: Int64 { box.fields.claim }
     /// When the delivery was queued (its age decides `outbox.max_age`).
     package var createdAt: Date { box.fields.createdAt }
-    /// A broadcast's delivery (`to: all`) has no row yet: its result writes it (`BroadcastSlot`).
+    /// A delivery handed out in a page (a broadcast's, a step's, or deferred rows moved into one)
+    /// has no row while it is sent: its result writes it (`BroadcastSlot`).
     package var broadcast: BroadcastSlot? { box.fields.broadcast }
 
     package static func == (lhs: ClaimedDelivery, rhs: ClaimedDelivery) -> Bool {
@@ -85,8 +86,11 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package func hash(into hasher: inout Hasher) { box.fields.hash(into: &hasher) }
 }
 
-/// A delivery of a broadcast before its row exists: handed out in a page of devices (whose
-/// claim fences its result), with an id reserved for the row its result will insert.
+/// A delivery without a row while it is sent: handed out in a page of devices (whose claim
+/// fences its result), with the id of the row its result will insert. A broadcast's or a
+/// step's devices have no row before their result; on PostgreSQL, deferred rows whose time has
+/// come are moved into such a page as they are claimed (their row deleted, written again by
+/// the result).
 package struct BroadcastSlot: Sendable, Hashable {
     /// The page of devices it was handed out in (`broadcast_pages.id`).
     package var page: Int64
@@ -96,13 +100,22 @@ package struct BroadcastSlot: Sendable, Hashable {
     package var acceptedAt: Int64
     /// The device's user when the page was handed out.
     package var userID: String
+    /// What the row held before it was moved into a page (a deferred row whose time came): its
+    /// attempts, added to the result's, and its decision trace, kept when the result has none.
+    package var attempts: Int
+    package var trace: String?
 
-    package init(page: Int64, lane: Int, dueAt: Int64, acceptedAt: Int64, userID: String) {
+    package init(
+        page: Int64, lane: Int, dueAt: Int64, acceptedAt: Int64, userID: String, attempts: Int = 0,
+        trace: String? = nil
+    ) {
         self.page = page
         self.lane = lane
         self.dueAt = dueAt
         self.acceptedAt = acceptedAt
         self.userID = userID
+        self.attempts = attempts
+        self.trace = trace
     }
 }
 
