@@ -41,7 +41,9 @@
 #                                                  # (none queued or sending) and its ratio to the
 #                                                  # fan-out; /metrics and /readyz times with them
 #                                                  # all deferred; then the clock moves past the
-#                                                  # quiet hours: the wave's time and its ratio
+#                                                  # quiet hours: the wave's time and its ratio;
+#                                                  # last, the same promo to all by day (a daytime
+#                                                  # audience) and the wave's ratio to it
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -457,10 +459,16 @@ PY
     await_status "$promo" sent
     wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    echo "== the same promo to all by day (a daytime audience)"
+    cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
+    day=$(send_all '{"to":{"all":true},"type":"promo"}')
+    await_status "$day" sent
+    day_seconds=$(elapsed "$start"); day_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    echo "promo by day sent to all after ${day_seconds}s, server CPU ${day_cpu} s ($(others_since "$others_before")): the wave took $(python3 -c "print('%.2f' % ($wave_seconds / $day_seconds))")x as long"
     print_metrics
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
     echo "inbox: $inbox"
-    python3 -c "import json, sys; d = json.loads(sys.argv[1]); ok = d['tokens'] == $COUNT and d['total'] == 2 * $COUNT; print('every device got the notice and the promo once:', 'yes' if ok else 'NO'); sys.exit(0 if ok else 1)" "$inbox"
+    python3 -c "import json, sys; d = json.loads(sys.argv[1]); ok = d['tokens'] == $COUNT and d['total'] == 3 * $COUNT; print('every device got the notice and both promos once:', 'yes' if ok else 'NO'); sys.exit(0 if ok else 1)" "$inbox"
     exit $?
 fi
 

@@ -373,7 +373,7 @@ extension OutboxRepository {
             FOR UPDATE OF d SKIP LOCKED
         ), moved AS (
             DELETE FROM deliveries d USING due
-            WHERE d.tableoid = due.part AND d.ctid = due.tid
+            WHERE d.tableoid = due.part AND d.ctid = due.tid AND d.created_at = due.created_at
               AND due.platform IS NOT NULL AND due.token IS NOT NULL AND due.environment IS NOT NULL AND due.active <> 0
               AND (due.user_id IS NULL OR due.user_id = due.device_user)
         )
