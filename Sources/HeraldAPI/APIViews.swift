@@ -57,6 +57,9 @@ struct NotificationView: Encodable {
         case attempts, until
         case createdAt = "created_at"
         case updatedAt = "updated_at"
+        case acceptedAt = "accepted_at"
+        case receivedAt = "received_at"
+        case openedAt = "opened_at"
         case trace
     }
     enum ExtraKeys: String, CodingKey {
@@ -101,6 +104,10 @@ struct NotificationView: Encodable {
             }
             try item.encode(delivery.createdAt, forKey: .createdAt)
             try item.encode(delivery.updatedAt, forKey: .updatedAt)
+            // The funnel of this delivery: its provider's acceptance, the device's receipt, the open.
+            if delivery.status == .sent { try item.encode(delivery.updatedAt, forKey: .acceptedAt) }
+            try item.encodeIfPresent(delivery.receivedAt, forKey: .receivedAt)
+            try item.encodeIfPresent(delivery.openedAt, forKey: .openedAt)
             let trace = DecisionTrace.entries(delivery.trace)
             if !trace.isEmpty { try item.encode(trace, forKey: .trace) }
         }

@@ -33,39 +33,117 @@ struct OpenedBody: Decodable {
     /// Checked; the first problem names its field. `at` defaults to now; a device's clock may be
     /// off, so a time ahead is taken as now and one more than 30 days back is refused.
     func validated(now: Date) throws(APIError) -> Checked {
-        let id: Int64
-        switch deliveryID {
-        case nil: throw APIError.missing("delivery_id")
-        case .int(let value)?: id = Int64(value)
-        case .string(let text)?:
-            guard let value = Int64(text) else {
-                throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
-            }
-            id = value
-        default: throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number")
-        }
-        guard id > 0 else {
-            throw APIError.invalid("delivery_id", "delivery_id is the payload's herald.d, a number above 0")
-        }
-        guard let deviceID else { throw APIError.missing("device_id") }
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
-            throw APIError.invalid("device_id", "device_id is 1 to 256 bytes")
-        }
+        let (id, deviceID, at) = try DeviceReport.checked(deliveryID, deviceID, at, now: now)
         let action = action ?? Self.defaultAction
         guard !action.isEmpty, action.utf8.count <= 64 else {
             throw APIError.invalid("action", "action is \"default\" or an action id of 1 to 64 bytes")
         }
-        var at = now
-        if let text = self.at {
-            guard let date = HeraldTime.parse(text) else {
-                throw APIError.invalid("at", "at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
-            }
-            guard date >= now.addingTimeInterval(-30 * 86_400) else {
-                throw APIError.invalid("at", "at is within the last 30 days")
-            }
-            at = min(date, now)
-        }
         return Checked(deliveryID: id, deviceID: deviceID, action: action, at: at)
+    }
+}
+
+/// What every report of a device about a delivery carries: the delivery (`herald.d`), the
+/// device, and when (`at`, the device's clock: a time ahead is taken as now, one more than 30
+/// days back is refused). `prefix` names the fields of a batch's item (`receipts[3].`).
+enum DeviceReport {
+    static func checked(
+        _ deliveryID: JSONValue?, _ deviceID: String?, _ at: String?, now: Date, prefix: String = ""
+    ) throws(APIError) -> (deliveryID: Int64, deviceID: String, at: Date) {
+        let idField = prefix + "delivery_id"
+        let id: Int64
+        switch deliveryID {
+        case nil: throw APIError.missing(idField)
+        case .int(let value)?: id = Int64(value)
+        case .string(let text)?:
+            guard let value = Int64(text) else {
+                throw APIError.invalid(idField, "\(idField) is the payload's herald.d, a number")
+            }
+            id = value
+        default: throw APIError.invalid(idField, "\(idField) is the payload's herald.d, a number")
+        }
+        guard id > 0 else { throw APIError.invalid(idField, "\(idField) is the payload's herald.d, a number above 0") }
+        guard let deviceID else { throw APIError.missing(prefix + "device_id") }
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 256 else {
+            throw APIError.invalid(prefix + "device_id", "\(prefix)device_id is 1 to 256 bytes")
+        }
+        var date = now
+        if let text = at {
+            guard let parsed = HeraldTime.parse(text) else {
+                throw APIError.invalid(prefix + "at", "\(prefix)at is an RFC 3339 time such as 2026-11-23T09:00:00Z")
+            }
+            guard parsed >= now.addingTimeInterval(-30 * 86_400) else {
+                throw APIError.invalid(prefix + "at", "\(prefix)at is within the last 30 days")
+            }
+            date = min(parsed, now)
+        }
+        return (id, deviceID, date)
+    }
+}
+
+/// `POST /v1/apps/{app}/received`: a device reports that a delivery reached it (from its
+/// notification service extension, or as it arrived in the foreground), as often as it likes:
+/// one receipt per delivery counts. One receipt, or `{"receipts": [...]}` with up to 100 for
+/// an app that queues them.
+struct ReceivedBody: Decodable {
+    struct Item: Decodable {
+        var deliveryID: JSONValue?
+        var deviceID: String?
+        var at: String?
+        var displayed: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case deliveryID = "delivery_id"
+            case deviceID = "device_id"
+            case at, displayed
+        }
+
+        func validated(now: Date, prefix: String = "") throws(APIError) -> TrackRepository.ReceiptReport {
+            let (id, deviceID, at) = try DeviceReport.checked(deliveryID, deviceID, at, now: now, prefix: prefix)
+            return TrackRepository.ReceiptReport(
+                deliveryID: id, deviceID: deviceID, receivedAt: at, displayed: displayed ?? true)
+        }
+    }
+
+    var item: Item
+    var receipts: [Item]?
+
+    enum CodingKeys: String, CodingKey { case receipts }
+
+    init(from decoder: any Decoder) throws {
+        item = try Item(from: decoder)
+        receipts = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent([Item].self, forKey: .receipts)
+    }
+
+    /// Receipts in one call at most.
+    static let maximumReceipts = 100
+
+    /// The receipts to record, checked; whether the body was a batch.
+    func validated(now: Date) throws(APIError) -> (reports: [TrackRepository.ReceiptReport], batch: Bool) {
+        guard let receipts else { return ([try item.validated(now: now)], false) }
+        guard item.deliveryID == nil, item.deviceID == nil else {
+            throw APIError.invalid("receipts", "a body is one receipt or {\"receipts\": [...]}, not both")
+        }
+        guard (1...Self.maximumReceipts).contains(receipts.count) else {
+            throw APIError.invalid("receipts", "receipts holds 1 to \(Self.maximumReceipts) receipts")
+        }
+        var reports: [TrackRepository.ReceiptReport] = []
+        for (index, receipt) in receipts.enumerated() {
+            reports.append(try receipt.validated(now: now, prefix: "receipts[\(index)]."))
+        }
+        return (reports, true)
+    }
+}
+
+/// What a receipt did (`status` 200, or 404 / 403 for a batch's item that was not recorded).
+struct ReceivedView: Encodable {
+    var deliveryID: Int64
+    var status: Int
+    var counted: Bool?
+    var reports: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case deliveryID = "delivery_id"
+        case status, counted, reports
     }
 }
 

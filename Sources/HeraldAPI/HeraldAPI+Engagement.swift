@@ -40,10 +40,45 @@ extension HeraldAPI {
             }
             return try JSONResponse.make(OpenedView(deliveryID: opened.delivery.id, recorded: opened.recorded))
         }
+        routes.clientWrite.post("received") { request, context in
+            let caller = try context.authorized()
+            let now = runtime.store.now
+            let (reports, batch) = try await decode(ReceivedBody.self, request).validated(now: now)
+            let outcomes = try await runtime.store.tracks.recordReceipts(
+                appID: caller.app.id, userID: caller.tokenUser, reports)
+            var views: [ReceivedView] = []
+            for (report, outcome) in zip(reports, outcomes) {
+                switch outcome {
+                case .recorded(let recorded):
+                    if recorded.counted {
+                        runtime.metrics.received(
+                            app: caller.app.id, platform: recorded.platform,
+                            latency: recorded.receivedAt.timeIntervalSince(recorded.acceptedAt))
+                    }
+                    views.append(
+                        ReceivedView(
+                            deliveryID: report.deliveryID, status: 200, counted: recorded.counted,
+                            reports: recorded.reports))
+                case .notFound:
+                    guard batch else { throw notSent(report.deliveryID) }
+                    views.append(ReceivedView(deliveryID: report.deliveryID, status: 404))
+                case .otherUser:
+                    guard batch else {
+                        throw APIError(
+                            .forbidden, code: "forbidden",
+                            message: "the delivery is another user's than the user token's",
+                            field: UserToken.header)
+                    }
+                    views.append(ReceivedView(deliveryID: report.deliveryID, status: 403))
+                }
+            }
+            guard batch else { return try JSONResponse.make(views[0]) }
+            return try JSONResponse.make(["receipts": views])
+        }
         routes.server.get("analytics") { request, context in
             let app = try context.authorized().app
             let query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
-            let counts = try await runtime.store.tracks.typeCounts(
+            let counts = try await runtime.store.tracks.funnelCounts(
                 appID: app.id, days: query.days, type: query.type?.name)
             let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
             return try JSONResponse.make(
@@ -107,6 +142,14 @@ extension HeraldAPI {
         ]
         if let type { data["type"] = .string(type.name) }
         return String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
+    }
+
+    private static func notSent(_ deliveryID: Int64) -> APIError {
+        APIError(
+            .notFound, code: "not_found",
+            message:
+                "no delivery \(deliveryID) accepted for that device in this app (a delivery being sent has its row once its provider answered: report again shortly)",
+            field: "delivery_id")
     }
 
     private static func noDelivery(_ open: OpenedBody.Checked) -> APIError {

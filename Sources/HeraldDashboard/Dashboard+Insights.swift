@@ -19,7 +19,7 @@ extension Dashboard {
                 } catch {
                     return message("Bad request", error.message, session: session, app: app.id, status: .badRequest)
                 }
-                let counts = try await runtime.store.tracks.typeCounts(
+                let counts = try await runtime.store.tracks.funnelCounts(
                     appID: app.id, days: query.days, type: query.type?.name)
                 let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
                 let analytics = AnalyticsView(

@@ -392,6 +392,11 @@ extension TrackRepository {
         package var suppressed: Int64
         package var cancelled: Int64
         package var opened: Int64
+        /// Receipts reported by devices (one per delivery).
+        package var received: Int64 = 0
+        /// Accepted more than a day ago without a receipt, to builds that report receipts
+        /// (`acceptedNotReceived`; filled in by the caller that asks for it).
+        package var acceptedNotReceived: Int64 = 0
     }
 
     /// The counters of an app's types on the days `days` (days since 1970, UTC), of one type
@@ -404,7 +409,7 @@ extension TrackRepository {
             if let type { binds.append(.text(type)) }
             return try await session.query(
                 """
-                SELECT type, day, sent, failed, deferred, suppressed, cancelled, opened FROM type_stats
+                SELECT type, day, sent, failed, deferred, suppressed, cancelled, opened, received FROM type_stats
                 WHERE app_id = $1 AND day >= $2 AND day <= $3\(type == nil ? "" : " AND type = $4") ORDER BY type, day
                 """, binds
             ).compactMap { row in
@@ -412,7 +417,8 @@ extension TrackRepository {
                 return TypeDayCounts(
                     type: type, day: day, sent: row[2].integer ?? 0, failed: row[3].integer ?? 0,
                     deferred: row[4].integer ?? 0,
-                    suppressed: row[5].integer ?? 0, cancelled: row[6].integer ?? 0, opened: row[7].integer ?? 0)
+                    suppressed: row[5].integer ?? 0, cancelled: row[6].integer ?? 0, opened: row[7].integer ?? 0,
+                    received: row.count > 8 ? row[8].integer ?? 0 : 0)
             }
         }
     }

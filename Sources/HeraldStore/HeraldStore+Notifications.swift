@@ -266,8 +266,11 @@ extension NotificationRepository {
         try await reading { session in
             try await session.sql.raw(
                 """
-                SELECT id, device_id, status, reason, attempts, trace, due_at, created_at, updated_at FROM deliveries
-                WHERE notification_id = \(bind: notificationID.uuidString) ORDER BY device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                SELECT d.id, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at, d.updated_at,
+                    r.received_at, o.opened_at FROM deliveries d
+                LEFT JOIN receipts r ON r.app_id = d.app_id AND r.delivery_id = d.id
+                LEFT JOIN opens o ON o.app_id = d.app_id AND o.delivery_id = d.id
+                WHERE d.notification_id = \(bind: notificationID.uuidString) ORDER BY d.device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
                 """
             ).all().map { row in
                 func date(_ column: String) throws -> Date {
@@ -280,7 +283,13 @@ extension NotificationRepository {
                     reason: try row.decode(column: "reason", as: String?.self),
                     attempts: try row.decode(column: "attempts", as: Int.self),
                     trace: try row.decode(column: "trace", as: String?.self),
-                    dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"))
+                    dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"),
+                    receivedAt: try row.decode(column: "received_at", as: Int64?.self).map {
+                        Date(timeIntervalSince1970: Double($0) / 1000)
+                    },
+                    openedAt: try row.decode(column: "opened_at", as: Int64?.self).map {
+                        Date(timeIntervalSince1970: Double($0) / 1000)
+                    })
             }
         }
     }

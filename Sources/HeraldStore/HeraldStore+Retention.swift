@@ -88,10 +88,17 @@ extension HeraldStore {
             ] {
                 pruned.history += try await session.query(statement, [.integer(history), .integer(Int64(limit))]).count
             }
-            // Opens go with their deliveries' history (what they counted stays in type_stats).
+            // Opens and receipts go with their deliveries' history (what they counted stays in
+            // type_stats).
             pruned.history += try await session.query(
                 """
                 DELETE FROM opens WHERE (app_id, delivery_id) IN (SELECT app_id, delivery_id FROM opens WHERE received_at < $1 LIMIT $2)
+                RETURNING 1
+                """, [.integer(before), .integer(Int64(limit))]
+            ).count
+            pruned.history += try await session.query(
+                """
+                DELETE FROM receipts WHERE (app_id, delivery_id) IN (SELECT app_id, delivery_id FROM receipts WHERE recorded_at < $1 LIMIT $2)
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count

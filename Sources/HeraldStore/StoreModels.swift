@@ -100,6 +100,9 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var dueAt: Date
     package var createdAt: Date
     package var updatedAt: Date
+    /// When the device reported it got it (its receipt) and when it was opened.
+    package var receivedAt: Date? = nil
+    package var openedAt: Date? = nil
 }
 
 /// A store failure: the message never carries SQL or secrets.

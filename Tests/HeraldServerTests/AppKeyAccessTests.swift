@@ -10,6 +10,7 @@ import Testing
     /// The routes a client key may call; every other app route is for server keys.
     static let clientRoutes: Set<String> = [
         "POST /v1/apps/{}/devices", "DELETE /v1/apps/{}/devices/{}", "POST /v1/apps/{}/opened",
+        "POST /v1/apps/{}/received",
         "POST /v1/apps/{}/notifications/{}/resolve", "POST /v1/apps/{}/notifications/{}/responses",
         "GET /v1/apps/{}/catalog/categories", "GET /v1/apps/{}/catalog/tracks",
     ]

@@ -198,6 +198,129 @@ struct EngagementTests {
     }
 
     @Test(
+        "confirmed delivery: 1,000 PN-02 sent, 900 devices report receipts (50 twice, 600 in batches of 100), 300 open → the funnel 1,000 / 1,000 / 900 / 300; a day later the 100 without receipt are accepted, not received; each delivery shows when it was accepted, received and opened"
+    )
+    func confirmedDelivery() async throws {
+        let users = 1_000
+        let tokens = makeDeviceTokens(users)
+        try await withServer(configure: { $0.clock = .manual }) { server in
+            try await Self.noon(server)
+            var lines = ""
+            for index in 0..<users {
+                lines +=
+                    #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"3.0"}"#
+                    + "\n"
+            }
+            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines)
+            #expect(imported.status == .ok && imported.body["imported"] as? Int == users, "\(imported.body)")
+            let sent = try await server.send(
+                #"{"to":{"all":true},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
+            let id = try #require(sent.body["id"] as? String)
+            #expect((try await server.settled(id)["counts"] as? [String: Int])?["sent"] == users)
+            // The simulator's inbox is each device: what it got carries the delivery's id.
+            var deliveries: [Int64] = []
+            for index in 0..<users {
+                deliveries.append(
+                    try #require(Self.stamps(server, tokens[index]).first { $0.notificationID == id }?.deliveryID))
+            }
+            func receipt(_ index: Int) -> String {
+                #"{"delivery_id":\#(deliveries[index]),"device_id":"d\#(index)","displayed":true}"#
+            }
+            // 299 alone (the first 50 twice), one with the device's user token, 600 in six batches of 100.
+            for index in 0..<299 {
+                for report in 0..<(index < 50 ? 2 : 1) {
+                    let answer = try await server.request(.post, "/v1/apps/demo/received", json: receipt(index))
+                    #expect(
+                        answer.status == .ok && answer.body["counted"] as? Bool == (report == 0)
+                            && answer.body["reports"] as? Int == report + 1, "\(answer.body)")
+                }
+            }
+            for batch in stride(from: 300, to: 900, by: 100) {
+                let json = #"{"receipts":["# + (batch..<(batch + 100)).map(receipt).joined(separator: ",") + "]}"
+                let answer = try await server.request(.post, "/v1/apps/demo/received", json: json)
+                let results = try #require(answer.body["receipts"] as? [[String: Any]], "\(answer.body)")
+                #expect(
+                    results.count == 100
+                        && results.allSatisfy { $0["status"] as? Int == 200 && $0["counted"] as? Bool == true })
+            }
+            // Not counted: a receipt from another device than the delivery's (alone: 404; in a
+            // batch: its own 404 beside a repeat), one for no delivery, one with the wrong user's token.
+            let wrongDevice = try await server.request(
+                .post, "/v1/apps/demo/received", json: #"{"delivery_id":\#(deliveries[950]),"device_id":"d951"}"#)
+            #expect(
+                wrongDevice.status == .notFound
+                    && (wrongDevice.body["error"] as? [String: Any])?["field"] as? String == "delivery_id")
+            let mixed = try await server.request(
+                .post, "/v1/apps/demo/received",
+                json:
+                    #"{"receipts":[\#(receipt(0)),{"delivery_id":\#(deliveries[960]),"device_id":"d961"},{"delivery_id":999999999,"device_id":"d1"}]}"#
+            )
+            #expect(
+                (mixed.body["receipts"] as? [[String: Any]])?.map { $0["status"] as? Int } == [200, 404, 404],
+                "\(mixed.body)")
+            let otherUser = try await server.request(
+                .post, "/v1/apps/demo/received", key: ServerHarness.client,
+                userToken: ServerHarness.userToken("u1", now: server.runtime.store.now), json: receipt(299))
+            #expect(otherUser.status == .forbidden)
+            let mine = try await server.request(
+                .post, "/v1/apps/demo/received", key: ServerHarness.client,
+                userToken: ServerHarness.userToken("u299", now: server.runtime.store.now), json: receipt(299))
+            #expect(mine.status == .ok && mine.body["counted"] as? Bool == true, "\(mine.body)")
+            for (json, field) in [
+                (#"{"device_id":"d1"}"#, "delivery_id"), (#"{"delivery_id":"x","device_id":"d1"}"#, "delivery_id"),
+                (#"{"delivery_id":1}"#, "device_id"), (#"{"receipts":[]}"#, "receipts"),
+                (#"{"receipts":[{"delivery_id":1,"device_id":"d1"},{"delivery_id":1}]}"#, "receipts[1].device_id"),
+                (#"{"delivery_id":1,"device_id":"d1","at":"yesterday"}"#, "at"),
+            ] {
+                let bad = try await server.request(.post, "/v1/apps/demo/received", json: json)
+                #expect(
+                    bad.status == .badRequest && (bad.body["error"] as? [String: Any])?["field"] as? String == field,
+                    "\(json): \(bad.body)")
+            }
+            let tooMany = #"{"receipts":["# + (0..<101).map { _ in receipt(0) }.joined(separator: ",") + "]}"
+            #expect(try await server.request(.post, "/v1/apps/demo/received", json: tooMany).status == .badRequest)
+            // 300 open (receipts or not: 270 of them among the 900, 30 among the rest).
+            for index in (0..<270).map({ $0 * 3 }) + (970..<1000) {
+                let open = try await Self.opened(
+                    server, #"{"delivery_id":\#(deliveries[index]),"device_id":"d\#(index)"}"#)
+                #expect(open.status == 200, "\(open.body)")
+            }
+
+            func funnel() async throws -> [String: Any] {
+                let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02")
+                return try #require((analytics.body["types"] as? [[String: Any]])?.first, "\(analytics.body)")
+            }
+            var type = try await funnel()
+            #expect(
+                type["sent"] as? Int == users && type["accepted"] as? Int == users && type["received"] as? Int == 900
+                    && type["opened"] as? Int == 300, "\(type)")
+            #expect(
+                (type["funnel"] as? [String: Double]) == ["accepted": 1, "received": 0.9, "opened": 0.3333],
+                "\(String(describing: type["funnel"]))")
+            #expect(type["accepted_not_received"] as? Int == 0)
+            // A day later: the 100 without a receipt were accepted and never received.
+            try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(86_401))
+            type = try await funnel()
+            #expect(type["accepted_not_received"] as? Int == 100, "\(type)")
+            let day = try #require((type["days"] as? [[String: Any]])?.first)
+            #expect(day["received"] as? Int == 900 && day["accepted_not_received"] as? Int == 100)
+
+            // Per delivery: accepted, received, opened.
+            let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)?limit=1000")
+            let rows = try #require(view.body["deliveries"] as? [[String: Any]])
+            let byDevice = Dictionary(
+                uniqueKeysWithValues: rows.compactMap { row in (row["device_id"] as? String).map { ($0, row) } })
+            #expect(byDevice["d0"]?["accepted_at"] is String && byDevice["d0"]?["received_at"] is String)
+            #expect(byDevice["d0"]?["opened_at"] is String && byDevice["d1"]?["opened_at"] == nil)
+            #expect(byDevice["d999"]?["received_at"] == nil && byDevice["d999"]?["opened_at"] is String)
+            let metrics = try await server.metricsText()
+            #expect(
+                metrics.contains(#"herald_deliveries_received_total{app="demo",platform="apns"} 900"#), "\(metrics)")
+            #expect(metrics.contains("herald_receipt_latency_seconds_count{platform=\"apns\"} 900"))
+        }
+    }
+
+    @Test(
         "an open is checked: the delivery must exist, have gone to device_id and (client key) to the user token's user; actions are the type's; bad fields name themselves"
     )
     func openChecks() async throws {

@@ -30,6 +30,9 @@ package final class HeraldMetrics: Sendable {
 
     static let batchBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let requestBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    /// A receipt comes within a second of the acceptance when the device is online, hours later
+    /// when it was off.
+    static let receiptBuckets: [Double] = [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3_600, 21_600, 86_400]
 
     package init() {
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -39,6 +42,7 @@ package final class HeraldMetrics: Sendable {
             "herald_fcm_request_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_outbox_store_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
             "herald_outbox_stage_seconds": Self.requestBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
+            "herald_receipt_latency_seconds": Self.receiptBuckets.map { .nanoseconds(Int64($0 * 1e9)) },
         ]
         self.factory = factory
         apnsBatch = Timer(label: "herald_apns_batch_seconds", dimensions: [], factory: factory)
@@ -119,6 +123,15 @@ package final class HeraldMetrics: Sendable {
     }
 
     /// Opens counted (the first report of each delivery), by catalog type (`none`: not sent by type).
+    /// A device's first receipt of a delivery, and the time from its provider's acceptance to
+    /// the device (as the device tells it).
+    package func received(app: String, platform: String, latency: TimeInterval) {
+        counter("herald_deliveries_received_total", [("app", app), ("platform", platform)]).increment()
+        handle("herald_receipt_latency_seconds", [("platform", platform)]) {
+            Timer(label: "herald_receipt_latency_seconds", dimensions: [("platform", platform)], factory: factory)
+        }.recordNanoseconds(Int64(max(0, min(latency, 30 * 86_400)) * 1e9))
+    }
+
     package func opened(app: String, type: String?) {
         counter("herald_opened_total", [("app", app), ("type", type ?? "none")]).increment()
     }

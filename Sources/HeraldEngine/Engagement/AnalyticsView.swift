@@ -12,8 +12,12 @@ package struct AnalyticsView: Encodable {
         var deferred: Int64 = 0
         package var cancelled: Int64 = 0
         package var opened: Int64 = 0
+        /// Receipts devices reported (one per delivery).
+        package var received: Int64 = 0
+        /// Accepted more than a day ago, no receipt, to a build that reports receipts.
+        package var acceptedNotReceived: Int64 = 0
         /// Opened ÷ accepted; nil before anything was accepted.
-        package var ctr: Double? { accepted > 0 ? Double(opened) / Double(accepted) : nil }
+        package var ctr: Double? { Self.rate(opened, accepted) }
 
         mutating func add(_ row: TrackRepository.TypeDayCounts) {
             // Sent: every delivery that reached the provider's answer, accepted or failed.
@@ -24,23 +28,41 @@ package struct AnalyticsView: Encodable {
             deferred += row.deferred
             cancelled += row.cancelled
             opened += row.opened
+            received += row.received
+            acceptedNotReceived += row.acceptedNotReceived
         }
 
-        enum CodingKeys: String, CodingKey { case sent, accepted, failed, suppressed, deferred, cancelled, opened, ctr }
+        static func rate(_ part: Int64, _ whole: Int64) -> Double? {
+            whole > 0 ? Double(part) / Double(whole) : nil
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case sent, accepted, failed, suppressed, deferred, cancelled, opened, received, ctr, funnel
+            case acceptedNotReceived = "accepted_not_received"
+        }
+
+        /// The funnel's step rates: accepted ÷ sent, received ÷ accepted, opened ÷ received
+        /// (nil where the step before is empty; `received` nil when no receipt was reported:
+        /// an app without them is not counted as losing every delivery).
+        enum FunnelKeys: String, CodingKey { case accepted, received, opened }
 
         package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             for (key, value) in [
                 (CodingKeys.sent, sent), (.accepted, accepted), (.failed, failed), (.suppressed, suppressed),
-                (.deferred, deferred), (.cancelled, cancelled), (.opened, opened),
+                (.deferred, deferred), (.cancelled, cancelled), (.opened, opened), (.received, received),
+                (.acceptedNotReceived, acceptedNotReceived),
             ] {
                 try container.encode(value, forKey: key)
             }
-            if let ctr {
-                try container.encode(AnalyticsView.rounded(ctr), forKey: .ctr)
-            } else {
-                try container.encodeNil(forKey: .ctr)
-            }
+            try container.encode(ctr.map(AnalyticsView.rounded), forKey: .ctr)
+            var funnel = container.nestedContainer(keyedBy: FunnelKeys.self, forKey: .funnel)
+            try funnel.encode(Self.rate(accepted, sent).map(AnalyticsView.rounded), forKey: .accepted)
+            let receipts = received > 0
+            try funnel.encode(
+                receipts ? Self.rate(received, accepted).map(AnalyticsView.rounded) : nil, forKey: .received)
+            try funnel.encode(
+                receipts ? Self.rate(opened, received).map(AnalyticsView.rounded) : nil, forKey: .opened)
         }
     }
 

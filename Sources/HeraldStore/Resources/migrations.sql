@@ -802,3 +802,80 @@ CREATE TRIGGER notifications_deferred_totals AFTER UPDATE ON notifications
 REFERENCING OLD TABLE AS changed_old NEW TABLE AS changed_new
 FOR EACH STATEMENT EXECUTE FUNCTION herald_deferred_totals()
 ;
+
+-- migration: 23
+-- Confirmed delivery: the receipts devices report as a delivery reaches them (one per
+-- delivery, however often reported), with the device's platform and app version then and
+-- when its provider accepted it; counted on the notification and per (type, day) with the
+-- other counters. The analytics' "accepted, not received" counts only deliveries to devices
+-- whose build (platform and app version) has reported receipts (`receipts_build`): an app
+-- build without receipts is not counted as losing them.
+ALTER TABLE notifications ADD COLUMN received_count INTEGER NOT NULL DEFAULT 0
+;
+ALTER TABLE type_stats ADD COLUMN received INTEGER NOT NULL DEFAULT 0
+;
+CREATE TABLE receipts (
+    app_id TEXT NOT NULL,
+    delivery_id INTEGER NOT NULL,
+    notification_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    app_version TEXT,
+    accepted_at BIGINT NOT NULL,
+    received_at BIGINT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    displayed INTEGER NOT NULL,
+    reports INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (app_id, delivery_id)
+)
+;
+-- PostgreSQL only
+ALTER TABLE receipts ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN notification_id TYPE TEXT COLLATE "C", ALTER COLUMN device_id TYPE TEXT COLLATE "C"
+;
+CREATE INDEX receipts_notification ON receipts (notification_id)
+;
+CREATE INDEX receipts_build ON receipts (app_id, platform, app_version)
+;
+CREATE INDEX receipts_recorded ON receipts (recorded_at)
+;
+-- SQLite only
+DROP TRIGGER notifications_type_stats
+;
+-- SQLite only
+CREATE TRIGGER notifications_type_stats
+AFTER UPDATE OF sent_count, failed_count, deferred_count, suppressed_count, cancelled_count, opened_count, received_count ON notifications
+WHEN NEW.type IS NOT NULL AND NEW.day IS NOT NULL
+BEGIN
+    INSERT INTO type_stats (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened, received)
+    VALUES (NEW.app_id, NEW.type, NEW.day, NEW.sent_count - OLD.sent_count, NEW.failed_count - OLD.failed_count,
+        NEW.deferred_count - OLD.deferred_count, NEW.suppressed_count - OLD.suppressed_count,
+        NEW.cancelled_count - OLD.cancelled_count, NEW.opened_count - OLD.opened_count,
+        NEW.received_count - OLD.received_count)
+    ON CONFLICT (app_id, type, day) DO UPDATE SET sent = sent + excluded.sent, failed = failed + excluded.failed,
+        deferred = deferred + excluded.deferred, suppressed = suppressed + excluded.suppressed,
+        cancelled = cancelled + excluded.cancelled, opened = opened + excluded.opened,
+        received = received + excluded.received;
+END
+;
+-- PostgreSQL only
+CREATE OR REPLACE FUNCTION herald_type_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO type_stats AS s (app_id, type, day, sent, failed, deferred, suppressed, cancelled, opened, received)
+    SELECT n.app_id, n.type, n.day, sum(n.sent_count - o.sent_count), sum(n.failed_count - o.failed_count),
+        sum(n.deferred_count - o.deferred_count), sum(n.suppressed_count - o.suppressed_count),
+        sum(n.cancelled_count - o.cancelled_count), sum(n.opened_count - o.opened_count),
+        sum(n.received_count - o.received_count)
+    FROM changed_new n JOIN changed_old o ON o.id = n.id
+    WHERE n.type IS NOT NULL AND n.day IS NOT NULL
+        AND (n.sent_count, n.failed_count, n.deferred_count, n.suppressed_count, n.cancelled_count, n.opened_count, n.received_count)
+            IS DISTINCT FROM (o.sent_count, o.failed_count, o.deferred_count, o.suppressed_count, o.cancelled_count, o.opened_count, o.received_count)
+    GROUP BY n.app_id, n.type, n.day
+    ORDER BY n.app_id, n.type, n.day
+    ON CONFLICT (app_id, type, day) DO UPDATE SET sent = s.sent + excluded.sent, failed = s.failed + excluded.failed,
+        deferred = s.deferred + excluded.deferred, suppressed = s.suppressed + excluded.suppressed,
+        cancelled = s.cancelled + excluded.cancelled, opened = s.opened + excluded.opened,
+        received = s.received + excluded.received;
+    RETURN NULL;
+END
+$$
+;
