@@ -82,6 +82,9 @@ public actor HeraldClient {
         var acknowledged: Acknowledged?
         /// Delivery ids whose open was reported (the newest `openedMemory`).
         var opened: [Int64] = []
+        /// Delivery ids whose receipt was reported (the newest `openedMemory`). Optional: a
+        /// registration stored by an earlier version decodes.
+        var received: [Int64]?
         /// Devices this install registered under an earlier device id (the app now passes
         /// another one): removed from Herald before the next registration or at sign-out, so an
         /// old token does not go on receiving this user's notifications. Optional: a registration
@@ -280,6 +283,36 @@ public actor HeraldClient {
                 method: "POST", path: path("opened"), headers: ["Content-Type": "application/json"],
                 body: try? JSONEncoder().encode(JSONValue.object(body))),
             userID: registration.userID, retryNotFound: true)
+        await outbox.drain()
+        return true
+    }
+
+    /// Reports that the delivery whose payload carries `appData` reached this device (confirmed
+    /// delivery), once per delivery: from the notification service extension
+    /// (`ServiceExtensionSession`'s `reportReceipt`) or as it arrives in the foreground. The
+    /// receipt is stored in the outbox first and sent by the background uploader when there is
+    /// one, so an offline device sends it when the network returns. Returns false for a payload
+    /// without Herald's stamp.
+    @discardableResult
+    public func reportReceived(appData: [String: JSONValue], displayed: Bool = true) async -> Bool {
+        guard let stamp = HeraldStamp(appData: appData) else { return false }
+        var received = registration.received ?? []
+        guard !received.contains(stamp.deliveryID) else { return true }
+        received.append(stamp.deliveryID)
+        if received.count > Self.openedMemory { received.removeFirst(received.count - Self.openedMemory) }
+        registration.received = received
+        save()
+        let body: [String: JSONValue] = [
+            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID),
+            "displayed": .bool(displayed),
+            "at": .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
+        ]
+        await outbox.enqueue(
+            kind: "received",
+            request: HTTPRequestSpec(
+                method: "POST", path: path("received"), headers: ["Content-Type": "application/json"],
+                body: try? JSONEncoder().encode(JSONValue.object(body))),
+            userID: registration.userID, retryNotFound: true, background: true)
         await outbox.drain()
         return true
     }

@@ -75,15 +75,21 @@ public final class NotificationEvents: Sendable {
 
 extension HeraldClient {
     /// Reports what the delegate posts to `events` (the buffered cold-start tap first): each
-    /// tap or action as an open, once per delivery. Returns the task (cancel it to stop).
+    /// tap or action as an open, each foreground arrival as a receipt, once per delivery.
+    /// Returns the task (cancel it to stop).
     @discardableResult
     public nonisolated func attach(_ events: NotificationEvents = .shared) -> Task<Void, Never> {
         let stream = events.events()
         return Task { [weak self] in
             for await event in stream {
                 guard let self else { return }
-                if case .response(let appData, let action, _) = event, action != NotificationRouter.dismissAction {
+                switch event {
+                case .response(let appData, let action, _) where action != NotificationRouter.dismissAction:
                     await self.reportOpened(appData: appData, action: action)
+                case .willPresent(let appData):
+                    await self.reportReceived(appData: appData)
+                case .response:
+                    break
                 }
             }
         }

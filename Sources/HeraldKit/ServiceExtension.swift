@@ -35,7 +35,8 @@ public struct ExtensionContent: Sendable, Equatable {
     }
 }
 
-/// One notification in the service extension: the body is decrypted
+/// One notification in the service extension: its receipt is reported (confirmed delivery,
+/// beside the work, never delaying it), the body is decrypted
 /// first (a hook), then the media is fetched with an explicit budget (2 s: Cocotte's avatar falls
 /// back to the no-avatar variant), and the best content so far is delivered **exactly once** —
 /// when the work is done, when the budget runs out, or when the system calls
@@ -48,9 +49,11 @@ public final class ServiceExtensionSession: Sendable {
         var best: ExtensionContent
         var delivered = false
         var deliver: (@Sendable (ExtensionContent) -> Void)?
+        var receipt: Task<Void, Never>?
     }
 
     private let state: LockedState<State>
+    private let reportReceipt: (@Sendable ([String: JSONValue]) async -> Void)?
     private let decryptor: (any PayloadDecryptor)?
     private let fetcher: (any MediaFetcher)?
     private let clock: any KitClock
@@ -62,9 +65,11 @@ public final class ServiceExtensionSession: Sendable {
         content: ExtensionContent, decryptor: (any PayloadDecryptor)?, fetcher: (any MediaFetcher)?,
         clock: any KitClock = SystemKitClock(),
         mediaBudget: TimeInterval = 2, maximumBytes: Int = 10 << 20, logger: any KitLogger = SilentKitLogger(),
+        reportReceipt: (@Sendable ([String: JSONValue]) async -> Void)? = nil,
         deliver: @escaping @Sendable (ExtensionContent) -> Void
     ) {
         state = LockedState(State(best: content, deliver: deliver))
+        self.reportReceipt = reportReceipt
         self.decryptor = decryptor
         self.fetcher = fetcher
         self.clock = clock
@@ -76,9 +81,16 @@ public final class ServiceExtensionSession: Sendable {
     /// Whether the content went to the system already.
     public var delivered: Bool { state.withLock { $0.delivered } }
 
-    /// Does the work and delivers once (what `didReceive(_:withContentHandler:)` starts).
+    /// Does the work and delivers once (what `didReceive(_:withContentHandler:)` starts). The
+    /// receipt (`reportReceipt`, e.g. `HeraldClient.reportReceived`) is started beside the work
+    /// and never waited for: the content goes to the system whatever the network does.
     public func run() async {
         var content = state.withLock { $0.best }
+        if let report = reportReceipt {
+            let appData = content.appData
+            let task = Task { await report(appData) }
+            state.withLock { $0.receipt = task }
+        }
         if let decryptor, let ciphertext = content.appData[Self.encryptedBodyKey]?.stringValue {
             do {
                 content.body = try await decryptor.decrypt(ciphertext, appData: content.appData)
@@ -112,6 +124,12 @@ public final class ServiceExtensionSession: Sendable {
             }
         }
         finish()
+    }
+
+    /// Waits until the receipt's report returned (stored in the outbox, and sent if it could
+    /// be); at once when there is none.
+    public func receiptReported() async {
+        await state.withLock { $0.receipt }?.value
     }
 
     /// The system's time is up (`serviceExtensionTimeWillExpire`): the best content so far goes now.

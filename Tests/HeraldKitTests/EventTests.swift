@@ -12,7 +12,7 @@ struct DelegateEventTests {
     }
 
     @Test(
-        "a tap that launched the app, posted before HeraldKit exists, is reported once when it attaches; the same tap again and a dismissal are not reported; later taps go straight through"
+        "a tap that launched the app, posted before HeraldKit exists, is reported once when it attaches; the same tap again and a dismissal are not reported; later taps go straight through; a foreground arrival is a receipt, once"
     )
     func coldStart() async throws {
         let events = NotificationEvents()
@@ -35,6 +35,15 @@ struct DelegateEventTests {
         events.post(.response(appData: Self.card(9), action: "APPROVE", text: nil))
         for _ in 0..<2000 where opens().count < 2 { try await Task.sleep(for: .milliseconds(1)) }
         #expect(opens() == [7, 9])
+        // A notification arriving in the foreground is a receipt (once per delivery).
+        events.post(.willPresent(appData: Self.card(10)))
+        events.post(.willPresent(appData: Self.card(10)))
+        events.post(.response(appData: Self.card(11), action: "default", text: nil))
+        for _ in 0..<2000 where opens().count < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        let receipts = transport.requests.filter { $0.path == "/v1/apps/lucid/received" }.compactMap {
+            ($0.body.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any])?["delivery_id"] as? Int
+        }
+        #expect(receipts == [10] && opens() == [7, 9, 11])
         listening.cancel()
     }
 

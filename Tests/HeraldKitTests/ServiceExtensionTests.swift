@@ -122,6 +122,80 @@ struct ServiceExtensionTests {
         #expect(delivered.all.count == 1)
     }
 
+    /// A gate the test opens: what waits on it stays waiting until then.
+    final class Gate: @unchecked Sendable {
+        private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+        func wait() async {
+            await withCheckedContinuation { continuation in
+                let resume = state.withLock { state -> Bool in
+                    if state.open { return true }
+                    state.waiting.append(continuation)
+                    return false
+                }
+                if resume { continuation.resume() }
+            }
+        }
+        func open() {
+            for continuation in state.withLock({ state -> [CheckedContinuation<Void, Never>] in
+                state.open = true
+                defer { state.waiting = [] }
+                return state.waiting
+            }) { continuation.resume() }
+        }
+    }
+
+    @Test(
+        "the receipt: one per delivery, through the background uploader; offline it waits in the outbox and goes when the network returns; the content is handed to the system without waiting for it"
+    )
+    func receipts() async throws {
+        let transport = RecordingTransport()
+        let uploader = RecordingTransport()
+        let client = HeraldClient(
+            configuration: HeraldKitConfiguration(
+                appID: "cocotte", clientKey: "client-key", environment: .sandbox, userToken: { "token-for-\($0)" }),
+            transport: transport, backgroundUploader: uploader, store: InMemoryKeyValueStore(), deviceID: "ana-phone")
+        await client.register(rawToken: Data(repeating: 7, count: 32), userID: "ana")
+        var content = Self.content
+        content.appData["media_url"] = nil
+        content.appData["herald"] = .object(["n": .string("n1"), "d": .int(4211)])
+        // The extension runs while the device is offline, and the receipt's report is slow to
+        // even start: the content still goes at once.
+        uploader.answer(.offline, then: .offline)
+        let gate = Gate()
+        let delivered = Deliveries()
+        let session = ServiceExtensionSession(
+            content: content, decryptor: Reverse(), fetcher: nil, clock: SteppedKitClock(),
+            reportReceipt: { appData in
+                await gate.wait()
+                await client.reportReceived(appData: appData)
+            }, deliver: delivered.add)
+        await session.run()
+        #expect(delivered.all.map(\.body) == ["$48 is 1σ above your median"])
+        #expect(uploader.requests.isEmpty)
+        gate.open()
+        await session.receiptReported()
+        // Tried once while offline; it waits in the outbox.
+        #expect(uploader.requests.map(\.path) == ["/v1/apps/cocotte/received"])
+        #expect(await client.outbox.pending.map(\.kind) == ["received"])
+        // The same delivery again (the foreground handler, or the extension run twice): nothing new.
+        #expect(await client.reportReceived(appData: content.appData))
+        #expect(await client.outbox.pending.count == 1)
+        // The network returns.
+        uploader.answer(.status(200, #"{"delivery_id":4211,"status":200,"counted":true,"reports":1}"#))
+        await client.outbox.retryNow()
+        try await client.outbox.drainUntilEmpty(maximumWait: 5)
+        let sent = uploader.requests.filter { $0.path == "/v1/apps/cocotte/received" }
+        #expect(sent.count == 2 && Set(sent.compactMap { $0.headers["Idempotency-Key"] }).count == 1)
+        let body = (sent.last?.body.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any]) ?? [:]
+        #expect(
+            body["delivery_id"] as? Int == 4211 && body["device_id"] as? String == "ana-phone"
+                && body["displayed"] as? Bool == true && body["at"] is String, "\(body)")
+        #expect(sent.last?.headers["X-Herald-User-Token"] == "token-for-ana")
+        #expect(!transport.requests.contains { $0.path.hasSuffix("/received") })
+        // A payload that is not Herald's has no receipt.
+        #expect(await client.reportReceived(appData: ["k": .string("v")]) == false)
+    }
+
     @Test("a body that cannot be decrypted keeps the payload's neutral text; no media key, no fetch")
     func decryptFails() async throws {
         let delivered = Deliveries()

@@ -17,7 +17,7 @@ import Testing
 @Suite("HeraldKit against a live Herald")
 struct HeraldKitIntegrationTests {
     @Test(
-        "register with a user token, receive PN-02, report it opened twice (counted once), sign out; a forged user token is refused and nothing is registered"
+        "register with a user token, receive PN-02, report its receipt and report it opened twice (counted once), sign out; a forged user token is refused and nothing is registered"
     )
     func appLifecycle() async throws {
         let raw = Data((0..<32).map { UInt8(($0 * 37 + 11) & 0xff) })
@@ -48,12 +48,14 @@ struct HeraldKitIntegrationTests {
                 try JSONDecoder().decode(
                     JSONValue.self, from: JSONSerialization.data(withJSONObject: payload["demo"] as Any)
                 ).objectValue)
+            #expect(await app.reportReceived(appData: appData))  // its service extension
             #expect(await app.reportOpened(appData: appData))
             #expect(await app.reportOpened(appData: appData))  // a cold start reports it again
             try await app.outbox.drainUntilEmpty(maximumWait: 5)
             let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02")
             let row = try #require((analytics.body["types"] as? [[String: Any]])?.first)
-            #expect(row["opened"] as? Int == 1 && row["sent"] as? Int == 1, "\(row)")
+            #expect(
+                row["opened"] as? Int == 1 && row["received"] as? Int == 1 && row["sent"] as? Int == 1, "\(row)")
 
             await app.signOut()
             #expect(await app.outbox.pending.isEmpty)
