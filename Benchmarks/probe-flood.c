@@ -1,10 +1,12 @@
 // A health-probe flood for scripts/server-load.sh (PROBES=N): GET PATH at RATE requests a
 // second, spread over CONNECTIONS keep-alive HTTP/1.1 connections to 127.0.0.1:PORT, for SECONDS.
+// With BODIES (a file of JSON bodies, one a line) and KEY it POSTs them to PATH instead, in
+// turn (RECEIPTS=N: devices' receipts), with `Authorization: Bearer KEY`.
 // Written in C so that the load generator itself costs little CPU on a 2-core box (a Python
 // asyncio client took most of a core at 2,000 requests a second).
 //
 //   cc -O2 -o probe-flood Benchmarks/probe-flood.c
-//   probe-flood PORT RATE SECONDS [CONNECTIONS] [PATH]
+//   probe-flood PORT RATE SECONDS [CONNECTIONS] [PATH] [BODIES KEY]
 //
 // Prints how many were answered, by status class, and how many were skipped because every
 // connection was still waiting for an answer (the server falling behind).
@@ -51,7 +53,7 @@ static size_t complete(const char *buffer, size_t used) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: probe-flood PORT RATE SECONDS [CONNECTIONS] [PATH]\n");
+        fprintf(stderr, "usage: probe-flood PORT RATE SECONDS [CONNECTIONS] [PATH] [BODIES KEY]\n");
         return 64;
     }
     int port = atoi(argv[1]);
@@ -59,8 +61,34 @@ int main(int argc, char **argv) {
     int count = argc > 4 ? atoi(argv[4]) : 16;
     const char *path = argc > 5 ? argv[5] : "/healthz";
     if (count < 1 || count > MAX_CONNECTIONS || rate <= 0) return 64;
-    char request[512];
+    static char request[4096];
     int request_length = snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    // POST bodies, one a line, sent in turn.
+    char **bodies = NULL;
+    long body_count = 0, body_next = 0;
+    const char *key = argc > 7 ? argv[7] : "";
+    if (argc > 6) {
+        FILE *file = fopen(argv[6], "r");
+        if (!file) {
+            perror("bodies");
+            return 66;
+        }
+        char line[2048];
+        long capacity = 0;
+        while (fgets(line, sizeof line, file)) {
+            size_t length = strcspn(line, "\r\n");
+            if (length == 0) continue;
+            line[length] = 0;
+            if (body_count == capacity) {
+                capacity = capacity ? capacity * 2 : 1024;
+                bodies = realloc(bodies, capacity * sizeof *bodies);
+                if (!bodies) return 71;
+            }
+            bodies[body_count++] = strdup(line);
+        }
+        fclose(file);
+        if (body_count == 0) return 65;
+    }
 
     static struct connection connections[MAX_CONNECTIONS];
     struct pollfd polls[MAX_CONNECTIONS];
@@ -97,6 +125,15 @@ int main(int argc, char **argv) {
                 continue;
             }
             next = (found + 1) % count;
+            if (bodies) {
+                const char *body = bodies[body_next++ % body_count];
+                request_length = snprintf(
+                    request, sizeof request,
+                    "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\n\r\n%s",
+                    path, key, strlen(body), body);
+                if (request_length <= 0 || request_length >= (int)sizeof request) return 65;
+            }
             if (write(connections[found].fd, request, request_length) != request_length) {
                 perror("write");
                 return 1;

@@ -476,6 +476,51 @@ if [ "$MODE" = latency ]; then
     echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s, after ${WARMUP_SECONDS:=1}s not counted"
     status=0
     PROBE_PID=
+    phases="alone"
+    if [ "${RECEIPTS:-0}" -gt 0 ]; then
+        # Receipts for distinct sent deliveries, as many as the flood sends: devices of their
+        # own (r0, r1, …), a notification to all, its deliveries listed.
+        flood_seconds=$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")
+        receipt_devices=$(python3 -c "print(int($RECEIPTS * $flood_seconds))")
+        echo "== $receipt_devices more devices and a notification to all, for their receipts"
+        python3 - "$receipt_devices" > "$WORK/receipt-devices.jsonl" <<'PY'
+import secrets, sys
+for i in range(int(sys.argv[1])):
+    sys.stdout.write('{"device_id":"r%d","user_id":"ru%d","token":"%s","environment":"sandbox"}\n' % (i, i, secrets.token_hex(32)))
+PY
+        curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/devices/import" -H "Authorization: Bearer $SERVER" \
+            -H "Content-Type: application/x-ndjson" --data-binary @"$WORK/receipt-devices.jsonl" > /dev/null
+        receipt_id=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
+            -H "Content-Type: application/json" -d '{"to":{"all":true},"alert":{"body":"receipts"}}' | json 'd["id"]')
+        python3 - "$PORT" "$SERVER" "$receipt_id" > "$WORK/receipts.jsonl" <<'PY'
+import json, sys, time, urllib.request
+port, key, notification = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def get(path):
+    return json.load(urllib.request.urlopen(urllib.request.Request(
+        "http://127.0.0.1:%d%s" % (port, path), headers={"Authorization": "Bearer " + key})))
+while get("/v1/apps/load/notifications/%s?limit=1" % notification)["counts"]["queued"] > 0:
+    time.sleep(0.25)
+offset = 0
+while True:
+    page = get("/v1/apps/load/notifications/%s?limit=10000&offset=%d" % (notification, offset))["deliveries"]
+    if not page:
+        break
+    for delivery in page:
+        if delivery["device_id"].startswith("r") and delivery["status"] == "sent":
+            print(json.dumps({"delivery_id": delivery["id"], "device_id": delivery["device_id"]}))
+    offset += len(page)
+PY
+        echo "   $(wc -l < "$WORK/receipts.jsonl") deliveries to report; the latency run alone, then with ${RECEIPTS} receipts/s"
+        cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
+        phases="alone receipts"
+    fi
+    for phase in $phases; do
+    if [ "$phase" = receipts ]; then
+        echo "== with ${RECEIPTS} receipts/s from 128 connections (Benchmarks/probe-flood.c), each delivery once"
+        "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /v1/apps/load/received "$WORK/receipts.jsonl" "$SERVER" > "$WORK/receipt-flood.txt" &
+        PROBE_PID=$!
+        sleep 0.5
+    fi
     if [ "${PROBES:-0}" -gt 0 ]; then
         echo "== with GET /healthz at ${PROBES}/s from 16 connections (Benchmarks/probe-flood.c)"
         cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
@@ -483,10 +528,13 @@ if [ "$MODE" = latency ]; then
         PROBE_PID=$!
         sleep 0.5
     fi
-    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" <<'PY' || status=$?
+    seq_offset=$([ "$phase" = receipts ] && echo 10000000 || echo 0)
+    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" "$seq_offset" <<'PY' | tee "$WORK/latency-$phase.txt" || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 warmup = int(rate * float(sys.argv[7]))
+# A second run in the same process numbers its sends from here (the inbox keeps the first's).
+offset = int(sys.argv[8])
 tokens = [json.loads(line)["token"] for line in open(sys.argv[6])]
 users = len(tokens)  # sends go to one device each, round robin
 total = int(rate * seconds)
@@ -501,7 +549,7 @@ async def worker(queue):
         if seq is None:
             writer.close()
             return
-        body = json.dumps({"to": {"device_ids": ["d%d" % (seq % users)]}, "alert": {"body": "latency"}, "data": {"seq": seq}}).encode()
+        body = json.dumps({"to": {"device_ids": ["d%d" % (seq % users)]}, "alert": {"body": "latency"}, "data": {"seq": seq + offset}}).encode()
         request = (b"POST /v1/apps/load/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
                    + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         started[seq] = time.time()
@@ -550,7 +598,9 @@ for token in tokens:
     inbox = json.load(urllib.request.urlopen("http://127.0.0.1:%d/inbox/%s" % (control, token)))
     for entry in inbox["notifications"]:
         seq = find_seq(entry["payload"])
-        if seq is not None and seq >= 0:
+        if seq is not None:
+            seq -= offset
+        if seq is not None and 0 <= seq < total:
             received.setdefault(seq, entry["received_at_us"] / 1e6)
 for warm in [s for s in statuses if s < 0]:
     started.pop(warm, None); accepted.pop(warm, None); statuses.pop(warm)
@@ -571,7 +621,22 @@ sys.exit(1 if missing or bad else 0)
 PY
     if [ -n "$PROBE_PID" ]; then
         wait "$PROBE_PID" || status=1
-        cat "$WORK/probes.txt"
+        if [ "$phase" = receipts ]; then cat "$WORK/receipt-flood.txt"; else cat "$WORK/probes.txt"; fi
+        PROBE_PID=
+    fi
+    done
+    if [ "${RECEIPTS:-0}" -gt 0 ]; then
+        python3 - "$WORK/latency-alone.txt" "$WORK/latency-receipts.txt" <<'PY'
+import re, sys
+def p99(path):
+    for line in open(path):
+        found = re.search(r"APNs request \(ms\): .*p99 ([0-9.]+)", line)
+        if found:
+            return float(found.group(1))
+alone, receipts = p99(sys.argv[1]), p99(sys.argv[2])
+print("send p99 alone %.2f ms, with the receipts %.2f ms: %.2fx" % (alone, receipts, receipts / alone))
+PY
+        curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep '^herald_deliveries_received_total' || true
     fi
     print_metrics
     exit $status

@@ -44,67 +44,170 @@ extension TrackRepository {
         package var receivedAt: Date
     }
 
-    /// Records `reports` (at most a few hundred) in one transaction, each checked against its
-    /// delivery: sent (accepted by its provider) to that device of `appID`, and, with `userID`
-    /// (a user token's), to that user. The first report of a delivery counts (its
-    /// notification's `received_count`, and so its type's day); later ones add to `reports`.
-    /// A receipt never comes before its acceptance: its time is taken as at least that.
+    /// A call's receipts, as the batcher takes them.
+    struct ReceiptCall: Sendable {
+        var appID: String
+        var userID: String?
+        var reports: [ReceiptReport]
+    }
+
+    /// Records `reports` (one call's, at most a few hundred), each checked against its delivery:
+    /// sent (accepted by its provider) to that device of `appID`, and, with `userID` (a user
+    /// token's), to that user. The first report of a delivery counts (its notification's
+    /// `received_count`, and so its type's day); later ones add to `reports`. A receipt never
+    /// comes before its acceptance: its time is taken as at least that. Calls arriving
+    /// together share one durable transaction (`WriteBatcher`); one that fails fails alone.
     package func recordReceipts(appID: String, userID: String?, _ reports: [ReceiptReport]) async throws
         -> [ReceiptOutcome]
     {
         guard !reports.isEmpty else { return [] }
-        let now = nowMilliseconds
-        return try await transaction { session in
-            var outcomes: [ReceiptOutcome] = []
-            outcomes.reserveCapacity(reports.count)
-            for report in reports {
-                guard
-                    let row = try await session.query(
-                        """
-                        SELECT d.notification_id, d.user_id, d.updated_at, v.platform, v.app_version FROM deliveries d
-                        LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-                        WHERE d.id = $1 AND d.app_id = $2 AND d.device_id = $3 AND d.status = 'sent'
-                        """, [.integer(report.deliveryID), .text(appID), .text(report.deviceID)]
-                    ).first, row.count == 5, let notification = row[0].text, let acceptedAt = row[2].integer
-                else {
-                    outcomes.append(.notFound)
-                    continue
-                }
-                if let userID, row[1].text != userID {
-                    outcomes.append(.otherUser)
-                    continue
-                }
-                let platform = row[3].text ?? "unknown"
-                let receivedAt = max(Self.milliseconds(report.receivedAt), acceptedAt)
-                let written = try await session.query(
-                    """
-                    INSERT INTO receipts (app_id, delivery_id, notification_id, device_id, platform, app_version, accepted_at, received_at, recorded_at, displayed)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                    ON CONFLICT (app_id, delivery_id) DO UPDATE SET reports = receipts.reports + 1
-                    RETURNING reports, received_at
-                    """,
-                    [
-                        .text(appID), .integer(report.deliveryID), .text(notification), .text(report.deviceID),
-                        .text(platform), row[4], .integer(acceptedAt), .integer(receivedAt), .integer(now),
-                        .integer(report.displayed ? 1 : 0),
-                    ]
-                ).first
-                let reports = written?.first?.integer ?? 1
-                if reports == 1 {
-                    _ = try await session.query(
-                        "UPDATE notifications SET received_count = received_count + 1 WHERE id = $1",
-                        [.text(notification)])
-                }
-                outcomes.append(
-                    .recorded(
-                        ReceiptRecorded(
-                            deliveryID: report.deliveryID, counted: reports == 1, reports: reports, platform: platform,
-                            acceptedAt: Self.date(acceptedAt),
-                            receivedAt: Self.date(written.flatMap { $0.count == 2 ? $0[1].integer : nil } ?? receivedAt)
-                        )))
-            }
-            return outcomes
+        return try await database.receiptBatcher.submit(
+            ReceiptCall(appID: appID, userID: userID, reports: reports), database
+        ) { session, calls in
+            try await TrackRepository(database: database).writeReceipts(calls, session)
         }
+    }
+
+    /// `recordReceipts`' batch, a few statements whatever its size: the deliveries in one read,
+    /// the receipts in one upsert (repeats of a delivery within the batch folded into one row),
+    /// the notifications' `received_count` in one update.
+    private func writeReceipts(_ calls: [ReceiptCall], _ session: Session) async throws -> [Result<
+        [ReceiptOutcome], any Error
+    >] {
+        let now = nowMilliseconds
+        struct Key: Hashable {
+            var app: String
+            var delivery: Int64
+        }
+        struct Delivery {
+            var notification: String
+            var device: String
+            var user: String?
+            var acceptedAt: Int64
+            var platform: String
+            var appVersion: String?
+        }
+        var wanted = BulkRows([("app_id", .text), ("delivery_id", .integer)], capacity: calls.count)
+        var seen = Set<Key>()
+        for call in calls {
+            for report in call.reports where seen.insert(Key(app: call.appID, delivery: report.deliveryID)).inserted {
+                wanted.append(.text(call.appID))
+                wanted.append(.integer(report.deliveryID))
+            }
+        }
+        var deliveries: [Key: Delivery] = [:]
+        for row in try await session.query(
+            [], rows: wanted,
+            { source in
+                """
+                SELECT r.app_id, d.id, d.notification_id, d.device_id, d.user_id, d.updated_at, v.platform, v.app_version
+                FROM \(source)
+                JOIN deliveries d ON d.id = r.delivery_id AND d.app_id = r.app_id AND d.status = 'sent'
+                LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+                """
+            })
+        {
+            guard row.count == 8, let app = row[0].text, let id = row[1].integer, let notification = row[2].text,
+                let device = row[3].text, let acceptedAt = row[5].integer
+            else { continue }
+            deliveries[Key(app: app, delivery: id)] = Delivery(
+                notification: notification, device: device, user: row[4].text, acceptedAt: acceptedAt,
+                platform: row[6].text ?? "unknown", appVersion: row[7].text)
+        }
+        // The checked receipts, grouped by delivery in the order of their first report.
+        struct Group {
+            var key: Key
+            var delivery: Delivery
+            var receivedAt: Int64
+            var displayed: Bool
+            var reports: [(call: Int, index: Int)] = []
+            var stored: (reports: Int64, receivedAt: Int64)?
+        }
+        var outcomes = calls.map { [ReceiptOutcome](repeating: .notFound, count: $0.reports.count) }
+        var groups: [Group] = []
+        var position: [Key: Int] = [:]
+        for (callIndex, call) in calls.enumerated() {
+            for (index, report) in call.reports.enumerated() {
+                let key = Key(app: call.appID, delivery: report.deliveryID)
+                guard let delivery = deliveries[key], delivery.device == report.deviceID else { continue }
+                if let userID = call.userID, delivery.user != userID {
+                    outcomes[callIndex][index] = .otherUser
+                    continue
+                }
+                if position[key] == nil {
+                    position[key] = groups.count
+                    groups.append(
+                        Group(
+                            key: key, delivery: delivery,
+                            receivedAt: max(Self.milliseconds(report.receivedAt), delivery.acceptedAt),
+                            displayed: report.displayed))
+                }
+                if let at = position[key] { groups[at].reports.append((callIndex, index)) }
+            }
+        }
+        guard !groups.isEmpty else { return outcomes.map { .success($0) } }
+        var receipts = BulkRows(
+            [
+                ("app_id", .text), ("delivery_id", .integer), ("notification_id", .text), ("device_id", .text),
+                ("platform", .text), ("app_version", .text), ("accepted_at", .integer), ("received_at", .integer),
+                ("displayed", .integer), ("reports", .integer),
+            ], capacity: groups.count)
+        for group in groups {
+            for cell: BulkRows.Cell in [
+                .text(group.key.app), .integer(group.key.delivery), .text(group.delivery.notification),
+                .text(group.delivery.device), .text(group.delivery.platform), .text(group.delivery.appVersion ?? ""),
+                .integer(group.delivery.acceptedAt), .integer(group.receivedAt), .integer(group.displayed ? 1 : 0),
+                .integer(Int64(group.reports.count)),
+            ] { receipts.append(cell) }
+        }
+        for row in try await session.query(
+            [.integer(now)], rows: receipts,
+            { source in
+                """
+                INSERT INTO receipts (app_id, delivery_id, notification_id, device_id, platform, app_version, accepted_at, received_at, recorded_at, displayed, reports)
+                SELECT r.app_id, r.delivery_id, r.notification_id, r.device_id, r.platform, NULLIF(r.app_version, ''), r.accepted_at,
+                    r.received_at, $1, r.displayed, r.reports
+                FROM \(source) WHERE true
+                ON CONFLICT (app_id, delivery_id) DO UPDATE SET reports = receipts.reports + excluded.reports
+                RETURNING app_id, delivery_id, reports, received_at
+                """
+            })
+        {
+            guard row.count == 4, let app = row[0].text, let id = row[1].integer, let reports = row[2].integer,
+                let receivedAt = row[3].integer, let at = position[Key(app: app, delivery: id)]
+            else { continue }
+            groups[at].stored = (reports, receivedAt)
+        }
+        // A delivery's first receipt ever is in this batch when its row holds just this batch's.
+        var perNotification: [String: Int64] = [:]
+        for group in groups where group.stored?.reports == Int64(group.reports.count) {
+            perNotification[group.delivery.notification, default: 0] += 1
+        }
+        if !perNotification.isEmpty {
+            var increments = BulkRows([("id", .text), ("received", .integer)], capacity: perNotification.count)
+            for (id, received) in perNotification.sorted(by: { $0.key < $1.key }) {
+                increments.append(.text(id))
+                increments.append(.integer(received))
+            }
+            _ = try await session.query([], rows: increments) { source in
+                """
+                UPDATE notifications SET received_count = notifications.received_count + r.received FROM \(source)
+                WHERE notifications.id = r.id
+                """
+            }
+        }
+        for group in groups {
+            guard let stored = group.stored else { continue }
+            let earlier = stored.reports - Int64(group.reports.count)
+            for (order, report) in group.reports.enumerated() {
+                outcomes[report.call][report.index] = .recorded(
+                    ReceiptRecorded(
+                        deliveryID: group.key.delivery, counted: earlier == 0 && order == 0,
+                        reports: earlier + Int64(order) + 1, platform: group.delivery.platform,
+                        acceptedAt: Self.date(group.delivery.acceptedAt), receivedAt: Self.date(stored.receivedAt)))
+            }
+        }
+        return outcomes.map { .success($0) }
     }
 
     /// Deliveries of an app's types on `days` accepted by their provider more than `olderThan`

@@ -76,6 +76,10 @@ package final class HeraldStore: Sendable {
     /// waited on by anyone).
     let openBatcher = WriteBatcher<TrackRepository.OpenReport, TrackRepository.ReportedOpen?>(
         linger: .milliseconds(50), maximumBatch: HeraldStore.batchSize)
+    /// Receipts reported together (`TrackRepository.recordReceipts`): a call's receipts stay
+    /// together, calls arriving within 25 ms of each other under load share a transaction.
+    let receiptBatcher = WriteBatcher<TrackRepository.ReceiptCall, [TrackRepository.ReceiptOutcome]>(
+        linger: .milliseconds(25), maximumBatch: 64)
     /// Open batches written, and the opens in them.
     package var openBatches: (batches: Int, opens: Int) {
         (openBatcher.batches.load(ordering: .relaxed), openBatcher.items.load(ordering: .relaxed))
