@@ -12,6 +12,8 @@ struct AnalyticsPage {
         var id: String?
         var counts: AnalyticsView.Counts
         var ctr: String
+        /// Received ÷ accepted ("—" while no receipt was reported).
+        var receivedRate: String
         var goal: String?
         /// `ok` (met), `bad` (below goal over enough sends), `warn` (below, too few sends), or none.
         var state: String
@@ -58,6 +60,8 @@ struct AnalyticsPage {
             let byDay = Dictionary(entry.days.map { ($0.day, $0.counts) }, uniquingKeysWith: { first, _ in first })
             return TypeRow(
                 name: entry.type, id: entry.id, counts: counts, ctr: Self.percent(counts.ctr),
+                receivedRate: counts.received > 0
+                    ? Self.percent(AnalyticsView.Counts.rate(counts.received, counts.accepted)) : "—",
                 goal: entry.goal.map { Self.percent($0) },
                 state: state, verdict: verdict,
                 chart: counts.accepted + counts.opened == 0

@@ -266,6 +266,12 @@ struct DashboardTests {
                     json: #"{"delivery_id":\#(stamp.deliveryID),"device_id":"ana-phone"}"#
                 ).status
                     == .ok)
+            #expect(
+                try await server.request(
+                    .post, "/v1/apps/demo/received",
+                    json: #"{"delivery_id":\#(stamp.deliveryID),"device_id":"ana-phone"}"#
+                ).status
+                    == .ok)
             let analytics = try await browser.go(.get, "/dashboard/apps/demo/analytics")
             #expect(analytics.status == .ok)
             let card = try #require(
@@ -276,6 +282,8 @@ struct DashboardTests {
                 card.contains("100.0%") && card.contains("goal 15.0%") && card.contains("goal met")
                     && card.contains(#"class="opened""#))
             #expect(card.contains(#"<span class="big">1</span><span class="muted">opened</span>"#))
+            #expect(card.contains(#"<span class="big">1</span><span class="muted">received · 100.0%</span>"#))
+            #expect(analytics.html.contains("received · —"))  // a type without receipts
             #expect(analytics.html.contains("nothing accepted yet"))
             // Opt-in: bob's Android reported denied; ana's iPhone reported nothing.
             #expect(analytics.html.contains("<th>All devices</th><td class=\"num\">0.0%</td>"))

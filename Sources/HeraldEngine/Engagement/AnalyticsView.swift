@@ -32,7 +32,7 @@ package struct AnalyticsView: Encodable {
             acceptedNotReceived += row.acceptedNotReceived
         }
 
-        static func rate(_ part: Int64, _ whole: Int64) -> Double? {
+        package static func rate(_ part: Int64, _ whole: Int64) -> Double? {
             whole > 0 ? Double(part) / Double(whole) : nil
         }
 
