@@ -266,24 +266,8 @@ public actor HeraldClient {
     @discardableResult
     public func reportOpened(appData: [String: JSONValue], action: String = "default") async -> Bool {
         guard let stamp = HeraldStamp(appData: appData) else { return false }
-        guard !registration.opened.contains(stamp.deliveryID) else { return true }
-        registration.opened.append(stamp.deliveryID)
-        if registration.opened.count > Self.openedMemory {
-            registration.opened.removeFirst(registration.opened.count - Self.openedMemory)
-        }
-        save()
-        let body: [String: JSONValue] = [
-            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID),
-            "action": .string(action),
-            "at": .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
-        ]
-        await outbox.enqueue(
-            kind: "opened",
-            request: HTTPRequestSpec(
-                method: "POST", path: path("opened"), headers: ["Content-Type": "application/json"],
-                body: try? JSONEncoder().encode(JSONValue.object(body))),
-            userID: registration.userID, retryNotFound: true)
-        await outbox.drain()
+        guard Self.remember(stamp.deliveryID, in: &registration.opened) else { return true }
+        await report("opened", stamp, ["action": .string(action)], background: false)
         return true
     }
 
@@ -297,24 +281,35 @@ public actor HeraldClient {
     public func reportReceived(appData: [String: JSONValue], displayed: Bool = true) async -> Bool {
         guard let stamp = HeraldStamp(appData: appData) else { return false }
         var received = registration.received ?? []
-        guard !received.contains(stamp.deliveryID) else { return true }
-        received.append(stamp.deliveryID)
-        if received.count > Self.openedMemory { received.removeFirst(received.count - Self.openedMemory) }
+        guard Self.remember(stamp.deliveryID, in: &received) else { return true }
         registration.received = received
-        save()
-        let body: [String: JSONValue] = [
-            "delivery_id": .int(Int(stamp.deliveryID)), "device_id": .string(registration.deviceID),
-            "displayed": .bool(displayed),
-            "at": .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
-        ]
-        await outbox.enqueue(
-            kind: "received",
-            request: HTTPRequestSpec(
-                method: "POST", path: path("received"), headers: ["Content-Type": "application/json"],
-                body: try? JSONEncoder().encode(JSONValue.object(body))),
-            userID: registration.userID, retryNotFound: true, background: true)
-        await outbox.drain()
+        await report("received", stamp, ["displayed": .bool(displayed)], background: true)
         return true
+    }
+
+    /// Adds `delivery` to `list` (the newest `openedMemory` kept); false when it was there.
+    private static func remember(_ delivery: Int64, in list: inout [Int64]) -> Bool {
+        guard !list.contains(delivery) else { return false }
+        list.append(delivery)
+        if list.count > openedMemory { list.removeFirst(list.count - openedMemory) }
+        return true
+    }
+
+    /// Saves what was remembered, then queues `POST …/<kind>` about the stamp's delivery from
+    /// this device (with `fields` and the time now) in the outbox and sends what is due.
+    private func report(_ kind: String, _ stamp: HeraldStamp, _ fields: [String: JSONValue], background: Bool) async {
+        save()
+        var body = fields
+        body["delivery_id"] = .int(Int(stamp.deliveryID))
+        body["device_id"] = .string(registration.deviceID)
+        body["at"] = .string(clock.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        await outbox.enqueue(
+            kind: kind,
+            request: HTTPRequestSpec(
+                method: "POST", path: path(kind), headers: ["Content-Type": "application/json"],
+                body: try? JSONEncoder().encode(JSONValue.object(body))),
+            userID: registration.userID, retryNotFound: true, background: background)
+        await outbox.drain()
     }
 
     // MARK: Helpers

@@ -88,21 +88,10 @@ extension BroadcastRepository {
                 listed += "," + String(id) + "," + String(attempts) + "," + String(trace) + "]"
             }
             listed += "]"
-            guard
-                let pageID = try await session.query(
-                    """
-                    INSERT INTO broadcast_pages
-                        (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
-                         devices, trace)
-                    VALUES ($1, $2, $3, $4, $5, '', '', $6, $7, $7, $8, 1, $9, $10) RETURNING id
-                    """,
-                    [
-                        .text(key.notification), .text(key.app), .integer(key.lane), .integer(now),
-                        .integer(key.createdAt), .integer(firstID), .integer(Int64(group.count)), .text(nodeID),
-                        .text(listed), .text(SQLText.jsonArray(strings: traces)),
-                    ]
-                ).first?.first?.integer
-            else { throw StoreError(.corrupt, "broadcast_pages: no id for a page of deferred rows") }
+            let pageID = try await insertListedPage(
+                notification: key.notification, app: key.app, lane: key.lane, dueAt: now, acceptedAt: key.createdAt,
+                firstID: firstID, size: Int64(group.count), listed: listed, trace: SQLText.jsonArray(strings: traces),
+                session)
             for columns in group {
                 guard let delivery = try OutboxRepository.claimedDelivery(columns, claimOffset: 0, page: pageID)
                 else { throw StoreError(.corrupt, "deliveries: a deferred row without a notification id") }

@@ -73,21 +73,9 @@ extension BroadcastRepository {
                 listed += "]"
             }
             listed += "]"
-            guard
-                let pageID = try await session.query(
-                    """
-                    INSERT INTO broadcast_pages
-                        (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
-                         devices, trace)
-                    VALUES ($1, $2, $3, $4, $4, '', '', $5, $6, $6, $7, 1, $8, $9) RETURNING id
-                    """,
-                    [
-                        .text(notification.uuidString), .text(appID), .integer(Int64(lane.rawValue)), .integer(now),
-                        .integer(firstID), .integer(count),
-                        .text(nodeID), .text(listed), trace.map { .text($0) } ?? .null,
-                    ]
-                ).first?.first?.integer
-            else { throw StoreError(.corrupt, "broadcast_pages: no id for a step's page") }
+            let pageID = try await insertListedPage(
+                notification: notification.uuidString, app: appID, lane: Int64(lane.rawValue), dueAt: now,
+                acceptedAt: now, firstID: firstID, size: count, listed: listed, trace: trace, session)
             let slot = BroadcastSlot(page: pageID, lane: lane.rawValue, dueAt: now, acceptedAt: now, userID: "")
             claimed += try handOut(
                 Array(page), ids: Array(firstID..<(firstID + count)), notification: notification.uuidString, app: appID,
@@ -95,6 +83,29 @@ extension BroadcastRepository {
                 trace: trace)
         }
         return claimed
+    }
+
+    /// Writes a page that lists its devices (`listed`, `ListedEntry`s), held by this node under
+    /// its first claim; returns its id.
+    func insertListedPage(
+        notification: String, app: String, lane: Int64, dueAt: Int64, acceptedAt: Int64, firstID: Int64, size: Int64,
+        listed: String, trace: String?, _ session: Session
+    ) async throws -> Int64 {
+        guard
+            let pageID = try await session.query(
+                """
+                INSERT INTO broadcast_pages
+                    (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
+                     devices, trace)
+                VALUES ($1, $2, $3, $4, $5, '', '', $6, $7, $7, $8, 1, $9, $10) RETURNING id
+                """,
+                [
+                    .text(notification), .text(app), .integer(lane), .integer(dueAt), .integer(acceptedAt),
+                    .integer(firstID), .integer(size), .text(nodeID), .text(listed), trace.map { .text($0) } ?? .null,
+                ]
+            ).first?.first?.integer
+        else { throw StoreError(.corrupt, "broadcast_pages: no id for a new page") }
+        return pageID
     }
 
     /// A step's page handed out again (its node died, or gave it back): the devices without
