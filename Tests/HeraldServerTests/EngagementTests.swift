@@ -317,6 +317,15 @@ struct EngagementTests {
             #expect(
                 metrics.contains(#"herald_deliveries_received_total{app="demo",platform="apns"} 900"#), "\(metrics)")
             #expect(metrics.contains("herald_receipt_latency_seconds_count{platform=\"apns\"} 900"))
+            // One delivery twice in one batch (a late device, a queue sent twice): counted once,
+            // numbered 1 and 2; one counted before, numbered on.
+            let twice = try await server.request(
+                .post, "/v1/apps/demo/received",
+                json: #"{"receipts":[\#(receipt(950)),\#(receipt(950)),\#(receipt(5))]}"#)
+            let results = try #require(twice.body["receipts"] as? [[String: Any]], "\(twice.body)")
+            #expect(results.map { $0["counted"] as? Bool } == [true, false, false])
+            #expect(results.map { $0["reports"] as? Int } == [1, 2, 3])  // d5 was reported twice before
+            #expect(try await funnel()["received"] as? Int == 901)
         }
     }
 
