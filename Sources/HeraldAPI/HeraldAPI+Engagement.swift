@@ -63,12 +63,7 @@ extension HeraldAPI {
                     guard batch else { throw notSent(report.deliveryID) }
                     views.append(ReceivedView(deliveryID: report.deliveryID, status: 404))
                 case .otherUser:
-                    guard batch else {
-                        throw APIError(
-                            .forbidden, code: "forbidden",
-                            message: "the delivery is another user's than the user token's",
-                            field: UserToken.header)
-                    }
+                    guard batch else { throw otherUsersDelivery() }
                     views.append(ReceivedView(deliveryID: report.deliveryID, status: 403))
                 }
             }
@@ -124,11 +119,7 @@ extension HeraldAPI {
                 .forbidden, code: "forbidden", message: "the delivery went to another device than device_id",
                 field: "device_id")
         }
-        if let tokenUser, delivery.userID != tokenUser {
-            throw APIError(
-                .forbidden, code: "forbidden", message: "the delivery is another user's than the user token's",
-                field: UserToken.header)
-        }
+        if let tokenUser, delivery.userID != tokenUser { throw otherUsersDelivery() }
         let type = delivery.type.flatMap { app.catalog?.type($0) }
         if open.action != OpenedBody.defaultAction, let type, !type.actions.contains(where: { $0.id == open.action }) {
             let known = ([OpenedBody.defaultAction] + type.actions.map(\.id)).joined(separator: ", ")
@@ -142,6 +133,13 @@ extension HeraldAPI {
         ]
         if let type { data["type"] = .string(type.name) }
         return String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
+    }
+
+    /// A device's report about a delivery made with another user's token.
+    private static func otherUsersDelivery() -> APIError {
+        APIError(
+            .forbidden, code: "forbidden", message: "the delivery is another user's than the user token's",
+            field: UserToken.header)
     }
 
     private static func notSent(_ deliveryID: Int64) -> APIError {

@@ -300,17 +300,7 @@ extension TrackRepository {
         if !counted.isEmpty {
             var perNotification: [String: Int64] = [:]
             for group in counted { perNotification[group.reference.notificationID.uuidString, default: 0] += 1 }
-            var increments = BulkRows([("id", .text), ("opened", .integer)], capacity: perNotification.count)
-            for (id, opened) in perNotification.sorted(by: { $0.key < $1.key }) {
-                increments.append(.text(id))
-                increments.append(.integer(opened))
-            }
-            _ = try await session.query([], rows: increments) { source in
-                """
-                UPDATE notifications SET opened_count = notifications.opened_count + r.opened FROM \(source)
-                WHERE notifications.id = r.id
-                """
-            }
+            try await Self.addToNotifications("opened_count", perNotification, session)
             var inserted = BulkRows(
                 [
                     ("id", .text), ("app_id", .text), ("user_id", .text), ("data", .text), ("occurred_at", .integer),
@@ -363,6 +353,23 @@ extension TrackRepository {
             }
         }
         return outcomes
+    }
+
+    /// Adds `counts` (by notification id) to each notification's `column` (`opened_count`,
+    /// `received_count`) in one statement, in id order (two writers take the rows alike).
+    static func addToNotifications(_ column: String, _ counts: [String: Int64], _ session: Session) async throws {
+        guard !counts.isEmpty else { return }
+        var increments = BulkRows([("id", .text), ("n", .integer)], capacity: counts.count)
+        for (id, count) in counts.sorted(by: { $0.key < $1.key }) {
+            increments.append(.text(id))
+            increments.append(.integer(count))
+        }
+        _ = try await session.query([], rows: increments) { source in
+            """
+            UPDATE notifications SET \(column) = notifications.\(column) + r.n FROM \(source)
+            WHERE notifications.id = r.id
+            """
+        }
     }
 
     /// The idempotency key of the `app.opened` event of delivery `id`: one event per delivery.

@@ -284,12 +284,8 @@ extension NotificationRepository {
                     attempts: try row.decode(column: "attempts", as: Int.self),
                     trace: try row.decode(column: "trace", as: String?.self),
                     dueAt: try date("due_at"), createdAt: try date("created_at"), updatedAt: try date("updated_at"),
-                    receivedAt: try row.decode(column: "received_at", as: Int64?.self).map {
-                        Date(timeIntervalSince1970: Double($0) / 1000)
-                    },
-                    openedAt: try row.decode(column: "opened_at", as: Int64?.self).map {
-                        Date(timeIntervalSince1970: Double($0) / 1000)
-                    })
+                    receivedAt: try row.decode(column: "received_at", as: Int64?.self).map(SQLText.date),
+                    openedAt: try row.decode(column: "opened_at", as: Int64?.self).map(SQLText.date))
             }
         }
     }

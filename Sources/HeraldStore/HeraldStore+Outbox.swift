@@ -126,7 +126,7 @@ extension OutboxRepository {
             let moved =
                 dialect == .postgres
                 ? try await database.broadcasts.moveIntoPages(
-                    rows.filter { $0.count > 5 && $0[5].text == DeliveryStatus.deferred.rawValue && Self.sendable($0) },
+                    rows.filter { Self.sendable($0) && $0[5].text == DeliveryStatus.deferred.rawValue },
                     now: now, session) : [:]
             for columns in rows {
                 // Columns by position, in the SELECT's order.

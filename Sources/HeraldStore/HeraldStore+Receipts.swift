@@ -183,19 +183,7 @@ extension TrackRepository {
         for group in groups where group.stored?.reports == Int64(group.reports.count) {
             perNotification[group.delivery.notification, default: 0] += 1
         }
-        if !perNotification.isEmpty {
-            var increments = BulkRows([("id", .text), ("received", .integer)], capacity: perNotification.count)
-            for (id, received) in perNotification.sorted(by: { $0.key < $1.key }) {
-                increments.append(.text(id))
-                increments.append(.integer(received))
-            }
-            _ = try await session.query([], rows: increments) { source in
-                """
-                UPDATE notifications SET received_count = notifications.received_count + r.received FROM \(source)
-                WHERE notifications.id = r.id
-                """
-            }
-        }
+        try await Self.addToNotifications("received_count", perNotification, session)
         for group in groups {
             guard let stored = group.stored else { continue }
             let earlier = stored.reports - Int64(group.reports.count)
@@ -204,7 +192,8 @@ extension TrackRepository {
                     ReceiptRecorded(
                         deliveryID: group.key.delivery, counted: earlier == 0 && order == 0,
                         reports: earlier + Int64(order) + 1, platform: group.delivery.platform,
-                        acceptedAt: Self.date(group.delivery.acceptedAt), receivedAt: Self.date(stored.receivedAt)))
+                        acceptedAt: SQLText.date(group.delivery.acceptedAt), receivedAt: SQLText.date(stored.receivedAt)
+                    ))
             }
         }
         return outcomes.map { .success($0) }
@@ -260,9 +249,5 @@ extension TrackRepository {
             counts[index].acceptedNotReceived = missing[counts[index].type]?[counts[index].day] ?? 0
         }
         return counts
-    }
-
-    private static func date(_ milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }

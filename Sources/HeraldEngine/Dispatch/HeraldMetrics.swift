@@ -122,7 +122,6 @@ package final class HeraldMetrics: Sendable {
         counter("herald_actions_total", [("app", app), ("outcome", outcome)]).increment()
     }
 
-    /// Opens counted (the first report of each delivery), by catalog type (`none`: not sent by type).
     /// A device's first receipt of a delivery, and the time from its provider's acceptance to
     /// the device (as the device tells it).
     package func received(app: String, platform: String, latency: TimeInterval) {
@@ -132,6 +131,7 @@ package final class HeraldMetrics: Sendable {
         }.recordNanoseconds(Int64(max(0, min(latency, 30 * 86_400)) * 1e9))
     }
 
+    /// Opens counted (the first report of each delivery), by catalog type (`none`: not sent by type).
     package func opened(app: String, type: String?) {
         counter("herald_opened_total", [("app", app), ("type", type ?? "none")]).increment()
     }
