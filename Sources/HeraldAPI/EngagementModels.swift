@@ -170,11 +170,13 @@ struct OpenedView: Encodable {
     }
 }
 
-/// `GET /v1/apps/{app}/analytics?from&to&type`: days of sending (UTC dates, `from` and `to`
-/// included; the last 30 days by default, at most 366), of one type (name or external id).
+/// `GET /v1/apps/{app}/analytics?from&to&type&by`: days of sending (UTC dates, `from` and `to`
+/// included; the last 30 days by default, at most 366), of one type (name or external id),
+/// each type's funnel also per platform or per build (platform and app version) with `by`.
 package struct AnalyticsQuery {
     package var days: ClosedRange<Int64>
     package var type: CatalogType?
+    var by: AnalyticsView.Breakdown?
 
     static let defaultDays: Int64 = 30
     static let maximumDays: Int64 = 366
@@ -203,6 +205,12 @@ package struct AnalyticsQuery {
                 )
             }
             type = found
+        }
+        if let text = parameters.get("by") {
+            guard let breakdown = AnalyticsView.Breakdown(rawValue: text) else {
+                throw APIError.invalid("by", "by is platform or app_version")
+            }
+            by = breakdown
         }
     }
 

@@ -76,9 +76,28 @@ extension HeraldAPI {
             let counts = try await runtime.store.tracks.funnelCounts(
                 appID: app.id, days: query.days, type: query.type?.name)
             let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
-            return try JSONResponse.make(
-                AnalyticsView(
-                    days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog))
+            var view = AnalyticsView(
+                days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog)
+            if let by = query.by {
+                view.add(
+                    try await runtime.store.tracks.buildCounts(appID: app.id, days: query.days, type: query.type?.name),
+                    by: by)
+            }
+            return try JSONResponse.make(view)
+        }
+        routes.server.get("analytics/platforms") { request, context in
+            let app = try context.authorized().app
+            var hours = PlatformRates.defaultHours
+            if let text = request.uri.queryParameters.get("hours") {
+                guard let value = Int(text), (1...PlatformRates.maximumHours).contains(value) else {
+                    throw APIError.invalid("hours", "hours is a whole number from 1 to \(PlatformRates.maximumHours)")
+                }
+                hours = value
+            }
+            let now = runtime.store.now
+            let counts = try await runtime.store.tracks.platformHours(
+                appIDs: [app.id], since: PlatformRates.firstHour(now: now, hours: hours))
+            return try JSONResponse.make(PlatformRates(app: app.id, counts: counts, now: now, hours: hours))
         }
     }
 

@@ -18,6 +18,8 @@ extension Dashboard {
         let gauges = try await runtime.store.nodes.outboxGauges(appIDs: apps)
         let now = Date()
         let pauses = runtime.pauses.all
+        let hours = try await runtime.store.tracks.platformHours(
+            appIDs: apps, since: PlatformRates.firstHour(now: runtime.store.now, hours: PlatformRates.defaultHours))
         let views = apps.compactMap { id -> OverviewApp? in
             guard let app = runtime.apps[id] else { return nil }
             let (minutes, failures) = runtime.metrics.activity.snapshot(app: id, now: now)
@@ -43,7 +45,10 @@ extension Dashboard {
                 failedLastHour: minutes.reduce(0) { $0 + $1.failed }, chart: Charts.activity(minutes),
                 urgentDue: gauges.due[AppLane(app: id, lane: .urgent)] ?? 0,
                 normalDue: gauges.due[AppLane(app: id, lane: .normal)] ?? 0, deferred: gauges.deferred[id] ?? 0,
-                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) })
+                failures: failures.prefix(10).map { .init(reason: $0.reason, count: $0.count) },
+                platforms: PlatformRates(
+                    app: id, counts: hours, now: runtime.store.now, hours: PlatformRates.defaultHours
+                ).platforms.map(OverviewApp.Platform.init))
         }
         let stageMinutes = runtime.metrics.stages.snapshot(now: now)
         let view = OverviewPage(

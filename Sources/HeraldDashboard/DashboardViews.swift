@@ -107,6 +107,38 @@ struct OverviewApp {
     var normalDue: Int
     var deferred: Int
     var failures: [Failure]
+    /// Accepted and received per platform: the current hour and the last 24 hours (all nodes).
+    var platforms: [Platform]
+
+    struct Platform {
+        var name: String
+        var acceptedHour: Int64
+        var receivedHour: Int64
+        var rateHour: String
+        var accepted: Int64
+        var received: Int64
+        var rate: String
+        /// `bad` when the current hour's rate fell well below the day's (`PlatformRates.Platform.falling`).
+        var state: String
+
+        init(_ platform: PlatformRates.Platform) {
+            name = platform.platform.uppercased()
+            acceptedHour = platform.current.accepted
+            receivedHour = platform.current.received
+            rateHour = Self.percent(platform.currentRate, receipts: platform.total.received > 0)
+            accepted = platform.total.accepted
+            received = platform.total.received
+            rate = Self.percent(platform.receivedRate, receipts: platform.total.received > 0)
+            state = platform.falling ? "bad" : ""
+        }
+
+        /// "97.5%"; "no receipts" for a platform whose devices reported none; "–" before any delivery.
+        static func percent(_ rate: Double?, receipts: Bool) -> String {
+            guard receipts else { return "no receipts" }
+            guard let rate else { return "–" }
+            return String(format: "%.1f%%", rate * 100)
+        }
+    }
 }
 
 struct UsersPage {

@@ -19,6 +19,8 @@ extension BroadcastRepository {
         /// The rows that go back to the queue (a retry) or are deferred: those of a page
         /// cancelled while this node held it (or of its users cancelled) end cancelled instead.
         var unanswered: [(id: Int64, userID: String, deferred: Bool)] = []
+        /// What the page's results add per platform once written.
+        var platforms = PlatformTally()
     }
 
     /// Groups broadcast results by page and builds each page's insert, with the page's
@@ -40,6 +42,7 @@ extension BroadcastRepository {
             var write = BroadcastWrite(
                 page: page, claim: group[0].claim, count: group.count, notificationID: group[0].notificationID,
                 statements: [], counts: [:], dead: [])
+            write.platforms.add(group)
             let constants: [Session.Value] = [
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID),
                 .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
@@ -221,6 +224,7 @@ extension BroadcastRepository {
     func writeBroadcastResults(_ writes: [BroadcastWrite], now: Int64, _ session: Session) async throws -> Int {
         var written = 0
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
+        var platforms = PlatformTally()
         for write in writes {
             let left = try await session.query(
                 "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled, cancelled_users",
@@ -254,6 +258,7 @@ extension BroadcastRepository {
                 counts[.deferred, default: 0] -= Int64(ending.filter(\.deferred).count)
             }
             finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
+            platforms.merge(write.platforms)
             for dead in write.dead {
                 try await deactivateDevice(
                     appID: dead.appID, deviceID: dead.deviceID, reason: dead.reason, since: dead.since, now: now,
@@ -270,6 +275,7 @@ extension BroadcastRepository {
                 "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1",
                 [.text(notification.uuidString)])
         }
+        try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
         return written
     }
 

@@ -180,10 +180,16 @@ extension TrackRepository {
         }
         // A delivery's first receipt ever is in this batch when its row holds just this batch's.
         var perNotification: [String: Int64] = [:]
+        var platformHours: [PlatformHour: PlatformHourCounts] = [:]
         for group in groups where group.stored?.reports == Int64(group.reports.count) {
             perNotification[group.delivery.notification, default: 0] += 1
+            let hour = PlatformHour(
+                app: group.key.app, platform: group.delivery.platform,
+                hour: PlatformHour.hour(ofMilliseconds: group.delivery.acceptedAt))
+            platformHours[hour, default: .init()].received += 1
         }
         try await Self.addToNotifications("received_count", perNotification, session)
+        try await addToPlatformHours(platformHours, session)
         for group in groups {
             guard let stored = group.stored else { continue }
             let earlier = stored.reports - Int64(group.reports.count)
@@ -233,6 +239,71 @@ extension TrackRepository {
             }
             return counts
         }
+    }
+
+    /// A type's answered deliveries of one day to one build: the funnel's counts per platform
+    /// and app version.
+    package struct BuildDayCounts: Sendable, Equatable {
+        /// The device's platform; "" for a device deleted since.
+        package var platform: String
+        /// The device's app version now (a device updated since counts under its new version).
+        package var appVersion: String?
+        package var counts: TypeDayCounts
+    }
+
+    /// The answered deliveries (sent or failed) of an app's types on `days`, per type, day and
+    /// the build (platform and app version) of the device each went to, with their receipts and
+    /// opens; `acceptedNotReceived` as `acceptedNotReceived` counts it. Reads the deliveries of
+    /// those days (the per-type counters keep no build).
+    package func buildCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws
+        -> [BuildDayCounts]
+    {
+        let before = nowMilliseconds - Int64(Self.receiptWindow * 1000)
+        return try await reading { session in
+            var binds: [Session.Value] = [
+                .text(appID), .integer(days.lowerBound), .integer(days.upperBound), .integer(before),
+            ]
+            if let type { binds.append(.text(type)) }
+            var reporting: Set<String> = []
+            for row in try await session.query(
+                "SELECT DISTINCT platform, app_version FROM receipts WHERE app_id = $1", [.text(appID)])
+            {
+                guard row.count == 2, let platform = row[0].text else { continue }
+                reporting.insert(Self.buildKey(platform, row[1].text))
+            }
+            return try await session.query(
+                """
+                SELECT n.type, n.day, COALESCE(v.platform, ''), v.app_version,
+                    sum(CASE WHEN d.status = 'sent' THEN 1 ELSE 0 END), sum(CASE WHEN d.status = 'failed' THEN 1 ELSE 0 END),
+                    count(r.delivery_id), count(o.delivery_id),
+                    sum(CASE WHEN d.status = 'sent' AND d.updated_at < $4 AND r.delivery_id IS NULL THEN 1 ELSE 0 END)
+                FROM notifications n
+                JOIN deliveries d ON d.notification_id = n.id
+                LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+                LEFT JOIN receipts r ON r.app_id = d.app_id AND r.delivery_id = d.id
+                LEFT JOIN opens o ON o.app_id = d.app_id AND o.delivery_id = d.id
+                WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(type == nil ? "" : " AND n.type = $5")
+                    AND d.status IN ('sent', 'failed')
+                GROUP BY n.type, n.day, v.platform, v.app_version
+                ORDER BY n.type, n.day
+                """, binds
+            ).compactMap { row in
+                guard row.count == 9, let type = row[0].text, let day = row[1].integer, let platform = row[2].text
+                else { return nil }
+                let version = row[3].text
+                var counts = TypeDayCounts(
+                    type: type, day: day, sent: row[4].integer ?? 0, failed: row[5].integer ?? 0, deferred: 0,
+                    suppressed: 0, cancelled: 0, opened: row[7].integer ?? 0, received: row[6].integer ?? 0)
+                if reporting.contains(Self.buildKey(platform, version)) {
+                    counts.acceptedNotReceived = row[8].integer ?? 0
+                }
+                return BuildDayCounts(platform: platform, appVersion: version, counts: counts)
+            }
+        }
+    }
+
+    private static func buildKey(_ platform: String, _ version: String?) -> String {
+        platform + "\u{1}" + (version ?? "\u{2}")
     }
 
     /// How long after its acceptance a delivery without a receipt counts as not received.

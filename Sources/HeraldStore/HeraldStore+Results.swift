@@ -65,12 +65,15 @@ extension OutboxRepository {
             var written =
                 broadcast.isEmpty
                 ? 0 : try await database.broadcasts.writeBroadcastResults(broadcast, now: broadcastNow, session)
+            var platforms = PlatformTally()
             switch session.raw {
             case .sqlite(let connection):
-                written += try await writeResults(classes, dead: dead, now: now, connection, session)
+                written += try await writeResults(
+                    classes, dead: dead, now: now, connection, session, platforms: &platforms)
             case .postgres(let connection):
-                written += try await writeResults(classes, dead: dead, now: now, connection)
+                written += try await writeResults(classes, dead: dead, now: now, connection, platforms: &platforms)
             }
+            try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
             if written < results.count {
                 // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
                 written += try await database.notifications.writeCancelledInFlight(results, now: now, session)
@@ -110,7 +113,7 @@ extension OutboxRepository {
     /// with dead tokens returns the ids it wrote. The notifications' counters are one statement.
     private func writeResults(
         _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
-        _ connection: SQLiteConnection, _ session: Session
+        _ connection: SQLiteConnection, _ session: Session, platforms: inout PlatformTally
     ) async throws -> Int {
         var written = 0
         var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
@@ -136,7 +139,8 @@ extension OutboxRepository {
                 if row.reason == nil, row.due == nil, row.result.trace == nil, dead[row.result.deliveryID] == nil {
                     plain[
                         PlainResults(
-                            notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts),
+                            notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts,
+                            platform: row.result.platform),
                         default: []
                     ]
                     .append(row)
@@ -164,6 +168,7 @@ extension OutboxRepository {
                         try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
                     count(status, key.notificationID, applied)
+                    platforms.add(app: group[0].result.appID, platform: key.platform, status, applied)
                 }
             }
             let grouped = Dictionary(grouping: rows, by: \.result.notificationID).values.flatMap { $0 }
@@ -188,28 +193,33 @@ extension OutboxRepository {
                     FROM v WHERE deliveries.id = v.id AND deliveries.claim = v.claim AND deliveries.status = 'sending'
                     """
                 binds.append(.integer(Int(now)))
-                let notificationID = chunk[0].result.notificationID
+                let first = chunk[0].result
                 let hasDead = status == .failed && chunk.contains(where: { dead[$0.result.deliveryID] != nil })
-                guard hasDead || chunk.contains(where: { $0.result.notificationID != notificationID }) else {
+                guard
+                    hasDead
+                        || chunk.contains(where: {
+                            $0.result.notificationID != first.notificationID || $0.result.platform != first.platform
+                        })
+                else {
                     _ = try await connection.query(sql, binds)
                     let applied =
                         try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
-                    count(status, notificationID, applied)
+                    count(status, first.notificationID, applied)
+                    platforms.add(app: first.appID, platform: first.platform, status, applied)
                     continue
                 }
-                let notificationOf = Dictionary(
-                    chunk.map { ($0.result.deliveryID, $0.result.notificationID) },
-                    uniquingKeysWith: { first, _ in first })
+                let resultOf = Dictionary(
+                    chunk.map { ($0.result.deliveryID, $0.result) }, uniquingKeysWith: { first, _ in first })
                 let returned = try await connection.query(
                     sql + " RETURNING deliveries.id, deliveries.app_id, deliveries.device_id", binds)
                 written += returned.count
                 for row in returned {
                     let columns = row.columns.map(\.data)
-                    guard columns.count == 3, case .integer(let id) = columns[0],
-                        let notification = notificationOf[Int64(id)]
+                    guard columns.count == 3, case .integer(let id) = columns[0], let result = resultOf[Int64(id)]
                     else { continue }
-                    count(status, notification, 1)
+                    count(status, result.notificationID, 1)
+                    platforms.add(app: result.appID, platform: result.platform, status, 1)
                     guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2],
                         let (reason, since) = dead[Int64(id)]
                     else { continue }
@@ -251,7 +261,7 @@ extension OutboxRepository {
     /// statement answers how many rows it wrote.
     private func writeResults(
         _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
-        _ connection: PostgresConnection
+        _ connection: PostgresConnection, platforms: inout PlatformTally
     ) async throws -> Int {
         var written = 0
         for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -264,8 +274,10 @@ extension OutboxRepository {
                 var traces: [String] = []
                 var deadSince: [Int64] = []
                 var created: [Int64] = []
+                var platformNames: [String] = []
                 for row in chunk {
                     created.append(Self.milliseconds(row.result.createdAt))
+                    platformNames.append(row.result.platform)
                     ids.append(row.result.deliveryID)
                     claims.append(row.result.claim)
                     attempts.append(Int64(row.attempts))
@@ -275,7 +287,7 @@ extension OutboxRepository {
                     deadSince.append(
                         dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
                 }
-                var bindings = PostgresBindings(capacity: 9)
+                var bindings = PostgresBindings(capacity: 10)
                 bindings.append(ids)
                 bindings.append(claims)
                 bindings.append(attempts)
@@ -285,6 +297,7 @@ extension OutboxRepository {
                 bindings.append(deadSince)
                 bindings.append(now)
                 bindings.append(created)
+                bindings.append(platformNames)
                 let counter =
                     Self.counterColumn[status].map { column in
                         """
@@ -294,23 +307,30 @@ extension OutboxRepository {
                     } ?? ""
                 let sql = """
                     WITH v AS (
-                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[])
-                        AS v(id, claim, attempts, reason, due, trace, dead_since, created_at)
+                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[], $10::text[])
+                        AS v(id, claim, attempts, reason, due, trace, dead_since, created_at, platform)
                     ), upd AS (
                         UPDATE deliveries d SET status = '\(status.rawValue)', reason = NULLIF(v.reason, ''), attempts = d.attempts + v.attempts,
                             due_at = COALESCE(NULLIF(v.due, -1), d.due_at), trace = COALESCE(NULLIF(v.trace, ''), d.trace),
                             claimed_by = NULL, updated_at = $8
                         FROM v WHERE d.id = v.id AND d.created_at = v.created_at AND d.claim = v.claim AND d.status = 'sending'
-                        RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since
+                        RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since, v.platform
                     ), dead AS (
                         UPDATE devices x SET active = 0, inactive_reason = upd.reason, inactive_since = upd.dead_since, updated_at = $8
                         FROM upd WHERE upd.dead_since >= 0 AND x.app_id = upd.app_id AND x.device_id = upd.device_id
                         RETURNING 1
                     )\(counter)
-                    SELECT (SELECT count(*) FROM upd) AS written, (SELECT count(*) FROM dead) AS dead
+                    SELECT (SELECT count(*) FROM upd) AS written, (SELECT count(*) FROM dead) AS dead,
+                        (SELECT json_agg(json_build_array(app_id, platform, n))::text
+                            FROM (SELECT app_id, platform, count(*) AS n FROM upd GROUP BY app_id, platform) p) AS platforms
                     """
                 let answer = try await Session.query(connection, sql, bindings)
                 written += Int(answer.first?.first?.integer ?? 0)
+                if let first = answer.first, first.count == 3 {
+                    for (app, platform, count) in PlatformTally.pairs(fromJSON: first[2].text) {
+                        platforms.add(app: app, platform: platform, status, count)
+                    }
+                }
             }
         }
         return written
@@ -330,11 +350,14 @@ extension OutboxRepository {
     /// Ids per statement of plain results (one bound JSON array).
     static let plainResultsPerStatement = 10_000
 
-    /// Plain results written together: one notification's, under one claim, after as many attempts.
+    /// Plain results written together: one notification's, to one platform, under one claim,
+    /// after as many attempts.
     struct PlainResults: Hashable {
         var notificationID: UUID
         var claim: Int64
         var attempts: Int
+        /// Apart so each statement's count of rows is its platform's.
+        var platform: String
     }
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was

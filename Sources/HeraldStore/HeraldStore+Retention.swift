@@ -102,6 +102,10 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
+            pruned.history += try await session.query(
+                "DELETE FROM platform_hours WHERE hour < $1 RETURNING 1",
+                [.integer(PlatformHour.hour(ofMilliseconds: history))]
+            ).count
             // Webhook messages no longer pending go with the outbox's history; commits (the
             // audit) with the events'.
             pruned.history += try await session.query(
@@ -138,6 +142,15 @@ extension HeraldStore {
                     INSERT INTO deferred_totals (app_id, deferred)
                     SELECT app_id, sum(deferred) FROM folded GROUP BY app_id HAVING sum(deferred) <> 0
                     """)
+                // The platforms' recent hours likewise (one row per transaction that counted) into
+                // one per (app, platform, hour); an older hour gains a row only from a late receipt.
+                _ = try await session.query(
+                    """
+                    WITH folded AS (DELETE FROM platform_hours WHERE hour >= $1 RETURNING app_id, platform, hour, accepted, failed, received)
+                    INSERT INTO platform_hours (app_id, platform, hour, accepted, failed, received)
+                    SELECT app_id, platform, hour, sum(accepted), sum(failed), sum(received) FROM folded
+                    GROUP BY app_id, platform, hour
+                    """, [.integer(PlatformHour.hour(ofMilliseconds: nowMilliseconds) - 48)])
             }
             return pruned
         }

@@ -59,6 +59,11 @@ package final class HeraldStore: Sendable {
     /// PostgreSQL: days the partition upkeep could not make a partition for, already reported
     /// (each is reported once per process, not at every upkeep).
     let skippedPartitions = Mutex<Set<String>>([])
+    /// Whether the schema has `platform_hours` (false only for a store a test holds at an older
+    /// schema version).
+    let keepsPlatformHours = Atomic<Bool>(true)
+    /// The migration that adds `platform_hours`.
+    static let platformHoursMigration = 24
     /// SQLite on a file: the WAL's checkpoints, off the writer's path.
     private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
@@ -160,6 +165,7 @@ package final class HeraldStore: Sendable {
                 } : nil
             defer { waiting?.cancel() }
             try await store.migrate(through: schemaVersion)
+            if schemaVersion < Self.platformHoursMigration { store.keepsPlatformHours.store(false, ordering: .relaxed) }
             // Today's deliveries partition and the next days' exist before the first accept.
             let upkeep =
                 schemaVersion < 11

@@ -205,10 +205,16 @@ struct EngagementTests {
         let tokens = makeDeviceTokens(users)
         try await withServer(configure: { $0.clock = .manual }) { server in
             try await Self.noon(server)
+            // Three builds: d0–d499 iOS 3.0, d850–d949 Android 3.1 (FCM), the others iOS 3.1.
+            func isAndroid(_ index: Int) -> Bool { (850..<950).contains(index) }
+            func token(_ index: Int) -> String { isAndroid(index) ? "fcm-d\(index)" : tokens[index] }
             var lines = ""
             for index in 0..<users {
+                let version = index < 500 ? "3.0" : "3.1"
                 lines +=
-                    #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"3.0"}"#
+                    (isAndroid(index)
+                        ? #"{"device_id":"d\#(index)","user_id":"u\#(index)","platform":"fcm","token":"\#(token(index))","app_version":"\#(version)"}"#
+                        : #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox","app_version":"\#(version)"}"#)
                     + "\n"
             }
             let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines)
@@ -221,7 +227,7 @@ struct EngagementTests {
             var deliveries: [Int64] = []
             for index in 0..<users {
                 deliveries.append(
-                    try #require(Self.stamps(server, tokens[index]).first { $0.notificationID == id }?.deliveryID))
+                    try #require(Self.stamps(server, token(index)).first { $0.notificationID == id }?.deliveryID))
             }
             func receipt(_ index: Int) -> String {
                 #"{"delivery_id":\#(deliveries[index]),"device_id":"d\#(index)","displayed":true}"#
@@ -298,12 +304,41 @@ struct EngagementTests {
                 (type["funnel"] as? [String: Double]) == ["accepted": 1, "received": 0.9, "opened": 0.3333],
                 "\(String(describing: type["funnel"]))")
             #expect(type["accepted_not_received"] as? Int == 0)
+            // The Overview's source: per platform, the hour's and the window's received rate.
+            let rates = try await server.request(.get, "/v1/apps/demo/analytics/platforms")
+            let platforms = try #require(rates.body["platforms"] as? [[String: Any]], "\(rates.body)")
+            #expect(platforms.map { $0["platform"] as? String } == ["apns", "fcm"], "\(rates.body)")
+            #expect(
+                platforms.map { [$0["accepted"] as? Int, $0["received"] as? Int] } == [[900, 850], [100, 50]]
+                    && platforms.map { $0["received_rate"] as? Double } == [0.9444, 0.5]
+                    && platforms.map { ($0["current_hour"] as? [String: Any])?["received"] as? Int } == [850, 50],
+                "\(rates.body)")
+            #expect(
+                try await server.request(.get, "/v1/apps/demo/analytics/platforms?hours=0").status == .badRequest)
+            let browser = DashboardTests.Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let overview = try await browser.go(.get, "/dashboard/apps/demo").html
+            #expect(overview.contains("94.4%") && overview.contains("50.0%"), "\(overview)")
             // A day later: the 100 without a receipt were accepted and never received.
             try await TrackTests.advance(server, to: server.runtime.store.now.addingTimeInterval(86_401))
             type = try await funnel()
             #expect(type["accepted_not_received"] as? Int == 100, "\(type)")
             let day = try #require((type["days"] as? [[String: Any]])?.first)
             #expect(day["received"] as? Int == 900 && day["accepted_not_received"] as? Int == 100)
+            // Per platform and per build (platform and app version): accepted, received, opened,
+            // accepted but not received.
+            func groups(_ by: String) async throws -> [[Int?]] {
+                let analytics = try await server.request(.get, "/v1/apps/demo/analytics?type=PN-02&by=\(by)")
+                let type = try #require((analytics.body["types"] as? [[String: Any]])?.first, "\(analytics.body)")
+                let groups = try #require(type[by == "platform" ? "platforms" : "app_versions"] as? [[String: Any]])
+                return groups.map { group in
+                    ["accepted", "received", "opened", "accepted_not_received"].map { group[$0] as? Int }
+                }
+            }
+            #expect(try await groups("platform") == [[900, 850, 300, 50], [100, 50, 0, 50]])
+            #expect(try await groups("app_version") == [[500, 500, 167, 0], [400, 350, 133, 50], [100, 50, 0, 50]])
+            #expect(
+                try await server.request(.get, "/v1/apps/demo/analytics?by=country").status == .badRequest)
 
             // Per delivery: accepted, received, opened.
             let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)?limit=1000")
@@ -315,8 +350,10 @@ struct EngagementTests {
             #expect(byDevice["d999"]?["received_at"] == nil && byDevice["d999"]?["opened_at"] is String)
             let metrics = try await server.metricsText()
             #expect(
-                metrics.contains(#"herald_deliveries_received_total{app="demo",platform="apns"} 900"#), "\(metrics)")
-            #expect(metrics.contains("herald_receipt_latency_seconds_count{platform=\"apns\"} 900"))
+                metrics.contains(#"herald_deliveries_received_total{app="demo",platform="apns"} 850"#)
+                    && metrics.contains(#"herald_deliveries_received_total{app="demo",platform="fcm"} 50"#),
+                "\(metrics)")
+            #expect(metrics.contains("herald_receipt_latency_seconds_count{platform=\"apns\"} 850"))
             // One delivery twice in one batch (a late device, a queue sent twice): counted once,
             // numbered 1 and 2; one counted before, numbered on.
             let twice = try await server.request(

@@ -292,7 +292,7 @@ struct ServerEndToEndTests {
                     "/v1/apps/{app}/events", "/v1/apps/{app}/users/{user_id}/badges",
                     "/v1/apps/{app}/users/{user_id}/sync",
                     "/v1/apps/{app}/tracks/{track}/enrolments", "/v1/apps/{app}/opened", "/v1/apps/{app}/received",
-                    "/v1/apps/{app}/analytics",
+                    "/v1/apps/{app}/analytics", "/v1/apps/{app}/analytics/platforms",
                     "/v1/apps/{app}/actions", "/v1/apps/{app}/audit", "/v1/apps/{app}/webhooks/replay",
                     "/v1/apps/{app}/notifications/{id}/resolve", "/v1/apps/{app}/notifications/{id}/responses",
                     "/v1/apps/{app}/test",

@@ -130,10 +130,11 @@ struct OutboxStoreTests {
     func fanOutResults() async throws {
         let url = try await TestDatabase.url("results")
         let store = try await HeraldStore.open(url: url)
+        // d90–d99 on FCM: each platform's rows counted apart.
         let devices = makeDeviceTokens(100).enumerated().map {
             DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: $0.offset >= 90 ? "fcm" : "apns",
+                token: $0.element, environment: "sandbox")
         }
         #expect(try await store.devices.importDevices(appID: "a", devices) == 100)
         let (record, _) = try await store.notifications.createNotification(
@@ -162,6 +163,17 @@ struct OutboxStoreTests {
         #expect(try await store.outbox.recordResults(stale) == 0)
         #expect(try await store.outbox.recordResults(results) == 100)
         #expect(try await store.outbox.recordResults(results) == 0)  // written once
+        // Per platform, what was written, once: the stale copy and the repeat add nothing.
+        let hours = try await store.tracks.platformHours(
+            appIDs: ["a"], since: PlatformHour.hour(of: Date()) - 1)
+        var perPlatform: [String: PlatformHourCounts] = [:]
+        for (key, counts) in hours { perPlatform[key.platform, default: .init()] += counts }
+        let fcmFailed = Int64(claimed.prefix(2).filter { $0.platform == "fcm" }.count)
+        #expect(
+            perPlatform == [
+                "apns": PlatformHourCounts(accepted: 90 - (2 - fcmFailed), failed: 2 - fcmFailed),
+                "fcm": PlatformHourCounts(accepted: 10 - fcmFailed, failed: fcmFailed),
+            ], "\(perPlatform)")
         // The counters and the rows agree.
         let counted = try await store.notifications.deliveryCounts(notificationID: record.id)
         #expect(counted[.sent] == 98 && counted[.failed] == 2 && counted[.queued] == 0, "\(counted)")

@@ -152,12 +152,16 @@ package struct DeliveryResult: Sendable, Hashable {
     /// result's update looks in its day's partition only.
     package var createdAt: Date
 
+    /// The device's platform (`apns`, `fcm`): what the platform's hourly counts add it to.
+    package var platform: String
+
     package init(
         deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome,
         attempts: Int,
-        trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date
+        trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date, platform: String = ""
     ) {
         self.createdAt = createdAt
+        self.platform = platform
         self.deliveryID = deliveryID
         self.claim = claim
         self.notificationID = notificationID
@@ -176,7 +180,7 @@ package struct DeliveryResult: Sendable, Hashable {
             appID: delivery.appID,
             deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace,
             broadcast: delivery.broadcast,
-            createdAt: delivery.createdAt)
+            createdAt: delivery.createdAt, platform: delivery.platform)
     }
 }
 

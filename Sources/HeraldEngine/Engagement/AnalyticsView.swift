@@ -77,12 +77,44 @@ package struct AnalyticsView: Encodable {
         enum DayKey: String, CodingKey { case day }
     }
 
+    /// What a type's funnel is broken down by (`by`): the devices' platform, or their build
+    /// (platform and app version).
+    package enum Breakdown: String, Sendable {
+        case platform
+        case appVersion = "app_version"
+    }
+
+    /// A type's deliveries to one platform (or build): its counts in all and per day.
+    package struct Group: Encodable {
+        package var platform: String
+        package var appVersion: String?
+        var breakdown: Breakdown
+        package var counts = Counts()
+        package var days: [Day] = []
+
+        enum CodingKeys: String, CodingKey {
+            case platform, days
+            case appVersion = "app_version"
+        }
+
+        package func encode(to encoder: any Encoder) throws {
+            try counts.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(platform.isEmpty ? "unknown" : platform, forKey: .platform)
+            if breakdown == .appVersion { try container.encode(appVersion, forKey: .appVersion) }
+            try container.encode(days, forKey: .days)
+        }
+    }
+
     package struct TypeEntry: Encodable {
         package var type: String
         package var id: String?
         package var counts = Counts()
         package var goal: Double?
         package var days: [Day] = []
+        /// The breakdown asked for (`by`) and its groups; nil when none was asked for.
+        package var breakdown: Breakdown?
+        package var groups: [Group] = []
 
         /// The types whose goal is judged: enough sends that the rate means something.
         package static let minimumSends: Int64 = 200
@@ -95,7 +127,8 @@ package struct AnalyticsView: Encodable {
             case goalCTR = "goal_ctr"
             case goalMet = "goal_met"
             case belowGoal = "below_goal"
-            case days
+            case days, platforms
+            case appVersions = "app_versions"
         }
 
         package func encode(to encoder: any Encoder) throws {
@@ -107,6 +140,9 @@ package struct AnalyticsView: Encodable {
             try container.encode(goalMet, forKey: .goalMet)
             try container.encode(belowGoal, forKey: .belowGoal)
             try container.encode(days, forKey: .days)
+            if let breakdown {
+                try container.encode(groups, forKey: breakdown == .appVersion ? .appVersions : .platforms)
+            }
         }
     }
 
@@ -224,6 +260,37 @@ package struct AnalyticsView: Encodable {
             optIn.all.add(count)
             optIn.platforms[count.platform, default: OptIn.Group()].add(count)
             optIn.appVersions[count.appVersion ?? "unknown", default: OptIn.Group()].add(count)
+        }
+    }
+
+    /// Adds each type's funnel per platform (or build) from `rows`; every type gets a list,
+    /// empty when nothing of it was answered.
+    package mutating func add(_ rows: [TrackRepository.BuildDayCounts], by breakdown: Breakdown) {
+        var groups: [String: [String: Group]] = [:]
+        for row in rows {
+            let version = breakdown == .appVersion ? row.appVersion : nil
+            let key = row.platform + "\u{1}" + (version ?? "")
+            var group =
+                groups[row.counts.type]?[key]
+                ?? Group(platform: row.platform, appVersion: version, breakdown: breakdown)
+            group.counts.add(row.counts)
+            var day = Counts()
+            day.add(row.counts)
+            let date = Self.date(row.counts.day)
+            if let index = group.days.firstIndex(where: { $0.day == date }) {
+                group.days[index].counts.add(row.counts)
+            } else {
+                group.days.append(Day(day: date, counts: day))
+            }
+            groups[row.counts.type, default: [:]][key] = group
+        }
+        for index in types.indices {
+            types[index].breakdown = breakdown
+            types[index].groups = (groups[types[index].type] ?? [:]).values.sorted { left, right in
+                left.platform != right.platform
+                    ? left.platform < right.platform
+                    : (left.appVersion ?? "").compare(right.appVersion ?? "", options: .numeric) == .orderedAscending
+            }
         }
     }
 

@@ -879,3 +879,32 @@ BEGIN
 END
 $$
 ;
+
+-- migration: 24
+-- Deliveries answered and received per app, platform and hour: the Overview's received rate
+-- per app and platform, read from a few rows. The results writer adds what it wrote accepted
+-- or failed to the hour it wrote them; the receipts writer adds a delivery's first receipt to
+-- the hour its delivery was accepted, so an hour's received ÷ accepted is the share of its
+-- deliveries that arrived. Counted from this migration on (deliveries keep no platform to
+-- count earlier ones by). SQLite: one row per (app, platform, hour), added to in place (one
+-- writer). PostgreSQL: a row per transaction that counted, summed when read and folded into
+-- one per (app, platform, hour) by the retention pass, so concurrent writers never wait on
+-- one shared row.
+CREATE TABLE platform_hours (
+    app_id TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    hour BIGINT NOT NULL,
+    accepted BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    received BIGINT NOT NULL DEFAULT 0
+)
+;
+-- SQLite only
+CREATE UNIQUE INDEX platform_hours_key ON platform_hours (app_id, platform, hour)
+;
+-- PostgreSQL only
+ALTER TABLE platform_hours ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN platform TYPE TEXT COLLATE "C"
+;
+-- PostgreSQL only
+CREATE INDEX platform_hours_key ON platform_hours (app_id, hour)
+;
