@@ -31,6 +31,7 @@ package enum HeraldAPI {
         addEngagementRoutes(to: apps, runtime: runtime)
         addActionRoutes(to: apps, runtime: runtime)
         addTestSendRoutes(to: apps, runtime: runtime)
+        addActivityRoutes(to: apps, runtime: runtime)
         return router
     }
 

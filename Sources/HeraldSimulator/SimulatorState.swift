@@ -76,6 +76,8 @@ package final class SimulatorState: Sendable {
 
     private let storage: Mutex<Storage>
     private let inboxLimit: Int
+    /// The simulated devices' Live Activities, as `liveactivity` pushes make and change them.
+    package let activities = SimulatorActivities()
 
     package init(faults: SimulatorFaults = SimulatorFaults(), inboxLimit: Int = 1_000_000) {
         storage = Mutex(Storage(faults: faults))
@@ -85,6 +87,9 @@ package final class SimulatorState: Sendable {
     // MARK: Inbox
 
     package func accept(_ entry: SimulatorInboxEntry) {
+        if entry.pushType == "liveactivity" {
+            activities.apply(token: entry.deviceToken, priority: entry.priority, payload: entry.payload)
+        }
         storage.withLock { storage in
             storage.counters.requests += 1
             storage.counters.accepted += 1

@@ -290,6 +290,10 @@ extension DeviceRepository {
             try await session.sql.raw(
                 "DELETE FROM devices WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
             ).run()
+            // Its Live Activity push-to-start tokens go with it.
+            try await session.sql.raw(
+                "DELETE FROM activity_start_tokens WHERE app_id = \(bind: appID) AND device_id = \(bind: deviceID)"
+            ).run()
             return .removed
         }
     }

@@ -102,6 +102,26 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
+            // Live Activities: pushes go with the outbox's history; an ended activity (with its
+            // devices) once it ended that long ago.
+            pruned.history += try await session.query(
+                "DELETE FROM activity_pushes WHERE id IN (SELECT id FROM activity_pushes WHERE created_at < $1 ORDER BY id LIMIT $2) RETURNING 1",
+                [.integer(before), .integer(Int64(limit))]
+            ).count
+            for statement in [
+                """
+                DELETE FROM activity_devices WHERE (app_id, activity_id) IN (
+                    SELECT app_id, activity_id FROM activities WHERE status = 'ended' AND updated_at < $1 LIMIT $2)
+                RETURNING 1
+                """,
+                """
+                DELETE FROM activities WHERE (app_id, activity_id) IN (
+                    SELECT app_id, activity_id FROM activities WHERE status = 'ended' AND updated_at < $1 LIMIT $2)
+                RETURNING 1
+                """,
+            ] {
+                pruned.history += try await session.query(statement, [.integer(before), .integer(Int64(limit))]).count
+            }
             pruned.history += try await session.query(
                 "DELETE FROM platform_hours WHERE hour < $1 RETURNING 1",
                 [.integer(PlatformHour.hour(ofMilliseconds: history))]

@@ -32,7 +32,7 @@ package struct StoreMigration: Sendable {
     /// the others, replacing what the triggers counted while the rows arrived.
     static let derived = ["deferred_totals", "permission_stats", "type_stats"]
     /// Tables whose `id` is an identity column on PostgreSQL.
-    static let identities = ["deliveries", "broadcast_pages", "timers", "webhook_messages"]
+    static let identities = ["deliveries", "broadcast_pages", "timers", "webhook_messages", "activity_pushes"]
     /// Where the target keeps the migration's progress (kept afterwards as its record).
     static let progressTable = "herald_migration"
 

@@ -13,6 +13,7 @@ import Testing
         "POST /v1/apps/{}/received",
         "POST /v1/apps/{}/notifications/{}/resolve", "POST /v1/apps/{}/notifications/{}/responses",
         "GET /v1/apps/{}/catalog/categories", "GET /v1/apps/{}/catalog/tracks",
+        "PUT /v1/apps/{}/devices/{}/activity-tokens/start/{}", "PUT /v1/apps/{}/activities/{}/tokens/{}",
     ]
 
     /// A documented route with its parameters filled in for app `demo`.

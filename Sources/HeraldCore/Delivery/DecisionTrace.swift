@@ -7,6 +7,12 @@ package enum DecisionTrace {
         package var rule: String
         package var message: String
         package var at: String
+
+        package init(rule: String, message: String, at: String) {
+            self.rule = rule
+            self.message = message
+            self.at = at
+        }
     }
 
     package static func appending(_ steps: [PolicyStep], at date: Date, to stored: String?) -> String? {

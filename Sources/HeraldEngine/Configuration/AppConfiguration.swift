@@ -41,6 +41,8 @@ extension HeraldConfiguration {
         package var syncHourlyBudget = 3
         /// Where quick-action commits and delivery events go (`webhook`).
         package var webhook: WebhookConfiguration?
+        /// Live Activities' push budgets (`live_activities`).
+        package var liveActivities = LiveActivityBudgets()
         /// The keys of quick-action tokens (`action_token_secret`, ≥ 32 bytes each): the first signs,
         /// and while rotating a second still verifies; without any, a random key kept in the
         /// database for the app (shared by every node).
@@ -66,6 +68,21 @@ extension HeraldConfiguration {
             self.apns = apns
             self.catalogFile = catalogFile
         }
+    }
+
+    /// How hard an app's Live Activities may push (`apps[].live_activities`). Apple budgets
+    /// priority-10 pushes per device and hour (undocumented; a few an hour is safe) and
+    /// push-to-start per device in a short window (about 10).
+    package struct LiveActivityBudgets: Sendable, Equatable {
+        /// Priority-10 pushes per activity and hour (`priority_pushes_per_hour`); beyond it an
+        /// update goes at priority 5.
+        package var priorityPushesPerHour = 4
+        /// Starts per device in `startWindow` (`starts_per_device`); beyond it a start to that
+        /// device is not sent.
+        package var startsPerDevice = 8
+        /// The window the starts are counted in.
+        package var startWindow: TimeInterval = 900
+        package init() {}
     }
 
     /// An app's webhook (`apps[].webhook`): Standard Webhooks, signed with `secret`.

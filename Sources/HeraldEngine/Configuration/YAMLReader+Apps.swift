@@ -10,7 +10,7 @@ extension YAMLReader {
             node, key,
             allowed: [
                 "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
-                "max_devices_per_user", "sync", "webhook", "action_token_secret",
+                "max_devices_per_user", "sync", "webhook", "action_token_secret", "live_activities",
             ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else {
             throw fail(node, key + ".id", "is required")
@@ -79,6 +79,19 @@ extension YAMLReader {
                 }
             }
         case "webhook": app.webhook = try webhook(value, key + ".webhook")
+        case "live_activities":
+            for (field, fieldNode) in try mapping(
+                value, key + ".live_activities", allowed: ["priority_pushes_per_hour", "starts_per_device"])
+            {
+                let path = key + ".live_activities." + field
+                let number = try int(fieldNode, path)
+                guard (0...1000).contains(number) else { throw fail(fieldNode, path, "0 to 1000") }
+                if field == "priority_pushes_per_hour" {
+                    app.liveActivities.priorityPushesPerHour = number
+                } else {
+                    app.liveActivities.startsPerDevice = number
+                }
+            }
         case "action_token_secret":
             let secrets = try rotating(
                 value, key + ".action_token_secret", maximum: 2,

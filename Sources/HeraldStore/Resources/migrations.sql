@@ -908,3 +908,73 @@ ALTER TABLE platform_hours ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLU
 -- PostgreSQL only
 CREATE INDEX platform_hours_key ON platform_hours (app_id, hour)
 ;
+
+-- migration: 25
+-- Live Activities. A device's push-to-start tokens, one per attributes type (the widget's
+-- ActivityAttributes); an activity (the app's id) with its attributes type, last content state,
+-- stale and dismissal dates, the last timestamp sent (each push's is later: the device ignores
+-- an update that is not newer) and its broadcast channel; per device of an activity, its update
+-- token (rotated tokens replace it) and state; and each push sent, with its decision trace.
+CREATE TABLE activity_start_tokens (
+    app_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    attributes_type TEXT NOT NULL,
+    token TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (app_id, device_id, attributes_type)
+)
+;
+CREATE TABLE activities (
+    app_id TEXT NOT NULL,
+    activity_id TEXT NOT NULL,
+    attributes_type TEXT,
+    attributes TEXT,
+    content_state TEXT,
+    status TEXT NOT NULL,
+    stale_at BIGINT,
+    dismissal_at BIGINT,
+    last_timestamp BIGINT NOT NULL DEFAULT 0,
+    channel_id TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (app_id, activity_id)
+)
+;
+CREATE TABLE activity_devices (
+    app_id TEXT NOT NULL,
+    activity_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    token TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (app_id, activity_id, device_id)
+)
+;
+CREATE TABLE activity_pushes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    app_id TEXT NOT NULL,
+    activity_id TEXT NOT NULL,
+    device_id TEXT,
+    event TEXT NOT NULL,
+    timestamp BIGINT NOT NULL,
+    priority INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    trace TEXT,
+    created_at BIGINT NOT NULL
+)
+;
+CREATE INDEX activity_pushes_activity ON activity_pushes (app_id, activity_id, id)
+;
+CREATE INDEX activity_pushes_device ON activity_pushes (app_id, device_id, created_at)
+;
+-- PostgreSQL only
+ALTER TABLE activity_start_tokens ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN device_id TYPE TEXT COLLATE "C", ALTER COLUMN attributes_type TYPE TEXT COLLATE "C"
+;
+-- PostgreSQL only
+ALTER TABLE activities ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN activity_id TYPE TEXT COLLATE "C"
+;
+-- PostgreSQL only
+ALTER TABLE activity_devices ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN activity_id TYPE TEXT COLLATE "C", ALTER COLUMN device_id TYPE TEXT COLLATE "C"
+;

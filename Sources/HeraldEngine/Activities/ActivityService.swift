@@ -1,0 +1,392 @@
+import Foundation
+import HeraldAPNs
+package import HeraldCore
+package import HeraldPayload
+package import HeraldStore
+
+/// Live Activities' starts, updates and ends, sent to each device's activity token at once (the
+/// node that takes the request sends it: one push per device and event, whatever the number
+/// of nodes) and recorded with a decision trace per push. Herald owns the wire rules: the
+/// `liveactivity` topic, a timestamp that only moves forward per activity, `dismissal-date`
+/// only on `end`, priority 10 within the activity's budget and starts within each device's.
+package struct ActivityService: Sendable {
+    let store: HeraldStore
+
+    package init(store: HeraldStore) {
+        self.store = store
+    }
+
+    /// What the caller asks of a start.
+    package struct Start: Sendable {
+        package var activityID: String
+        package var attributesType: String
+        package var attributes: [String: JSONValue]
+        package var contentState: [String: JSONValue]
+        package var userIDs: [String]
+        package var deviceIDs: [String]
+        package var alert: LiveActivityAlert?
+        package var staleAt: Int64?
+        package var relevanceScore: Double?
+        package var channel: String?
+
+        package init(
+            activityID: String, attributesType: String, attributes: [String: JSONValue],
+            contentState: [String: JSONValue], userIDs: [String], deviceIDs: [String], alert: LiveActivityAlert?,
+            staleAt: Int64?, relevanceScore: Double?, channel: String?
+        ) {
+            self.activityID = activityID
+            self.attributesType = attributesType
+            self.attributes = attributes
+            self.contentState = contentState
+            self.userIDs = userIDs
+            self.deviceIDs = deviceIDs
+            self.alert = alert
+            self.staleAt = staleAt
+            self.relevanceScore = relevanceScore
+            self.channel = channel
+        }
+    }
+
+    /// What the caller asks of an update or an end.
+    package struct Change: Sendable {
+        package var event: LiveActivityEvent
+        package var contentState: [String: JSONValue]?
+        package var alert: LiveActivityAlert?
+        package var staleAt: Int64?
+        package var dismissAt: Int64?
+        package var relevanceScore: Double?
+        /// 5 or 10; nil: Herald's choice (10 with an alert or for an end, else 5).
+        package var priority: Int?
+        /// The caller's own timestamp (Unix seconds): refused unless after the last one sent.
+        package var timestamp: Int64?
+
+        package init(
+            event: LiveActivityEvent, contentState: [String: JSONValue]?, alert: LiveActivityAlert?, staleAt: Int64?,
+            dismissAt: Int64?, relevanceScore: Double?, priority: Int?, timestamp: Int64?
+        ) {
+            self.event = event
+            self.contentState = contentState
+            self.alert = alert
+            self.staleAt = staleAt
+            self.dismissAt = dismissAt
+            self.relevanceScore = relevanceScore
+            self.priority = priority
+            self.timestamp = timestamp
+        }
+    }
+
+    /// Why a start, update or end was not sent at all.
+    package enum Refusal: Error, Equatable {
+        case exists
+        case notFound
+        case ended
+        case staleTimestamp(last: Int64)
+        case payloadTooLarge(bytes: Int)
+        case apnsUnavailable(reason: String)
+    }
+
+    /// One device's push: what was sent (or why not) and what came back.
+    package struct DeviceOutcome: Sendable, Equatable {
+        package var deviceID: String
+        package var status: String
+        package var reason: String?
+        package var priority: Int
+    }
+
+    /// What a start, update or end did.
+    package struct Outcome: Sendable {
+        package var activity: ActivityRepository.Activity
+        package var timestamp: Int64
+        package var devices: [DeviceOutcome]
+    }
+
+    /// Starts an activity on the devices of `start`'s users (or its devices) that reported a
+    /// push-to-start token for its attributes type: one start each at priority 10, asking for
+    /// an update token (and subscribing to `channel` when given). A device over its start budget
+    /// is skipped, with the reason in its trace.
+    package func start(app: AppRuntime, _ start: Start) async throws -> Outcome {
+        let now = store.now
+        let seconds = Self.seconds(now)
+        let targets = try await store.activities.startTargets(
+            appID: app.id, attributesType: start.attributesType, userIDs: start.userIDs, deviceIDs: start.deviceIDs)
+        let push = LiveActivityPush(
+            event: .start, timestamp: seconds, contentState: start.contentState, staleDate: start.staleAt,
+            relevanceScore: start.relevanceScore, alert: start.alert, attributesType: start.attributesType,
+            attributes: start.attributes, inputPushToken: true, inputPushChannel: start.channel)
+        let payload = push.payload
+        guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
+            throw Refusal.payloadTooLarge(bytes: payload.count)
+        }
+        let activity = ActivityRepository.Activity(
+            id: start.activityID, attributesType: start.attributesType,
+            attributes: JSONWriter.encode(.object(start.attributes)),
+            contentState: JSONWriter.encode(.object(start.contentState)), status: "active", staleAt: start.staleAt,
+            dismissalAt: nil, lastTimestamp: seconds, channelID: start.channel, createdAt: now, updatedAt: now)
+        guard try await store.activities.createActivity(appID: app.id, activity) else { throw Refusal.exists }
+        let budget = app.configuration.liveActivities
+        let started = try await store.activities.recentStarts(
+            appID: app.id, deviceIDs: targets.map(\.deviceID), since: now.addingTimeInterval(-budget.startWindow))
+        var records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)] = []
+        var sends: [(deviceID: String, environment: String, token: String, trace: [DecisionTrace.Entry])] = []
+        let at = HeraldTime.format(now)
+        for target in targets {
+            var trace = [DecisionTrace.Entry(rule: "timestamp", message: "\(seconds) (now)", at: at)]
+            guard let token = target.token else {
+                trace.append(
+                    .init(
+                        rule: "token",
+                        message: "no push-to-start token for \(start.attributesType): the app has not reported one",
+                        at: at))
+                records.append(
+                    (Self.record(target.deviceID, push, 10, "skipped", "NoPushToStartToken", trace, now), .none))
+                continue
+            }
+            let count = started[target.deviceID] ?? 0
+            if count >= budget.startsPerDevice {
+                trace.append(
+                    .init(
+                        rule: "start_budget",
+                        message:
+                            "\(count) starts to this device in the last \(Int(budget.startWindow / 60)) min: the budget is \(budget.startsPerDevice); not sent",
+                        at: at))
+                records.append(
+                    (Self.record(target.deviceID, push, 10, "skipped", "StartBudgetExceeded", trace, now), .none))
+                continue
+            }
+            trace.append(.init(rule: "priority", message: "10: a start", at: at))
+            if let channel = start.channel {
+                trace.append(.init(rule: "channel", message: "subscribes to channel \(channel)", at: at))
+            }
+            sends.append((target.deviceID, target.environment, token, trace))
+        }
+        // A start must reach a device that is briefly offline: kept by APNs for an hour.
+        let answers = await send(
+            app: app, payload: payload, priority: .immediate, expiration: Int(seconds) + 3_600,
+            sends.map { ($0.deviceID, $0.environment, $0.token) })
+        for (send, answer) in zip(sends, answers) {
+            let effect: ActivityRepository.TokenEffect =
+                answer.accepted ? .started : answer.tokenGone ? .startTokenGone : .none
+            var trace = send.trace
+            if answer.tokenGone {
+                trace.append(.init(rule: "token", message: "the push-to-start token is gone: forgotten", at: at))
+            }
+            records.append(
+                (
+                    Self.record(
+                        send.deviceID, push, 10, answer.accepted ? "sent" : "failed", answer.reason, trace, now),
+                    effect
+                ))
+        }
+        try await store.activities.record(appID: app.id, activityID: start.activityID, records)
+        return Outcome(
+            activity: activity, timestamp: seconds,
+            devices: Self.outcomes(records).sorted { $0.deviceID < $1.deviceID })
+    }
+
+    /// Sends an update or end to every device of the activity that reported an update token,
+    /// with the next timestamp of the activity. Priority: 10 for an end, an alert or when asked,
+    /// within the activity's hourly budget (beyond it, 5); else 5. An end stores the activity
+    /// as ended: nothing more is sent to it.
+    package func change(app: AppRuntime, activityID: String, _ change: Change) async throws -> Outcome {
+        let now = store.now
+        let seconds = Self.seconds(now)
+        // Checked before the timestamp is taken: a push too large to send takes nothing.
+        let largest = LiveActivityPush(
+            event: change.event, timestamp: Int64(Int32.max) * 1_000, contentState: change.contentState,
+            staleDate: change.staleAt, dismissalDate: change.dismissAt, relevanceScore: change.relevanceScore,
+            alert: change.alert
+        ).payload.count
+        guard largest <= APNSPushType.liveActivity.payloadLimit else { throw Refusal.payloadTooLarge(bytes: largest) }
+        let advanced = try await store.activities.advance(
+            appID: app.id, activityID: activityID, event: change.event, timestamp: change.timestamp, now: seconds,
+            contentState: change.contentState.map { JSONWriter.encode(.object($0)) }, staleAt: change.staleAt,
+            dismissalAt: change.event == .end ? change.dismissAt : nil)
+        let activity: ActivityRepository.Activity
+        switch advanced {
+        case .advanced(let found): activity = found
+        case .notFound: throw Refusal.notFound
+        case .ended: throw Refusal.ended
+        case .stale(let last): throw Refusal.staleTimestamp(last: last)
+        }
+        let at = HeraldTime.format(now)
+        var common = [
+            DecisionTrace.Entry(
+                rule: "timestamp",
+                message: change.timestamp != nil
+                    ? "\(activity.lastTimestamp) (asked; after the last sent)"
+                    : "\(activity.lastTimestamp) (after the last sent)", at: at)
+        ]
+        let priority = try await priority(app: app, activityID: activityID, change, now: now, trace: &common, at: at)
+        // An end carries the last state when it brings none: the device shows it until dismissed.
+        let state = change.contentState ?? activity.contentState.flatMap(Self.object)
+        let push = LiveActivityPush(
+            event: change.event, timestamp: activity.lastTimestamp, contentState: state, staleDate: change.staleAt,
+            dismissalDate: change.dismissAt, relevanceScore: change.relevanceScore, alert: change.alert)
+        let payload = push.payload
+        guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
+            throw Refusal.payloadTooLarge(bytes: payload.count)
+        }
+        var records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)] = []
+        var sends: [(deviceID: String, environment: String, token: String)] = []
+        for device in try await store.activities.devices(appID: app.id, activityID: activityID) {
+            if device.status == "ended" {
+                continue
+            }
+            guard let token = device.token else {
+                let trace =
+                    common + [
+                        .init(
+                            rule: "token", message: "started, but the device has not reported its update token yet",
+                            at: at)
+                    ]
+                records.append(
+                    (Self.record(device.deviceID, push, priority, "skipped", "NoUpdateToken", trace, now), .none))
+                continue
+            }
+            sends.append((device.deviceID, device.environment, token))
+        }
+        let answers = await send(
+            app: app, payload: payload, priority: priority == 10 ? .immediate : .considerPower, expiration: nil, sends)
+        for (send, answer) in zip(sends, answers) {
+            var trace = common
+            if answer.tokenGone {
+                trace.append(
+                    .init(rule: "token", message: "the update token is gone: the activity ended on this device", at: at)
+                )
+            }
+            records.append(
+                (
+                    Self.record(
+                        send.deviceID, push, priority, answer.accepted ? "sent" : "failed", answer.reason, trace, now),
+                    answer.tokenGone ? .updateTokenGone(reason: answer.reason ?? "Unregistered") : .none
+                ))
+        }
+        if records.isEmpty {
+            // No device to send to: the push is still recorded, so the activity shows it.
+            records.append(
+                (
+                    ActivityRepository.Push(
+                        deviceID: nil, event: change.event, timestamp: activity.lastTimestamp, priority: priority,
+                        status: "skipped", reason: "NoDevices", trace: Self.json(common), createdAt: now), .none
+                ))
+        }
+        try await store.activities.record(appID: app.id, activityID: activityID, records)
+        return Outcome(
+            activity: activity, timestamp: activity.lastTimestamp,
+            devices: Self.outcomes(records.filter { $0.push.deviceID != nil }))
+    }
+
+    /// The priority of an update or end, with why in the trace: 10 for an end, and for an alert
+    /// or when asked unless the activity spent its priority-10 budget this hour; else 5.
+    private func priority(
+        app: AppRuntime, activityID: String, _ change: Change, now: Date, trace: inout [DecisionTrace.Entry],
+        at: String
+    ) async throws -> Int {
+        let why: String
+        if change.priority == 10 {
+            why = "asked"
+        } else if change.priority == nil && change.event == .end {
+            why = "an end"
+        } else if change.priority == nil && change.alert != nil {
+            why = "an alert"
+        } else {
+            trace.append(
+                .init(rule: "priority", message: change.priority == 5 ? "5: asked" : "5: a routine update", at: at))
+            return 5
+        }
+        if change.event == .end {
+            // An activity ends once: its end cannot burn the device's budget.
+            trace.append(.init(rule: "priority", message: "10: \(why)", at: at))
+            return 10
+        }
+        let budget = app.configuration.liveActivities.priorityPushesPerHour
+        let spent = try await store.activities.priorityPushes(
+            appID: app.id, activityID: activityID, since: now.addingTimeInterval(-3_600))
+        guard spent < budget else {
+            trace.append(
+                .init(
+                    rule: "priority",
+                    message:
+                        "10 \(why), but \(spent) priority-10 pushes in the last hour spent the budget of \(budget): sent at 5",
+                    at: at))
+            return 5
+        }
+        trace.append(
+            .init(rule: "priority", message: "10: \(why) (\(spent + 1) of \(budget) this hour)", at: at))
+        return 10
+    }
+
+    /// A provider's answer, as a push's record needs it.
+    struct Answer {
+        var accepted: Bool
+        var tokenGone: Bool
+        var reason: String?
+    }
+
+    /// Sends one payload to each token through the app's APNs client of its environment, and
+    /// answers in the order given.
+    private func send(
+        app: AppRuntime, payload: Data, priority: APNSPriority, expiration: Int?,
+        _ sends: [(deviceID: String, environment: String, token: String)]
+    ) async -> [Answer] {
+        guard !sends.isEmpty else { return [] }
+        let topic = app.configuration.apns?.topic ?? ""
+        return await withTaskGroup(of: (Int, Answer).self) { group in
+            for (index, send) in sends.enumerated() {
+                group.addTask {
+                    guard case .client(let client) = app.apnsClient(environment: send.environment) else {
+                        return (index, Answer(accepted: false, tokenGone: false, reason: "APNsNotConfigured"))
+                    }
+                    let result = await client.send(
+                        APNSNotification(
+                            deviceToken: send.token, pushType: .liveActivity, bundleID: topic, priority: priority,
+                            expiration: expiration, payload: payload))
+                    return (
+                        index,
+                        Answer(
+                            accepted: result.isAccepted, tokenGone: result.disposition == .tokenDead,
+                            reason: result.isAccepted ? nil : result.reasonKey)
+                    )
+                }
+            }
+            var answers = [Answer](
+                repeating: Answer(accepted: false, tokenGone: false, reason: nil), count: sends.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
+    }
+
+    private static func record(
+        _ deviceID: String, _ push: LiveActivityPush, _ priority: Int, _ status: String, _ reason: String?,
+        _ trace: [DecisionTrace.Entry], _ now: Date
+    ) -> ActivityRepository.Push {
+        ActivityRepository.Push(
+            deviceID: deviceID, event: push.event, timestamp: push.timestamp, priority: priority, status: status,
+            reason: reason, trace: json(trace), createdAt: now)
+    }
+
+    private static func outcomes(
+        _ records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)]
+    ) -> [DeviceOutcome] {
+        records.compactMap { record in
+            record.push.deviceID.map {
+                DeviceOutcome(
+                    deviceID: $0, status: record.push.status, reason: record.push.reason,
+                    priority: record.push.priority)
+            }
+        }
+    }
+
+    static func json(_ trace: [DecisionTrace.Entry]) -> String? {
+        (try? JSONEncoder().encode(trace)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func object(_ text: String) -> [String: JSONValue]? {
+        (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)))?.objectValue
+    }
+
+    /// Unix seconds of `date` (0 for a date before 1970 or beyond Int64).
+    static func seconds(_ date: Date) -> Int64 {
+        Int64(exactly: date.timeIntervalSince1970.rounded(.down)) ?? 0
+    }
+}
