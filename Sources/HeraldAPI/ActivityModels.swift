@@ -71,6 +71,7 @@ struct ActivityPushFields: Decodable {
     var relevanceScore: Double?
     var priority: JSONValue?
     var timestamp: JSONValue?
+    var keepChannel: Bool?
 
     enum CodingKeys: String, CodingKey {
         case contentState = "content_state"
@@ -79,6 +80,7 @@ struct ActivityPushFields: Decodable {
         case dismissAt = "dismiss_at"
         case relevanceScore = "relevance_score"
         case priority, timestamp
+        case keepChannel = "keep_channel"
     }
 
     /// The content state: a JSON object of at most 4 KB encoded (ActivityKit's limit).
@@ -217,6 +219,9 @@ struct ActivityChangeBody: Decodable {
         if event == .update, fields.dismissAt != nil {
             throw APIError.invalid("dismiss_at", "dismiss_at goes with an end only (Apple's dismissal-date)")
         }
+        if event == .update, fields.keepChannel != nil {
+            throw APIError.invalid("keep_channel", "keep_channel goes with an end only")
+        }
         var priority: Int?
         if let value = fields.priority {
             guard case .int(let number) = value, number == 5 || number == 10 else {
@@ -235,7 +240,59 @@ struct ActivityChangeBody: Decodable {
             event: event, contentState: try fields.state(required: event == .update), alert: try fields.validAlert(),
             staleAt: try ActivityPushFields.seconds(fields.staleAt, "stale_at"),
             dismissAt: try ActivityPushFields.seconds(fields.dismissAt, "dismiss_at"),
-            relevanceScore: try fields.validRelevance(), priority: priority, timestamp: timestamp)
+            relevanceScore: try fields.validRelevance(), priority: priority, timestamp: timestamp,
+            keepChannel: fields.keepChannel ?? false)
+    }
+}
+
+/// `POST /v1/apps/{app}/channels` `{"event_key", "storage": "none" | "latest", "environment"}`.
+struct ChannelBody: Decodable {
+    var eventKey: String?
+    var storage: String?
+    var environment: String?
+
+    enum CodingKeys: String, CodingKey {
+        case eventKey = "event_key"
+        case storage, environment
+    }
+
+    func validated(defaultEnvironment: String) throws(APIError) -> (eventKey: String, storage: Int, environment: String)
+    {
+        guard let eventKey, (1...256).contains(eventKey.utf8.count) else {
+            throw APIError.invalid("event_key", "event_key is 1 to 256 bytes: the event the channel stands for")
+        }
+        let policy: Int
+        switch storage ?? "none" {
+        case "none": policy = 0
+        case "latest": policy = 1
+        default: throw APIError.invalid("storage", "storage is none (no message kept) or latest (the last, 8 hours)")
+        }
+        let environment = environment ?? defaultEnvironment
+        guard environment == "production" || environment == "sandbox" else {
+            throw APIError.invalid("environment", "environment is production or sandbox")
+        }
+        return (eventKey, policy, environment)
+    }
+}
+
+/// A channel as the API shows it.
+struct ChannelView: Encodable {
+    var channel: ActivityRepository.Channel
+
+    enum CodingKeys: String, CodingKey {
+        case channelID = "channel_id"
+        case eventKey = "event_key"
+        case storage, environment
+        case createdAt = "created_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(channel.id, forKey: .channelID)
+        try container.encode(channel.eventKey, forKey: .eventKey)
+        try container.encode(channel.storage == 0 ? "none" : "latest", forKey: .storage)
+        try container.encode(channel.environment, forKey: .environment)
+        try container.encode(HeraldTime.format(channel.createdAt), forKey: .createdAt)
     }
 }
 

@@ -50,6 +50,31 @@ extension HeraldAPI {
                 return try JSONResponse.make(ActivityOutcomeView(outcome))
             }
         }
+        routes.server.post("channels") { request, context in
+            let app = try context.authorized().app
+            let body = try await decode(ChannelBody.self, request).validated(
+                defaultEnvironment: app.configuration.apns?.environment ?? "production")
+            try apnsReady(app)
+            let channel = try await refusingChannel {
+                try await service.createChannel(
+                    app: app, eventKey: body.eventKey, storage: body.storage, environment: body.environment)
+            }
+            return try JSONResponse.make(ChannelView(channel: channel), status: .created)
+        }
+        routes.server.get("channels") { request, context in
+            let app = try context.authorized().app
+            let eventKey = request.uri.queryParameters.get("event_key")
+            let limit = try queryNumber(request, "limit", default: 1000, in: 1...10_000)
+            let channels = try await runtime.store.activities.channels(appID: app.id, eventKey: eventKey, limit: limit)
+            return try JSONResponse.make(["channels": channels.map(ChannelView.init)])
+        }
+        routes.server.delete("channels/:channel") { request, context in
+            let app = try context.authorized().app
+            let id = try pathParameter(context, "channel", field: "channel_id")
+            try apnsReady(app)
+            try await refusingChannel { try await service.deleteChannel(app: app, id: id) }
+            return Response(status: .noContent)
+        }
         routes.server.get("activities/:activity") { request, context in
             let app = try context.authorized().app
             let activityID = try ActivityNames.activityID(pathParameter(context, "activity", field: "activity_id"))
@@ -122,9 +147,45 @@ extension HeraldAPI {
                 throw APIError(
                     .contentTooLarge, code: "payload_too_large",
                     message: "the push would be \(bytes) bytes; APNs takes at most 4096", field: "content_state")
-            case .apnsUnavailable(let reason):
-                throw APIError(.conflict, code: "apns_unavailable", message: reason, field: "app")
+            default:
+                throw error(refusal)
             }
+        }
+    }
+
+    /// Runs a channel operation; its refusals as answers.
+    private static func refusingChannel<Result>(_ body: () async throws -> Result) async throws -> Result {
+        do {
+            return try await body()
+        } catch let refusal as ActivityService.Refusal {
+            switch refusal {
+            case .notFound:
+                throw APIError(
+                    .notFound, code: "not_found", message: "no channel with this channel_id", field: "channel_id")
+            default: throw error(refusal)
+            }
+        }
+    }
+
+    private static func error(_ refusal: ActivityService.Refusal) -> APIError {
+        switch refusal {
+        case .apnsUnavailable(let reason):
+            APIError(.conflict, code: "apns_unavailable", message: reason, field: "app")
+        case .unknownChannel:
+            APIError(
+                .notFound, code: "not_found", message: "no channel with this id: create it with POST …/channels",
+                field: "channel")
+        case .channelLimit:
+            APIError(
+                .conflict, code: "channel_limit",
+                message:
+                    "the app has \(ActivityService.channelLimit) channels in this environment, Apple's limit: delete some",
+                field: "event_key")
+        case .apple(let status, let reason):
+            APIError(
+                .badGateway, code: "apns_refused", message: "APNs answered \(status) \(reason)", field: "channel_id")
+        default:
+            APIError(.conflict, code: "conflict", message: "\(refusal)", field: "activity_id")
         }
     }
 }

@@ -66,6 +66,7 @@ package final class AppRuntime: Sendable {
     /// Why APNs is off for this app, when it is.
     package let apnsDisabledReason: String?
     private let clients = Mutex<[APNSEnvironment: APNSClient]>([:])
+    private let channelClients = Mutex<[APNSEnvironment: APNSChannelClient]>([:])
     /// The app's FCM client, when it has FCM credentials, or why not.
     package let fcmClient: FCMClient?
     package let fcmDisabledReason: String?
@@ -181,6 +182,20 @@ package final class AppRuntime: Sendable {
         }
     }
 
+    /// The broadcast channel client for an environment, or nil without APNs credentials.
+    package func channelClient(environment: String) -> APNSChannelClient? {
+        guard let signingKey, let apns = configuration.apns else { return nil }
+        let environment = APNSEnvironment(rawValue: environment) ?? .production
+        return channelClients.withLock { clients in
+            if let client = clients[environment] { return client }
+            let client = APNSChannelClient(
+                key: signingKey, bundleID: apns.topic, environment: environment, pushEndpoint: apns.endpoint,
+                channelEndpoint: apns.channelEndpoint, caFile: apns.caFile)
+            clients[environment] = client
+            return client
+        }
+    }
+
     /// Lets a provider's client send again after it refused the credential (a pause's probe).
     package func enable(platform: String) async {
         if platform == "fcm" {
@@ -196,6 +211,7 @@ package final class AppRuntime: Sendable {
     func shutdown(gracePeriod: TimeInterval) async {
         let all = clients.withLock { Array($0.values) }
         for client in all { await client.shutdown(gracePeriod: gracePeriod) }
+        for client in channelClients.withLock({ Array($0.values) }) { await client.shutdown() }
         await fcmClient?.shutdown()
     }
 }

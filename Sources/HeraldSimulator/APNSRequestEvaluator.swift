@@ -96,35 +96,8 @@ package struct APNSRequestEvaluator {
 
         // Provider token.
         let now = configuration.clock.now()
-        guard let authorization else { return reject(403, "MissingProviderToken") }
-        guard authorization.lowercased().hasPrefix("bearer ") else { return reject(403, "InvalidProviderToken") }
-        let jwt = String(authorization.dropFirst("bearer ".count))
-        if jwt == authentication.token, let issuedAt = authentication.issuedAt {
-            if now.timeIntervalSince(issuedAt) > configuration.tokenMaximumAge {
-                return reject(403, "ExpiredProviderToken")
-            }
-        } else {
-            switch verify(jwt: jwt, state: state) {
-            case .failure(let failure):
-                return reject(403, failure.reason)
-            case .success(let (keyID, issuedAt)):
-                if now.timeIntervalSince(issuedAt) > configuration.tokenMaximumAge {
-                    return reject(403, "ExpiredProviderToken")
-                }
-                if let boundKey = authentication.keyID, boundKey != keyID {
-                    return reject(403, "UnrelatedKeyIdInToken")
-                }
-                if let changedAt = authentication.changedAt,
-                    now.timeIntervalSince(changedAt) < configuration.tokenUpdateInterval
-                {
-                    return reject(429, "TooManyProviderTokenUpdates")
-                }
-                if authentication.token != nil { state.count { $0.tokenChanges += 1 } }
-                authentication.token = jwt
-                authentication.issuedAt = issuedAt
-                authentication.changedAt = now
-                authentication.keyID = keyID
-            }
+        if let refused = authenticate(authorization, &authentication, state: state) {
+            return reject(refused.status, refused.reason)
         }
 
         // Headers.
@@ -187,6 +160,39 @@ package struct APNSRequestEvaluator {
             priority: priority, expiration: expiration, collapseID: collapseID, payload: Data(body.readableBytesView),
             receivedAt: now, replaceKey: collapseID)
         return (.accepted(entry), generatedID)
+    }
+
+    /// Checks a request's provider token against the connection's (protocols.md §6): the status
+    /// and reason to refuse it with, or nil when it is good (the connection then holds it).
+    func authenticate(
+        _ authorization: String?, _ authentication: inout SimulatorConnectionAuthentication, state: SimulatorState
+    ) -> (status: Int, reason: String)? {
+        let now = configuration.clock.now()
+        guard let authorization else { return (403, "MissingProviderToken") }
+        guard authorization.lowercased().hasPrefix("bearer ") else { return (403, "InvalidProviderToken") }
+        let jwt = String(authorization.dropFirst("bearer ".count))
+        if jwt == authentication.token, let issuedAt = authentication.issuedAt {
+            if now.timeIntervalSince(issuedAt) > configuration.tokenMaximumAge { return (403, "ExpiredProviderToken") }
+            return nil
+        }
+        switch verify(jwt: jwt, state: state) {
+        case .failure(let failure):
+            return (403, failure.reason)
+        case .success(let (keyID, issuedAt)):
+            if now.timeIntervalSince(issuedAt) > configuration.tokenMaximumAge { return (403, "ExpiredProviderToken") }
+            if let boundKey = authentication.keyID, boundKey != keyID { return (403, "UnrelatedKeyIdInToken") }
+            if let changedAt = authentication.changedAt,
+                now.timeIntervalSince(changedAt) < configuration.tokenUpdateInterval
+            {
+                return (429, "TooManyProviderTokenUpdates")
+            }
+            if authentication.token != nil { state.count { $0.tokenChanges += 1 } }
+            authentication.token = jwt
+            authentication.issuedAt = issuedAt
+            authentication.changedAt = now
+            authentication.keyID = keyID
+            return nil
+        }
     }
 
     /// Checks an ES256 provider token: header, claims, signature. Returns the key id and `iat`.

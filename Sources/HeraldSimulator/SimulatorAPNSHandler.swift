@@ -226,6 +226,17 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
             if let limit = faults.goAwayAfterStreams, limit > 0, processed >= limit { goAway(context: context) }
             return
         }
+        if let path = headers.first(name: ":path"), ChannelRequestEvaluator.handles(path: path) {
+            let answer = ChannelRequestEvaluator(apns: evaluator).evaluate(
+                headers: headers, body: body, authentication: &authentication, state: state, random: &random)
+            adjustStreamLimit(faults)
+            processed += 1
+            if let reason = answer.reason { state.reject(status: answer.status, reason: reason) }
+            respond(streamID: streamID, latency: faults.latencyMilliseconds, context: context) { handler in
+                handler.write(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
+            }
+            return
+        }
         let (verdict, apnsID) = evaluator.evaluate(
             headers: headers, body: body, authentication: &authentication, state: state, faults: faults, random: &random
         )

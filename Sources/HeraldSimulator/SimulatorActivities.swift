@@ -38,6 +38,33 @@ package final class SimulatorActivities: Sendable {
         /// Update token → index in `activities`.
         var byUpdateToken: [String: Int] = [:]
         var ignored: [String: Int] = [:]
+
+        mutating func ignore(_ reason: String) { ignored[reason, default: 0] += 1 }
+
+        /// An update or end to activity `index`, as ActivityKit applies it.
+        mutating func change(_ index: Int, event: String, aps: [String: Any], priority: Int) {
+            guard event == "update" || event == "end" else { return ignore("UnknownEvent") }
+            guard let timestamp = (aps["timestamp"] as? NSNumber)?.int64Value else { return ignore("NoTimestamp") }
+            var activity = activities[index]
+            if activity.status == "ended" && event == "update" { return ignore("ActivityEnded") }
+            guard timestamp > activity.lastTimestamp else { return ignore("StaleTimestamp") }
+            if aps["dismissal-date"] != nil && event != "end" { return ignore("DismissalDateOnUpdate") }
+            if let contentState = aps["content-state"] {
+                guard let state = SimulatorActivities.state(contentState) else { return ignore("ContentStateTooLarge") }
+                activity.contentState = state
+            }
+            activity.lastTimestamp = timestamp
+            if let stale = (aps["stale-date"] as? NSNumber)?.int64Value { activity.staleDate = stale }
+            if let score = (aps["relevance-score"] as? NSNumber)?.doubleValue { activity.relevanceScore = score }
+            if let alert = (aps["alert"] as? [String: Any])?["title"] as? String { activity.alerts.append(alert) }
+            if event == "end" {
+                activity.status = "ended"
+                activity.dismissalDate = (aps["dismissal-date"] as? NSNumber)?.int64Value
+            }
+            activity.applied += 1
+            activity.lastPriority = priority
+            activities[index] = activity
+        }
     }
 
     private let storage = Mutex(Storage())
@@ -80,23 +107,18 @@ package final class SimulatorActivities: Sendable {
 
     /// Applies an accepted `liveactivity` push as the device would.
     func apply(token: String, priority: Int, payload: Data) {
-        let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
-        let aps = object?["aps"] as? [String: Any] ?? [:]
+        let aps = Self.aps(payload)
         storage.withLock { storage in
-            func ignore(_ reason: String) { storage.ignored[reason, default: 0] += 1 }
-            guard let event = aps["event"] as? String else { return ignore("NoEvent") }
-            guard let timestamp = (aps["timestamp"] as? NSNumber)?.int64Value else { return ignore("NoTimestamp") }
-            var state: String?
-            if let contentState = aps["content-state"] {
-                guard let data = try? JSONSerialization.data(withJSONObject: contentState, options: [.sortedKeys])
-                else { return ignore("BadContentState") }
-                guard data.count <= 4_096 else { return ignore("ContentStateTooLarge") }
-                state = String(decoding: data, as: UTF8.self)
-            }
-            let alert = (aps["alert"] as? [String: Any])?["title"] as? String
+            guard let event = aps["event"] as? String else { return storage.ignore("NoEvent") }
             if event == "start" {
-                guard let alert else { return ignore("StartWithoutAlert") }
-                guard state != nil else { return ignore("StartWithoutContentState") }
+                guard let timestamp = (aps["timestamp"] as? NSNumber)?.int64Value else {
+                    return storage.ignore("NoTimestamp")
+                }
+                guard let alert = (aps["alert"] as? [String: Any])?["title"] as? String else {
+                    return storage.ignore("StartWithoutAlert")
+                }
+                guard let contentState = aps["content-state"] else { return storage.ignore("StartWithoutContentState") }
+                guard let state = Self.state(contentState) else { return storage.ignore("ContentStateTooLarge") }
                 let wantsToken = (aps["input-push-token"] as? NSNumber)?.intValue == 1
                 let updateToken = wantsToken ? Self.newToken() : nil
                 let attributes = (aps["attributes"] as? [String: Any] ?? [:]).mapValues { "\($0)" }
@@ -111,25 +133,67 @@ package final class SimulatorActivities: Sendable {
                 if let updateToken { storage.byUpdateToken[updateToken] = storage.activities.count - 1 }
                 return
             }
-            guard event == "update" || event == "end" else { return ignore("UnknownEvent") }
-            guard let index = storage.byUpdateToken[token] else { return ignore("NoActivity") }
-            var activity = storage.activities[index]
-            if activity.status == "ended" && event == "update" { return ignore("ActivityEnded") }
-            guard timestamp > activity.lastTimestamp else { return ignore("StaleTimestamp") }
-            if aps["dismissal-date"] != nil && event != "end" { return ignore("DismissalDateOnUpdate") }
-            activity.lastTimestamp = timestamp
-            if let state { activity.contentState = state }
-            if let stale = (aps["stale-date"] as? NSNumber)?.int64Value { activity.staleDate = stale }
-            if let score = (aps["relevance-score"] as? NSNumber)?.doubleValue { activity.relevanceScore = score }
-            if let alert { activity.alerts.append(alert) }
-            if event == "end" {
-                activity.status = "ended"
-                activity.dismissalDate = (aps["dismissal-date"] as? NSNumber)?.int64Value
-            }
-            activity.applied += 1
-            activity.lastPriority = priority
-            storage.activities[index] = activity
+            guard let index = storage.byUpdateToken[token] else { return storage.ignore("NoActivity") }
+            storage.change(index, event: event, aps: aps, priority: priority)
         }
+    }
+
+    // MARK: Broadcast channels
+
+    /// Channels per bundle id: id → message storage policy.
+    private let channels = Mutex<[String: [String: Int]]>([:])
+    /// Broadcast publishes accepted.
+    package var publishes: Int { published.load(ordering: .relaxed) }
+    private let published = Atomic<Int>(0)
+
+    /// Apple's limit of channels per app and environment.
+    package static let channelLimit = 10_000
+
+    /// The channels of `bundleID`.
+    package func channels(bundleID: String) -> [String: Int] { channels.withLock { $0[bundleID] ?? [:] } }
+
+    /// Makes a channel; nil when the bundle has `channelLimit` already.
+    func createChannel(bundleID: String, policy: Int) -> String? {
+        var generator = SystemRandomNumberGenerator()
+        let id = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
+        return channels.withLock { channels in
+            guard (channels[bundleID]?.count ?? 0) < Self.channelLimit else { return nil }
+            channels[bundleID, default: [:]][id] = policy
+            return id
+        }
+    }
+
+    /// Deletes a channel; false when it is not there.
+    func deleteChannel(bundleID: String, id: String) -> Bool {
+        channels.withLock { $0[bundleID]?.removeValue(forKey: id) != nil }
+    }
+
+    /// A channel's storage policy, when it exists.
+    func channelPolicy(bundleID: String, id: String) -> Int? { channels.withLock { $0[bundleID]?[id] } }
+
+    /// A publish APNs accepted: every activity listening on the channel takes it as its own push.
+    func publish(channel: String, priority: Int, payload: Data) {
+        published.add(1, ordering: .relaxed)
+        let aps = Self.aps(payload)
+        storage.withLock { storage in
+            guard let event = aps["event"] as? String else { return storage.ignore("NoEvent") }
+            for index in storage.activities.indices where storage.activities[index].channel == channel {
+                storage.change(index, event: event, aps: aps, priority: priority)
+            }
+        }
+    }
+
+    private static func aps(_ payload: Data) -> [String: Any] {
+        let object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+        return object?["aps"] as? [String: Any] ?? [:]
+    }
+
+    /// A content state as JSON text with sorted keys; nil over ActivityKit's 4 KB.
+    fileprivate static func state(_ value: Any) -> String? {
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]),
+            data.count <= 4_096
+        else { return nil }
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// 32 random bytes as hex, like an ActivityKit push token.

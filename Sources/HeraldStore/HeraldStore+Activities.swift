@@ -431,3 +431,99 @@ extension ActivityRepository {
         }
     }
 }
+
+/// APNs broadcast channels Herald made, per app.
+extension ActivityRepository {
+    package struct Channel: Sendable, Equatable {
+        package var id: String
+        package var environment: String
+        package var eventKey: String
+        /// 0: no message kept; 1: the latest, for late joiners.
+        package var storage: Int
+        package var createdAt: Date
+
+        package init(id: String, environment: String, eventKey: String, storage: Int, createdAt: Date) {
+            self.id = id
+            self.environment = environment
+            self.eventKey = eventKey
+            self.storage = storage
+            self.createdAt = createdAt
+        }
+    }
+
+    /// Records channels Apple made, in one transaction.
+    package func recordChannels(appID: String, _ channels: [Channel]) async throws {
+        guard !channels.isEmpty else { return }
+        var rows = BulkRows(
+            [
+                ("app_id", .text), ("environment", .text), ("channel_id", .text), ("event_key", .text),
+                ("storage", .integer), ("created_at", .integer),
+            ], capacity: channels.count)
+        for channel in channels {
+            for cell: BulkRows.Cell in [
+                .text(appID), .text(channel.environment), .text(channel.id), .text(channel.eventKey),
+                .integer(Int64(channel.storage)), .integer(Self.milliseconds(channel.createdAt)),
+            ] { rows.append(cell) }
+        }
+        try await transaction { session in
+            _ = try await session.query([], rows: rows) { source in
+                """
+                INSERT INTO channels (app_id, environment, channel_id, event_key, storage, created_at)
+                SELECT r.app_id, r.environment, r.channel_id, r.event_key, r.storage, r.created_at FROM \(source)
+                WHERE true ON CONFLICT (app_id, channel_id) DO NOTHING
+                """
+            }
+        }
+    }
+
+    /// The app's channels in an environment.
+    package func channelCount(appID: String, environment: String) async throws -> Int {
+        try await reading { session in
+            Int(
+                try await session.query(
+                    "SELECT count(*) FROM channels WHERE app_id = $1 AND environment = $2",
+                    [.text(appID), .text(environment)]
+                ).first?.first?.integer ?? 0)
+        }
+    }
+
+    /// The app's channels, newest first (of one event key when given), at most `limit`.
+    package func channels(appID: String, eventKey: String? = nil, limit: Int = 1_000) async throws -> [Channel] {
+        try await reading { session in
+            var binds: [Session.Value] = [.text(appID), .integer(Int64(limit))]
+            if let eventKey { binds.append(.text(eventKey)) }
+            return try await session.query(
+                """
+                SELECT channel_id, environment, event_key, storage, created_at FROM channels
+                WHERE app_id = $1\(eventKey == nil ? "" : " AND event_key = $3") ORDER BY created_at DESC, channel_id LIMIT $2
+                """, binds
+            ).compactMap(Self.channel)
+        }
+    }
+
+    package func channel(appID: String, id: String) async throws -> Channel? {
+        try await reading { session in
+            try await session.query(
+                "SELECT channel_id, environment, event_key, storage, created_at FROM channels WHERE app_id = $1 AND channel_id = $2",
+                [.text(appID), .text(id)]
+            ).first.flatMap(Self.channel)
+        }
+    }
+
+    /// Forgets a channel; false when it was not recorded.
+    package func deleteChannel(appID: String, id: String) async throws -> Bool {
+        try await transaction { session in
+            try await !session.query(
+                "DELETE FROM channels WHERE app_id = $1 AND channel_id = $2 RETURNING 1", [.text(appID), .text(id)]
+            ).isEmpty
+        }
+    }
+
+    private static func channel(_ row: [Session.Value]) -> Channel? {
+        guard row.count == 5, let id = row[0].text, let environment = row[1].text, let key = row[2].text,
+            let storage = row[3].integer, let created = row[4].integer
+        else { return nil }
+        return Channel(
+            id: id, environment: environment, eventKey: key, storage: Int(storage), createdAt: SQLText.date(created))
+    }
+}

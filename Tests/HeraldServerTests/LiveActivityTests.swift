@@ -252,6 +252,102 @@ struct LiveActivityTests {
         }
     }
 
+    @Test(
+        "a match on a broadcast channel: 1,000 devices started listening on it, 10 updates are 10 publishes (not 10,000 pushes), the end deletes the channel; the 10,001st channel is refused"
+    )
+    func broadcastChannel() async throws {
+        let devices = 1_000
+        let tokens = makeDeviceTokens(devices * 2)
+        try await withServer { server in
+            var lines = ""
+            for index in 0..<devices {
+                lines +=
+                    #"{"device_id":"d\#(index)","user_id":"u\#(index)","token":"\#(tokens[index])","environment":"sandbox"}"#
+                    + "\n"
+            }
+            let imported = try await server.request(.post, "/v1/apps/demo/devices/import", json: lines)
+            #expect(imported.body["imported"] as? Int == devices)
+            for index in 0..<devices {
+                let stored = try await server.request(
+                    .put, "/v1/apps/demo/devices/d\(index)/activity-tokens/start/MatchAttributes",
+                    json: #"{"token":"\#(tokens[devices + index])"}"#)
+                #expect(stored.status == .ok)
+            }
+            let created = try await server.request(
+                .post, "/v1/apps/demo/channels",
+                json: #"{"event_key":"match-7","storage":"none","environment":"sandbox"}"#)
+            #expect(created.status == .created, "\(created.body)")
+            let channel = try #require(created.body["channel_id"] as? String)
+            let activities = server.simulator.state.activities
+            #expect(activities.channels(bundleID: "com.example.demo").keys.sorted() == [channel])
+            let unknown = try await server.request(
+                .post, "/v1/apps/demo/activities",
+                json:
+                    #"{"activity_id":"x","attributes_type":"MatchAttributes","content_state":{},"to":{"user_ids":["u1"]},"alert":{"title":"t"},"channel":"nope"}"#
+            )
+            #expect(unknown.status == .notFound && Self.field(unknown.body) == "channel")
+
+            let start = try await server.request(
+                .post, "/v1/apps/demo/activities",
+                json: """
+                    {"activity_id":"match-7","attributes_type":"MatchAttributes","attributes":{"home":"A","away":"B"},
+                     "content_state":{"home":0,"away":0},"to":{"device_ids":[\((0..<devices).map { "\"d\($0)\"" }.joined(separator: ","))]},
+                     "alert":{"title":"Kick-off"},"channel":"\(channel)"}
+                    """)
+            #expect(start.status == .created, "\(start.body)")
+            #expect(
+                (start.body["devices"] as? [[String: Any]])?.filter { $0["status"] as? String == "sent" }.count
+                    == devices)
+            #expect(server.simulator.state.inboxSummary().total == devices)
+            for goal in 1...10 {
+                let update = try await server.request(
+                    .post, "/v1/apps/demo/activities/match-7/update",
+                    json: #"{"content_state":{"home":\#(goal),"away":0}}"#)
+                #expect(update.status == .ok && (update.body["devices"] as? [Any])?.isEmpty == true, "\(update.body)")
+            }
+            // Ten publishes; no push to any device beyond its start.
+            #expect(activities.publishes == 10)
+            #expect(server.simulator.state.inboxSummary().total == devices)
+            let held = activities.all.filter { $0.channel == channel }
+            #expect(held.count == devices)
+            #expect(held.allSatisfy { $0.applied == 11 && $0.contentState == #"{"away":0,"home":10}"# })
+            let end = try await server.request(
+                .post, "/v1/apps/demo/activities/match-7/end", json: #"{"content_state":{"home":10,"away":0}}"#)
+            #expect(end.status == .ok, "\(end.body)")
+            #expect(activities.publishes == 11 && activities.all.allSatisfy { $0.status == "ended" })
+            #expect(activities.channels(bundleID: "com.example.demo").isEmpty)
+            let listed = try await server.request(.get, "/v1/apps/demo/channels")
+            #expect((listed.body["channels"] as? [Any])?.isEmpty == true, "\(listed.body)")
+            let view = try await server.request(.get, "/v1/apps/demo/activities/match-7")
+            let pushes = (view.body["pushes"] as? [[String: Any]]) ?? []
+            #expect(pushes.filter { $0["device_id"] is NSNull && $0["status"] as? String == "sent" }.count == 11)
+            #expect(activities.ignored.isEmpty, "\(activities.ignored)")
+
+            // Apple allows 10,000 channels per app and environment: Herald refuses the next itself.
+            try await server.runtime.store.activities.recordChannels(
+                appID: "demo",
+                (0..<9_999).map {
+                    .init(id: "seeded-\($0)", environment: "sandbox", eventKey: "e\($0)", storage: 0, createdAt: Date())
+                })
+            let last = try await server.request(
+                .post, "/v1/apps/demo/channels", json: #"{"event_key":"match-8","environment":"sandbox"}"#)
+            #expect(last.status == .created)
+            let refused = try await server.request(
+                .post, "/v1/apps/demo/channels", json: #"{"event_key":"match-9","environment":"sandbox"}"#)
+            #expect(
+                refused.status == .conflict
+                    && (refused.body["error"] as? [String: Any])?["code"] as? String == "channel_limit")
+            #expect(activities.channels(bundleID: "com.example.demo").count == 1)
+            // Deleting one: at Apple and in Herald's records.
+            let deleted = try await server.request(
+                .delete,
+                "/v1/apps/demo/channels/\(try #require(last.body["channel_id"] as? String).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            )
+            #expect(deleted.status == .noContent)
+            #expect(activities.channels(bundleID: "com.example.demo").isEmpty)
+        }
+    }
+
     static func field(_ body: [String: Any]) -> String? {
         (body["error"] as? [String: Any])?["field"] as? String
     }

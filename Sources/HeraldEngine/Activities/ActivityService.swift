@@ -59,11 +59,14 @@ package struct ActivityService: Sendable {
         package var priority: Int?
         /// The caller's own timestamp (Unix seconds): refused unless after the last one sent.
         package var timestamp: Int64?
+        /// An end of an activity on a channel: keep the channel (else it is deleted).
+        package var keepChannel: Bool
 
         package init(
             event: LiveActivityEvent, contentState: [String: JSONValue]?, alert: LiveActivityAlert?, staleAt: Int64?,
-            dismissAt: Int64?, relevanceScore: Double?, priority: Int?, timestamp: Int64?
+            dismissAt: Int64?, relevanceScore: Double?, priority: Int?, timestamp: Int64?, keepChannel: Bool = false
         ) {
+            self.keepChannel = keepChannel
             self.event = event
             self.contentState = contentState
             self.alert = alert
@@ -83,6 +86,12 @@ package struct ActivityService: Sendable {
         case staleTimestamp(last: Int64)
         case payloadTooLarge(bytes: Int)
         case apnsUnavailable(reason: String)
+        /// The start names a channel Herald has no record of.
+        case unknownChannel
+        /// The app has Apple's 10,000 channels in that environment.
+        case channelLimit
+        /// Apple refused a channel operation.
+        case apple(status: Int, reason: String)
     }
 
     /// One device's push: what was sent (or why not) and what came back.
@@ -107,12 +116,15 @@ package struct ActivityService: Sendable {
     package func start(app: AppRuntime, _ start: Start) async throws -> Outcome {
         let now = store.now
         let seconds = Self.seconds(now)
+        if let channel = start.channel, try await store.activities.channel(appID: app.id, id: channel) == nil {
+            throw Refusal.unknownChannel
+        }
         let targets = try await store.activities.startTargets(
             appID: app.id, attributesType: start.attributesType, userIDs: start.userIDs, deviceIDs: start.deviceIDs)
         let push = LiveActivityPush(
             event: .start, timestamp: seconds, contentState: start.contentState, staleDate: start.staleAt,
             relevanceScore: start.relevanceScore, alert: start.alert, attributesType: start.attributesType,
-            attributes: start.attributes, inputPushToken: true, inputPushChannel: start.channel)
+            attributes: start.attributes, inputPushToken: start.channel == nil, inputPushChannel: start.channel)
         let payload = push.payload
         guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
             throw Refusal.payloadTooLarge(bytes: payload.count)
@@ -155,7 +167,8 @@ package struct ActivityService: Sendable {
             }
             trace.append(.init(rule: "priority", message: "10: a start", at: at))
             if let channel = start.channel {
-                trace.append(.init(rule: "channel", message: "subscribes to channel \(channel)", at: at))
+                trace.append(
+                    .init(rule: "channel", message: "listens on channel \(channel): updates are one publish", at: at))
             }
             sends.append((target.deviceID, target.environment, token, trace))
         }
@@ -225,6 +238,13 @@ package struct ActivityService: Sendable {
         let payload = push.payload
         guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
             throw Refusal.payloadTooLarge(bytes: payload.count)
+        }
+        if let channelID = activity.channelID {
+            let record = try await publish(
+                app: app, channelID: channelID, push: push, priority: priority, trace: common, now: now,
+                deleteAfter: change.event == .end && !change.keepChannel)
+            try await store.activities.record(appID: app.id, activityID: activityID, [(record, .none)])
+            return Outcome(activity: activity, timestamp: activity.lastTimestamp, devices: [])
         }
         var records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)] = []
         var sends: [(deviceID: String, environment: String, token: String)] = []
@@ -315,6 +335,95 @@ package struct ActivityService: Sendable {
             .init(rule: "priority", message: "10: \(why) (\(spent + 1) of \(budget) this hour)", at: at))
         return 10
     }
+
+    /// An update or end of an activity on a channel: one publish, which APNs fans out to every
+    /// device listening; recorded as one push (no device). A channel that keeps no message
+    /// takes expiration 0; one that keeps the latest, 8 hours (an activity's longest life).
+    private func publish(
+        app: AppRuntime, channelID: String, push: LiveActivityPush, priority: Int, trace: [DecisionTrace.Entry],
+        now: Date, deleteAfter: Bool
+    ) async throws -> ActivityRepository.Push {
+        let at = HeraldTime.format(now)
+        var trace = trace
+        var status = "failed"
+        var reason: String?
+        if let channel = try await store.activities.channel(appID: app.id, id: channelID),
+            let client = app.channelClient(environment: channel.environment)
+        {
+            let expiration = channel.storage == 0 ? 0 : Int(Self.seconds(now)) + 8 * 3_600
+            do {
+                let answer = try await client.publish(
+                    channelID: channelID, payload: push.payload, priority: priority, expiration: expiration)
+                status = answer.status == 200 ? "sent" : "failed"
+                reason = answer.status == 200 ? nil : answer.reason ?? "HTTP \(answer.status)"
+            } catch {
+                reason = "Unreachable"
+            }
+            trace.append(
+                .init(
+                    rule: "channel",
+                    message:
+                        "one publish to channel \(channelID) (\(channel.environment)): APNs brings it to every device listening",
+                    at: at))
+            if deleteAfter, status == "sent" {
+                let deleted = try? await client.delete(channelID: channelID)
+                if deleted?.status == 204 || deleted?.reason == "ChannelNotRegistered" {
+                    _ = try await store.activities.deleteChannel(appID: app.id, id: channelID)
+                    trace.append(.init(rule: "channel", message: "the activity ended: channel deleted", at: at))
+                } else {
+                    trace.append(
+                        .init(
+                            rule: "channel",
+                            message:
+                                "the channel could not be deleted (\(deleted?.reason ?? "unreachable")): DELETE it again",
+                            at: at))
+                }
+            }
+        } else {
+            reason = "ChannelNotRegistered"
+            trace.append(.init(rule: "channel", message: "channel \(channelID) is not in Herald's records", at: at))
+        }
+        return ActivityRepository.Push(
+            deviceID: nil, event: push.event, timestamp: push.timestamp, priority: priority, status: status,
+            reason: reason, trace: Self.json(trace), createdAt: now)
+    }
+
+    /// Creates a broadcast channel at Apple for `eventKey` and records it; refused past Apple's
+    /// 10,000 per app and environment before Apple is asked.
+    package func createChannel(app: AppRuntime, eventKey: String, storage: Int, environment: String) async throws
+        -> ActivityRepository.Channel
+    {
+        guard let client = app.channelClient(environment: environment) else {
+            throw Refusal.apnsUnavailable(reason: app.apnsDisabledReason ?? "no credentials")
+        }
+        guard try await store.activities.channelCount(appID: app.id, environment: environment) < Self.channelLimit
+        else { throw Refusal.channelLimit }
+        let answer = try await client.create(storage: storage)
+        guard answer.status == 201, let id = answer.channelID, !id.isEmpty else {
+            if answer.reason == "CannotCreateChannelConfig" { throw Refusal.channelLimit }
+            throw Refusal.apple(status: answer.status, reason: answer.reason ?? "HTTP \(answer.status)")
+        }
+        let channel = ActivityRepository.Channel(
+            id: id, environment: environment, eventKey: eventKey, storage: storage, createdAt: store.now)
+        try await store.activities.recordChannels(appID: app.id, [channel])
+        return channel
+    }
+
+    /// Deletes a channel at Apple and forgets it (a channel Apple no longer has is forgotten too).
+    package func deleteChannel(app: AppRuntime, id: String) async throws {
+        guard let channel = try await store.activities.channel(appID: app.id, id: id) else { throw Refusal.notFound }
+        guard let client = app.channelClient(environment: channel.environment) else {
+            throw Refusal.apnsUnavailable(reason: app.apnsDisabledReason ?? "no credentials")
+        }
+        let answer = try await client.delete(channelID: id)
+        guard answer.status == 204 || answer.reason == "ChannelNotRegistered" else {
+            throw Refusal.apple(status: answer.status, reason: answer.reason ?? "HTTP \(answer.status)")
+        }
+        _ = try await store.activities.deleteChannel(appID: app.id, id: id)
+    }
+
+    /// Apple's limit of channels per app and environment.
+    package static let channelLimit = 10_000
 
     /// A provider's answer, as a push's record needs it.
     struct Answer {

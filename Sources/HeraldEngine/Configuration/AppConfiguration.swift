@@ -154,11 +154,15 @@ extension HeraldConfiguration {
         package var environment: String
         package var endpoint: String?
         package var caFile: String?
+        /// Where the broadcast channel management API is (`channel_endpoint`): Apple's per
+        /// environment unless set; with `endpoint` set (a simulator), that one.
+        package var channelEndpoint: String?
 
         package init(
             teamID: String, keyID: String, keyFile: String, topic: String, environment: String = "production",
-            endpoint: String? = nil, caFile: String? = nil
+            endpoint: String? = nil, caFile: String? = nil, channelEndpoint: String? = nil
         ) {
+            self.channelEndpoint = channelEndpoint
             self.teamID = teamID
             self.keyID = keyID
             self.keyFile = keyFile

@@ -194,7 +194,9 @@ extension YAMLReader {
     func apns(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.APNSConfiguration {
         var values: [String: String] = [:]
         var nodes: [String: Node] = [:]
-        let allowed: Set<String> = ["team_id", "key_id", "key_file", "topic", "environment", "endpoint", "ca_file"]
+        let allowed: Set<String> = [
+            "team_id", "key_id", "key_file", "topic", "environment", "endpoint", "ca_file", "channel_endpoint",
+        ]
         for (name, value) in try mapping(node, key, allowed: allowed) {
             values[name] =
                 name.hasSuffix("_file") ? try path(value, key + "." + name) : try string(value, key + "." + name)
@@ -209,6 +211,7 @@ extension YAMLReader {
         }
         return HeraldConfiguration.APNSConfiguration(
             teamID: values["team_id"]!, keyID: values["key_id"]!, keyFile: values["key_file"]!, topic: values["topic"]!,
-            environment: environment, endpoint: values["endpoint"], caFile: values["ca_file"])
+            environment: environment, endpoint: values["endpoint"], caFile: values["ca_file"],
+            channelEndpoint: values["channel_endpoint"])
     }
 }

@@ -978,3 +978,24 @@ ALTER TABLE activities ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN a
 -- PostgreSQL only
 ALTER TABLE activity_devices ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN activity_id TYPE TEXT COLLATE "C", ALTER COLUMN device_id TYPE TEXT COLLATE "C"
 ;
+
+-- migration: 26
+-- APNs broadcast channels (iOS 18): per app and environment, the channel id Apple gave, the
+-- app's event key it stands for and its message storage policy (0 none, 1 the latest). The
+-- channel id is the only handle Apple gives, so Herald keeps the mapping; Apple allows 10,000
+-- per app and environment.
+CREATE TABLE channels (
+    app_id TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    channel_id TEXT NOT NULL,
+    event_key TEXT NOT NULL,
+    storage INTEGER NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (app_id, channel_id)
+)
+;
+CREATE INDEX channels_event ON channels (app_id, event_key)
+;
+-- PostgreSQL only
+ALTER TABLE channels ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN channel_id TYPE TEXT COLLATE "C"
+;
