@@ -1,6 +1,6 @@
 import Foundation
-import NIOCore
-import NIOHPACK
+package import NIOCore
+package import NIOHPACK
 
 /// APNs broadcast channels (iOS 18; protocols.md §9): the channel management API
 /// (`/1/apps/<bundle>/channels`, `…/all-channels`) and broadcast sends
@@ -8,23 +8,27 @@ import NIOHPACK
 /// checks run in the order APNSwift's test server applies Apple's: channel id, push type,
 /// expiration, priority, channel, payload, size. An accepted broadcast is applied to every
 /// simulated activity listening on the channel.
-struct ChannelRequestEvaluator {
+package struct ChannelRequestEvaluator {
     let apns: APNSRequestEvaluator
 
-    /// What the simulator answers.
-    struct Answer {
-        var status: Int
-        var headers: [(String, String)]
-        var body: String?
-        var reason: String?
+    package init(apns: APNSRequestEvaluator) {
+        self.apns = apns
     }
 
-    static func handles(path: String) -> Bool { path.hasPrefix("/1/apps/") || path.hasPrefix("/4/broadcasts/") }
+    /// What the simulator answers.
+    package struct Answer {
+        package var status: Int
+        package var headers: [(String, String)]
+        package var body: String?
+        package var reason: String?
+    }
+
+    package static func handles(path: String) -> Bool { path.hasPrefix("/1/apps/") || path.hasPrefix("/4/broadcasts/") }
 
     /// Apple's limit on a broadcast's payload (5 KB, per APNSwift's test server).
     static let broadcastPayloadLimit = 5_120
 
-    func evaluate(
+    package func evaluate(
         headers: HPACKHeaders, body: ByteBuffer?, authentication: inout SimulatorConnectionAuthentication,
         state: SimulatorState, random: inout SimulatorRandom
     ) -> Answer {

@@ -105,6 +105,21 @@ final class SimulatorControlHandler: ChannelInboundHandler {
                 .ok,
                 #"{"token":\#(Self.quote(parts[1].lowercased())),"status":\#(status),"reason":\#(Self.quote(reason))}"#
             )
+        case (.GET, "activities", 1):
+            let activities = state.activities
+            let ignored = activities.ignored.sorted { $0.key < $1.key }.map { #"\#(Self.quote($0.key)):\#($0.value)"# }
+            return (
+                .ok,
+                #"{"activities":[\#(activities.all.map(Self.json(for:)).joined(separator: ","))],"publishes":\#(activities.publishes),"ignored":{\#(ignored.joined(separator: ","))}}"#
+            )
+        case (.POST, "activities", 3) where parts[2] == "rotate":
+            guard let token = state.activities.rotate(updateToken: parts[1], state: state) else {
+                return (
+                    .notFound,
+                    #"{"error":{"code":"not_found","message":"no activity has this update token","field":"token"}}"#
+                )
+            }
+            return (.ok, #"{"token":\#(Self.quote(token))}"#)
         case (.DELETE, "tokens", 3) where parts[2] == "script":
             state.removeScript(parts[1])
             return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"scripted":false}"#)
@@ -129,6 +144,23 @@ final class SimulatorControlHandler: ChannelInboundHandler {
         if let collapseID = entry.collapseID { fields.append(#""collapse_id":\#(quote(collapseID))"#) }
         // The payload was checked to be a JSON object when it was accepted: embed it as is.
         fields.append(#""payload":\#(String(decoding: entry.payload, as: UTF8.self))"#)
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    /// An activity as a device holds it; tokens in full (the simulator's own, for tests).
+    static func json(for activity: SimulatorLiveActivity) -> String {
+        var fields = [
+            #""start_token":\#(quote(activity.startToken))"#, #""status":\#(quote(activity.status))"#,
+            #""last_timestamp":\#(activity.lastTimestamp)"#, #""applied":\#(activity.applied)"#,
+            #""last_priority":\#(activity.lastPriority)"#,
+            #""alerts":[\#(activity.alerts.map(quote).joined(separator: ","))]"#,
+        ]
+        if let token = activity.updateToken { fields.append(#""update_token":\#(quote(token))"#) }
+        if let type = activity.attributesType { fields.append(#""attributes_type":\#(quote(type))"#) }
+        if let state = activity.contentState { fields.append(#""content_state":\#(state)"#) }
+        if let stale = activity.staleDate { fields.append(#""stale_date":\#(stale)"#) }
+        if let dismissal = activity.dismissalDate { fields.append(#""dismissal_date":\#(dismissal)"#) }
+        if let channel = activity.channel { fields.append(#""channel":\#(quote(channel))"#) }
         return "{" + fields.joined(separator: ",") + "}"
     }
 

@@ -179,3 +179,92 @@ struct SimulatorShownTests {
         #expect(state.inboxSummary().shown == 0)
     }
 }
+
+@Suite("Simulator broadcast channels")
+struct SimulatorChannelTests {
+    let key = TestSigningKey()
+
+    func request(
+        _ method: String, _ path: String, _ extra: [(String, String)] = [], body: String? = nil,
+        state: SimulatorState
+    ) -> ChannelRequestEvaluator.Answer {
+        var configuration = SimulatorConfiguration(tlsDirectory: "/nonexistent")
+        configuration.keys = [key.simulatorKey]
+        configuration.bundleIDs = ["com.example.app"]
+        let evaluator = ChannelRequestEvaluator(apns: APNSRequestEvaluator(configuration: configuration))
+        let fields: [(String, String)] =
+            [
+                (":method", method), (":path", path), (":scheme", "https"),
+                ("authorization", "bearer " + key.signingKey.makeToken(issuedAt: Date())),
+            ] + extra
+        var authentication = SimulatorConnectionAuthentication()
+        var random = SimulatorRandom()
+        return evaluator.evaluate(
+            headers: HPACKHeaders(fields), body: body.map { ByteBuffer(string: $0) }, authentication: &authentication,
+            state: state, random: &random)
+    }
+
+    @Test(
+        "the management API: create (policy and push type checked), read, list, delete; a bundle not the key's is refused"
+    )
+    func management() throws {
+        let state = SimulatorState()
+        let path = "/1/apps/com.example.app/channels"
+        #expect(
+            request("POST", path, body: #"{"message-storage-policy":2,"push-type":"LiveActivity"}"#, state: state)
+                .reason == "BadRequestPayload")
+        #expect(
+            request("POST", path, body: #"{"message-storage-policy":0,"push-type":"Alert"}"#, state: state).reason
+                == "BadRequestPayload")
+        let created = request(
+            "POST", path, body: #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#, state: state)
+        #expect(created.status == 201)
+        let id = try #require(created.headers.first { $0.0 == "apns-channel-id" }?.1)
+        #expect(Data(base64Encoded: id) != nil)
+        let read = request("GET", path, [("apns-channel-id", id)], state: state)
+        #expect(read.status == 200 && read.body == #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#)
+        #expect(request("GET", path, state: state).reason == "MissingChannelId")
+        #expect(
+            request("GET", "/1/apps/com.example.app/all-channels", state: state).body == #"{"channels":["\#(id)"]}"#)
+        #expect(request("GET", "/1/apps/com.other.app/all-channels", state: state).reason == "TopicMismatch")
+        #expect(request("PUT", path, state: state).reason == "MethodNotAllowed")
+        #expect(request("GET", "/1/apps/com.example.app/nothing", state: state).reason == "BadPath")
+        #expect(request("DELETE", path, [("apns-channel-id", id)], state: state).status == 204)
+        #expect(request("DELETE", path, [("apns-channel-id", id)], state: state).reason == "ChannelNotRegistered")
+    }
+
+    @Test(
+        "a broadcast is checked in Apple's order: channel id, push type, expiration, priority, channel, payload, size")
+    func broadcastOrder() throws {
+        let state = SimulatorState()
+        let created = request(
+            "POST", "/1/apps/com.example.app/channels",
+            body: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#,
+            state: state)
+        let id = try #require(created.headers.first { $0.0 == "apns-channel-id" }?.1)
+        let path = "/4/broadcasts/apps/com.example.app"
+        let body = #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#
+        func broadcast(_ headers: [(String, String)], body: String? = body) -> String? {
+            let answer = request("POST", path, headers, body: body, state: state)
+            return answer.status == 200 ? "ok" : answer.reason
+        }
+        let all: [(String, String)] = [
+            ("apns-channel-id", id), ("apns-push-type", "liveactivity"), ("apns-expiration", "0"),
+            ("apns-priority", "10"),
+        ]
+        #expect(broadcast([]) == "MissingChannelId")
+        #expect(broadcast([("apns-channel-id", id)]) == "MissingPushType")
+        #expect(broadcast([("apns-channel-id", id), ("apns-push-type", "alert")]) == "InvalidPushType")
+        #expect(
+            broadcast([("apns-channel-id", id), ("apns-push-type", "liveactivity"), ("apns-expiration", "x")])
+                == "BadExpirationDate")
+        #expect(broadcast(Array(all.prefix(3)) + [("apns-priority", "7")]) == "BadPriority")
+        #expect(broadcast([("apns-channel-id", "bm9wZQ==")] + all.dropFirst()) == "ChannelNotRegistered")
+        // A channel that keeps no message takes expiration 0 only.
+        #expect(broadcast([all[0], all[1], ("apns-expiration", "1800000000"), all[3]]) == "BadExpirationDate")
+        #expect(broadcast(all, body: nil) == "PayloadEmpty")
+        #expect(request("POST", path, all, body: String(repeating: " ", count: 5_121), state: state).status == 413)
+        #expect(broadcast(all) == "ok")
+        #expect(state.activities.publishes == 1)
+    }
+}
