@@ -67,7 +67,7 @@ public actor HeraldClient {
     /// What reaches Herald (the outbox's, and direct reads such as the categories).
     let transport: any HTTPTransport
     private let clock: any KitClock
-    private let logger: any KitLogger
+    let logger: any KitLogger
     private var registration: Registration
 
     /// What this device told Herald, kept across launches.
@@ -90,6 +90,10 @@ public actor HeraldClient {
         /// old token does not go on receiving this user's notifications. Optional: a registration
         /// stored by an earlier version decodes.
         var retired: [RetiredDevice]?
+        /// Live Activity tokens Herald acknowledged, by `ActivityTokenKey` (push-to-start per
+        /// attributes type, update per activity). Optional: a registration stored by an
+        /// earlier version decodes.
+        var activityTokens: [String: String]?
     }
 
     struct RetiredDevice: Codable, Equatable {
@@ -200,6 +204,7 @@ public actor HeraldClient {
         registration.userID = nil
         registration.acknowledged = nil
         registration.opened = []
+        registration.activityTokens = nil
         save()
         await outbox.drain()
     }
@@ -254,6 +259,73 @@ public actor HeraldClient {
         // A sign-out or another user since: that registration is no longer what Herald has.
         guard registration.userID == acknowledged.userID else { return }
         registration.acknowledged = acknowledged
+        save()
+    }
+
+    // MARK: Live Activities
+
+    /// ActivityKit gave a push-to-start token for an `ActivityAttributes` type
+    /// (`Activity<T>.pushToStartTokenUpdates`): reported to Herald for this device, once per
+    /// token (ActivityKit hands the same one again; a new one replaces it). Returns the hex, or
+    /// nil while no user is signed in (nothing is sent: the device is not registered).
+    @discardableResult
+    public func reportPushToStartToken(_ rawToken: Data, attributesType: String) async -> String? {
+        let path = path(
+            "devices/\(Self.escaped(registration.deviceID))/activity-tokens/start/\(Self.escaped(attributesType))")
+        return await reportActivityToken(rawToken, key: "start:\(attributesType)", path: path, fields: [:])
+    }
+
+    /// An activity's update token (`activity.pushTokenUpdates`, which keeps streaming: APNs
+    /// rotates it during the activity): reported once per token; a rotation replaces the report
+    /// still waiting. `activityID` is the id the app's backend uses for the activity (Herald's
+    /// `activity_id`); `attributesType` names its `ActivityAttributes` for an activity the app
+    /// started itself. Returns the hex, or nil while no user is signed in.
+    @discardableResult
+    public func reportActivityToken(_ rawToken: Data, activityID: String, attributesType: String? = nil) async
+        -> String?
+    {
+        let path = path(
+            "activities/\(Self.escaped(activityID))/tokens/\(Self.escaped(registration.deviceID))")
+        var fields: [String: String] = [:]
+        fields["attributes_type"] = attributesType
+        return await reportActivityToken(rawToken, key: "activity:\(activityID)", path: path, fields: fields)
+    }
+
+    /// Queues `PUT path {"token", fields}` unless Herald acknowledged this token for `key`
+    /// already; a report of `key` still waiting is replaced.
+    private func reportActivityToken(_ rawToken: Data, key: String, path: String, fields: [String: String]) async
+        -> String?
+    {
+        let token = DeviceToken.hex(rawToken)
+        guard let userID = registration.userID else {
+            logger.log(.warning, "HeraldKit: a Live Activity token came while no user is signed in: not reported")
+            return nil
+        }
+        if registration.activityTokens?[key] == token { return token }
+        var body = fields
+        body["token"] = token
+        await outbox.enqueue(
+            kind: "activity-token",
+            request: HTTPRequestSpec(
+                method: "PUT", path: path, headers: ["Content-Type": "application/json"], body: Self.json(body)),
+            userID: userID, coalesceKey: key, retryNotFound: true
+        ) { [weak self] outcome in
+            guard case .delivered = outcome else { return }
+            await self?.acknowledgeActivityToken(token, key: key)
+        }
+        logger.log(.info, "HeraldKit: Live Activity token \(DeviceToken.redacted(token)) (\(key)) queued")
+        await outbox.drain()
+        return token
+    }
+
+    private func acknowledgeActivityToken(_ token: String, key: String) {
+        var tokens = registration.activityTokens ?? [:]
+        tokens[key] = token
+        // An install's activities come and go: the newest 200 are kept.
+        if tokens.count > 200, let oldest = tokens.keys.first(where: { $0.hasPrefix("activity:") && $0 != key }) {
+            tokens[oldest] = nil
+        }
+        registration.activityTokens = tokens
         save()
     }
 
