@@ -77,6 +77,8 @@ extension Dashboard {
                 let steps = try await runtime.store.tracks.pendingSteps(appID: appID, userID: query)
                 let waiting = try await runtime.store.dashboard.waitingDeliveries(
                     appID: appID, userID: query, limit: 50)
+                let activities = try await runtime.store.activities.userActivities(
+                    appID: appID, userID: query, limit: 50)
                 let preferences = record.map { String(decoding: $0.preferences, as: UTF8.self) }.flatMap {
                     $0 == "{}" ? nil : $0
                 }
@@ -100,6 +102,16 @@ extension Dashboard {
                             device: item.delivery.deviceID, status: item.delivery.status.rawValue,
                             due: Format.local(item.delivery.dueAt, zone),
                             why: DecisionTrace.entries(item.delivery.trace).last?.message ?? item.delivery.reason ?? "")
+                    },
+                    activities: activities.map { item in
+                        .init(
+                            id: item.activityID, type: item.attributesType ?? "—", status: item.status,
+                            state: item.contentState ?? "", device: item.deviceID,
+                            onDevice: [item.deviceStatus, item.deviceReason].compactMap { $0 }.joined(separator: ": "),
+                            lastPush: item.lastPush.map { push in
+                                "\(push.event) p\(push.priority) \(push.status)\(push.reason.map { " (\($0))" } ?? "") · "
+                                    + Format.local(push.at, zone)
+                            } ?? "—")
                     })
             }
         }

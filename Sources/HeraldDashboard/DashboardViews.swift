@@ -185,6 +185,21 @@ struct UsersPage {
         var badges: [Badge]
         var steps: [Step]
         var waiting: [Waiting]
+        /// The Live Activities on the user's devices: one row per activity and device.
+        var activities: [Activity]
+
+        struct Activity {
+            var id: String
+            var type: String
+            var status: String
+            /// The last content state, as JSON.
+            var state: String
+            var device: String
+            /// The activity on that device: starting, active, ended (with why).
+            var onDevice: String
+            /// The last push to the device (or its channel): event, priority, result, when.
+            var lastPush: String
+        }
     }
 
     var app: String

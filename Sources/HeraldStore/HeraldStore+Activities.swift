@@ -527,3 +527,60 @@ extension ActivityRepository {
             id: id, environment: environment, eventKey: key, storage: Int(storage), createdAt: SQLText.date(created))
     }
 }
+
+/// The dashboard's view of a user's Live Activities.
+extension ActivityRepository {
+    /// One device of one of the user's activities, with the activity's state and the last
+    /// push that went to the device (or to the activity's channel).
+    package struct UserActivity: Sendable, Equatable {
+        package var activityID: String
+        package var attributesType: String?
+        package var status: String
+        package var contentState: String?
+        package var deviceID: String
+        package var deviceStatus: String
+        package var deviceReason: String?
+        package var lastPush: (event: String, status: String, priority: Int64, reason: String?, at: Date)?
+
+        package static func == (lhs: UserActivity, rhs: UserActivity) -> Bool {
+            lhs.activityID == rhs.activityID && lhs.deviceID == rhs.deviceID && lhs.status == rhs.status
+                && lhs.deviceStatus == rhs.deviceStatus && lhs.lastPush?.at == rhs.lastPush?.at
+        }
+    }
+
+    /// The activities on `userID`'s devices, the most recently changed first, at most `limit` rows.
+    package func userActivities(appID: String, userID: String, limit: Int) async throws -> [UserActivity] {
+        try await reading { session in
+            let last = { (column: String) in
+                """
+                (SELECT p.\(column) FROM activity_pushes p WHERE p.app_id = x.app_id AND p.activity_id = x.activity_id
+                    AND (p.device_id = x.device_id OR p.device_id IS NULL) ORDER BY p.id DESC LIMIT 1)
+                """
+            }
+            return try await session.query(
+                """
+                SELECT a.activity_id, a.attributes_type, a.status, a.content_state, x.device_id, x.status, x.reason,
+                    \(last("event")), \(last("status")), \(last("priority")), \(last("reason")), \(last("created_at"))
+                FROM activity_devices x
+                JOIN devices d ON d.app_id = x.app_id AND d.device_id = x.device_id
+                JOIN activities a ON a.app_id = x.app_id AND a.activity_id = x.activity_id
+                WHERE x.app_id = $1 AND d.user_id = $2
+                ORDER BY a.updated_at DESC, a.activity_id, x.device_id LIMIT $3
+                """, [.text(appID), .text(userID), .integer(Int64(limit))]
+            ).compactMap { row in
+                guard row.count == 12, let id = row[0].text, let status = row[2].text, let device = row[4].text,
+                    let deviceStatus = row[5].text
+                else { return nil }
+                var activity = UserActivity(
+                    activityID: id, attributesType: row[1].text, status: status, contentState: row[3].text,
+                    deviceID: device, deviceStatus: deviceStatus, deviceReason: row[6].text, lastPush: nil)
+                if let event = row[7].text, let pushStatus = row[8].text, let priority = row[9].integer,
+                    let at = row[11].integer
+                {
+                    activity.lastPush = (event, pushStatus, priority, row[10].text, SQLText.date(at))
+                }
+                return activity
+            }
+        }
+    }
+}

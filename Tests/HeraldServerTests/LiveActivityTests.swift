@@ -185,6 +185,15 @@ struct LiveActivityTests {
                 ((boDevices.body["devices"] as? [[String: Any]])?.first?["active"] as? Bool) == true,
                 "\(boDevices.body)")
 
+            // The dashboard's user page lists the user's activities per device with the last push.
+            let browser = DashboardTests.Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let page = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=bo").html
+            #expect(
+                page.contains("order-42") && page.contains("DeliveryAttributes") && page.contains("ended: Unregistered")
+                    && page.contains("update p5 failed (Unregistered)"), "\(page)")
+            let anaPage = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=ana").html
+            #expect(anaPage.components(separatedBy: "end p10 sent").count == 3, "\(anaPage)")
             // What each device holds: the last state, the end and its dismissal date; nothing ignored.
             for device in ["ana-phone", "ana-pad"] {
                 let token = device == "ana-phone" ? rotated : updateTokens[device]!
