@@ -319,36 +319,50 @@ extension ActivityRepository {
     }
 
     /// Records pushes of an activity with what each answer does to the tokens, in one
-    /// transaction.
+    /// transaction: the pushes in one insert, the devices a start reached in another (a start
+    /// or an update to 10,000 devices is a few statements, not 10,000).
     package func record(appID: String, activityID: String, _ pushes: [(push: Push, effect: TokenEffect)])
         async throws
     {
         guard !pushes.isEmpty else { return }
         let now = nowMilliseconds
+        var rows = BulkRows(
+            [
+                ("device_id", .text), ("event", .text), ("timestamp", .integer), ("priority", .integer),
+                ("status", .text), ("reason", .text), ("trace", .text), ("created_at", .integer),
+            ], capacity: pushes.count)
+        var started = BulkRows([("device_id", .text)], capacity: pushes.count)
+        for (push, effect) in pushes {
+            for cell: BulkRows.Cell in [
+                .text(push.deviceID ?? ""), .text(push.event.rawValue), .integer(push.timestamp),
+                .integer(Int64(push.priority)), .text(push.status), .text(push.reason ?? ""), .text(push.trace ?? ""),
+                .integer(Self.milliseconds(push.createdAt)),
+            ] { rows.append(cell) }
+            if effect == .started, let device = push.deviceID { started.append(.text(device)) }
+        }
         try await transaction { session in
-            for (push, effect) in pushes {
-                _ = try await session.query(
+            _ = try await session.query([.text(appID), .text(activityID)], rows: rows) { source in
+                """
+                INSERT INTO activity_pushes (app_id, activity_id, device_id, event, timestamp, priority, status, reason, trace, created_at)
+                SELECT $1, $2, NULLIF(r.device_id, ''), r.event, r.timestamp, r.priority, r.status, NULLIF(r.reason, ''),
+                    NULLIF(r.trace, ''), r.created_at
+                FROM \(source)
+                """
+            }
+            if !started.isEmpty {
+                _ = try await session.query([.text(appID), .text(activityID), .integer(now)], rows: started) { source in
                     """
-                    INSERT INTO activity_pushes (app_id, activity_id, device_id, event, timestamp, priority, status, reason, trace, created_at)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                    """,
-                    [
-                        .text(appID), .text(activityID), push.deviceID.map { .text($0) } ?? .null,
-                        .text(push.event.rawValue), .integer(push.timestamp), .integer(Int64(push.priority)),
-                        .text(push.status), push.reason.map { .text($0) } ?? .null,
-                        push.trace.map { .text($0) } ?? .null,
-                        .integer(Self.milliseconds(push.createdAt)),
-                    ])
+                    INSERT INTO activity_devices (app_id, activity_id, device_id, token, status, updated_at)
+                    SELECT $1, $2, r.device_id, NULL, 'starting', $3 FROM \(source)
+                    WHERE true ON CONFLICT (app_id, activity_id, device_id) DO NOTHING
+                    """
+                }
+            }
+            for (push, effect) in pushes {
                 guard let device = push.deviceID else { continue }
                 switch effect {
-                case .none:
+                case .none, .started:
                     break
-                case .started:
-                    _ = try await session.query(
-                        """
-                        INSERT INTO activity_devices (app_id, activity_id, device_id, token, status, updated_at)
-                        VALUES ($1, $2, $3, NULL, 'starting', $4) ON CONFLICT (app_id, activity_id, device_id) DO NOTHING
-                        """, [.text(appID), .text(activityID), .text(device), .integer(now)])
                 case .startTokenGone:
                     let type = try await session.query(
                         "SELECT attributes_type FROM activities WHERE app_id = $1 AND activity_id = $2",

@@ -3,6 +3,7 @@ import HeraldAPNs
 package import HeraldCore
 package import HeraldPayload
 package import HeraldStore
+import Synchronization
 
 /// Live Activities' starts, updates and ends, sent to each device's activity token at once (the
 /// node that takes the request sends it: one push per device and event, whatever the number
@@ -432,37 +433,48 @@ package struct ActivityService: Sendable {
         var reason: String?
     }
 
-    /// Sends one payload to each token through the app's APNs client of its environment, and
-    /// answers in the order given.
+    /// Sends one payload to each token through the app's APNs client of its environment (all
+    /// of an environment's in one submission, as the outbox's batches go), and answers in the
+    /// order given.
     private func send(
         app: AppRuntime, payload: Data, priority: APNSPriority, expiration: Int?,
         _ sends: [(deviceID: String, environment: String, token: String)]
     ) async -> [Answer] {
         guard !sends.isEmpty else { return [] }
         let topic = app.configuration.apns?.topic ?? ""
-        return await withTaskGroup(of: (Int, Answer).self) { group in
-            for (index, send) in sends.enumerated() {
-                group.addTask {
-                    guard case .client(let client) = app.apnsClient(environment: send.environment) else {
-                        return (index, Answer(accepted: false, tokenGone: false, reason: "APNsNotConfigured"))
+        var answers = [Answer](repeating: Answer(accepted: false, tokenGone: false, reason: nil), count: sends.count)
+        for (environment, indices) in Dictionary(grouping: sends.indices, by: { sends[$0].environment }) {
+            guard case .client(let client) = app.apnsClient(environment: environment) else {
+                for index in indices { answers[index].reason = "APNsNotConfigured" }
+                continue
+            }
+            var position: [UUID: Int] = [:]
+            let notifications = indices.map { index in
+                let id = UUID.random()
+                position[id] = index
+                return APNSNotification(
+                    deviceToken: sends[index].token, pushType: .liveActivity, bundleID: topic, priority: priority,
+                    expiration: expiration, apnsID: id, payload: payload)
+            }
+            let results: [APNSResult] = await withCheckedContinuation { continuation in
+                let collected = Mutex<[APNSResult]>([])
+                let total = notifications.count
+                client.submit(notifications) { result in
+                    let done = collected.withLock { results -> [APNSResult]? in
+                        results.append(result)
+                        return results.count == total ? results : nil
                     }
-                    let result = await client.send(
-                        APNSNotification(
-                            deviceToken: send.token, pushType: .liveActivity, bundleID: topic, priority: priority,
-                            expiration: expiration, payload: payload))
-                    return (
-                        index,
-                        Answer(
-                            accepted: result.isAccepted, tokenGone: result.disposition == .tokenDead,
-                            reason: result.isAccepted ? nil : result.reasonKey)
-                    )
+                    if let done { continuation.resume(returning: done) }
                 }
             }
-            var answers = [Answer](
-                repeating: Answer(accepted: false, tokenGone: false, reason: nil), count: sends.count)
-            for await (index, answer) in group { answers[index] = answer }
-            return answers
+            for result in results {
+                guard let index = position[result.apnsID] else { continue }
+                answers[index] = Answer(
+                    accepted: result.isAccepted, tokenGone: result.disposition == .tokenDead,
+                    reason: result.isAccepted ? nil : result.reasonKey)
+            }
         }
+        return answers
     }
 
     private static func record(
