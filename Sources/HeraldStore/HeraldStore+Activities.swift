@@ -128,21 +128,31 @@ extension ActivityRepository {
         return nil
     }
 
-    /// Stores a device's push-to-start token for `attributesType` (replacing the one before).
-    package func setStartToken(
-        appID: String, deviceID: String, attributesType: String, token: String, ownedBy userID: String?
+    /// Runs `write` in a transaction once `deviceID` is found to exist and (for a client's call)
+    /// to be `userID`'s; answers why not otherwise.
+    private func storeToken(
+        appID: String, deviceID: String, ownedBy userID: String?, _ write: (Session, Int64) async throws -> Void
     ) async throws -> TokenOutcome {
         let now = nowMilliseconds
         return try await transaction { session in
             if let refused = try await checkDevice(appID: appID, deviceID: deviceID, ownedBy: userID, session) {
                 return refused
             }
+            try await write(session, now)
+            return .stored
+        }
+    }
+
+    /// Stores a device's push-to-start token for `attributesType` (replacing the one before).
+    package func setStartToken(
+        appID: String, deviceID: String, attributesType: String, token: String, ownedBy userID: String?
+    ) async throws -> TokenOutcome {
+        try await storeToken(appID: appID, deviceID: deviceID, ownedBy: userID) { session, now in
             _ = try await session.query(
                 """
                 INSERT INTO activity_start_tokens (app_id, device_id, attributes_type, token, updated_at) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (app_id, device_id, attributes_type) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
                 """, [.text(appID), .text(deviceID), .text(attributesType), .text(token), .integer(now)])
-            return .stored
         }
     }
 
@@ -153,11 +163,7 @@ extension ActivityRepository {
         appID: String, activityID: String, deviceID: String, token: String, attributesType: String?,
         ownedBy userID: String?
     ) async throws -> TokenOutcome {
-        let now = nowMilliseconds
-        return try await transaction { session in
-            if let refused = try await checkDevice(appID: appID, deviceID: deviceID, ownedBy: userID, session) {
-                return refused
-            }
+        try await storeToken(appID: appID, deviceID: deviceID, ownedBy: userID) { session, now in
             _ = try await session.query(
                 """
                 INSERT INTO activities (app_id, activity_id, attributes_type, status, created_at, updated_at)
@@ -171,7 +177,6 @@ extension ActivityRepository {
                 ON CONFLICT (app_id, activity_id, device_id) DO UPDATE SET token = excluded.token,
                     status = CASE WHEN activity_devices.status = 'ended' THEN 'ended' ELSE 'active' END, updated_at = excluded.updated_at
                 """, [.text(appID), .text(activityID), .text(deviceID), .text(token), .integer(now)])
-            return .stored
         }
     }
 

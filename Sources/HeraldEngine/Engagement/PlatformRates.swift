@@ -12,14 +12,12 @@ package struct PlatformRates: Encodable, Sendable {
         package var hour: String
         package var counts: PlatformHourCounts
 
-        enum CodingKeys: String, CodingKey { case hour, accepted, failed, received }
+        enum CodingKeys: String, CodingKey { case hour }
 
         package func encode(to encoder: any Encoder) throws {
+            try PlatformRates.encode(counts, rate: nil, to: encoder)
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(hour, forKey: .hour)
-            try container.encode(counts.accepted, forKey: .accepted)
-            try container.encode(counts.failed, forKey: .failed)
-            try container.encode(counts.received, forKey: .received)
         }
     }
 
@@ -52,29 +50,32 @@ package struct PlatformRates: Encodable, Sendable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case platform, accepted, failed, received, hours
-            case receivedRate = "received_rate"
+            case platform, hours
             case currentHour = "current_hour"
         }
-        enum CurrentKeys: String, CodingKey {
-            case accepted, failed, received
-            case receivedRate = "received_rate"
-        }
-
         package func encode(to encoder: any Encoder) throws {
+            try PlatformRates.encode(total, rate: .some(receivedRate), to: encoder)
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(platform, forKey: .platform)
-            try container.encode(total.accepted, forKey: .accepted)
-            try container.encode(total.failed, forKey: .failed)
-            try container.encode(total.received, forKey: .received)
-            try container.encode(receivedRate, forKey: .receivedRate)
-            var hour = container.nestedContainer(keyedBy: CurrentKeys.self, forKey: .currentHour)
-            try hour.encode(current.accepted, forKey: .accepted)
-            try hour.encode(current.failed, forKey: .failed)
-            try hour.encode(current.received, forKey: .received)
-            try hour.encode(currentRate, forKey: .receivedRate)
+            try PlatformRates.encode(
+                current, rate: .some(currentRate), to: container.superEncoder(forKey: .currentHour))
             try container.encode(hours, forKey: .hours)
         }
+    }
+
+    enum CountKeys: String, CodingKey {
+        case accepted, failed, received
+        case receivedRate = "received_rate"
+    }
+
+    /// `accepted`, `failed`, `received` and, when `rate` is given (its value may be nil),
+    /// `received_rate`.
+    static func encode(_ counts: PlatformHourCounts, rate: Double??, to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CountKeys.self)
+        try container.encode(counts.accepted, forKey: .accepted)
+        try container.encode(counts.failed, forKey: .failed)
+        try container.encode(counts.received, forKey: .received)
+        if let rate { try container.encode(rate, forKey: .receivedRate) }
     }
 
     /// The current hour's deliveries below which its rate is not judged.
