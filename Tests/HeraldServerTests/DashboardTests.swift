@@ -175,8 +175,8 @@ struct DashboardTests {
             #expect(users.html.contains("Due (Europe/Paris)") && users.html.contains("2026-11-23 09:00"))
             #expect(users.html.contains("deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
             #expect(users.html.contains(#"<a href="/dashboard/apps/demo/notifications/\#(id)">new_provider</a>"#))
-            // No track steps ("None."), a table of waiting deliveries.
-            #expect(users.html.components(separatedBy: "None.").count == 2 && users.html.contains("<th>Why</th>"))
+            // No track steps and no Live Activities ("None." each), a table of waiting deliveries.
+            #expect(users.html.components(separatedBy: "None.").count == 3 && users.html.contains("<th>Why</th>"))
             let unknown = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=nobody")
             #expect(unknown.html.contains("No user or device"))
 
