@@ -183,7 +183,9 @@ extension HeraldAPI {
                 field: "event_key")
         case .apple(let status, let reason):
             APIError(
-                .badGateway, code: "apns_refused", message: "APNs answered \(status) \(reason)", field: "channel_id")
+                .badGateway, code: "apns_refused",
+                message: status == 0 ? "APNs could not be reached: \(reason)" : "APNs answered \(status) \(reason)",
+                field: "channel_id")
         default:
             APIError(.conflict, code: "conflict", message: "\(refusal)", field: "activity_id")
         }

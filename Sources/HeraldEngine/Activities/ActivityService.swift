@@ -399,7 +399,12 @@ package struct ActivityService: Sendable {
         }
         guard try await store.activities.channelCount(appID: app.id, environment: environment) < Self.channelLimit
         else { throw Refusal.channelLimit }
-        let answer = try await client.create(storage: storage)
+        let answer: APNSChannelClient.Answer
+        do {
+            answer = try await client.create(storage: storage)
+        } catch {
+            throw Refusal.apple(status: 0, reason: "Unreachable (\(error))")
+        }
         guard answer.status == 201, let id = answer.channelID, !id.isEmpty else {
             if answer.reason == "CannotCreateChannelConfig" { throw Refusal.channelLimit }
             throw Refusal.apple(status: answer.status, reason: answer.reason ?? "HTTP \(answer.status)")
@@ -416,7 +421,12 @@ package struct ActivityService: Sendable {
         guard let client = app.channelClient(environment: channel.environment) else {
             throw Refusal.apnsUnavailable(reason: app.apnsDisabledReason ?? "no credentials")
         }
-        let answer = try await client.delete(channelID: id)
+        let answer: APNSChannelClient.Answer
+        do {
+            answer = try await client.delete(channelID: id)
+        } catch {
+            throw Refusal.apple(status: 0, reason: "Unreachable (\(error))")
+        }
         guard answer.status == 204 || answer.reason == "ChannelNotRegistered" else {
             throw Refusal.apple(status: answer.status, reason: answer.reason ?? "HTTP \(answer.status)")
         }
