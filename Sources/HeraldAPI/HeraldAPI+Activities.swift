@@ -55,7 +55,7 @@ extension HeraldAPI {
             let body = try await decode(ChannelBody.self, request).validated(
                 defaultEnvironment: app.configuration.apns?.environment ?? "production")
             try apnsReady(app)
-            let channel = try await refusingChannel {
+            let channel = try await refusing(notFound: noChannel()) {
                 try await service.createChannel(
                     app: app, eventKey: body.eventKey, storage: body.storage, environment: body.environment)
             }
@@ -72,7 +72,7 @@ extension HeraldAPI {
             let app = try context.authorized().app
             let id = try pathParameter(context, "channel", field: "channel_id")
             try apnsReady(app)
-            try await refusingChannel { try await service.deleteChannel(app: app, id: id) }
+            try await refusing(notFound: noChannel()) { try await service.deleteChannel(app: app, id: id) }
             return Response(status: .noContent)
         }
         routes.server.get("activities/:activity") { request, context in
@@ -121,54 +121,43 @@ extension HeraldAPI {
         APIError(.notFound, code: "not_found", message: "no activity with this activity_id", field: "activity_id")
     }
 
-    /// Runs a start, update or end; its refusals as answers.
-    private static func refusing(_ body: () async throws -> ActivityService.Outcome) async throws
-        -> ActivityService.Outcome
+    /// Runs a start, update, end or channel operation; its refusals as answers (`notFound`: what
+    /// a missing activity or channel answers).
+    private static func refusing<Result>(notFound: APIError = noActivity(), _ body: () async throws -> Result)
+        async throws -> Result
     {
         do {
             return try await body()
         } catch let refusal as ActivityService.Refusal {
-            switch refusal {
-            case .exists:
-                throw APIError(
-                    .conflict, code: "conflict", message: "an activity with this activity_id exists already",
-                    field: "activity_id")
-            case .notFound: throw noActivity()
-            case .ended:
-                throw APIError(
-                    .conflict, code: "activity_ended", message: "the activity has ended: nothing more goes to it",
-                    field: "activity_id")
-            case .staleTimestamp(let last):
-                throw APIError(
-                    .conflict, code: "stale_timestamp",
-                    message: "timestamp must be after the activity's last push (\(last)): the device would ignore it",
-                    field: "timestamp")
-            case .payloadTooLarge(let bytes):
-                throw APIError(
-                    .contentTooLarge, code: "payload_too_large",
-                    message: "the push would be \(bytes) bytes; APNs takes at most 4096", field: "content_state")
-            default:
-                throw error(refusal)
-            }
+            if case .notFound = refusal { throw notFound }
+            throw error(refusal)
         }
     }
 
-    /// Runs a channel operation; its refusals as answers.
-    private static func refusingChannel<Result>(_ body: () async throws -> Result) async throws -> Result {
-        do {
-            return try await body()
-        } catch let refusal as ActivityService.Refusal {
-            switch refusal {
-            case .notFound:
-                throw APIError(
-                    .notFound, code: "not_found", message: "no channel with this channel_id", field: "channel_id")
-            default: throw error(refusal)
-            }
-        }
+    private static func noChannel() -> APIError {
+        APIError(.notFound, code: "not_found", message: "no channel with this channel_id", field: "channel_id")
     }
 
     private static func error(_ refusal: ActivityService.Refusal) -> APIError {
         switch refusal {
+        case .exists:
+            APIError(
+                .conflict, code: "conflict", message: "an activity with this activity_id exists already",
+                field: "activity_id")
+        case .notFound: noActivity()
+        case .ended:
+            APIError(
+                .conflict, code: "activity_ended", message: "the activity has ended: nothing more goes to it",
+                field: "activity_id")
+        case .staleTimestamp(let last):
+            APIError(
+                .conflict, code: "stale_timestamp",
+                message: "timestamp must be after the activity's last push (\(last)): the device would ignore it",
+                field: "timestamp")
+        case .payloadTooLarge(let bytes):
+            APIError(
+                .contentTooLarge, code: "payload_too_large",
+                message: "the push would be \(bytes) bytes; APNs takes at most 4096", field: "content_state")
         case .apnsUnavailable(let reason):
             APIError(.conflict, code: "apns_unavailable", message: reason, field: "app")
         case .unknownChannel:
@@ -186,8 +175,6 @@ extension HeraldAPI {
                 .badGateway, code: "apns_refused",
                 message: status == 0 ? "APNs could not be reached: \(reason)" : "APNs answered \(status) \(reason)",
                 field: "channel_id")
-        default:
-            APIError(.conflict, code: "conflict", message: "\(refusal)", field: "activity_id")
         }
     }
 }

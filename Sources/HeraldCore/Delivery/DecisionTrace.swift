@@ -20,7 +20,12 @@ package enum DecisionTrace {
         var entries = entries(stored)
         let at = HeraldTime.format(date)
         entries += steps.map { Entry(rule: $0.rule, message: $0.message, at: at) }
-        return (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
+        return text(entries)
+    }
+
+    /// The entries as stored: a JSON array.
+    package static func text(_ entries: [Entry]) -> String? {
+        (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     package static func entries(_ stored: String?) -> [Entry] {

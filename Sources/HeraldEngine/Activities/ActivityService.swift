@@ -288,7 +288,8 @@ package struct ActivityService: Sendable {
                 (
                     ActivityRepository.Push(
                         deviceID: nil, event: change.event, timestamp: activity.lastTimestamp, priority: priority,
-                        status: "skipped", reason: "NoDevices", trace: Self.json(common), createdAt: now), .none
+                        status: "skipped", reason: "NoDevices", trace: DecisionTrace.text(common), createdAt: now),
+                    .none
                 ))
         }
         try await store.activities.record(appID: app.id, activityID: activityID, records)
@@ -386,7 +387,7 @@ package struct ActivityService: Sendable {
         }
         return ActivityRepository.Push(
             deviceID: nil, event: push.event, timestamp: push.timestamp, priority: priority, status: status,
-            reason: reason, trace: Self.json(trace), createdAt: now)
+            reason: reason, trace: DecisionTrace.text(trace), createdAt: now)
     }
 
     /// Creates a broadcast channel at Apple for `eventKey` and records it; refused past Apple's
@@ -493,7 +494,7 @@ package struct ActivityService: Sendable {
     ) -> ActivityRepository.Push {
         ActivityRepository.Push(
             deviceID: deviceID, event: push.event, timestamp: push.timestamp, priority: priority, status: status,
-            reason: reason, trace: json(trace), createdAt: now)
+            reason: reason, trace: DecisionTrace.text(trace), createdAt: now)
     }
 
     private static func outcomes(
@@ -506,10 +507,6 @@ package struct ActivityService: Sendable {
                     priority: record.push.priority)
             }
         }
-    }
-
-    static func json(_ trace: [DecisionTrace.Entry]) -> String? {
-        (try? JSONEncoder().encode(trace)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     static func object(_ text: String) -> [String: JSONValue]? {
