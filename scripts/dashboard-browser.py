@@ -150,7 +150,6 @@ def main():
     work = tempfile.mkdtemp(prefix="herald-browser-")
     processes = []
     try:
-        port = free_port()
         sim, sim_port, control = live_herald.start_sim(herald, work, "dashboard-browser")
         processes.append(sim)
         apns = live_herald.apns_settings(sim_port)
@@ -160,9 +159,12 @@ def main():
                         "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=herald-browser",
                         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
         TLS = ssl.create_default_context(cafile=cert)
-        dashboard_port = free_port()
-        with open(os.path.join(work, "herald.yaml"), "w") as f:
-            f.write(f"""server: {{ host: 127.0.0.1, port: {port}, tls: {{ cert_file: cert.pem, key_file: key.pem }} }}
+        # Ports are chosen before herald serve binds them: another process may take one in
+        # between, so a clash is tried again with new ports.
+        for attempt in range(3):
+            port, dashboard_port = free_port(), free_port()
+            with open(os.path.join(work, "herald.yaml"), "w") as f:
+                f.write(f"""server: {{ host: 127.0.0.1, port: {port}, tls: {{ cert_file: cert.pem, key_file: key.pem }} }}
 dashboard: {{ host: 127.0.0.1, port: {dashboard_port} }}
 database: {{ url: "sqlite://{work}/herald.sqlite" }}
 admin_key: "{ADMIN}"
@@ -177,14 +179,17 @@ apps:
     catalog: "{checkout}/Examples/lucid.yaml"
     apns: {apns}
 """)
-        serve_log = os.path.join(work, "serve.log")
-        serve = subprocess.Popen([herald, "serve", "--config", "herald.yaml"], cwd=work, stdout=open(serve_log, "w"), stderr=subprocess.STDOUT,
-                                 env={**os.environ, "HERALD_LOG_LEVEL": "notice"})
-        processes.append(serve)
-        base = f"https://127.0.0.1:{port}"
-        wait_for(base + "/healthz", "herald serve", serve, serve_log)
-        board = f"https://127.0.0.1:{dashboard_port}"
-        wait_for(board + "/livez", "the dashboard listener", serve, serve_log)
+            serve_log = os.path.join(work, f"serve-{attempt}.log")
+            serve = subprocess.Popen([herald, "serve", "--config", "herald.yaml"], cwd=work, stdout=open(serve_log, "w"), stderr=subprocess.STDOUT,
+                                     env={**os.environ, "HERALD_LOG_LEVEL": "notice"})
+            processes.append(serve)
+            base = f"https://127.0.0.1:{port}"
+            board = f"https://127.0.0.1:{dashboard_port}"
+            retry = attempt < 2
+            if (live_herald.wait_for(base + "/healthz", "herald serve", serve, serve_log, "dashboard-browser", TLS, retry)
+                    and live_herald.wait_for(board + "/livez", "the dashboard listener", serve, serve_log,
+                                             "dashboard-browser", TLS, retry)):
+                break
         try:
             urllib.request.urlopen(base + "/dashboard/login", timeout=5, context=TLS)
             sys.exit("dashboard-browser: FAILED: the API's listener serves the dashboard though dashboard.port is set")

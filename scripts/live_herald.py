@@ -1,6 +1,7 @@
 """What the live checks (dashboard-browser.py, trace-check.py) share: free loopback ports,
 waiting for a process to answer, and a `herald sim` for the demo app's topic."""
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,14 +19,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for(url, what, process, log, check, context=None):
-    """Until `url` answers; exits naming `check` when `process` dies or 30 s pass."""
+def wait_for(url, what, process, log, check, context=None, clash_is_retryable=False):
+    """Until `url` answers; exits naming `check` when `process` dies or 30 s pass. With
+    `clash_is_retryable`, a process that died because its port was taken meanwhile (between
+    `free_port` and its bind) returns False instead, for the caller to try other ports."""
     for _ in range(300):
         if process.poll() is not None:
-            sys.exit(f"{check}: {what} exited ({process.returncode}):\n{open(log).read()[-4000:]}")
+            text = open(log).read()
+            if clash_is_retryable and "Address already in use" in text:
+                return False
+            sys.exit(f"{check}: {what} exited ({process.returncode}):\n{text[-4000:]}")
         try:
             urllib.request.urlopen(url, timeout=1, context=context)
-            return
+            return True
         except Exception:
             time.sleep(0.1)
     sys.exit(f"{check}: {what} did not come up at {url}")
@@ -33,16 +39,23 @@ def wait_for(url, what, process, log, check, context=None):
 
 def start_sim(herald, work, check):
     """`herald sim` in `work` (its TLS files in work/sim): the process, its APNs port and its
-    control URL, once it answers."""
-    sim_port, control_port = free_port(), free_port()
+    control URL, once it answers. The simulator binds port 0 for both and prints what it got,
+    so no other process can take a port between choosing it and listening on it."""
     log = os.path.join(work, "sim.log")
     sim = subprocess.Popen(
-        [herald, "sim", "--port", str(sim_port), "--control-port", str(control_port), "--tls-dir",
-         os.path.join(work, "sim"), "--topic", TOPIC],
+        [herald, "sim", "--port", "0", "--control-port", "0", "--tls-dir", os.path.join(work, "sim"), "--topic", TOPIC],
         cwd=work, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    control = f"http://127.0.0.1:{control_port}"
-    wait_for(control + "/inbox", "herald sim", sim, log, check)
-    return sim, sim_port, control
+    for _ in range(300):
+        if sim.poll() is not None:
+            sys.exit(f"{check}: herald sim exited ({sim.returncode}):\n{open(log).read()[-4000:]}")
+        text = open(log).read()
+        endpoint = re.search(r"simulator ready on https://[^:\s]+:(\d+)", text)
+        control = re.search(r"Control API: (http://\S+:\d+)", text)
+        if endpoint and control:
+            wait_for(control.group(1) + "/inbox", "herald sim", sim, log, check)
+            return sim, int(endpoint.group(1)), control.group(1)
+        time.sleep(0.1)
+    sys.exit(f"{check}: herald sim printed no ports within 30 s:\n{open(log).read()[-4000:]}")
 
 
 def apns_settings(sim_port):
