@@ -72,9 +72,14 @@ struct ActivityPushFields: Decodable {
     var priority: JSONValue?
     var timestamp: JSONValue?
     var keepChannel: Bool?
+    /// A catalog activity type whose copy makes the alert, per device locale.
+    var type: String?
+    /// The type's placeholders' values.
+    var data: JSONValue?
 
     enum CodingKeys: String, CodingKey {
         case contentState = "content_state"
+        case type, data
         case alert
         case staleAt = "stale_at"
         case dismissAt = "dismiss_at"
@@ -107,6 +112,52 @@ struct ActivityPushFields: Decodable {
             throw APIError.invalid("alert.title", "an activity's alert needs a title: ActivityKit ignores one without")
         }
         return LiveActivityAlert(title: title, body: alert.body, sound: alert.sound)
+    }
+
+    /// The alert: the request's own, or one from the catalog activity type `type` (with
+    /// `data` for its placeholders), localized per device; not both.
+    func alerts(catalog: Catalog?) throws(APIError) -> (alert: LiveActivityAlert?, copy: ActivityAlertCopy?) {
+        guard let type else {
+            if data != nil { throw APIError.invalid("data", "data fills the placeholders of a type: give type too") }
+            return (try validAlert(), nil)
+        }
+        guard let catalog, let activity = catalog.activity(type) else {
+            let known = catalog?.activities.map(\.name).sorted() ?? []
+            throw APIError.invalid(
+                "type",
+                known.isEmpty
+                    ? "the app's catalog declares no activity types (activities:)"
+                    : "no activity type \"\(type.prefix(64))\" in the catalog; it has \(known.joined(separator: ", "))")
+        }
+        if alert != nil {
+            throw APIError.invalid("alert", "give alert or type (whose copy makes the alert), not both")
+        }
+        var values: [String: String] = [:]
+        if let data {
+            guard let object = data.objectValue else {
+                throw APIError.invalid("data", "data is a JSON object of the type's placeholders")
+            }
+            for (key, value) in object {
+                switch value {
+                case .string(let text): values[key] = text
+                case .int(let number): values[key] = String(number)
+                case .double(let number): values[key] = String(number)
+                case .bool(let flag): values[key] = String(flag)
+                case .null: break
+                case .array, .object:
+                    throw APIError.invalid("data.\(key)", "data.\(key) is a string, number or boolean")
+                }
+            }
+        }
+        let used = Set(
+            activity.copy.values.flatMap { copy in
+                [copy.title, copy.body].compactMap { $0 }.flatMap { Placeholders.names(in: $0) }
+            })
+        for name in activity.placeholders.sorted() where used.contains(name) && values[name] == nil {
+            throw APIError.invalid("data.\(name)", "data.\(name) is required by activity type \(activity.name)'s copy")
+        }
+        let copy = ActivityAlertCopy(activity: activity, defaultLocale: catalog.app.defaultLocale, data: values)
+        return (copy.alert(locale: nil), copy)
     }
 
     static func seconds(_ text: String?, _ field: String) throws(APIError) -> Int64? {
@@ -160,9 +211,16 @@ struct ActivityStartBody: Decodable {
     /// Recipients in one start at most.
     static let maximumRecipients = 10_000
 
-    func validated() throws(APIError) -> ActivityService.Start {
+    func validated(catalog: Catalog?) throws(APIError) -> ActivityService.Start {
         let id = try ActivityNames.activityID(activityID)
-        let type = try ActivityNames.attributesType(attributesType)
+        let (alert, copy) = try fields.alerts(catalog: catalog)
+        if let copy, let attributesType, attributesType != copy.activity.attributesType {
+            throw APIError.invalid(
+                "attributes_type",
+                "activity type \(copy.activity.name) is \(copy.activity.attributesType), not \(attributesType.prefix(128))"
+            )
+        }
+        let type = try ActivityNames.attributesType(attributesType ?? copy?.activity.attributesType)
         var attributeFields: [String: JSONValue] = [:]
         if let attributes {
             guard let object = attributes.objectValue else {
@@ -195,15 +253,15 @@ struct ActivityStartBody: Decodable {
                 fields.priority != nil ? "priority" : "timestamp",
                 "a start goes at priority 10 with the time it is sent")
         }
-        guard let alert = try fields.validAlert() else {
+        guard let alert else {
             throw APIError.invalid(
-                "alert", "a start needs an alert with a title: the device shows it as the activity appears")
+                "alert", "a start needs an alert with a title (or a type whose copy makes one): the device shows it")
         }
         return ActivityService.Start(
             activityID: id, attributesType: type, attributes: attributeFields,
             contentState: try fields.state(required: true) ?? [:], userIDs: users, deviceIDs: devices,
             alert: alert, staleAt: try ActivityPushFields.seconds(fields.staleAt, "stale_at"),
-            relevanceScore: try fields.validRelevance(), channel: channel)
+            relevanceScore: try fields.validRelevance(), channel: channel, copy: copy)
     }
 }
 
@@ -215,7 +273,7 @@ struct ActivityChangeBody: Decodable {
         fields = try ActivityPushFields(from: decoder)
     }
 
-    func validated(_ event: LiveActivityEvent) throws(APIError) -> ActivityService.Change {
+    func validated(_ event: LiveActivityEvent, catalog: Catalog?) throws(APIError) -> ActivityService.Change {
         if event == .update, fields.dismissAt != nil {
             throw APIError.invalid("dismiss_at", "dismiss_at goes with an end only (Apple's dismissal-date)")
         }
@@ -236,12 +294,13 @@ struct ActivityChangeBody: Decodable {
             }
             timestamp = Int64(number)
         }
+        let (alert, copy) = try fields.alerts(catalog: catalog)
         return ActivityService.Change(
-            event: event, contentState: try fields.state(required: event == .update), alert: try fields.validAlert(),
+            event: event, contentState: try fields.state(required: event == .update), alert: alert,
             staleAt: try ActivityPushFields.seconds(fields.staleAt, "stale_at"),
             dismissAt: try ActivityPushFields.seconds(fields.dismissAt, "dismiss_at"),
             relevanceScore: try fields.validRelevance(), priority: priority, timestamp: timestamp,
-            keepChannel: fields.keepChannel ?? false)
+            keepChannel: fields.keepChannel ?? false, copy: copy)
     }
 }
 

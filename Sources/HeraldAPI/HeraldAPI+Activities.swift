@@ -35,7 +35,7 @@ extension HeraldAPI {
         }
         routes.server.post("activities") { request, context in
             let app = try context.authorized().app
-            let start = try await decode(ActivityStartBody.self, request).validated()
+            let start = try await decode(ActivityStartBody.self, request).validated(catalog: app.catalog)
             try apnsReady(app)
             let outcome = try await refusing { try await service.start(app: app, start) }
             return try JSONResponse.make(ActivityOutcomeView(outcome), status: .created)
@@ -44,7 +44,8 @@ extension HeraldAPI {
             routes.server.post("activities/:activity/\(event.rawValue)") { request, context in
                 let app = try context.authorized().app
                 let activityID = try ActivityNames.activityID(pathParameter(context, "activity", field: "activity_id"))
-                let change = try await decode(ActivityChangeBody.self, request).validated(event)
+                let change = try await decode(ActivityChangeBody.self, request).validated(
+                    event, catalog: app.catalog)
                 try apnsReady(app)
                 let outcome = try await refusing { try await service.change(app: app, activityID: activityID, change) }
                 return try JSONResponse.make(ActivityOutcomeView(outcome))

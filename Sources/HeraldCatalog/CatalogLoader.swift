@@ -29,7 +29,9 @@ package enum CatalogLoader {
         var tracks: [CatalogTrack] = []
         var triggers: [CatalogTrigger] = []
         var jobs: [CatalogJob] = []
-        for (name, value) in try reader.mapping(root, "", allowed: ["app", "types", "tracks", "triggers", "jobs"]) {
+        var activities: [CatalogActivity] = []
+        let sections: Set<String> = ["app", "types", "tracks", "triggers", "jobs", "activities"]
+        for (name, value) in try reader.mapping(root, "", allowed: sections) {
             if name == "triggers" || name == "jobs" {
                 guard case .sequence(let items) = value else { throw reader.fail(value, name, "must be a list") }
                 for (index, item) in items.enumerated() {
@@ -41,6 +43,16 @@ package enum CatalogLoader {
                 }
             } else if name == "app" {
                 app = try self.app(value, reader)
+            } else if name == "activities" {
+                guard case .mapping(let mapping) = value else {
+                    throw reader.fail(value, "activities", "must be a mapping of activity type name → activity type")
+                }
+                for (activityName, activityNode) in mapping {
+                    guard let activityName = activityName.string else {
+                        throw reader.fail(activityNode, "activities", "activity type names are strings")
+                    }
+                    activities.append(try activity(activityName, activityNode, reader))
+                }
             } else if name == "tracks" {
                 guard case .mapping(let mapping) = value else {
                     throw reader.fail(value, "tracks", "must be a mapping of track name → track")
@@ -63,7 +75,8 @@ package enum CatalogLoader {
                 }
             }
         }
-        return Catalog(app: app, types: types, tracks: tracks, triggers: triggers, jobs: jobs)
+        return Catalog(
+            app: app, types: types, tracks: tracks, triggers: triggers, jobs: jobs, activities: activities)
     }
 
     /// A mapping of name → text (templates).
@@ -178,6 +191,55 @@ package enum CatalogLoader {
         return app
     }
 
+    /// `copy: {LOCALE: {title, subtitle?, body}}` with the parts `allowed`.
+    private static func copies(_ node: Node, _ key: String, _ allowed: Set<String>, _ reader: YAMLReader)
+        throws(ConfigurationError) -> [String: CatalogCopy]
+    {
+        guard case .mapping(let locales) = node else { throw reader.fail(node, key, "a mapping of locale → copy") }
+        var copies: [String: CatalogCopy] = [:]
+        for (localeNode, copyNode) in locales {
+            let locale = localeNode.string ?? "?"
+            var copy = CatalogCopy(line: copyNode.mark?.line)
+            for (part, textNode) in try reader.mapping(copyNode, key + "." + locale, allowed: allowed) {
+                let text = try reader.string(textNode, "\(key).\(locale).\(part)")
+                switch part {
+                case "title": copy.title = text
+                case "subtitle": copy.subtitle = text
+                default: copy.body = text
+                }
+            }
+            copies[locale] = copy
+        }
+        return copies
+    }
+
+    /// `activities.NAME: {attributes_type, stakes?, sound?, placeholders?, copy}`.
+    private static func activity(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError)
+        -> CatalogActivity
+    {
+        var activity = CatalogActivity(name: name)
+        activity.line = node.mark?.line
+        let key = "activities." + name
+        let allowed: Set<String> = ["attributes_type", "stakes", "sound", "placeholders", "copy"]
+        for (field, value) in try reader.mapping(node, key, allowed: allowed) {
+            let fieldKey = key + "." + field
+            switch field {
+            case "attributes_type": activity.attributesType = try reader.string(value, fieldKey)
+            case "stakes":
+                guard let stakes = Stakes(rawValue: try reader.string(value, fieldKey)) else {
+                    throw reader.fail(value, fieldKey, "low, medium, high or failure")
+                }
+                activity.stakes = stakes
+            case "sound": activity.sound = try reader.string(value, fieldKey)
+            case "placeholders":
+                guard case .sequence(let names) = value else { throw reader.fail(value, fieldKey, "a list of names") }
+                for nameNode in names { activity.placeholders.append(try reader.string(nameNode, fieldKey)) }
+            default: activity.copy = try copies(value, fieldKey, ["title", "body"], reader)
+            }
+        }
+        return activity
+    }
+
     private static func type(_ name: String, _ node: Node, _ reader: YAMLReader) throws(ConfigurationError)
         -> CatalogType
     {
@@ -231,25 +293,7 @@ package enum CatalogLoader {
             case "placeholders":
                 guard case .sequence(let names) = value else { throw reader.fail(value, fieldKey, "a list of names") }
                 for nameNode in names { type.placeholders.append(try reader.string(nameNode, fieldKey)) }
-            case "copy":
-                guard case .mapping(let locales) = value else {
-                    throw reader.fail(value, fieldKey, "a mapping of locale → copy")
-                }
-                for (localeNode, copyNode) in locales {
-                    let locale = localeNode.string ?? "?"
-                    var copy = CatalogCopy(line: copyNode.mark?.line)
-                    for (part, textNode) in try reader.mapping(
-                        copyNode, fieldKey + "." + locale, allowed: ["title", "subtitle", "body"])
-                    {
-                        let text = try reader.string(textNode, "\(fieldKey).\(locale).\(part)")
-                        switch part {
-                        case "title": copy.title = text
-                        case "subtitle": copy.subtitle = text
-                        default: copy.body = text
-                        }
-                    }
-                    type.copy[locale] = copy
-                }
+            case "copy": type.copy = try copies(value, fieldKey, ["title", "subtitle", "body"], reader)
             default:
                 guard case .sequence(let actions) = value else {
                     throw reader.fail(value, fieldKey, "a list of actions")

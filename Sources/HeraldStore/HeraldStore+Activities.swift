@@ -66,6 +66,8 @@ extension ActivityRepository {
         package var reason: String?
         package var environment: String
         package var updatedAt: Date
+        /// The device's locale (a catalog activity type's alert is rendered in it).
+        package var locale: String?
     }
 
     /// A device a start can go to: its push-to-start token for the attributes type, if it has one.
@@ -74,6 +76,8 @@ extension ActivityRepository {
         package var userID: String
         package var environment: String
         package var token: String?
+        /// The device's locale (a catalog activity type's alert is rendered in it).
+        package var locale: String?
     }
 
     /// One push of an activity as recorded (`device_id` nil for a channel's publish).
@@ -212,17 +216,19 @@ extension ActivityRepository {
                 for chunk in ids.chunked(Self.batchSize) {
                     for row in try await session.query(
                         """
-                        SELECT d.device_id, d.user_id, d.environment, t.token FROM devices d
+                        SELECT d.device_id, d.user_id, d.environment, t.token, d.locale FROM devices d
                         LEFT JOIN activity_start_tokens t ON t.app_id = d.app_id AND t.device_id = d.device_id AND t.attributes_type = $2
                         WHERE d.app_id = $1 AND d.platform = 'apns' AND d.active = 1
                             AND d.\(column) IN (\(SQLText.placeholders(chunk.count, from: 3)))
                         """, [.text(appID), .text(attributesType)] + chunk.map { .text($0) })
                     {
-                        guard row.count == 4, let device = row[0].text, let user = row[1].text,
+                        guard row.count == 5, let device = row[0].text, let user = row[1].text,
                             let environment = row[2].text
                         else { continue }
                         targets.append(
-                            StartTarget(deviceID: device, userID: user, environment: environment, token: row[3].text))
+                            StartTarget(
+                                deviceID: device, userID: user, environment: environment, token: row[3].text,
+                                locale: row[4].text))
                     }
                 }
             }
@@ -308,17 +314,18 @@ extension ActivityRepository {
         try await reading { session in
             try await session.query(
                 """
-                SELECT a.device_id, a.token, a.status, a.reason, d.environment, a.updated_at FROM activity_devices a
+                SELECT a.device_id, a.token, a.status, a.reason, d.environment, a.updated_at, d.locale
+                FROM activity_devices a
                 JOIN devices d ON d.app_id = a.app_id AND d.device_id = a.device_id
                 WHERE a.app_id = $1 AND a.activity_id = $2 ORDER BY a.device_id
                 """, [.text(appID), .text(activityID)]
             ).compactMap { row in
-                guard row.count == 6, let device = row[0].text, let status = row[2].text, let environment = row[4].text,
+                guard row.count == 7, let device = row[0].text, let status = row[2].text, let environment = row[4].text,
                     let updated = row[5].integer
                 else { return nil }
                 return ActivityDevice(
                     deviceID: device, token: row[1].text, status: status, reason: row[3].text, environment: environment,
-                    updatedAt: SQLText.date(updated))
+                    updatedAt: SQLText.date(updated), locale: row[6].text)
             }
         }
     }

@@ -63,6 +63,52 @@ struct CatalogTests {
         }
     }
 
+    @Test(
+        "Live Activity types: attributes_type, a default-locale title and known placeholders are checked; alerts follow the locale chain"
+    )
+    func activityTypes() throws {
+        let yaml = """
+            app: { name: Test, default_locale: en, copy_rules: { title_max: 20 } }
+            activities:
+              good:
+                attributes_type: JobAttributes
+                stakes: low
+                placeholders: [job]
+                copy:
+                  en: { title: "{job} runs", body: "Step {job}" }
+                  fr: { title: "{job} tourne" }
+              nameless:
+                copy:
+                  fr: { title: "Bonjour {who}" }
+              long:
+                attributes_type: "Bad Name"
+                copy:
+                  en: { title: "A title far longer than twenty", body: "b" }
+                  de: { body: "kein Titel" }
+            """
+        let catalog = try CatalogLoader.parse(yaml: yaml, file: "test.yaml")
+        let problems = CatalogChecker.check(catalog)
+        func has(_ key: String, _ fragment: String) -> Bool {
+            problems.contains { $0.key == key && $0.message.contains(fragment) }
+        }
+        #expect(!problems.contains { $0.key.hasPrefix("activities.good") }, "\(problems)")
+        #expect(has("activities.nameless.attributes_type", "required"))
+        #expect(has("activities.nameless.copy", "no alert title for the default locale"))
+        #expect(has("activities.nameless.copy.fr.title", "unknown placeholder {who}"))
+        #expect(has("activities.long.attributes_type", "letters, digits"))
+        #expect(has("activities.long.copy.en.title", "the app allows 20"))
+        #expect(has("activities.long.copy.de.title", "needs a title"))
+        #expect(throws: ConfigurationError.self) {
+            try CatalogLoader.parse(yaml: "activities:\n  a:\n    subtitle: x\n", file: "x.yaml")
+        }
+        let good = try #require(catalog.activity("good"))
+        #expect(good.stakes == .low && good.attributesType == "JobAttributes")
+        let french = good.alert(locale: "fr-CA", defaultLocale: "en", data: ["job": "Export"])
+        #expect(french == LiveActivityAlert(title: "Export tourne"))
+        let english = good.alert(locale: "de", defaultLocale: "en", data: ["job": "Export"])
+        #expect(english == LiveActivityAlert(title: "Export runs", body: "Step Export"))
+    }
+
     @Test("rendering follows fr-CA → fr → default and uses the fallback body when data is missing (S9, L3)")
     func rendering() throws {
         let catalog = try CatalogLoader.load(file: Self.examples.appendingPathComponent("syncwell.yaml").path)

@@ -215,6 +215,85 @@ struct LiveActivityTests {
     }
 
     @Test(
+        "a catalog activity type: the alert of a start and an update in each device's locale (fr-FR, en-GB, none), a low-stakes type's alert at priority 5, bad type, data and attributes_type named"
+    )
+    func catalogActivityType() async throws {
+        let tokens = makeDeviceTokens(6)
+        try await withServer(catalog: "cocotte.yaml") { server in
+            let devices = [("ana-phone", "ana", "fr-FR"), ("bo-phone", "bo", "en-GB"), ("cy-phone", "cy", nil)]
+            for (index, (device, user, locale)) in devices.enumerated() {
+                #expect(
+                    try await server.register(device, user: user, token: tokens[index], locale: locale) == .created)
+                let stored = try await Self.put(
+                    server, "/v1/apps/demo/devices/\(device)/activity-tokens/start/CocotteJobAttributes", user: user,
+                    #"{"token":"\#(tokens[3 + index])"}"#)
+                #expect(stored.status == .ok, "\(stored.body)")
+            }
+            let audience = #""activity_id":"job-7","content_state":{"done":0},"to":{"user_ids":["ana","bo","cy"]}"#
+            for (json, field) in [
+                (#"{\#(audience),"type":"nope","data":{"job":"J"}}"#, "type"),
+                (#"{\#(audience),"type":"job_progress","data":{"job":"J"}}"#, "data.step"),
+                (#"{\#(audience),"type":"job_progress","data":{"job":"J","step":["a"]}}"#, "data.step"),
+                (#"{\#(audience),"type":"job_progress","data":{"job":"J","step":"s"},"alert":{"title":"t"}}"#, "alert"),
+                (
+                    #"{\#(audience),"type":"job_progress","attributes_type":"Other","data":{"job":"J","step":"s"}}"#,
+                    "attributes_type"
+                ),
+                (#"{\#(audience),"attributes_type":"CocotteJobAttributes","data":{"job":"J"}}"#, "data"),
+            ] {
+                let answer = try await server.request(.post, "/v1/apps/demo/activities", json: json)
+                #expect(answer.status == .badRequest && Self.field(answer.body) == field, "\(json): \(answer.body)")
+            }
+            #expect(server.simulator.state.inboxSummary().total == 0)
+
+            let start = try await server.request(
+                .post, "/v1/apps/demo/activities",
+                json: #"{\#(audience),"type":"job_progress","data":{"job":"Inbox triage","step":"reading"}}"#)
+            #expect(start.status == .created, "\(start.body)")
+            let activities = server.simulator.state.activities
+            var updateTokens: [String] = []
+            for (index, (device, user, _)) in devices.enumerated() {
+                let made = try #require(activities.activities(startToken: tokens[3 + index]).first)
+                #expect(made.attributesType == "CocotteJobAttributes")
+                let token = try #require(made.updateToken)
+                updateTokens.append(token)
+                #expect(
+                    try await Self.put(
+                        server, "/v1/apps/demo/activities/job-7/tokens/\(device)", user: user, #"{"token":"\#(token)"}"#
+                    ).status == .ok)
+            }
+            func priorities(_ json: String) async throws -> [Int] {
+                let answer = try await server.request(.post, "/v1/apps/demo/activities/job-7/update", json: json)
+                #expect(answer.status == .ok, "\(json): \(answer.body)")
+                return ((answer.body["devices"] as? [[String: Any]]) ?? []).compactMap { $0["priority"] as? Int }
+            }
+            // Medium stakes: its alert goes at 10; low stakes: at 5, like a routine update.
+            #expect(
+                try await priorities(
+                    #"{"content_state":{"done":1},"type":"job_progress","data":{"job":"Inbox triage","step":"drafting"}}"#
+                ) == [10, 10, 10])
+            #expect(
+                try await priorities(#"{"content_state":{"done":2},"type":"job_digest","data":{"job":"Inbox triage"}}"#)
+                    == [5, 5, 5])
+            let held = updateTokens.map { activities.activity(updateToken: $0)?.alerts ?? [] }
+            #expect(
+                held == [
+                    ["Inbox triage est en cours", "Inbox triage est en cours", "Inbox triage: new results"],
+                    ["Inbox triage is running", "Inbox triage is running", "Inbox triage: new results"],
+                    ["Inbox triage is running", "Inbox triage is running", "Inbox triage: new results"],
+                ], "\(held)")
+            let body = try #require(server.simulator.state.inbox(for: updateTokens[0]).last?.payload)
+            #expect(String(decoding: body, as: UTF8.self).contains(#""title":"Inbox triage: new results""#))
+            let view = try await server.request(.get, "/v1/apps/demo/activities/job-7")
+            let traces = ((view.body["pushes"] as? [[String: Any]]) ?? []).flatMap {
+                (($0["trace"] as? [[String: Any]]) ?? []).compactMap { $0["message"] as? String }
+            }
+            #expect(traces.contains("alert from activity type job_progress, locale fr (device fr-FR)"), "\(traces)")
+            #expect(traces.contains { $0.hasPrefix("5: an alert of job_digest, a low-stakes activity type") })
+        }
+    }
+
+    @Test(
         "a start checks its fields: an alert with a title, a content state under 4 KB, recipients; dismiss_at is an end's"
     )
     func startChecks() async throws {

@@ -92,3 +92,27 @@ package struct LiveActivityPush: Sendable, Hashable {
         return Data(json.utf8)
     }
 }
+
+/// A Live Activity push's alert from a catalog activity type: rendered in each device's locale
+/// (a channel's publish, which every device shares, in the catalog's default locale).
+package struct ActivityAlertCopy: Sendable {
+    package var activity: CatalogActivity
+    package var defaultLocale: String
+    package var data: [String: String]
+
+    package init(activity: CatalogActivity, defaultLocale: String, data: [String: String]) {
+        self.activity = activity
+        self.defaultLocale = defaultLocale
+        self.data = data
+    }
+
+    /// The alert for `locale` (nil: the default locale's).
+    package func alert(locale: String?) -> LiveActivityAlert? {
+        activity.alert(locale: locale, defaultLocale: defaultLocale, data: data)
+    }
+
+    /// Every alert this copy can make, one per locale it has (for the size check before sending).
+    package var alerts: [LiveActivityAlert] {
+        activity.copy.keys.sorted().compactMap { alert(locale: $0) }
+    }
+}

@@ -11,16 +11,24 @@ package struct Catalog: Sendable {
     package var triggers: [CatalogTrigger]
     /// Time-based jobs over user attributes.
     package var jobs: [CatalogJob]
+    /// Live Activity types: their alerts localized like notifications' copy.
+    package var activities: [CatalogActivity]
 
     package init(
         app: CatalogApp, types: [CatalogType], tracks: [CatalogTrack] = [], triggers: [CatalogTrigger] = [],
-        jobs: [CatalogJob] = []
+        jobs: [CatalogJob] = [], activities: [CatalogActivity] = []
     ) {
         self.app = app
         self.types = types
         self.tracks = tracks
         self.triggers = triggers
         self.jobs = jobs
+        self.activities = activities
+    }
+
+    /// A Live Activity type by name.
+    package func activity(_ name: String) -> CatalogActivity? {
+        activities.first { $0.name == name }
     }
 
     /// A track by name.
@@ -127,6 +135,35 @@ package struct CatalogType: Sendable {
             id: name, transactional: transactional, userControllable: userControllable,
             defaultEnabled: defaultEnabled, stakes: stakes, opaqueTitle: opaqueTitle ?? app.opaqueTitle,
             opaqueBody: opaqueBody ?? app.opaqueBody)
+    }
+}
+
+/// A Live Activity type (`activities.NAME`): the app's ActivityAttributes type, the stakes that
+/// decide its alerts' priority (low: 5, a routine update; medium and above: 10, within the
+/// activity's budget), and its alert copy per locale (title required; subtitle is not shown by
+/// ActivityKit, so it is not taken).
+package struct CatalogActivity: Sendable {
+    package var name: String
+    package var attributesType = ""
+    package var stakes: Stakes = .medium
+    package var sound: String?
+    /// Data fields the copy may use as `{placeholders}`.
+    package var placeholders: [String] = []
+    package var copy: [String: CatalogCopy] = [:]
+    package var line: Int?
+
+    package init(name: String) { self.name = name }
+
+    /// The alert for a device locale (`fr-CA`, then `fr`, then the default) with `data` filled
+    /// in; a placeholder without data is left out (callers check the data first).
+    package func alert(locale: String?, defaultLocale: String, data: [String: String]) -> LiveActivityAlert? {
+        guard
+            let chosen = Template.localeChain(locale, defaultLocale: defaultLocale).lazy.compactMap({ self.copy[$0] })
+                .first,
+            let title = chosen.title.map({ Placeholders.title($0, data: data) }), !title.isEmpty
+        else { return nil }
+        return LiveActivityAlert(
+            title: title, body: chosen.body.map { Placeholders.title($0, data: data) }, sound: sound)
     }
 }
 

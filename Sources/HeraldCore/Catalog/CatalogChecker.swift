@@ -18,6 +18,7 @@ package enum CatalogChecker {
         let rules = catalog.app.copyRules
         var seen = Set<String>()
         problems += checkTimeAndEvents(catalog)
+        problems += checkActivities(catalog)
         for type in catalog.types {
             let key = "types.\(type.name)"
             if !seen.insert(type.name).inserted {
@@ -168,6 +169,63 @@ package enum CatalogChecker {
                     CatalogProblem(
                         line: trigger.line, key: "triggers[\(index)]",
                         message: "the trigger does nothing (no type, cancel, badge or attributes)"))
+            }
+        }
+        return problems
+    }
+}
+
+extension CatalogChecker {
+    /// Live Activity types: an ActivityAttributes type name, default-locale copy with a title
+    /// (ActivityKit drops an alert without one), known placeholders, the app's copy limits.
+    static func checkActivities(_ catalog: Catalog) -> [CatalogProblem] {
+        var problems: [CatalogProblem] = []
+        let rules = catalog.app.copyRules
+        for activity in catalog.activities {
+            let key = "activities.\(activity.name)"
+            let name = activity.attributesType
+            if !(1...128).contains(name.utf8.count)
+                || !name.unicodeScalars.allSatisfy({
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == ".")
+                })
+            {
+                problems.append(
+                    CatalogProblem(
+                        line: activity.line, key: key + ".attributes_type",
+                        message: "the ActivityAttributes type's name is required: 1 to 128 letters, digits, _ or ."))
+            }
+            if activity.copy[catalog.app.defaultLocale]?.title == nil {
+                problems.append(
+                    CatalogProblem(
+                        line: activity.line, key: key + ".copy",
+                        message: "no alert title for the default locale \"\(catalog.app.defaultLocale)\""))
+            }
+            let known = Set(activity.placeholders)
+            for (locale, copy) in activity.copy.sorted(by: { $0.key < $1.key }) {
+                let copyKey = "\(key).copy.\(locale)"
+                if copy.title?.isEmpty ?? true {
+                    problems.append(
+                        CatalogProblem(
+                            line: copy.line, key: copyKey + ".title",
+                            message: "an activity's alert needs a title: ActivityKit ignores one without"))
+                }
+                for (field, text) in [("title", copy.title), ("body", copy.body)] {
+                    guard let text else { continue }
+                    for placeholder in Placeholders.names(in: text) where !known.contains(placeholder) {
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)",
+                                message: "unknown placeholder {\(placeholder)}"))
+                    }
+                    let limit = field == "body" ? rules.bodyMaximum : rules.titleMaximum
+                    let length = Placeholders.names(in: text).reduce(text.count) { $0 - ($1.count + 2) }
+                    if length > limit {
+                        problems.append(
+                            CatalogProblem(
+                                line: copy.line, key: "\(copyKey).\(field)",
+                                message: "\(length) characters; the app allows \(limit)"))
+                    }
+                }
             }
         }
         return problems

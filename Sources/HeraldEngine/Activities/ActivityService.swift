@@ -29,12 +29,16 @@ package struct ActivityService: Sendable {
         package var staleAt: Int64?
         package var relevanceScore: Double?
         package var channel: String?
+        /// The alert from a catalog activity type, per device locale (`alert` is then its
+        /// default locale's).
+        package var copy: ActivityAlertCopy?
 
         package init(
             activityID: String, attributesType: String, attributes: [String: JSONValue],
             contentState: [String: JSONValue], userIDs: [String], deviceIDs: [String], alert: LiveActivityAlert?,
-            staleAt: Int64?, relevanceScore: Double?, channel: String?
+            staleAt: Int64?, relevanceScore: Double?, channel: String?, copy: ActivityAlertCopy? = nil
         ) {
+            self.copy = copy
             self.activityID = activityID
             self.attributesType = attributesType
             self.attributes = attributes
@@ -62,11 +66,16 @@ package struct ActivityService: Sendable {
         package var timestamp: Int64?
         /// An end of an activity on a channel: keep the channel (else it is deleted).
         package var keepChannel: Bool
+        /// The alert from a catalog activity type, per device locale (`alert` is then its
+        /// default locale's); its stakes decide the alert's priority.
+        package var copy: ActivityAlertCopy?
 
         package init(
             event: LiveActivityEvent, contentState: [String: JSONValue]?, alert: LiveActivityAlert?, staleAt: Int64?,
-            dismissAt: Int64?, relevanceScore: Double?, priority: Int?, timestamp: Int64?, keepChannel: Bool = false
+            dismissAt: Int64?, relevanceScore: Double?, priority: Int?, timestamp: Int64?, keepChannel: Bool = false,
+            copy: ActivityAlertCopy? = nil
         ) {
+            self.copy = copy
             self.keepChannel = keepChannel
             self.event = event
             self.contentState = contentState
@@ -126,10 +135,8 @@ package struct ActivityService: Sendable {
             event: .start, timestamp: seconds, contentState: start.contentState, staleDate: start.staleAt,
             relevanceScore: start.relevanceScore, alert: start.alert, attributesType: start.attributesType,
             attributes: start.attributes, inputPushToken: start.channel == nil, inputPushChannel: start.channel)
-        let payload = push.payload
-        guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
-            throw Refusal.payloadTooLarge(bytes: payload.count)
-        }
+        var payloads = PayloadsByAlert(push: push)
+        try payloads.check(start.copy)
         let activity = ActivityRepository.Activity(
             id: start.activityID, attributesType: start.attributesType,
             attributes: JSONWriter.encode(.object(start.attributes)),
@@ -140,7 +147,9 @@ package struct ActivityService: Sendable {
         let started = try await store.activities.recentStarts(
             appID: app.id, deviceIDs: targets.map(\.deviceID), since: now.addingTimeInterval(-budget.startWindow))
         var records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)] = []
-        var sends: [(deviceID: String, environment: String, token: String, trace: [DecisionTrace.Entry])] = []
+        var sends:
+            [(deviceID: String, environment: String, token: String, payload: Data, trace: [DecisionTrace.Entry])] =
+                []
         let at = HeraldTime.format(now)
         for target in targets {
             var trace = [DecisionTrace.Entry(rule: "timestamp", message: "\(seconds) (now)", at: at)]
@@ -171,12 +180,14 @@ package struct ActivityService: Sendable {
                 trace.append(
                     .init(rule: "channel", message: "listens on channel \(channel): updates are one publish", at: at))
             }
-            sends.append((target.deviceID, target.environment, token, trace))
+            let payload = payloads.payload(alert: start.copy.flatMap { $0.alert(locale: target.locale) } ?? start.alert)
+            if let copy = start.copy { trace.append(Self.copyEntry(copy, locale: target.locale, at: at)) }
+            sends.append((target.deviceID, target.environment, token, payload, trace))
         }
         // A start must reach a device that is briefly offline: kept by APNs for an hour.
         let answers = await send(
-            app: app, payload: payload, priority: .immediate, expiration: Int(seconds) + 3_600,
-            sends.map { ($0.deviceID, $0.environment, $0.token) })
+            app: app, priority: .immediate, expiration: Int(seconds) + 3_600,
+            sends.map { ($0.deviceID, $0.environment, $0.token, $0.payload) })
         for (send, answer) in zip(sends, answers) {
             let effect: ActivityRepository.TokenEffect =
                 answer.accepted ? .started : answer.tokenGone ? .startTokenGone : .none
@@ -205,12 +216,12 @@ package struct ActivityService: Sendable {
         let now = store.now
         let seconds = Self.seconds(now)
         // Checked before the timestamp is taken: a push too large to send takes nothing.
-        let largest = LiveActivityPush(
-            event: change.event, timestamp: Int64(Int32.max) * 1_000, contentState: change.contentState,
-            staleDate: change.staleAt, dismissalDate: change.dismissAt, relevanceScore: change.relevanceScore,
-            alert: change.alert
-        ).payload.count
-        guard largest <= APNSPushType.liveActivity.payloadLimit else { throw Refusal.payloadTooLarge(bytes: largest) }
+        var largest = PayloadsByAlert(
+            push: LiveActivityPush(
+                event: change.event, timestamp: Int64(Int32.max) * 1_000, contentState: change.contentState,
+                staleDate: change.staleAt, dismissalDate: change.dismissAt, relevanceScore: change.relevanceScore,
+                alert: change.alert))
+        try largest.check(change.copy)
         let advanced = try await store.activities.advance(
             appID: app.id, activityID: activityID, event: change.event, timestamp: change.timestamp, now: seconds,
             contentState: change.contentState.map { JSONWriter.encode(.object($0)) }, staleAt: change.staleAt,
@@ -236,10 +247,8 @@ package struct ActivityService: Sendable {
         let push = LiveActivityPush(
             event: change.event, timestamp: activity.lastTimestamp, contentState: state, staleDate: change.staleAt,
             dismissalDate: change.dismissAt, relevanceScore: change.relevanceScore, alert: change.alert)
-        let payload = push.payload
-        guard payload.count <= APNSPushType.liveActivity.payloadLimit else {
-            throw Refusal.payloadTooLarge(bytes: payload.count)
-        }
+        var payloads = PayloadsByAlert(push: push)
+        try payloads.check(change.copy)
         if let channelID = activity.channelID {
             let record = try await publish(
                 app: app, channelID: channelID, push: push, priority: priority, trace: common, now: now,
@@ -248,7 +257,8 @@ package struct ActivityService: Sendable {
             return Outcome(activity: activity, timestamp: activity.lastTimestamp, devices: [])
         }
         var records: [(push: ActivityRepository.Push, effect: ActivityRepository.TokenEffect)] = []
-        var sends: [(deviceID: String, environment: String, token: String)] = []
+        var sends: [(deviceID: String, environment: String, token: String, payload: Data)] = []
+        var copied: [String: DecisionTrace.Entry] = [:]
         for device in try await store.activities.devices(appID: app.id, activityID: activityID) {
             if device.status == "ended" {
                 continue
@@ -264,12 +274,16 @@ package struct ActivityService: Sendable {
                     (Self.record(device.deviceID, push, priority, "skipped", "NoUpdateToken", trace, now), .none))
                 continue
             }
-            sends.append((device.deviceID, device.environment, token))
+            let payload = payloads.payload(
+                alert: change.copy.flatMap { $0.alert(locale: device.locale) } ?? change.alert)
+            if let copy = change.copy { copied[device.deviceID] = Self.copyEntry(copy, locale: device.locale, at: at) }
+            sends.append((device.deviceID, device.environment, token, payload))
         }
         let answers = await send(
-            app: app, payload: payload, priority: priority == 10 ? .immediate : .considerPower, expiration: nil, sends)
+            app: app, priority: priority == 10 ? .immediate : .considerPower, expiration: nil, sends)
         for (send, answer) in zip(sends, answers) {
             var trace = common
+            if let entry = copied[send.deviceID] { trace.append(entry) }
             if answer.tokenGone {
                 trace.append(
                     .init(rule: "token", message: "the update token is gone: the activity ended on this device", at: at)
@@ -309,8 +323,17 @@ package struct ActivityService: Sendable {
             why = "asked"
         } else if change.priority == nil && change.event == .end {
             why = "an end"
-        } else if change.priority == nil && change.alert != nil {
-            why = "an alert"
+        } else if change.priority == nil, let copy = change.copy, copy.activity.stakes == .low {
+            trace.append(
+                .init(
+                    rule: "priority",
+                    message: "5: an alert of \(copy.activity.name), a low-stakes activity type (a routine update)",
+                    at: at))
+            return 5
+        } else if change.priority == nil && (change.alert != nil || change.copy != nil) {
+            why =
+                change.copy.map { "an alert of \($0.activity.name) (\($0.activity.stakes.rawValue) stakes)" }
+                ?? "an alert"
         } else {
             trace.append(
                 .init(rule: "priority", message: change.priority == 5 ? "5: asked" : "5: a routine update", at: at))
@@ -444,12 +467,12 @@ package struct ActivityService: Sendable {
         var reason: String?
     }
 
-    /// Sends one payload to each token through the app's APNs client of its environment (all
+    /// Sends each token its payload through the app's APNs client of its environment (all
     /// of an environment's in one submission, as the outbox's batches go), and answers in the
     /// order given.
     private func send(
-        app: AppRuntime, payload: Data, priority: APNSPriority, expiration: Int?,
-        _ sends: [(deviceID: String, environment: String, token: String)]
+        app: AppRuntime, priority: APNSPriority, expiration: Int?,
+        _ sends: [(deviceID: String, environment: String, token: String, payload: Data)]
     ) async -> [Answer] {
         guard !sends.isEmpty else { return [] }
         let topic = app.configuration.apns?.topic ?? ""
@@ -465,7 +488,7 @@ package struct ActivityService: Sendable {
                 position[id] = index
                 return APNSNotification(
                     deviceToken: sends[index].token, pushType: .liveActivity, bundleID: topic, priority: priority,
-                    expiration: expiration, apnsID: id, payload: payload)
+                    expiration: expiration, apnsID: id, payload: sends[index].payload)
             }
             let results: [APNSResult] = await withCheckedContinuation { continuation in
                 let collected = Mutex<[APNSResult]>([])
@@ -486,6 +509,16 @@ package struct ActivityService: Sendable {
             }
         }
         return answers
+    }
+
+    /// The trace entry of a catalog alert: which type's copy, in which locale.
+    private static func copyEntry(_ copy: ActivityAlertCopy, locale: String?, at: String) -> DecisionTrace.Entry {
+        let chain = Template.localeChain(locale, defaultLocale: copy.defaultLocale)
+        let used = chain.first { copy.activity.copy[$0] != nil } ?? copy.defaultLocale
+        return DecisionTrace.Entry(
+            rule: "copy",
+            message: "alert from activity type \(copy.activity.name), locale \(used) (device \(locale ?? "none"))",
+            at: at)
     }
 
     private static func record(
@@ -511,6 +544,34 @@ package struct ActivityService: Sendable {
 
     static func object(_ text: String) -> [String: JSONValue]? {
         (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)))?.objectValue
+    }
+
+    /// A push's payload per alert (devices in one locale share one), each checked against
+    /// APNs' Live Activity limit before anything is sent.
+    struct PayloadsByAlert {
+        var push: LiveActivityPush
+        var encoded: [LiveActivityAlert?: Data] = [:]
+
+        init(push: LiveActivityPush) { self.push = push }
+
+        /// The payload with `alert` (nil: none).
+        mutating func payload(alert: LiveActivityAlert?) -> Data {
+            if let known = encoded[alert] { return known }
+            var changed = push
+            changed.alert = alert
+            let data = changed.payload
+            encoded[alert] = data
+            return data
+        }
+
+        /// Refuses the push when its own payload or one with any alert `copy` can make is too large.
+        mutating func check(_ copy: ActivityAlertCopy?) throws(Refusal) {
+            let alerts: [LiveActivityAlert?] = [push.alert] + (copy?.alerts ?? []).map { Optional($0) }
+            for alert in alerts {
+                let size = payload(alert: alert).count
+                guard size <= APNSPushType.liveActivity.payloadLimit else { throw .payloadTooLarge(bytes: size) }
+            }
+        }
     }
 
     /// Unix seconds of `date` (0 for a date before 1970 or beyond Int64).
