@@ -92,6 +92,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Web Push (RFC 8291 encryption, RFC 8292 VAPID) on swift-crypto.
+        .target(
+            name: "HeraldWebPush",
+            dependencies: ["HeraldCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
         .target(
             name: "HeraldSimulator",
             dependencies: [
@@ -243,7 +249,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldAPI", "HeraldAPNs", "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldFCM", "HeraldPayload",
-                "HeraldSimulator", "HeraldServer", "HeraldStore",
+                "HeraldSimulator", "HeraldServer", "HeraldStore", "HeraldWebPush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -324,6 +330,11 @@ let package = Package(
                 "HeraldFCM", "HeraldCore", "HeraldSimulator", "HeraldTesting", "HeraldPayload",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HeraldWebPushTests",
+            dependencies: ["HeraldWebPush", "HeraldCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         .testTarget(

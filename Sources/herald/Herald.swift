@@ -12,6 +12,7 @@ struct Herald: AsyncParsableCommand {
         subcommands: [
             ServeCommand.self, SimCommand.self, SendCommand.self, DevicesCommand.self, CatalogCommand.self,
             ConfigCommand.self, TokenCommand.self, BackupCommand.self, RestoreCommand.self, MigrateCommand.self,
+            WebPushCommand.self,
         ]
     )
 }
