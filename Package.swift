@@ -95,13 +95,21 @@ let package = Package(
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID) on swift-crypto.
         .target(
             name: "HeraldWebPush",
-            dependencies: ["HeraldCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "HeraldCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .target(
             name: "HeraldSimulator",
             dependencies: [
-                "HeraldCore", "HeraldHTTP2",
+                "HeraldCore", "HeraldHTTP2", "HeraldWebPush",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -145,6 +153,7 @@ let package = Package(
             name: "HeraldEngine",
             dependencies: [
                 "HeraldCatalog", "HeraldCore", "HeraldPayload", "HeraldAPNs", "HeraldFCM", "HeraldStore",
+                "HeraldWebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Yams", package: "Yams"),
@@ -177,7 +186,7 @@ let package = Package(
             name: "HeraldAPI",
             dependencies: [
                 "HeraldCatalog", "HeraldCore", "HeraldEngine", "HeraldPayload", "HeraldSchedule", "HeraldStore",
-                "HeraldAPNs", "HeraldFCM",
+                "HeraldAPNs", "HeraldFCM", "HeraldWebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -286,7 +295,7 @@ let package = Package(
                 "HeraldServer", "HeraldEngine", "HeraldSchedule", "HeraldAPI", "HeraldDashboard", "HeraldStore",
                 "HeraldSimulator", "HeraldTesting", "HeraldAPNs", "HeraldCatalog",
                 "HeraldCore", "HeraldFCM", "HeraldKit", "HeraldKitTesting",
-                "HeraldPayload",
+                "HeraldPayload", "HeraldWebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

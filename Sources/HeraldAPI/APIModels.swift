@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldEngine
 import HeraldPayload
 import HeraldStore
+import HeraldWebPush
 
 /// `POST /v1/apps/{app}/devices` body and the device JSON the API returns.
 package struct DeviceBody: Codable, Sendable, Equatable {
@@ -17,23 +18,34 @@ package struct DeviceBody: Codable, Sendable, Equatable {
     package var timeZone: String?
     package var appVersion: String?
     package var authorizationStatus: String?
+    /// A web push subscription's endpoint and keys (`platform: webpush`), as the browser's
+    /// `PushSubscription.toJSON()` gives them, instead of `token`.
+    package var endpoint: String?
+    package var keys: SubscriptionKeys?
+
+    package struct SubscriptionKeys: Codable, Sendable, Equatable {
+        package var p256dh: String?
+        package var auth: String?
+    }
 
     enum CodingKeys: String, CodingKey {
         case deviceID = "device_id"
         case userID = "user_id"
-        case platform, token, environment, name, model, locale
+        case platform, token, environment, name, model, locale, endpoint, keys
         case timeZone = "time_zone"
         case appVersion = "app_version"
         case authorizationStatus = "authorization_status"
     }
 
-    package static let platforms: Set<String> = ["apns", "fcm"]
+    package static let platforms: Set<String> = ["apns", "fcm", "webpush"]
     static let authorizationStatuses: Set<String> = [
         "not_determined", "denied", "authorized", "provisional", "ephemeral",
     ]
 
     /// Checks every field; the first problem names its field. `prefix` (built only for an error) is for import lines.
-    func validated(prefix: @autoclosure () -> String = "") throws(APIError) -> DeviceRecord {
+    func validated(
+        prefix: @autoclosure () -> String = "", endpoints: WebPushEndpointPolicy = WebPushEndpointPolicy()
+    ) throws(APIError) -> DeviceRecord {
         func named(_ field: String) -> String { prefix() + field }
         func text(_ value: String?, _ field: String, limit: Int = 256) throws(APIError) -> String? {
             guard let value else { return nil }
@@ -50,9 +62,29 @@ package struct DeviceBody: Codable, Sendable, Equatable {
         }
         let platform = platform ?? "apns"
         guard Self.platforms.contains(platform) else {
-            throw APIError.invalid(named("platform"), "platform is apns or fcm")
+            throw APIError.invalid(named("platform"), "platform is apns, fcm or webpush")
         }
-        guard var token = try text(token, "token", limit: 4096), !token.isEmpty else {
+        var given = token
+        if platform == "webpush" {
+            if token != nil {
+                throw APIError.invalid(
+                    named("token"), "a webpush device gives endpoint and keys {p256dh, auth} instead of token")
+            }
+            let subscription: WebPushSubscription
+            do {
+                subscription = try WebPushSubscription.parse(endpoint: endpoint, p256dh: keys?.p256dh, auth: keys?.auth)
+            } catch {
+                throw APIError.invalid(named(error.field), error.message)
+            }
+            if let problem = endpoints.problem(subscription.endpoint) {
+                throw APIError.invalid(named("endpoint"), problem)
+            }
+            given = subscription.token
+        } else if endpoint != nil || keys != nil {
+            throw APIError.invalid(
+                named(endpoint != nil ? "endpoint" : "keys"), "endpoint and keys go with platform webpush")
+        }
+        guard var token = try text(given, "token", limit: 4096), !token.isEmpty else {
             throw APIError.missing(named("token"))
         }
         if platform == "apns" {
@@ -110,7 +142,10 @@ struct DeviceView: Encodable {
         try container.encode(device.deviceID, forKey: .deviceID)
         try container.encode(device.userID, forKey: .userID)
         try container.encode(device.platform, forKey: .platform)
-        try container.encode(device.token, forKey: .token)
+        // A web push token holds the subscription's secret: only the endpoint's start is shown.
+        try container.encode(
+            device.platform == "webpush"
+                ? WebPushSubscription(token: device.token)?.display ?? "" : device.token, forKey: .token)
         try container.encode(device.environment, forKey: .environment)
         try container.encodeIfPresent(device.name, forKey: .name)
         try container.encodeIfPresent(device.model, forKey: .model)

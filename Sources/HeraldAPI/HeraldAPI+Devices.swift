@@ -14,7 +14,7 @@ extension HeraldAPI {
             let caller = try context.authorized()
             let (app, role, tokenUser) = (caller.app, caller.role, caller.tokenUser)
             let body = try await decode(DeviceBody.self, request)
-            let device = try body.validated()
+            let device = try body.validated(endpoints: app.webpushEndpoints)
             if let tokenUser, tokenUser != device.userID {
                 throw APIError(
                     .forbidden, code: "forbidden", message: "the user token is for another user than user_id",

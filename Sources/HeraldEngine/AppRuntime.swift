@@ -5,6 +5,7 @@ package import HeraldCatalog
 package import HeraldCore
 package import HeraldFCM
 package import HeraldStore
+package import HeraldWebPush
 import Logging
 import NIOCore
 import NIOPosix
@@ -57,6 +58,9 @@ package final class AppRuntime: Sendable {
     private let catalogs: Mutex<(catalog: Catalog?, planning: PlanningApp?)>
     /// The app's notification catalog, when it has one.
     package var catalog: Catalog? { catalogs.withLock { $0.catalog } }
+    /// Where the app's web push subscriptions may point (`webpush.allowed_hosts`, else the
+    /// known push services).
+    package var webpushEndpoints: WebPushEndpointPolicy { configuration.webpushEndpoints }
     /// What the policy step needs of the app, when it has a catalog (its PII detectors
     /// compiled once per load).
     package var planning: PlanningApp? { catalogs.withLock { $0.planning } }
@@ -70,6 +74,9 @@ package final class AppRuntime: Sendable {
     /// The app's FCM client, when it has FCM credentials, or why not.
     package let fcmClient: FCMClient?
     package let fcmDisabledReason: String?
+    /// The app's web push client, when it has a VAPID key, or why not.
+    package let webpushClient: WebPushClient?
+    package let webpushDisabledReason: String?
     private let logger: Logger
     private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
     private let loops: ProviderEventLoops
@@ -88,6 +95,7 @@ package final class AppRuntime: Sendable {
         self.loops = loops
         (fcmClient, fcmDisabledReason) = Self.makeFCMClient(
             configuration.fcm, loops: loops, logger: logger, adjust: fcmAdjustment)
+        (webpushClient, webpushDisabledReason) = Self.makeWebPushClient(configuration, logger: logger)
         guard let apns = configuration.apns else {
             signingKey = nil
             apnsDisabledReason = "no credentials"
@@ -130,6 +138,28 @@ package final class AppRuntime: Sendable {
             defaultEnvironment: configuration.apns?.environment ?? "production",
             maxDevicesPerUser: configuration.maxDevicesPerUser,
             keepUserUnlessSameToken: client && configuration.clientRegistration == .verified)
+    }
+
+    /// The web push client of an app with `webpush`: its VAPID key read (a P-256 key in PEM);
+    /// a key that cannot be read leaves web push off with the reason, and nothing else.
+    private static func makeWebPushClient(_ app: HeraldConfiguration.AppConfiguration, logger: Logger) -> (
+        WebPushClient?, String?
+    ) {
+        guard let webpush = app.webpush else { return (nil, "no VAPID key") }
+        for file in [webpush.vapidKeyFile] + webpush.deprecatedKeyFiles {
+            guard let pem = try? String(contentsOfFile: file, encoding: .utf8),
+                (try? P256.Signing.PrivateKey(pemRepresentation: pem)) != nil
+            else { return (nil, "\(file) is not a readable P-256 private key in PEM (herald webpush keygen)") }
+        }
+        do {
+            let pem = try String(contentsOfFile: webpush.vapidKeyFile, encoding: .utf8)
+            let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
+            let configuration = WebPushClientConfiguration(
+                key: key, subject: webpush.subject, endpoints: app.webpushEndpoints, caFile: webpush.caFile)
+            return (try WebPushClient(configuration: configuration, logger: logger), nil)
+        } catch {
+            return (nil, "web push: \(error)")
+        }
     }
 
     private static func makeFCMClient(
@@ -200,6 +230,8 @@ package final class AppRuntime: Sendable {
     package func enable(platform: String) async {
         if platform == "fcm" {
             await fcmClient?.enable()
+        } else if platform == "webpush" {
+            webpushClient?.enable()
         } else {
             for client in clients.withLock({ Array($0.values) }) { client.enable() }
         }
@@ -213,6 +245,7 @@ package final class AppRuntime: Sendable {
         for client in all { await client.shutdown(gracePeriod: gracePeriod) }
         for client in channelClients.withLock({ Array($0.values) }) { await client.shutdown() }
         await fcmClient?.shutdown()
+        await webpushClient?.shutdown()
     }
 }
 
@@ -239,6 +272,11 @@ struct ClientRegistry: ProviderRegistry {
     func fcm(app: String) -> ProviderLookup<FCMMessage> {
         guard let client = apps[app]?.fcmClient else { return .unavailable(reason: "FCMNotConfigured") }
         return .provider(FCMProvider(client: client))
+    }
+
+    func webpush(app: String) -> ProviderLookup<WebPushMessage> {
+        guard let client = apps[app]?.webpushClient else { return .unavailable(reason: "WebPushNotConfigured") }
+        return .provider(WebPushProvider(client: client))
     }
 
     func enable(app: String, platform: String) async {

@@ -96,6 +96,7 @@ package final class APNSSimulator: Sendable {
                 port: serverChannel.localAddress?.port ?? configuration.port,
                 controlPort: controlChannel?.localAddress?.port, caFile: caFile, group: group,
                 serverChannel: serverChannel, controlChannel: controlChannel, connections: connections, logger: logger)
+            state.webpush.setOrigin(simulator.endpointURL)
             logger.info(
                 "APNs simulator listening",
                 metadata: [

@@ -226,6 +226,18 @@ final class SimulatorAPNSHandler: ChannelInboundHandler {
             if let limit = faults.goAwayAfterStreams, limit > 0, processed >= limit { goAway(context: context) }
             return
         }
+        if let path = headers.first(name: ":path"), SimulatorWebPush.handles(path: path) {
+            speaksFCM = true
+            let answer = state.webpush.evaluate(
+                headers: headers, body: body.map { Data($0.readableBytesView) } ?? Data(), state: state, now: Date())
+            adjustStreamLimit(faults)
+            processed += 1
+            if let reason = answer.reason { state.reject(status: answer.status, reason: reason) }
+            respond(streamID: streamID, latency: faults.latencyMilliseconds, context: context) { handler in
+                handler.write(streamID: streamID, status: answer.status, headers: answer.headers, body: answer.body)
+            }
+            return
+        }
         if let path = headers.first(name: ":path"), ChannelRequestEvaluator.handles(path: path) {
             let answer = ChannelRequestEvaluator(apns: evaluator).evaluate(
                 headers: headers, body: body, authentication: &authentication, state: state, random: &random)

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHTTP1
 
@@ -13,6 +14,7 @@ import NIOHTTP1
 /// | `GET /faults`, `PUT /faults` | the fault settings (`fail_500`, `fail_503`, `fail_429`, `latency_ms`, `goaway_after_streams`, `max_concurrent_streams`, `hang_tokens`) |
 /// | `POST /tokens/{token}/unregister` | answer the token 410 `Unregistered` from now on (`{"reason":"ExpiredToken"}` optional) |
 /// | `DELETE /tokens/{token}/unregister` | make it live again |
+/// | `POST /webpush/subscriptions` | a new web push subscription `{"id","endpoint","keys":{"p256dh","auth"}}` (`{"application_server_key"}` optional: VAPID must then use that key); its messages land in the inbox under `id` |
 /// | `PUT /tokens/{token}/script` | answer the token `{"status":400,"reason":"BadTopic"}` from now on (FCM: optional `"retry_after"` header text, sent as given); `DELETE` removes it |
 final class SimulatorControlHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -120,6 +122,26 @@ final class SimulatorControlHandler: ChannelInboundHandler {
                 )
             }
             return (.ok, #"{"token":\#(Self.quote(token))}"#)
+        case (.POST, "webpush", 2) where parts[1] == "subscriptions":
+            var serverKey: Data?
+            if !body.isEmpty {
+                guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
+                    return (
+                        .badRequest,
+                        #"{"error":{"code":"invalid_field","message":"the body is a JSON object","field":"body"}}"#
+                    )
+                }
+                if let text = object["application_server_key"] {
+                    guard let text = text as? String, let key = Base64URL.decode(text), key.count == 65 else {
+                        return (
+                            .badRequest,
+                            #"{"error":{"code":"invalid_field","message":"application_server_key is base64url of a 65-byte P-256 point","field":"application_server_key"}}"#
+                        )
+                    }
+                    serverKey = key
+                }
+            }
+            return (.created, state.webpush.subscribe(applicationServerKey: serverKey).json)
         case (.DELETE, "tokens", 3) where parts[2] == "script":
             state.removeScript(parts[1])
             return (.ok, #"{"token":\#(Self.quote(parts[1].lowercased())),"scripted":false}"#)

@@ -78,6 +78,8 @@ package final class SimulatorState: Sendable {
     private let inboxLimit: Int
     /// The simulated devices' Live Activities, as `liveactivity` pushes make and change them.
     package let activities = SimulatorActivities()
+    /// The simulated browsers' web push subscriptions.
+    package let webpush = SimulatorWebPush()
 
     package init(faults: SimulatorFaults = SimulatorFaults(), inboxLimit: Int = 1_000_000) {
         storage = Mutex(Storage(faults: faults))

@@ -103,6 +103,14 @@ package enum ProviderLookup<Message: Sendable>: Sendable {
 package protocol ProviderRegistry: Sendable {
     func apns(app: String, environment: String) -> ProviderLookup<APNSNotification>
     func fcm(app: String) -> ProviderLookup<FCMMessage>
+    func webpush(app: String) -> ProviderLookup<WebPushMessage>
     /// Lets an app's clients send again after they refused its credential (a pause's probe).
     func enable(app: String, platform: String) async
+}
+
+extension ProviderRegistry {
+    /// No web push unless the registry has it.
+    package func webpush(app: String) -> ProviderLookup<WebPushMessage> {
+        .unavailable(reason: "WebPushNotConfigured")
+    }
 }

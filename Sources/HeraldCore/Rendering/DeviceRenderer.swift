@@ -119,6 +119,19 @@ package struct DeviceRenderer {
         return message
     }
 
+    /// The web push message for a subscription (the device's token), stamped; its collapse
+    /// identity is the content's, else the notification's id, so a resend replaces the first.
+    package mutating func webpush(
+        _ content: NotificationContent, variant: Variant, to target: Target, app: RenderingApp,
+        actionTokens: [String: String]? = nil
+    ) -> WebPushMessage {
+        let id = text(of: target.notificationID)
+        return WebPushRenderer.message(
+            content, token: target.token, now: now, payloadKey: app.payloadKey,
+            stamp: HeraldStamp(notificationID: id, deliveryID: target.deliveryID, actionTokens: actionTokens),
+            collapseID: collapseID(content, target, actionTokens) ?? id)
+    }
+
     /// `render` for an APNs device token.
     package mutating func apns(
         _ content: NotificationContent, variant: Variant, template: APNSPayloadTemplate? = nil, to target: Target,

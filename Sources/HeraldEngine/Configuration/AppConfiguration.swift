@@ -1,5 +1,6 @@
 package import Foundation
 import HeraldStore
+package import HeraldWebPush
 
 extension HeraldConfiguration {
     /// One app: its keys, payload key and push credentials.
@@ -34,6 +35,14 @@ extension HeraldConfiguration {
         package var catalogFile: String?
         /// FCM HTTP v1 credentials.
         package var fcm: FCMConfiguration?
+        /// Web Push: the VAPID key and where subscriptions may point (`webpush`).
+        package var webpush: WebPushConfiguration?
+        /// Where the app's web push subscriptions may point (`webpush.allowed_hosts`, else the
+        /// known push services).
+        package var webpushEndpoints: WebPushEndpointPolicy {
+            let hosts = webpush?.allowedHosts ?? []
+            return hosts.isEmpty ? WebPushEndpointPolicy() : WebPushEndpointPolicy(allowedHosts: hosts)
+        }
         /// Silent sync to a user's other devices (`sync`): pushes to one device
         /// at least `debounce` seconds apart (the ones between coalesce into the next), at most
         /// `hourly_budget` an hour (Apple delivers 2–3 background pushes an hour reliably).
@@ -125,6 +134,31 @@ extension HeraldConfiguration {
         case verified
         /// Client-key calls are trusted as they are (development only: the client key is public).
         case unverified
+    }
+
+    /// An app's Web Push settings: the VAPID key that signs (and older ones whose subscriptions
+    /// still work), the contact the JWT names, and the hosts endpoints may be on.
+    package struct WebPushConfiguration: Sendable {
+        package var vapidKeyFile: String
+        /// `mailto:` or `https:`: push services (Safari's strictly) refuse anything else.
+        package var subject: String
+        /// Keys rotated out: subscriptions made with them are signed with them.
+        package var deprecatedKeyFiles: [String] = []
+        /// Hosts an endpoint may be on (`*.suffix` for subdomains); the known push services when empty.
+        package var allowedHosts: [String] = []
+        /// A CA to trust beside the system's (a simulator's).
+        package var caFile: String?
+
+        package init(
+            vapidKeyFile: String, subject: String, deprecatedKeyFiles: [String] = [], allowedHosts: [String] = [],
+            caFile: String? = nil
+        ) {
+            self.vapidKeyFile = vapidKeyFile
+            self.subject = subject
+            self.deprecatedKeyFiles = deprecatedKeyFiles
+            self.allowedHosts = allowedHosts
+            self.caFile = caFile
+        }
     }
 
     /// An app's FCM credentials: a service account key file; Google's hosts unless overridden.

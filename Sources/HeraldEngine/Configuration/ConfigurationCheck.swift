@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HeraldAPNs
 package import HeraldCatalog
@@ -81,6 +82,22 @@ package enum ConfigurationCheck {
                             file: file, line: nil, key: key + ".fcm.service_account_file", message: error.message))
                 }
                 readable(fcm.caFile, key + ".fcm.ca_file")
+            }
+            if let webpush = app.webpush {
+                for (index, keyFile) in ([webpush.vapidKeyFile] + webpush.deprecatedKeyFiles).enumerated() {
+                    guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8),
+                        (try? P256.Signing.PrivateKey(pemRepresentation: pem)) != nil
+                    else {
+                        problems.add(
+                            ConfigurationError(
+                                file: file, line: nil,
+                                key: key + (index == 0 ? ".webpush.vapid_key_file" : ".webpush.deprecated_keys"),
+                                message: "\(keyFile) is not a readable P-256 private key in PEM (herald webpush keygen)"
+                            ))
+                        continue
+                    }
+                }
+                readable(webpush.caFile, key + ".webpush.ca_file")
             }
         }
         if let tls = configuration.tls {

@@ -9,7 +9,8 @@ extension YAMLReader {
         let fields = try mapping(
             node, key,
             allowed: [
-                "id", "payload_key", "keys", "apns", "catalog", "fcm", "user_token_secret", "client_registration",
+                "id", "payload_key", "keys", "apns", "catalog", "fcm", "webpush", "user_token_secret",
+                "client_registration",
                 "max_devices_per_user", "sync", "webhook", "action_token_secret", "live_activities",
             ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else {
@@ -103,6 +104,7 @@ extension YAMLReader {
         case "apns": app.apns = try apns(value, key + ".apns")
         case "catalog": app.catalogFile = try path(value, key + ".catalog")
         case "fcm": app.fcm = try fcm(value, key + ".fcm")
+        case "webpush": app.webpush = try webpush(value, key + ".webpush")
         default: break
         }
     }
@@ -171,6 +173,51 @@ extension YAMLReader {
             throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it")
         }
         return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout, events: events)
+    }
+
+    func webpush(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.WebPushConfiguration {
+        var keyFile: String?
+        var subject: String?
+        var deprecated: [String] = []
+        var hosts: [String] = []
+        var caFile: String?
+        let allowed: Set<String> = ["vapid_key_file", "subject", "deprecated_keys", "allowed_hosts", "ca_file"]
+        for (name, value) in try mapping(node, key, allowed: allowed) {
+            let field = key + "." + name
+            switch name {
+            case "vapid_key_file": keyFile = try path(value, field)
+            case "ca_file": caFile = try path(value, field)
+            case "subject":
+                let text = try string(value, field)
+                guard text.hasPrefix("mailto:") || text.hasPrefix("https://"), !text.contains(" "),
+                    !text.contains("<")
+                else {
+                    throw fail(value, field, "a mailto: address or an https:// URL, without spaces or <>")
+                }
+                subject = text
+            default:
+                guard case .sequence(let items) = value else { throw fail(value, field, "a list") }
+                for item in items {
+                    if name == "deprecated_keys" {
+                        deprecated.append(try path(item, field))
+                    } else {
+                        let host = try string(item, field)
+                        guard !host.isEmpty, !host.contains("/"), !host.contains(" ") else {
+                            throw fail(item, field, "host names (or *.suffix, or an address), without scheme or path")
+                        }
+                        hosts.append(host)
+                    }
+                }
+            }
+        }
+        guard let keyFile else { throw fail(node, key + ".vapid_key_file", "is required (herald webpush keygen)") }
+        guard let subject else {
+            throw fail(
+                node, key + ".subject", "is required: a mailto: address or an https:// URL push services reach you at")
+        }
+        return HeraldConfiguration.WebPushConfiguration(
+            vapidKeyFile: keyFile, subject: subject, deprecatedKeyFiles: deprecated, allowedHosts: hosts,
+            caFile: caFile)
     }
 
     func fcm(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.FCMConfiguration {

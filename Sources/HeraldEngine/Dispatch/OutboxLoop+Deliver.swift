@@ -134,6 +134,7 @@ extension OutboxLoop {
     ) async {
         var apns: [ObjectIdentifier: (any PushProvider<APNSNotification>, [ProviderRequest<APNSNotification>])] = [:]
         var fcm: [ObjectIdentifier: (any PushProvider<FCMMessage>, [ProviderRequest<FCMMessage>])] = [:]
+        var webpush: [ObjectIdentifier: (any PushProvider<WebPushMessage>, [ProviderRequest<WebPushMessage>])] = [:]
         let providers = runtime.providers
         var unsendable: [DeliveryResult] = []
         let now = runtime.store.now
@@ -177,6 +178,24 @@ extension OutboxLoop {
             let variant = DeviceRenderer.Variant(notificationID: delivery.notificationID, index: plan?.variant ?? 0)
             let target = DeviceRenderer.Target(delivery)
             let test = stored.typed?.test == true
+            if delivery.platform == "webpush" {
+                let provider: any PushProvider<WebPushMessage>
+                switch providers.webpush(app: delivery.appID) {
+                case .provider(let found): provider = found
+                case .unavailable(let reason):
+                    unsendable.append(
+                        DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: plan?.trace))
+                    continue
+                case .stopping:
+                    unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
+                    continue
+                }
+                let message = renderer.webpush(
+                    content, variant: variant, to: target, app: app.rendering, actionTokens: tokens)
+                webpush[provider.id, default: (provider, [])].1.append(
+                    ProviderRequest(deliveryID: delivery.id, notificationID: delivery.notificationID, message: message))
+                continue
+            }
             if delivery.platform == "fcm" {
                 let provider: any PushProvider<FCMMessage>
                 switch providers.fcm(app: delivery.appID) {
@@ -228,7 +247,7 @@ extension OutboxLoop {
         // In claim order: after the batch before this one was handed over, and the next one
         // after this one's providers all have it.
         await tracker.turn.wait()
-        let handedOver = Atomic<Int>(apns.count + fcm.count)
+        let handedOver = Atomic<Int>(apns.count + fcm.count + webpush.count)
         let submitted: @Sendable () -> Void = {
             if handedOver.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { tracker.turn.release() }
         }
@@ -250,10 +269,20 @@ extension OutboxLoop {
                     }
                 }
             }
+            for (provider, requests) in webpush.values {
+                runtime.traces?.sending(requests, provider: "webpush")
+                group.addTask {
+                    await provider.send(requests, submitted: submitted) {
+                        answer($0, batch: batch, tracker: tracker, recorder: recorder, platform: "webpush")
+                    }
+                }
+            }
         }
         let seconds = (ContinuousClock.now - started).seconds
         if !apns.isEmpty { runtime.metrics.apnsBatch(seconds: seconds) }
-        if !apns.isEmpty || !fcm.isEmpty { runtime.metrics.outboxStage("provider", seconds: seconds) }
+        if !apns.isEmpty || !fcm.isEmpty || !webpush.isEmpty {
+            runtime.metrics.outboxStage("provider", seconds: seconds)
+        }
     }
 
     /// One answer, on a client's event loop: taken once by the batch; recorded at once unless

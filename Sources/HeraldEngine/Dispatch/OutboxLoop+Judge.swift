@@ -11,7 +11,7 @@ extension OutboxLoop {
         let now = runtime.store.now
         for key in Set(tracker.heldProviders).union(probed.keys) {
             let (held, answered, delivered) = tracker.takeHeld(key)
-            let provider = key.platform == "fcm" ? "FCM" : "APNs"
+            let provider = key.platform == "fcm" ? "FCM" : key.platform == "webpush" ? "Web Push" : "APNs"
             let judgement = ProviderJudgement.judge(
                 held: held.map(\.answer), answered: answered, delivered: delivered, probe: probed[key],
                 suspectMinimum: Self.suspectBatchMinimum)

@@ -85,7 +85,13 @@ package enum SendPreviews {
             notificationID: id, deliveryID: 0, platform: device.platform, token: DeviceTokenText.redacted(device.token))
         let variant = DeviceRenderer.Variant(notificationID: id)
         let bytes: Data
-        if device.platform == "fcm" {
+        if device.platform == "webpush" {
+            // What the service worker reads, before encryption (the limit is the plaintext's).
+            let message = renderer.webpush(content, variant: variant, to: target, app: app.rendering)
+            view.size = message.payload.count
+            view.limit = WebPushEncryptionLimit.plaintext
+            bytes = message.payload
+        } else if device.platform == "fcm" {
             let message = renderer.fcm(content, variant: variant, to: target)
             view.size = FCMRenderer.payloadSize(message)
             view.limit = FCMMessage.sizeLimit
