@@ -41,10 +41,12 @@ package enum DeviceLineDecoder {
         return reader.isAtEnd ? body : nil
     }
 
-    /// The keys a device line may carry (`DeviceBody.CodingKeys`); others are ignored.
+    /// The keys a device line may carry with string values (`DeviceBody.CodingKeys`); others
+    /// are ignored, and a line whose values are not all strings (a web push line's `keys`)
+    /// goes to the JSON decoder.
     private enum Field: Int, CaseIterable {
         case deviceID, userID, platform, token, environment, name, model, locale, timeZone, appVersion,
-            authorizationStatus
+            authorizationStatus, endpoint
 
         var key: StaticString {
             switch self {
@@ -59,6 +61,7 @@ package enum DeviceLineDecoder {
             case .timeZone: "time_zone"
             case .appVersion: "app_version"
             case .authorizationStatus: "authorization_status"
+            case .endpoint: "endpoint"
             }
         }
 
@@ -90,6 +93,7 @@ package enum DeviceLineDecoder {
             case .timeZone: body.timeZone = value
             case .appVersion: body.appVersion = value
             case .authorizationStatus: body.authorizationStatus = value
+            case .endpoint: body.endpoint = value
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 package import HeraldStore
+package import HeraldWebPush
 package import NIOCore
 
 /// Turns a stream of JSON-lines bytes into device upserts, 15,000 per transaction, so any number
@@ -13,6 +14,8 @@ package final class DeviceLineImporter {
     private let store: HeraldStore
     private let appID: String
     private let rules: DeviceRegistrationRules
+    /// Where web push subscriptions may point (the app's `webpush.allowed_hosts`).
+    private let endpoints: WebPushEndpointPolicy
     private var pending = ByteBuffer()
     private var batch: [DeviceRecord] = []
     /// The batch being written, if any.
@@ -25,10 +28,14 @@ package final class DeviceLineImporter {
     static let batchSize = 15_000
     static let maximumLineLength = 1 << 16
 
-    package init(store: HeraldStore, appID: String, rules: DeviceRegistrationRules = DeviceRegistrationRules()) {
+    package init(
+        store: HeraldStore, appID: String, rules: DeviceRegistrationRules = DeviceRegistrationRules(),
+        endpoints: WebPushEndpointPolicy = WebPushEndpointPolicy()
+    ) {
         self.store = store
         self.appID = appID
         self.rules = rules
+        self.endpoints = endpoints
         batch.reserveCapacity(Self.batchSize)
     }
 
@@ -76,7 +83,7 @@ package final class DeviceLineImporter {
         do {
             let fast = line.withUnsafeBytes(DeviceLineDecoder.decode)
             let body = try fast ?? HeraldAPI.decodeJSON(DeviceBody.self, Data(line), prefix: "line \(number): ")
-            batch.append(try body.validated(prefix: "line \(number): "))
+            batch.append(try body.validated(prefix: "line \(number): ", endpoints: endpoints))
         } catch let error as APIError {
             try await flush()
             try await awaitWrite()

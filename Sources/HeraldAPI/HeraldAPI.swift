@@ -275,7 +275,8 @@ package enum HeraldAPI {
     /// Streams JSON lines into the store in batches: a million lines never sit in memory.
     static func importDevices(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) async throws -> Int {
         let importer = DeviceLineImporter(
-            store: runtime.store, appID: app.id, rules: app.registrationRules(client: false))
+            store: runtime.store, appID: app.id, rules: app.registrationRules(client: false),
+            endpoints: app.webpushEndpoints)
         do {
             for try await chunk in request.body {
                 try await importer.feed(buffer: chunk)
