@@ -32,13 +32,13 @@ server: { host: 127.0.0.1, port: $PORT }
 database: { url: "sqlite://$WORK/herald.sqlite" }
 apps:
   - id: apns
-    keys: { server: "$SERVER" }
+    keys: { server: "$SERVER-apns" }
     apns: $APNS
   - id: fcm
-    keys: { server: "$SERVER" }
+    keys: { server: "$SERVER-fcm" }
     fcm: { service_account_file: sim/demo-service-account.json, endpoint: "https://127.0.0.1:$SIM_PORT", ca_file: sim/sim-ca.pem }
   - id: web
-    keys: { server: "$SERVER" }
+    keys: { server: "$SERVER-web" }
     webpush: { vapid_key_file: vapid.pem, subject: "mailto:load@example.com", allowed_hosts: ["127.0.0.1"], ca_file: sim/sim-ca.pem }
 YAML
 HERALD_LOG_LEVEL=${HERALD_LOG_LEVEL:-notice} "$HERALD" serve --config "$WORK/herald.yaml" >> "$WORK/serve.out" 2>> "$WORK/serve.err" &
@@ -53,7 +53,8 @@ count, port, key, control, runs, pid, sim_pid = (int(sys.argv[1]), int(sys.argv[
 api = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
 def call(method, path, body=None, content="application/json", expect=(200, 201, 202)):
-    api.request(method, path, body=body, headers={"Authorization": "Bearer " + key, "Content-Type": content})
+    app = path.split("/")[3]
+    api.request(method, path, body=body, headers={"Authorization": "Bearer %s-%s" % (key, app), "Content-Type": content})
     answer = api.getresponse()
     data = answer.read()
     if answer.status not in expect:

@@ -22,6 +22,9 @@ package struct DeviceBody: Codable, Sendable, Equatable {
     /// `PushSubscription.toJSON()` gives them, instead of `token`.
     package var endpoint: String?
     package var keys: SubscriptionKeys?
+    /// The VAPID public key the browser subscribed with (`options.applicationServerKey`,
+    /// base64url): messages are signed with it, so a key rotated out keeps working.
+    package var applicationServerKey: String?
 
     package struct SubscriptionKeys: Codable, Sendable, Equatable {
         package var p256dh: String?
@@ -35,6 +38,7 @@ package struct DeviceBody: Codable, Sendable, Equatable {
         case timeZone = "time_zone"
         case appVersion = "app_version"
         case authorizationStatus = "authorization_status"
+        case applicationServerKey = "application_server_key"
     }
 
     package static let platforms: Set<String> = ["apns", "fcm", "webpush"]
@@ -43,8 +47,10 @@ package struct DeviceBody: Codable, Sendable, Equatable {
     ]
 
     /// Checks every field; the first problem names its field. `prefix` (built only for an error) is for import lines.
+    /// `serverKeys`: the app's VAPID public keys; a subscription naming another is refused.
     func validated(
-        prefix: @autoclosure () -> String = "", endpoints: WebPushEndpointPolicy = WebPushEndpointPolicy()
+        prefix: @autoclosure () -> String = "", endpoints: WebPushEndpointPolicy = WebPushEndpointPolicy(),
+        serverKeys: [String] = []
     ) throws(APIError) -> DeviceRecord {
         func named(_ field: String) -> String { prefix() + field }
         func text(_ value: String?, _ field: String, limit: Int = 256) throws(APIError) -> String? {
@@ -72,15 +78,24 @@ package struct DeviceBody: Codable, Sendable, Equatable {
             }
             let subscription: WebPushSubscription
             do {
-                subscription = try WebPushSubscription.parse(endpoint: endpoint, p256dh: keys?.p256dh, auth: keys?.auth)
+                subscription = try WebPushSubscription.parse(
+                    endpoint: endpoint, p256dh: keys?.p256dh, auth: keys?.auth,
+                    applicationServerKey: applicationServerKey)
             } catch {
                 throw APIError.invalid(named(error.field), error.message)
             }
             if let problem = endpoints.problem(subscription.endpoint) {
                 throw APIError.invalid(named("endpoint"), problem)
             }
+            if let key = subscription.applicationServerKey, !serverKeys.isEmpty,
+                !serverKeys.contains(Base64URL.encode(key))
+            {
+                throw APIError.invalid(
+                    named("application_server_key"),
+                    "application_server_key is not one of this app's VAPID keys (GET /v1/apps/{app}/webpush/key)")
+            }
             given = subscription.token
-        } else if endpoint != nil || keys != nil {
+        } else if endpoint != nil || keys != nil || applicationServerKey != nil {
             throw APIError.invalid(
                 named(endpoint != nil ? "endpoint" : "keys"), "endpoint and keys go with platform webpush")
         }

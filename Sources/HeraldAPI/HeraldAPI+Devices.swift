@@ -14,7 +14,7 @@ extension HeraldAPI {
             let caller = try context.authorized()
             let (app, role, tokenUser) = (caller.app, caller.role, caller.tokenUser)
             let body = try await decode(DeviceBody.self, request)
-            let device = try body.validated(endpoints: app.webpushEndpoints)
+            let device = try body.validated(endpoints: app.webpushEndpoints, serverKeys: app.webpushKeys)
             if let tokenUser, tokenUser != device.userID {
                 throw APIError(
                     .forbidden, code: "forbidden", message: "the user token is for another user than user_id",
@@ -67,6 +67,17 @@ extension HeraldAPI {
             return try JSONResponse.make(
                 DevicePageView(
                     devices: page.devices.map(DeviceView.init), nextCursor: page.next.map(DeviceCursorText.encode)))
+        }
+        routes.clientRead.get("webpush/key") { _, context in
+            let app = try context.authorized().app
+            guard let current = app.webpushKeys.first else {
+                throw APIError(
+                    .notFound, code: "not_found",
+                    message: "web push is off for this app: \(app.webpushDisabledReason ?? "no VAPID key")",
+                    field: "app")
+            }
+            return try JSONResponse.make(
+                WebPushKeyView(publicKey: current, deprecatedKeys: Array(app.webpushKeys.dropFirst())))
         }
         routes.clientRead.get("catalog/categories") { request, context in
             let app = try context.authorized().app
@@ -124,5 +135,17 @@ extension HeraldAPI {
             let preferences = record.flatMap { try? JSONDecoder().decode(UserPreferences.self, from: $0.preferences) }
             return try JSONResponse.make((preferences ?? UserPreferences()).withDefaults(from: app.catalog))
         }
+    }
+}
+
+/// `GET …/webpush/key`: the VAPID public key a web app subscribes with (`applicationServerKey`),
+/// and those rotated out whose subscriptions still work.
+struct WebPushKeyView: Encodable {
+    var publicKey: String
+    var deprecatedKeys: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case publicKey = "public_key"
+        case deprecatedKeys = "deprecated_keys"
     }
 }

@@ -77,6 +77,8 @@ package final class AppRuntime: Sendable {
     /// The app's web push client, when it has a VAPID key, or why not.
     package let webpushClient: WebPushClient?
     package let webpushDisabledReason: String?
+    /// The VAPID public keys (base64url), the current one first; empty when web push is off.
+    package let webpushKeys: [String]
     private let logger: Logger
     private let clientAdjustment: @Sendable (inout APNSClientConfiguration) -> Void
     private let loops: ProviderEventLoops
@@ -95,7 +97,7 @@ package final class AppRuntime: Sendable {
         self.loops = loops
         (fcmClient, fcmDisabledReason) = Self.makeFCMClient(
             configuration.fcm, loops: loops, logger: logger, adjust: fcmAdjustment)
-        (webpushClient, webpushDisabledReason) = Self.makeWebPushClient(configuration, logger: logger)
+        (webpushClient, webpushDisabledReason, webpushKeys) = Self.makeWebPushClient(configuration, logger: logger)
         guard let apns = configuration.apns else {
             signingKey = nil
             apnsDisabledReason = "no credentials"
@@ -143,22 +145,26 @@ package final class AppRuntime: Sendable {
     /// The web push client of an app with `webpush`: its VAPID key read (a P-256 key in PEM);
     /// a key that cannot be read leaves web push off with the reason, and nothing else.
     private static func makeWebPushClient(_ app: HeraldConfiguration.AppConfiguration, logger: Logger) -> (
-        WebPushClient?, String?
+        WebPushClient?, String?, [String]
     ) {
-        guard let webpush = app.webpush else { return (nil, "no VAPID key") }
+        guard let webpush = app.webpush else { return (nil, "no VAPID key", []) }
+        var keys: [P256.Signing.PrivateKey] = []
         for file in [webpush.vapidKeyFile] + webpush.deprecatedKeyFiles {
             guard let pem = try? String(contentsOfFile: file, encoding: .utf8),
-                (try? P256.Signing.PrivateKey(pemRepresentation: pem)) != nil
-            else { return (nil, "\(file) is not a readable P-256 private key in PEM (herald webpush keygen)") }
+                let key = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+            else { return (nil, "\(file) is not a readable P-256 private key in PEM (herald webpush keygen)", []) }
+            keys.append(key)
         }
+        var configuration = WebPushClientConfiguration(
+            key: keys[0], subject: webpush.subject, endpoints: app.webpushEndpoints, caFile: webpush.caFile)
+        configuration.deprecatedKeys = Array(keys.dropFirst())
         do {
-            let pem = try String(contentsOfFile: webpush.vapidKeyFile, encoding: .utf8)
-            let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
-            let configuration = WebPushClientConfiguration(
-                key: key, subject: webpush.subject, endpoints: app.webpushEndpoints, caFile: webpush.caFile)
-            return (try WebPushClient(configuration: configuration, logger: logger), nil)
+            return (
+                try WebPushClient(configuration: configuration, logger: logger), nil,
+                keys.map { VAPID.publicKeyText($0.publicKey) }
+            )
         } catch {
-            return (nil, "web push: \(error)")
+            return (nil, "web push: \(error)", [])
         }
     }
 

@@ -19,6 +19,8 @@ import Synchronization
 /// key), the contact, and where endpoints may be.
 package struct WebPushClientConfiguration: Sendable {
     package var key: P256.Signing.PrivateKey
+    /// Keys rotated out: a subscription made with one is signed with it.
+    package var deprecatedKeys: [P256.Signing.PrivateKey] = []
     package var subject: String
     package var endpoints: WebPushEndpointPolicy
     /// PEM of a CA to trust beside the system's (a simulator's).
@@ -125,7 +127,8 @@ package final class WebPushClient: Sendable {
         } catch {
             return Result(status: 0, reason: "BadSubscription")
         }
-        guard let authorization = authorization(audience: audience) else {
+        guard let signer = signingKey(for: subscription) else { return Result(status: 0, reason: "VAPIDKeyUnknown") }
+        guard let authorization = authorization(audience: audience, key: signer) else {
             return Result(status: 0, reason: "VAPIDSigningFailed")
         }
         var request = HTTPClientRequest(url: subscription.endpoint)
@@ -155,16 +158,24 @@ package final class WebPushClient: Sendable {
         }
     }
 
-    /// The VAPID header for `audience`, signed once and reused until an hour before it expires.
-    private func authorization(audience: String) -> String? {
+    /// The key a subscription was made with: the one whose public half it names (the current
+    /// key or a deprecated one), else the current key; nil when it names a key the app lacks.
+    private func signingKey(for subscription: WebPushSubscription) -> P256.Signing.PrivateKey? {
+        guard let wanted = subscription.applicationServerKey else { return configuration.key }
+        return ([configuration.key] + configuration.deprecatedKeys).first { $0.publicKey.x963Representation == wanted }
+    }
+
+    /// The VAPID header for `audience` and `key`, signed once and reused until an hour before it expires.
+    private func authorization(audience: String, key: P256.Signing.PrivateKey) -> String? {
         let now = Int64(Date().timeIntervalSince1970)
-        if let cached = headers.withLock({ $0[audience] }), cached.expires - 3_600 > now { return cached.value }
+        let cacheKey = audience + " " + VAPID.publicKeyText(key.publicKey)
+        if let cached = headers.withLock({ $0[cacheKey] }), cached.expires - 3_600 > now { return cached.value }
         let expires = now + 12 * 3_600
         guard
             let value = try? VAPID.authorization(
-                key: configuration.key, audience: audience, subject: configuration.subject, expiration: expires)
+                key: key, audience: audience, subject: configuration.subject, expiration: expires)
         else { return nil }
-        headers.withLock { $0[audience] = (value, expires) }
+        headers.withLock { $0[cacheKey] = (value, expires) }
         return value
     }
 

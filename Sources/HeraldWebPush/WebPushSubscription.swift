@@ -16,6 +16,9 @@ package struct WebPushSubscription: Sendable, Hashable {
     package var p256dh: Data
     /// The 16-byte authentication secret.
     package var auth: Data
+    /// The VAPID public key the browser subscribed with (its `options.applicationServerKey`),
+    /// when the app said: messages are signed with that key (the current or a deprecated one).
+    package var applicationServerKey: Data?
 
     /// A subscription's field that is wrong, and why.
     package struct Problem: Error, Equatable {
@@ -24,9 +27,9 @@ package struct WebPushSubscription: Sendable, Hashable {
     }
 
     /// Checks a subscription as a browser's `PushSubscription.toJSON()` gives it.
-    package static func parse(endpoint: String?, p256dh: String?, auth: String?) throws(Problem)
-        -> WebPushSubscription
-    {
+    package static func parse(
+        endpoint: String?, p256dh: String?, auth: String?, applicationServerKey: String? = nil
+    ) throws(Problem) -> WebPushSubscription {
         guard let endpoint, !endpoint.isEmpty else { throw Problem(field: "endpoint", message: "endpoint is required") }
         guard endpoint.utf8.count <= 2_048 else {
             throw Problem(field: "endpoint", message: "endpoint is longer than 2048 bytes")
@@ -44,25 +47,41 @@ package struct WebPushSubscription: Sendable, Hashable {
         guard let auth, let secret = Base64URL.decode(auth), secret.count == 16 else {
             throw Problem(field: "keys.auth", message: "keys.auth is base64url of 16 bytes (the subscription's secret)")
         }
-        return WebPushSubscription(endpoint: endpoint, p256dh: key, auth: secret)
+        var serverKey: Data?
+        if let applicationServerKey {
+            guard let decoded = Base64URL.decode(applicationServerKey), decoded.count == 65, decoded.first == 0x04
+            else {
+                throw Problem(
+                    field: "application_server_key",
+                    message:
+                        "application_server_key is base64url of the 65-byte VAPID public key the browser subscribed with"
+                )
+            }
+            serverKey = decoded
+        }
+        return WebPushSubscription(endpoint: endpoint, p256dh: key, auth: secret, applicationServerKey: serverKey)
     }
 
-    package init(endpoint: String, p256dh: Data, auth: Data) {
+    package init(endpoint: String, p256dh: Data, auth: Data, applicationServerKey: Data? = nil) {
         self.endpoint = endpoint
         self.p256dh = p256dh
         self.auth = auth
+        self.applicationServerKey = applicationServerKey
     }
 
-    /// The stored token: `endpoint p256dh auth`.
+    /// The stored token: `endpoint p256dh auth`, and the application server key when known.
     package var token: String {
         "\(endpoint) \(Base64URL.encode(p256dh)) \(Base64URL.encode(auth))"
+            + (applicationServerKey.map { " " + Base64URL.encode($0) } ?? "")
     }
 
-    /// A stored token read back; nil for one that is not three valid parts.
+    /// A stored token read back; nil for one that is not three or four valid parts.
     package init?(token: String) {
         let parts = token.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 3,
-            let parsed = try? Self.parse(endpoint: String(parts[0]), p256dh: String(parts[1]), auth: String(parts[2]))
+        guard parts.count == 3 || parts.count == 4,
+            let parsed = try? Self.parse(
+                endpoint: String(parts[0]), p256dh: String(parts[1]), auth: String(parts[2]),
+                applicationServerKey: parts.count == 4 ? String(parts[3]) : nil)
         else { return nil }
         self = parsed
     }

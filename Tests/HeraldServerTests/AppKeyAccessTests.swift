@@ -12,7 +12,7 @@ import Testing
         "POST /v1/apps/{}/devices", "DELETE /v1/apps/{}/devices/{}", "POST /v1/apps/{}/opened",
         "POST /v1/apps/{}/received",
         "POST /v1/apps/{}/notifications/{}/resolve", "POST /v1/apps/{}/notifications/{}/responses",
-        "GET /v1/apps/{}/catalog/categories", "GET /v1/apps/{}/catalog/tracks",
+        "GET /v1/apps/{}/catalog/categories", "GET /v1/apps/{}/catalog/tracks", "GET /v1/apps/{}/webpush/key",
         "PUT /v1/apps/{}/devices/{}/activity-tokens/start/{}", "PUT /v1/apps/{}/activities/{}/tokens/{}",
     ]
 

@@ -286,6 +286,7 @@ struct ServerEndToEndTests {
                     "/v1/apps/{app}/notifications", "/v1/apps/{app}/notifications/{id}",
                     "/v1/apps/{app}/users/{user_id}",
                     "/v1/apps/{app}/users/{user_id}/preferences", "/v1/apps/{app}/catalog/categories",
+                    "/v1/apps/{app}/webpush/key",
                     "/v1/apps/{app}/catalog/tracks", "/v1/dev/clock",
                     "/v1/apps/{app}/cancel", "/v1/apps/{app}/users/{user_id}/tracks/{track}",
                     "/v1/apps/{app}/users/{user_id}/tracks",

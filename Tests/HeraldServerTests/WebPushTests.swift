@@ -16,36 +16,45 @@ import Testing
 @Suite("Web Push")
 struct WebPushTests {
     /// Runs `body` with the demo app's web push on (a fresh VAPID key; the simulator on loopback allowed).
+    /// `deprecated` is a key rotated out (`webpush.deprecated_keys`).
     static func withWebPush(
+        deprecated: P256.Signing.PrivateKey? = nil,
         _ body: @escaping @Sendable (ServerHarness, P256.Signing.PrivateKey) async throws -> Void
     ) async throws {
         let key = P256.Signing.PrivateKey()
         let directory = try makeTemporaryDirectory("herald-webpush")
         let keyFile = directory + "/vapid.pem"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        var deprecatedFiles: [String] = []
+        if let deprecated {
+            deprecatedFiles.append(directory + "/old-vapid.pem")
+            try deprecated.pemRepresentation.write(toFile: deprecatedFiles[0], atomically: true, encoding: .utf8)
+        }
         try await withServer(
             app: {
                 $0.webpush = .init(
-                    vapidKeyFile: keyFile, subject: "mailto:ops@example.com", allowedHosts: ["127.0.0.1"],
-                    caFile: $0.apns?.caFile)
+                    vapidKeyFile: keyFile, subject: "mailto:ops@example.com", deprecatedKeyFiles: deprecatedFiles,
+                    allowedHosts: ["127.0.0.1"], caFile: $0.apns?.caFile)
             }, configure: { $0.clock = .manual }
         ) { server in try await body(server, key) }
     }
 
     /// Registers a browser of `user` with a subscription the simulator made.
+    /// `named`: the subscription says which key it was made with (`application_server_key`).
     static func browser(
         _ server: ServerHarness, _ device: String, user: String, key: P256.Signing.PrivateKey,
-        locale: String = "en-GB"
+        locale: String = "en-GB", named: Bool = false
     ) async throws -> SimulatorWebPush.Subscription {
         let subscription = server.simulator.state.webpush.subscribe(
             applicationServerKey: key.publicKey.x963Representation)
         let p256dh = Base64URL.encode(subscription.privateKey.publicKey.x963Representation)
+        let serverKey = named ? #","application_server_key":"\#(VAPID.publicKeyText(key.publicKey))""# : ""
         let answer = try await server.request(
             .post, "/v1/apps/demo/devices", key: ServerHarness.client,
             userToken: ServerHarness.userToken(user, now: server.runtime.store.now),
             json: #"""
                 {"device_id":"\#(device)","user_id":"\#(user)","platform":"webpush","locale":"\#(locale)",
-                 "endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(p256dh)","auth":"\#(Base64URL.encode(subscription.auth))"}}
+                 "endpoint":"\#(subscription.endpoint)","keys":{"p256dh":"\#(p256dh)","auth":"\#(Base64URL.encode(subscription.auth))"}\#(serverKey)}
                 """#)
         #expect(answer.status == .created, "\(answer.body)")
         // The subscription's secret is not shown back.
@@ -164,6 +173,40 @@ struct WebPushTests {
             #expect((refusedView["counts"] as? [String: Int])?["queued"] == 1, "\(refusedView)")
             #expect(Self.plaintext(server, stranger).isEmpty)
             #expect(server.simulator.state.counters.byReason["BadJwtToken", default: 0] >= 1)
+        }
+    }
+
+    @Test(
+        "a key rotation: GET /webpush/key gives the current key and the old one; a subscription made with the old key is signed with it and delivered; one naming a key the app lacks is refused"
+    )
+    func rotation() async throws {
+        let old = P256.Signing.PrivateKey()
+        try await Self.withWebPush(deprecated: old) { server, key in
+            let keys = try await server.request(.get, "/v1/apps/demo/webpush/key", key: ServerHarness.client)
+            #expect(keys.status == .ok)
+            #expect(keys.body["public_key"] as? String == VAPID.publicKeyText(key.publicKey))
+            #expect(keys.body["deprecated_keys"] as? [String] == [VAPID.publicKeyText(old.publicKey)])
+            let before = try await Self.browser(server, "old-chrome", user: "ana", key: old, named: true)
+            let after = try await Self.browser(server, "new-chrome", user: "ana", key: key, named: true)
+            let sent = try await server.send(#"{"to":{"user_ids":["ana"]},"alert":{"title":"Both"}}"#)
+            let view = try await server.settled(try #require(sent.body["id"] as? String))
+            #expect((view["counts"] as? [String: Int])?["sent"] == 2, "\(view)")
+            #expect(Self.plaintext(server, before).count == 1 && Self.plaintext(server, after).count == 1)
+            let unknown = server.simulator.state.webpush.subscribe()
+            let refused = try await server.request(
+                .post, "/v1/apps/demo/devices",
+                json: #"""
+                    {"device_id":"x","user_id":"ana","platform":"webpush","endpoint":"\#(unknown.endpoint)",
+                     "keys":{"p256dh":"\#(Base64URL.encode(unknown.privateKey.publicKey.x963Representation))","auth":"\#(Base64URL.encode(unknown.auth))"},
+                     "application_server_key":"\#(VAPID.publicKeyText(P256.Signing.PrivateKey().publicKey))"}
+                    """#)
+            #expect(
+                (refused.body["error"] as? [String: Any])?["field"] as? String == "application_server_key",
+                "\(refused.body)")
+        }
+        try await withServer { server in
+            let off = try await server.request(.get, "/v1/apps/demo/webpush/key", key: ServerHarness.client)
+            #expect(off.status == .notFound)
         }
     }
 
