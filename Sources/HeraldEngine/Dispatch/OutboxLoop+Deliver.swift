@@ -179,17 +179,11 @@ extension OutboxLoop {
             let target = DeviceRenderer.Target(delivery)
             let test = stored.typed?.test == true
             if delivery.platform == "webpush" {
-                let provider: any PushProvider<WebPushMessage>
-                switch providers.webpush(app: delivery.appID) {
-                case .provider(let found): provider = found
-                case .unavailable(let reason):
-                    unsendable.append(
-                        DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: plan?.trace))
-                    continue
-                case .stopping:
-                    unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
-                    continue
-                }
+                guard
+                    let provider = provider(
+                        providers.webpush(app: delivery.appID), for: delivery, trace: plan?.trace,
+                        unsendable: &unsendable)
+                else { continue }
                 let message = renderer.webpush(
                     content, variant: variant, to: target, app: app.rendering, actionTokens: tokens)
                 webpush[provider.id, default: (provider, [])].1.append(
@@ -197,17 +191,10 @@ extension OutboxLoop {
                 continue
             }
             if delivery.platform == "fcm" {
-                let provider: any PushProvider<FCMMessage>
-                switch providers.fcm(app: delivery.appID) {
-                case .provider(let found): provider = found
-                case .unavailable(let reason):
-                    unsendable.append(
-                        DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: plan?.trace))
-                    continue
-                case .stopping:
-                    unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
-                    continue
-                }
+                guard
+                    let provider = provider(
+                        providers.fcm(app: delivery.appID), for: delivery, trace: plan?.trace, unsendable: &unsendable)
+                else { continue }
                 let message = renderer.fcm(content, variant: variant, to: target, actionTokens: tokens)
                 if test {
                     runtime.testSends.record(
@@ -283,6 +270,22 @@ extension OutboxLoop {
         if !apns.isEmpty || !fcm.isEmpty || !webpush.isEmpty {
             runtime.metrics.outboxStage("provider", seconds: seconds)
         }
+    }
+
+    /// The provider a lookup found; or nil, with the delivery settled in `unsendable`: failed
+    /// with the reason there is none, or handed back unsent while the server stops.
+    private func provider<Message>(
+        _ lookup: ProviderLookup<Message>, for delivery: ClaimedDelivery, trace: String?,
+        unsendable: inout [DeliveryResult]
+    ) -> (any PushProvider<Message>)? {
+        switch lookup {
+        case .provider(let found): return found
+        case .unavailable(let reason):
+            unsendable.append(DeliveryResult(delivery, .failed(reason: reason), attempts: 0, trace: trace))
+        case .stopping:
+            unsendable.append(outcome(unanswered: delivery, reason: "Shutdown", attempts: 0, now: true))
+        }
+        return nil
     }
 
     /// One answer, on a client's event loop: taken once by the batch; recorded at once unless
