@@ -177,13 +177,15 @@ package actor TestPostgres {
             throw TestPostgresError("initdb failed: \(initialized.stderr) \(log)")
         }
         var failure = ""
+        // Every test opens its own store, each pooling up to 20 connections, and the suites run
+        // their tests at once: 400 ran out ("too many clients") on a slow day.
         for _ in 1...5 {
             let port = freeLoopbackPort()
             let script = """
                 \(closeInherited)
                 : > \(directory)/server.log; \(asRoot ? "chown postgres \(directory)/server.log" : "")
                 \(prefix)\(bin)/pg_ctl -D \(directory)/data -l \(directory)/server.log -w -t 60 \
-                  -o "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" start > /dev/null
+                  -o "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=1000" start > /dev/null
                 """
             let result = try await runProcess(URL(fileURLWithPath: "/bin/bash"), ["-c", script])
             if result.status == 0 { return "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
