@@ -51,10 +51,12 @@ final class DeliveryRecorder: Sendable {
     func add(_ result: DeliveryResult, latency: Double?, platform: String) {
         let wake = buffer.withLock { buffer in
             let wake = buffer.append(CollectionOfOne(result))
+            // APNs' and FCM's request histograms; web push has none of its own yet, and its
+            // answers must not be counted as APNs'.
             if let latency {
                 if platform == "fcm" {
                     buffer.fcmLatencies.append(latency)
-                } else {
+                } else if platform == "apns" {
                     buffer.apnsLatencies.append(latency)
                 }
             }
