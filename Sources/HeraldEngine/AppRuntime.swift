@@ -150,10 +150,11 @@ package final class AppRuntime: Sendable {
         guard let webpush = app.webpush else { return (nil, "no VAPID key", []) }
         var keys: [P256.Signing.PrivateKey] = []
         for file in [webpush.vapidKeyFile] + webpush.deprecatedKeyFiles {
-            guard let pem = try? String(contentsOfFile: file, encoding: .utf8),
-                let key = try? P256.Signing.PrivateKey(pemRepresentation: pem)
-            else { return (nil, "\(file) is not a readable P-256 private key in PEM (herald webpush keygen)", []) }
-            keys.append(key)
+            do {
+                keys.append(try VAPID.key(file: file))
+            } catch {
+                return (nil, error.description, [])
+            }
         }
         var configuration = WebPushClientConfiguration(
             key: keys[0], subject: webpush.subject, endpoints: app.webpushEndpoints, caFile: webpush.caFile)

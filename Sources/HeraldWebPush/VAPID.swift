@@ -72,6 +72,22 @@ package enum VAPID {
         return "https://\(host.lowercased())\(port)"
     }
 
+    /// The VAPID private key in a PEM file (`herald webpush keygen` writes one); the error says
+    /// what is wrong in the words `herald serve` and `herald config check` report.
+    package static func key(file: String) throws(KeyFileError) -> P256.Signing.PrivateKey {
+        guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else { throw KeyFileError(file: file) }
+        guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else { throw KeyFileError(file: file) }
+        return key
+    }
+
+    /// A VAPID key file that cannot be read, or is not a P-256 private key in PEM.
+    package struct KeyFileError: Error, CustomStringConvertible {
+        package var file: String
+        package var description: String {
+            "\(file) is not a readable P-256 private key in PEM (herald webpush keygen)"
+        }
+    }
+
     /// The public key as a push service and a browser's `applicationServerKey` want it:
     /// base64url of the 65-byte uncompressed point.
     package static func publicKeyText(_ key: P256.Signing.PublicKey) -> String {

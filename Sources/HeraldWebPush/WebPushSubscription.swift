@@ -37,8 +37,8 @@ package struct WebPushSubscription: Sendable, Hashable {
         guard VAPID.audience(of: endpoint) != nil, !endpoint.contains(" ") else {
             throw Problem(field: "endpoint", message: "endpoint is an absolute https:// URL (the push service's)")
         }
-        guard let p256dh, let key = Base64URL.decode(p256dh), key.count == 65, key.first == 0x04,
-            (try? WebPushEncryption.publicKey(key)) != nil
+        // `publicKey` checks the length, the uncompressed form and that the point is on the curve.
+        guard let p256dh, let key = Base64URL.decode(p256dh), (try? WebPushEncryption.publicKey(key)) != nil
         else {
             throw Problem(
                 field: "keys.p256dh",

@@ -57,12 +57,11 @@ struct WebPushCommand: ParsableCommand {
         @Option(name: .customLong("key-file"), help: "A VAPID private key (PEM).") var keyFile: String
 
         func run() throws {
-            guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
-                printError("herald webpush key: cannot read \(keyFile)")
-                throw ExitCode(2)
-            }
-            guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
-                printError("herald webpush key: \(keyFile) is not a P-256 private key in PEM")
+            let key: P256.Signing.PrivateKey
+            do {
+                key = try VAPID.key(file: keyFile)
+            } catch {
+                printError("herald webpush key: \(error)")
                 throw ExitCode(2)
             }
             printOutput(VAPID.publicKeyText(key.publicKey))

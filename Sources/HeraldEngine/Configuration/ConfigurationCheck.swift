@@ -1,9 +1,9 @@
-import Crypto
 import Foundation
 import HeraldAPNs
 package import HeraldCatalog
 import HeraldCore
 import HeraldFCM
+import HeraldWebPush
 import Yams
 
 /// What `herald config check` finds: every problem of a configuration file that `herald serve`
@@ -85,16 +85,12 @@ package enum ConfigurationCheck {
             }
             if let webpush = app.webpush {
                 for (index, keyFile) in ([webpush.vapidKeyFile] + webpush.deprecatedKeyFiles).enumerated() {
-                    guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8),
-                        (try? P256.Signing.PrivateKey(pemRepresentation: pem)) != nil
-                    else {
+                    do { _ = try VAPID.key(file: keyFile) } catch {
                         problems.add(
                             ConfigurationError(
                                 file: file, line: nil,
                                 key: key + (index == 0 ? ".webpush.vapid_key_file" : ".webpush.deprecated_keys"),
-                                message: "\(keyFile) is not a readable P-256 private key in PEM (herald webpush keygen)"
-                            ))
-                        continue
+                                message: error.description))
                     }
                 }
                 readable(webpush.caFile, key + ".webpush.ca_file")
