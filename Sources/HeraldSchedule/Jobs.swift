@@ -59,7 +59,7 @@ package final class JobRunner: Sendable {
         do {
             let composed = try NotificationComposer.compose(
                 NotificationDraft(type: job.type), payloadKey: app.configuration.payloadKey, catalog: catalog,
-                fcm: app.configuration.fcm != nil,
+                platforms: app.configuration.platforms,
                 now: now)
             prepared = (try JSONEncoder().encode(composed.content), DeliveryLane(urgent: composed.urgent))
         } catch {

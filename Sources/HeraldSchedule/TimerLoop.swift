@@ -272,7 +272,7 @@ package struct TimerLoop: Service {
             do {
                 let composed = try NotificationComposer.compose(
                     draft, payloadKey: app.configuration.payloadKey, catalog: catalog,
-                    fcm: app.configuration.fcm != nil, now: runtime.store.now)
+                    platforms: app.configuration.platforms, now: runtime.store.now)
                 let content = try JSONEncoder().encode(composed.content)
                 outcomes.append(
                     .send(
@@ -305,7 +305,8 @@ package struct TimerLoop: Service {
                 contentAvailable: true)
             do {
                 let composed = try NotificationComposer.compose(
-                    draft, payloadKey: app.configuration.payloadKey, catalog: nil, fcm: app.configuration.fcm != nil,
+                    draft, payloadKey: app.configuration.payloadKey, catalog: nil,
+                    platforms: app.configuration.platforms,
                     now: runtime.store.now)
                 return .send(
                     appID: appID, notification: UUID.random(), content: try JSONEncoder().encode(composed.content),

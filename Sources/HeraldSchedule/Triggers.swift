@@ -53,7 +53,7 @@ package enum Triggers {
             let composed = try NotificationComposer.compose(
                 NotificationDraft(data: .object(sent), type: type), payloadKey: app.configuration.payloadKey,
                 catalog: catalog,
-                fcm: app.configuration.fcm != nil, now: now)
+                platforms: app.configuration.platforms, now: now)
             let content: Data
             do { content = try JSONEncoder().encode(composed.content) } catch {
                 throw .invalid("data", "the send cannot be stored")
@@ -65,7 +65,7 @@ package enum Triggers {
 
     /// The app's badge-only push, for the store to render at the new total.
     package static func badgePush(app: AppRuntime) -> BadgePush {
-        BadgePush(payloadKey: app.configuration.payloadKey, fcm: app.configuration.fcm != nil)
+        BadgePush(payloadKey: app.configuration.payloadKey, platforms: app.configuration.platforms)
     }
 }
 

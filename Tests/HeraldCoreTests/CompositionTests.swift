@@ -31,16 +31,18 @@ import Testing
         return Catalog(app: CatalogApp(), types: [type, receipt, approval])
     }
 
-    static func compose(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true)
+    static func compose(_ draft: NotificationDraft, catalog: Catalog? = catalog, platforms: PushPlatforms = .fcm)
         throws(CompositionError) -> ComposedNotification
     {
-        try NotificationComposer.compose(draft, payloadKey: "syncwell", catalog: catalog, fcm: fcm, now: now)
+        try NotificationComposer.compose(
+            draft, payloadKey: "syncwell", catalog: catalog, platforms: platforms, now: now)
     }
 
-    static func refusal(_ draft: NotificationDraft, catalog: Catalog? = catalog, fcm: Bool = true) -> CompositionError?
+    static func refusal(_ draft: NotificationDraft, catalog: Catalog? = catalog, platforms: PushPlatforms = .fcm)
+        -> CompositionError?
     {
         do {
-            _ = try compose(draft, catalog: catalog, fcm: fcm)
+            _ = try compose(draft, catalog: catalog, platforms: platforms)
             return nil
         } catch {
             return error
@@ -160,19 +162,33 @@ import Testing
         var size = 3000
         while (try? NotificationComposer.compose(
             NotificationDraft(data: data(size + 10), type: "approval"), payloadKey: "syncwell", catalog: withoutActions,
-            fcm: false, now: Self.now)) != nil
+            platforms: [], now: Self.now)) != nil
         {
             size += 10
         }
         // …is too large once two action tokens ride in every delivery's stamp.
         #expect(
-            Self.refusal(NotificationDraft(data: data(size), type: "approval"), catalog: withoutActions, fcm: false)
+            Self.refusal(NotificationDraft(data: data(size), type: "approval"), catalog: withoutActions, platforms: [])
                 == nil)
-        let error = Self.refusal(NotificationDraft(data: data(size), type: "approval"), fcm: false)
+        let error = Self.refusal(NotificationDraft(data: data(size), type: "approval"), platforms: [])
         #expect(error?.code == .payloadTooLarge)
         #expect(error?.field == "data")
         #expect(
             ActionTokenLayout.length(action: "APPROVE")
                 == Self.catalog.type("approval")?.actionTokenLengths.first?.token)
+    }
+
+    @Test("a web push message must fit 3,993 bytes of plaintext when the app sends web push")
+    func webPushLimit() {
+        func alert(_ length: Int) -> NotificationDraft {
+            NotificationDraft(alert: .init(body: String(repeating: "a", count: length)))
+        }
+        // APNs and FCM take this body; the web push plaintext (body, tag, stamp) is over 3,993 bytes.
+        #expect(Self.refusal(alert(3_920), platforms: .fcm) == nil)
+        let error = Self.refusal(alert(3_920), platforms: [.fcm, .webpush])
+        #expect(error?.code == .payloadTooLarge)
+        #expect(error?.field == "alert.body")
+        #expect(error?.message.contains("web push") == true)
+        #expect(Self.refusal(alert(3_700), platforms: [.fcm, .webpush]) == nil)
     }
 }

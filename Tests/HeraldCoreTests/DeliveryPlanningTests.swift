@@ -25,7 +25,7 @@ import Testing
     {
         var stored = try NotificationComposer.compose(
             NotificationDraft(data: .object(data), type: type), payloadKey: "syncwell", catalog: app.catalog,
-            fcm: true, now: day
+            platforms: .fcm, now: day
         ).content
         if test { stored.typed?.test = true }
         return stored

@@ -360,7 +360,7 @@ struct TrackTests {
         _ = try await store.devices.applyEvent(
             appID: "a", id: UUID(), userID: "u", name: "app.opened", data: "{}", occurredAt: clock.now,
             idempotencyKey: nil,
-            effects: DeviceRepository.EventEffects(), badgePush: BadgePush(payloadKey: "a", fcm: false))
+            effects: DeviceRepository.EventEffects(), badgePush: BadgePush(payloadKey: "a", platforms: []))
         let steps = [
             PlannedStep(id: "s1", dueAt: clock.now.addingTimeInterval(60)),
             PlannedStep(id: "s2", dueAt: clock.now.addingTimeInterval(500 * 86_400)),

@@ -7,12 +7,12 @@ import HeraldPayload
 /// transaction that changed the counters.
 package struct BadgePush: Sendable, Hashable {
     package var payloadKey: String
-    /// Whether the app sends to FCM devices too.
-    package var fcm: Bool
+    /// The providers besides APNs the app sends through.
+    package var platforms: PushPlatforms
 
-    package init(payloadKey: String, fcm: Bool) {
+    package init(payloadKey: String, platforms: PushPlatforms) {
         self.payloadKey = payloadKey
-        self.fcm = fcm
+        self.platforms = platforms
     }
 
     /// The stored content of the push for `total`.
@@ -21,6 +21,8 @@ package struct BadgePush: Sendable, Hashable {
         let draft = NotificationDraft(
             data: .object(["badge": .int(badge)]), priority: 5, collapseID: "herald-badge", badge: badge)
         return try JSONEncoder().encode(
-            try NotificationComposer.compose(draft, payloadKey: payloadKey, catalog: nil, fcm: fcm, now: now).content)
+            try NotificationComposer.compose(
+                draft, payloadKey: payloadKey, catalog: nil, platforms: platforms, now: now
+            ).content)
     }
 }

@@ -10,9 +10,10 @@ package enum NotificationComposer {
     package static let reservedDataKeys: Set<String> = ["type", "deep_link", "group_summary"]
 
     /// Checks `draft` and composes notification `id` for an app whose payload key is
-    /// `payloadKey`; `fcm` when the app also sends through FCM (its limits are checked too).
+    /// `payloadKey`; `platforms` the providers besides APNs the app sends through (their limits
+    /// are checked too).
     package static func compose(
-        _ draft: NotificationDraft, payloadKey: String, catalog: Catalog?, fcm: Bool, now: Date,
+        _ draft: NotificationDraft, payloadKey: String, catalog: Catalog?, platforms: PushPlatforms, now: Date,
         id: UUID = UUID.random()
     ) throws(CompositionError) -> ComposedNotification {
         var catalogType: CatalogType?
@@ -115,33 +116,40 @@ package enum NotificationComposer {
         let urgent = draft.priority == 10 || catalogType?.transactional == true
         if let catalogType, let catalog {
             var stored = try typedContent(
-                draft, catalogType, catalog: catalog, base: content, payloadKey: payloadKey, fcm: fcm, id: id)
+                draft, catalogType, catalog: catalog, base: content, payloadKey: payloadKey, platforms: platforms,
+                id: id)
             stored.deliverAt = deliverAt
             return ComposedNotification(content: stored, dueAt: dueAt, apnsPayload: nil, urgent: urgent)
         }
         let payload = try checkRendering(
-            content, payloadKey: payloadKey, fcm: fcm, field: alert?.body != nil ? "alert.body" : "data", id: id)
+            content, payloadKey: payloadKey, platforms: platforms, field: alert?.body != nil ? "alert.body" : "data",
+            id: id)
         return ComposedNotification(
             content: StoredNotificationContent(content: content, deliverAt: deliverAt), dueAt: dueAt,
             apnsPayload: payload, urgent: urgent)
     }
 
-    /// Renders the content for APNs (and FCM when the app has it) and refuses what a provider
-    /// would, counting each delivery's stamp: the first problem names `field`. Returns the APNs
-    /// payload of notification `id`.
+    /// Renders the content for APNs (and FCM and web push when the app has them) and refuses
+    /// what a provider would, counting each delivery's stamp: the first problem names `field`.
+    /// Returns the APNs payload of notification `id`.
     @discardableResult
     package static func checkRendering(
-        _ content: NotificationContent, payloadKey: String, fcm: Bool, field: String, id: UUID,
+        _ content: NotificationContent, payloadKey: String, platforms: PushPlatforms, field: String, id: UUID,
         actionTokens: [(id: Int, token: Int)] = []
     ) throws(CompositionError) -> APNSPayloadTemplate {
         do {
             let template = try APNSRenderer.template(
                 content, payloadKey: payloadKey, notificationID: id, actionTokens: actionTokens)
             try APNSRenderer.check(template, pushType: content.pushType, field: field)
-            if fcm {
-                let stampLength = HeraldStamp.maximumJSONLength(
-                    notificationID: template.notificationID, actionTokens: actionTokens)
+            let stampLength = HeraldStamp.maximumJSONLength(
+                notificationID: template.notificationID, actionTokens: actionTokens)
+            if platforms.contains(.fcm) {
                 try FCMRenderer.check(FCMRenderer.message(content, now: Date()), field: field, stampLength: stampLength)
+            }
+            if platforms.contains(.webpush) {
+                try WebPushRenderer.check(
+                    content, payloadKey: payloadKey, notificationID: template.notificationID,
+                    stampLength: stampLength, field: field)
             }
             return template
         } catch {
@@ -154,7 +162,7 @@ package enum NotificationComposer {
     /// can fit once the policy engine shortens the body.
     private static func typedContent(
         _ draft: NotificationDraft, _ type: CatalogType, catalog: Catalog, base: NotificationContent,
-        payloadKey: String, fcm: Bool,
+        payloadKey: String, platforms: PushPlatforms,
         id: UUID
     ) throws(CompositionError) -> StoredNotificationContent {
         let object = draft.data?.objectValue ?? [:]
@@ -207,7 +215,8 @@ package enum NotificationComposer {
         // The policy engine may shorten the body to "…"; without it the rest must fit.
         decided.body = decided.body.map { _ in "…" }
         try checkRendering(
-            stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, fcm: fcm, field: "data", id: id,
+            stored.deviceContent(copy: copy, decided: decided), payloadKey: payloadKey, platforms: platforms,
+            field: "data", id: id,
             actionTokens: type.actionTokenLengths)
         return stored
     }

@@ -61,6 +61,33 @@ package enum WebPushRenderer {
         }
         return WebPushMessage(token: token, payload: Data(json.utf8), ttl: ttl, urgency: urgency, topic: collapseID)
     }
+
+    /// Refuses content whose plaintext would pass the 3,993 bytes a message can carry, with the
+    /// longest stamp of notification `notificationID` (and its action tokens) and its collapse
+    /// identity (the content's, else the notification's id).
+    package static func check(
+        _ content: NotificationContent, payloadKey: String, notificationID: String, stampLength: Int, field: String
+    ) throws(RenderingError) {
+        let stamp = HeraldStamp(notificationID: "", deliveryID: 0)
+        let message = WebPushRenderer.message(
+            content, token: "", now: Date(), payloadKey: payloadKey, stamp: stamp,
+            collapseID: content.collapseID ?? notificationID)
+        let size = message.payload.count - stamp.json().count + stampLength
+        guard size <= WebPushEncryptionLimit.plaintext else {
+            throw RenderingError(
+                .payloadTooLarge, field: field,
+                message: "the web push message is \(size) bytes; at most \(WebPushEncryptionLimit.plaintext) fit")
+        }
+    }
+}
+
+/// The providers besides APNs an app sends through: their limits are checked when a notification
+/// is composed, so what one of them would refuse is a 4xx at the API.
+package struct PushPlatforms: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
+    package static let fcm = PushPlatforms(rawValue: 1)
+    package static let webpush = PushPlatforms(rawValue: 2)
 }
 
 /// The plaintext a web push message may carry: a 4,096-byte body less the aes128gcm header

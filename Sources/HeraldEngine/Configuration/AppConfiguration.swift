@@ -1,4 +1,5 @@
 package import Foundation
+package import HeraldCore
 import HeraldStore
 package import HeraldWebPush
 
@@ -37,6 +38,29 @@ extension HeraldConfiguration {
         package var fcm: FCMConfiguration?
         /// Web Push: the VAPID key and where subscriptions may point (`webpush`).
         package var webpush: WebPushConfiguration?
+        /// The providers besides APNs the app sends through (their limits are checked when a
+        /// notification is composed).
+        package var platforms: PushPlatforms {
+            var platforms: PushPlatforms = []
+            if fcm != nil { platforms.insert(.fcm) }
+            if webpush != nil { platforms.insert(.webpush) }
+            return platforms
+        }
+        /// The web origins whose pages may call the app's routes from a browser (`cors_origins`:
+        /// `scheme://host[:port]`, as a browser sends `Origin`).
+        package var corsOrigins: Set<String> = []
+
+        /// `text` as a browser's `Origin` header writes it (`https://app.example.com`,
+        /// `http://127.0.0.1:8080`), or nil when it is not one.
+        package static func origin(_ text: String) -> String? {
+            guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(),
+                scheme == "https" || scheme == "http", let host = url.host?.lowercased(), !host.isEmpty,
+                url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
+            else { return nil }
+            let defaultPort = scheme == "https" ? 443 : 80
+            let port = url.port.map { $0 == defaultPort ? "" : ":\($0)" } ?? ""
+            return scheme + "://" + (host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host) + port
+        }
         /// Where the app's web push subscriptions may point (`webpush.allowed_hosts`, else the
         /// known push services).
         package var webpushEndpoints: WebPushEndpointPolicy {

@@ -45,7 +45,7 @@ package enum NotificationSends {
     ) async throws -> NotificationRepository.Accepted {
         var composed = try NotificationComposer.compose(
             request.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
-            fcm: app.configuration.fcm != nil,
+            platforms: app.configuration.platforms,
             now: runtime.store.now, id: id)
         if test {
             composed.content.typed?.test = true

@@ -38,7 +38,7 @@ package enum SendPreviews {
         let now = runtime.store.now
         let stored = try NotificationComposer.compose(
             send.draft, payloadKey: app.configuration.payloadKey, catalog: app.catalog,
-            fcm: app.configuration.fcm != nil, now: now, id: id
+            platforms: app.configuration.platforms, now: now, id: id
         ).content
         guard case .users(let userIDs) = send.recipients else { return [] }
         var devices: [SendPreview] = []
