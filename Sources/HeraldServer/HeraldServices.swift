@@ -66,7 +66,7 @@ package enum HeraldServices {
                     logger: logger))
         }
         return Application(
-            router: apiRouter(runtime: runtime),
+            router: CORSRouter(router: apiRouter(runtime: runtime), runtime: runtime),
             server: try server(configuration, certificates, runtime: runtime),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "herald",

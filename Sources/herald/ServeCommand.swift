@@ -7,6 +7,7 @@ import HeraldEngine
 import HeraldServer
 import HeraldSimulator
 import HeraldStore
+import HeraldWebPush
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -238,6 +239,17 @@ enum DevSetup {
             serviceAccountFile: fcmDemo.file, endpoint: simulator.endpointURL,
             tokenEndpoint: simulator.endpointURL + "/token",
             caFile: simulator.caFile)
+        // Web Push: a VAPID key of the dev folder's; subscriptions may point at the browsers' push
+        // services and at the simulator; the example page (Examples/web, served on port 8000)
+        // may call the app from the browser.
+        let vapidPath = directory + "/vapid.pem"
+        if (try? VAPID.key(file: vapidPath)) == nil {
+            try SecretFile.write(P256.Signing.PrivateKey().pemRepresentation, to: vapidPath)
+        }
+        configuration.apps[0].webpush = HeraldConfiguration.WebPushConfiguration(
+            vapidKeyFile: vapidPath, subject: "mailto:dev@example.com",
+            allowedHosts: WebPushEndpointPolicy.knownHosts + ["127.0.0.1"], caFile: simulator.caFile)
+        configuration.apps[0].corsOrigins = ["http://localhost:8000", "http://127.0.0.1:8000"]
         let host = configuration.host
         let catalogFile = configuration.apps[0].catalogFile
         let controlURL = simulator.controlURL!
@@ -264,7 +276,7 @@ enum DevSetup {
                 let fcmToken = "demo-android-registration-token"
                 let banner = """
 
-                    Herald is running in dev mode: app "demo", APNs and FCM via the in-process simulator.
+                    Herald is running in dev mode: app "demo", APNs, FCM and Web Push via the in-process simulator.
                     Client registration is UNVERIFIED here: the client key alone may register any user's devices.
                     In production set apps[].user_token_secret and keep client_registration: verified (the default),
                     so every client-key call carries X-Herald-User-Token signed by your backend (herald token --help).
@@ -282,6 +294,9 @@ enum DevSetup {
                       curl -s -X POST \(base)/v1/apps/demo/notifications -H 'Authorization: Bearer \(keys["server"]!)' \\
                         -H 'Content-Type: application/json' \\
                         -d '{"to":{"user_ids":["alice"]},"alert":{"title":"Hello","body":"From Herald"},"data":{"screen":"inbox"}}'\(typedExample)
+
+                    A browser (Web Push): python3 -m http.server 8000 -d Examples/web, then open
+                      http://localhost:8000/?herald=\(base)&key=\(keys["client"]!)
 
                     Move the clock forward (schedules, tracks, jobs and quiet hours act as if the time had passed):
                       curl -s -X POST \(base)/v1/dev/clock -H 'Authorization: Bearer \(keys["admin"]!)' \\

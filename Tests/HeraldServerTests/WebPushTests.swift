@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import HeraldCatalog
 import HeraldCore
 import HeraldEngine
 import HeraldPayload
@@ -8,6 +9,8 @@ import HeraldSimulator
 import HeraldStore
 import HeraldTesting
 import HeraldWebPush
+import HummingbirdTesting
+import NIOCore
 import Testing
 
 /// Web Push as a third platform: browsers register subscriptions the simulator made (as a
@@ -243,6 +246,88 @@ struct WebPushTests {
                 .post, "/v1/apps/demo/devices",
                 json: #"{"device_id":"c","user_id":"u","platform":"webpush","token":"abc"}"#)
             #expect((withToken.body["error"] as? [String: Any])?["field"] as? String == "token")
+        }
+    }
+
+    @Test(
+        "a web page from an origin the app lists may call it from a browser: its preflight is answered, its answers are readable; other origins and other apps are not"
+    )
+    func corsOrigins() async throws {
+        try await withServer(
+            app: { $0.corsOrigins = ["https://app.example.com", "http://127.0.0.1:8080"] }
+        ) { server in
+            func call(
+                _ method: HTTPRequest.Method, _ path: String, origin: String?, preflight: Bool = false,
+                key: String? = nil
+            ) async throws -> (HTTPResponse.Status, HTTPFields, String) {
+                var headers: HTTPFields = [:]
+                if let origin { headers[.origin] = origin }
+                if preflight {
+                    headers[.accessControlRequestMethod] = "POST"
+                    headers[.accessControlRequestHeaders] = "authorization, content-type, x-herald-user-token"
+                }
+                if let key { headers[.authorization] = "Bearer \(key)" }
+                let response = try await server.client.execute(uri: path, method: method, headers: headers, body: nil)
+                return (response.status, response.headers, String(buffer: response.body))
+            }
+            // The preflight of a registration from a listed origin.
+            let (status, headers, _) = try await call(
+                .options, "/v1/apps/demo/devices", origin: "https://app.example.com", preflight: true)
+            #expect(status == .noContent)
+            #expect(headers[.accessControlAllowOrigin] == "https://app.example.com")
+            #expect(headers[.accessControlAllowMethods]?.contains("POST") == true)
+            let allowed = headers[.accessControlAllowHeaders]?.lowercased() ?? ""
+            #expect(allowed.contains("authorization") && allowed.contains("x-herald-user-token"))
+            #expect(headers[.accessControlAllowCredentials] == nil)
+            // The call itself: its answer (here a 401) is readable by the page.
+            let (denied, answerHeaders, body) = try await call(
+                .get, "/v1/apps/demo/webpush/key", origin: "http://127.0.0.1:8080", key: "wrong-key")
+            #expect(denied == .unauthorized)
+            #expect(answerHeaders[.accessControlAllowOrigin] == "http://127.0.0.1:8080")
+            #expect(answerHeaders[.vary] == "Origin")
+            #expect(body.contains("authorization"))
+            // An origin the app does not list: the preflight is refused, naming the origin.
+            let (refused, refusedHeaders, refusal) = try await call(
+                .options, "/v1/apps/demo/devices", origin: "https://evil.example", preflight: true)
+            #expect(refused == .forbidden)
+            #expect(refusedHeaders[.accessControlAllowOrigin] == nil)
+            #expect(refusal.contains("\"field\":\"origin\""))
+            let (_, plainHeaders, _) = try await call(.get, "/v1/apps/demo/webpush/key", origin: "https://evil.example")
+            #expect(plainHeaders[.accessControlAllowOrigin] == nil)
+            // Not the operator routes, and not another path shape.
+            let (_, healthHeaders, _) = try await call(.get, "/healthz", origin: "https://app.example.com")
+            #expect(healthHeaders[.accessControlAllowOrigin] == nil)
+            let (missing, _, _) = try await call(
+                .options, "/v1/apps/other/devices", origin: "https://app.example.com", preflight: true)
+            #expect(missing == .forbidden)
+            // Without Origin (servers, devices): answers as before.
+            let (plain, noOriginHeaders, _) = try await call(.get, "/v1/apps/demo/webpush/key", origin: nil)
+            #expect(plain == .unauthorized)
+            #expect(noOriginHeaders[.vary] == nil)
+        }
+        // The configuration takes origins only.
+        func failure(_ origins: String) -> String? {
+            let yaml = """
+                apps:
+                  - id: a
+                    keys: { server: "server-0123456789abcdef" }
+                    client_registration: unverified
+                    cors_origins: \(origins)
+                """
+            do {
+                let parsed = try HeraldConfiguration.parse(yaml: yaml, file: "h.yaml")
+                return parsed.apps.first?.corsOrigins.sorted().joined(separator: " ")
+            } catch {
+                return "error at " + (error.key ?? "?")
+            }
+        }
+        #expect(
+            failure(#"["https://App.Example.com", "http://127.0.0.1:8080", "https://a.example:443"]"#)
+                == "http://127.0.0.1:8080 https://a.example https://app.example.com")
+        for bad in [
+            #"["https://app.example.com/"]"#, #"["app.example.com"]"#, #"["ftp://a.example"]"#, #""https://a.example""#,
+        ] {
+            #expect(failure(bad) == "error at apps[0].cors_origins", "\(bad)")
         }
     }
 }

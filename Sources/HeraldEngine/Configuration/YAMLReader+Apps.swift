@@ -12,6 +12,7 @@ extension YAMLReader {
                 "id", "payload_key", "keys", "apns", "catalog", "fcm", "webpush", "user_token_secret",
                 "client_registration",
                 "max_devices_per_user", "sync", "webhook", "action_token_secret", "live_activities",
+                "cors_origins",
             ])
         guard let idNode = fields.first(where: { $0.0 == "id" })?.1 else {
             throw fail(node, key + ".id", "is required")
@@ -105,6 +106,7 @@ extension YAMLReader {
         case "catalog": app.catalogFile = try path(value, key + ".catalog")
         case "fcm": app.fcm = try fcm(value, key + ".fcm")
         case "webpush": app.webpush = try webpush(value, key + ".webpush")
+        case "cors_origins": app.corsOrigins = try corsOrigins(value, key + ".cors_origins")
         default: break
         }
     }
@@ -173,6 +175,24 @@ extension YAMLReader {
             throw fail(node, key + ".secret", "is required: the receiver checks every call's signature with it")
         }
         return HeraldConfiguration.WebhookConfiguration(url: url, secrets: secrets, timeout: timeout, events: events)
+    }
+
+    /// `cors_origins`: a list of web origins, each `http(s)://host[:port]` with nothing after it,
+    /// kept as a browser writes `Origin` (scheme and host in lowercase).
+    func corsOrigins(_ node: Node, _ key: String) throws(ConfigurationError) -> Set<String> {
+        guard case .sequence(let items) = node else { throw fail(node, key, "a list of origins") }
+        var origins: Set<String> = []
+        for item in items {
+            let text = try string(item, key)
+            guard let origin = HeraldConfiguration.AppConfiguration.origin(text) else {
+                throw fail(
+                    item, key,
+                    "\(text.prefix(100)) is not an origin: http(s)://host[:port], no path (e.g. https://app.example.com)"
+                )
+            }
+            origins.insert(origin)
+        }
+        return origins
     }
 
     func webpush(_ node: Node, _ key: String) throws(ConfigurationError) -> HeraldConfiguration.WebPushConfiguration {
