@@ -13,5 +13,5 @@ shift || true
 if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
 fi
-python3 -c "import selenium" 2>/dev/null || pip install -q selenium
+python3 -c "import selenium" 2>/dev/null || pip install -q "selenium==4.51.0"
 exec python3 scripts/dashboard-browser.py "$HERALD" "$@"
