@@ -24,19 +24,22 @@ extension Dashboard {
             guard let app = runtime.apps[id] else { return nil }
             let (minutes, failures) = runtime.metrics.activity.snapshot(app: id, now: now)
             var providers: [OverviewApp.Provider] = []
-            for platform in ["apns", "fcm"] {
-                let disabled = platform == "apns" ? app.apnsDisabledReason : app.fcmDisabledReason
+            let platforms = [
+                ("apns", "APNS", app.apnsDisabledReason), ("fcm", "FCM", app.fcmDisabledReason),
+                ("webpush", "Web Push", app.webpushDisabledReason),
+            ]
+            for (platform, name, disabled) in platforms {
                 if let pause = pauses[ProviderKey(app: id, platform: platform)] {
                     providers.append(
                         .init(
-                            name: platform.uppercased(), label: "paused (\(pause.reason))", state: "bad",
+                            name: name, label: "paused (\(pause.reason))", state: "bad",
                             detail:
                                 "since \(HeraldTime.format(pause.since)); tried again at \(HeraldTime.format(pause.retryAt))"
                         ))
                 } else if let disabled {
-                    providers.append(.init(name: platform.uppercased(), label: "off", state: "", detail: disabled))
+                    providers.append(.init(name: name, label: "off", state: "", detail: disabled))
                 } else {
-                    providers.append(.init(name: platform.uppercased(), label: "ok", state: "ok", detail: "sending"))
+                    providers.append(.init(name: name, label: "ok", state: "ok", detail: "sending"))
                 }
             }
             return OverviewApp(

@@ -195,6 +195,14 @@ struct WebPushTests {
             let view = try await server.settled(try #require(sent.body["id"] as? String))
             #expect((view["counts"] as? [String: Int])?["sent"] == 2, "\(view)")
             #expect(Self.plaintext(server, before).count == 1 && Self.plaintext(server, after).count == 1)
+            // The dashboard: web push on the Overview; the browsers on the user's page, by endpoint only.
+            let browser = DashboardTests.Browser(server)
+            #expect(try await browser.signIn(ServerHarness.server) == .seeOther)
+            let overview = try await browser.go(.get, "/dashboard/apps/demo").html
+            #expect(overview.contains("Web Push: ok") && overview.contains("APNS: ok"))
+            let users = try await browser.go(.get, "/dashboard/apps/demo/users?user_id=ana").html
+            #expect(users.contains("old-chrome") && users.contains("new-chrome") && users.contains("webpush"))
+            #expect(!users.contains(Base64URL.encode(before.auth)))
             let unknown = server.simulator.state.webpush.subscribe()
             let refused = try await server.request(
                 .post, "/v1/apps/demo/devices",
