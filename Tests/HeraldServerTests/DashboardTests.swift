@@ -96,7 +96,8 @@ struct DashboardTests {
                     && !setCookie.contains("Path=/dashboard") && setCookie.contains("Secure"))
             #expect(!setCookie.contains(ServerHarness.server))
             let overview = try await browser.go(.get, "/dashboard/apps/demo")
-            #expect(overview.status == .ok && overview.html.contains("APNS: ok") && overview.html.contains("app demo")
+            #expect(
+                overview.status == .ok && overview.html.contains("APNS: ok") && overview.html.contains("app demo")
                     && overview.html.contains("Web Push: off"))
             #expect(!overview.html.contains(ServerHarness.server))
             #expect(try await browser.go(.get, "/dashboard/apps/other").status == .notFound)
