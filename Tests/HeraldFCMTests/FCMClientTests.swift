@@ -73,16 +73,19 @@ struct FCMClientTests {
 
     @Test("an expired access token is renewed once; a revoked one after a 401")
     func tokenRenewal() async throws {
-        // 6 s: long enough that the second token outlives the sends after it on a loaded box
-        // (at 1 s, and once at 3 s, a full suite made it expire mid-test and renew once more
-        // than asked).
-        try await withSimulator({ $0.fcmAccessTokenLifetime = 6 }) { harness in
+        // The client's clock is moved past the token's expiry instead of waiting for it. It starts
+        // 3,500 s in the past so the assertions it signs after the move stay within the 5 minutes
+        // ahead of real time the token endpoint accepts.
+        let clock = ManualClock(Date().addingTimeInterval(-3_500))
+        try await withSimulator({ $0.fcmAccessTokenLifetime = 3_600 }) { harness in
             let account = try harness.fcmAccount()
             var configuration = harness.fcmConfiguration
             configuration.tokenRefreshMargin = 0
-            let client = try FCMClient(account: account, configuration: configuration)
+            let client = try FCMClient(account: account, configuration: configuration, clock: .manual(clock))
             #expect(await client.send(FCMMessage(token: "t1", body: "one")).isDelivered)
-            try await Task.sleep(for: .milliseconds(6100))
+            #expect(await client.send(FCMMessage(token: "t1", body: "one again")).isDelivered)
+            #expect(client.tokenExchanges == 1)
+            clock.advance(by: 3_700)
             #expect(await client.send(FCMMessage(token: "t2", body: "two")).isDelivered)
             #expect(client.tokenExchanges == 2)
             harness.simulator.state.revokeFCMAccessTokens()
