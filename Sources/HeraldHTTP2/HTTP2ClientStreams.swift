@@ -58,6 +58,8 @@ package struct HTTP2ClientStreams {
     @usableFromInline var nextStreamID: Int32 = 1
     @usableFromInline var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
     @usableFromInline var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    /// Encoded blocks of requests' shared header fields (`open(_:requestHeaders:…)`).
+    @usableFromInline var templates = HTTP2HeaderTemplates()
     /// The server sent GOAWAY, or the owner retired the connection: no new streams.
     package private(set) var isGoingAway = false
     /// Whether answers keep all their headers (the general client) or only `:status` (APNs).
@@ -114,14 +116,39 @@ package struct HTTP2ClientStreams {
             return false
         }
         nextStreamID += 2
+        send(body, streamID: streamID)
+        streams[streamID] = Stream(request: request, deadline: deadline)
+        return true
+    }
+
+    /// `open` for headers split into shared and own fields: the shared ones' encoding is
+    /// reused while the peer's table holds them (`HTTP2HeaderTemplates`).
+    @inlinable
+    package mutating func open(
+        _ request: Request, requestHeaders: HTTP2RequestHeaders, body: ByteBuffer, deadline: NIODeadline
+    ) -> Bool {
+        let streamID = nextStreamID
+        do {
+            try HTTP2HeaderTemplates.writeHeaders(
+                requestHeaders, templates: &templates, encoder: &encoder, into: &output, streamID: streamID,
+                maximumFrameSize: peer.peerMaximumFrameSize)
+        } catch {
+            return false
+        }
+        nextStreamID += 2
+        send(body, streamID: streamID)
+        streams[streamID] = Stream(request: request, deadline: deadline)
+        return true
+    }
+
+    @inlinable
+    mutating func send(_ body: ByteBuffer, streamID: Int32) {
         if peer.fits(bodySize: body.readableBytes) {
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: body, endStream: true)
             peer.connectionSendWindow -= body.readableBytes
         } else {
             waitingBodies.start(body, streamID: streamID, peer: &peer, output: &output)
         }
-        streams[streamID] = Stream(request: request, deadline: deadline)
-        return true
     }
 
     // MARK: Reading
@@ -166,6 +193,8 @@ package struct HTTP2ClientStreams {
             }
             return .unanswered(stream.request)
         case .settings?:
+            // The peer may have resized its table: encoded blocks are made anew.
+            templates.reset()
             try waitingBodies.growAll(by: try peer.apply(settings: frame, encoder: &encoder, output: &output))
             return nil
         case .ping?:

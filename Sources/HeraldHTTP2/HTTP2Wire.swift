@@ -116,11 +116,21 @@ package enum HTTP2Wire {
         into buffer: inout ByteBuffer, encoder: inout HPACKEncoder, headers: HPACKHeaders, streamID: Int32,
         endStream: Bool, maximumFrameSize: Int = defaultMaximumFrameSize
     ) throws {
+        try writeHeaders(into: &buffer, streamID: streamID, endStream: endStream, maximumFrameSize: maximumFrameSize) {
+            try encoder.encode(headers: headers, to: &$0)
+        }
+    }
+
+    /// Writes a HEADERS frame (and CONTINUATIONs when needed) whose block `encode` writes.
+    package static func writeHeaders(
+        into buffer: inout ByteBuffer, streamID: Int32, endStream: Bool, maximumFrameSize: Int,
+        encode: (inout ByteBuffer) throws -> Void
+    ) throws {
         let start = buffer.writerIndex
         let flags = endStream ? Flag.endStream : 0
         writeFrameHeader(into: &buffer, length: 0, type: .headers, flags: flags | Flag.endHeaders, streamID: streamID)
         do {
-            try encoder.encode(headers: headers, to: &buffer)
+            try encode(&buffer)
         } catch {
             buffer.moveWriterIndex(to: start)
             throw error

@@ -302,4 +302,57 @@ struct HTTP2ClientStreamsTests {
         #expect(payload.readInteger(as: UInt32.self) == HTTP2Wire.ErrorCode.protocolError.rawValue)
         #expect(streams.availableStreams == 0)
     }
+
+    @Test(
+        "headers split into shared and own fields decode to the same fields for every request: the shared block reused, made anew when the values change, an insertion moves indexes, or SETTINGS come"
+    )
+    func headerTemplates() throws {
+        var streams = try Self.connected()
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        let names = [
+            ":method", ":scheme", ":authority", "authorization", "apns-push-type", "apns-topic", "apns-priority",
+        ]
+        func values(_ token: String, _ type: String, _ priority: String) -> [String] {
+            ["POST", "https", "api.push.apple.com", "bearer " + token, type, "com.example.app", priority]
+        }
+        let longToken = String(repeating: "t", count: 300)
+        let kinds = [
+            values("a", "alert", "10"), values("a", "alert", "10"), values("a", "background", "5"),
+            values("a", "alert", "10"), values("b", "alert", "10"), values("a", "alert", "10"),
+            values(longToken, "alert", "10"), values(longToken, "alert", "10"),
+        ]
+        var sizes: [Int] = []
+        for (number, kind) in (kinds + kinds).enumerated() {
+            if number == kinds.count {
+                // A SETTINGS frame halfway (a smaller table): the blocks are made anew.
+                _ = try Self.feed(&streams, HTTP2HardeningTests.settings([(0x1, 256)]))
+                _ = try Self.written(&streams)
+                decoder.maxDynamicTableLength = 256
+            }
+            var own: [(name: String, value: String)] = [(":path", "/3/device/\(number)"), ("apns-id", "id-\(number)")]
+            if number % 3 == 0 { own.append(("apns-collapse-id", "c" + String(repeating: "x", count: number * 20))) }
+            own.append(("content-length", "2"))
+            let headers = HTTP2RequestHeaders(fixedNames: names, fixedValues: kind, own: own)
+            let opened = streams.open(
+                Named("r\(number)"), requestHeaders: headers, body: ByteBuffer(string: "{}"),
+                deadline: Self.start + .seconds(10))
+            #expect(opened)
+            let frames = try Self.written(&streams).filter { $0.type == 0x1 }
+            try #require(frames.count == 1)
+            var block = frames[0].payload
+            sizes.append(block.readableBytes)
+            let decoded = try decoder.decodeHeaders(from: &block)
+            let fields = decoded.map { ($0.name, $0.value) }
+            let expected =
+                own.filter { $0.name.hasPrefix(":") } + zip(names, kind).map { ($0, $1) }
+                + own.filter { !$0.name.hasPrefix(":") }
+            #expect(fields.map(\.0) == expected.map(\.0), "request \(number)")
+            #expect(fields.map(\.1) == expected.map(\.1), "request \(number)")
+            // Pseudo-header fields first.
+            let firstRegular = fields.firstIndex { !$0.0.hasPrefix(":") } ?? fields.count
+            #expect(!fields[firstRegular...].contains { $0.0.hasPrefix(":") })
+        }
+        // A repeat of the same shared values sends their block of indexes, not the values again.
+        #expect(sizes[1] < sizes[0] - 20)
+    }
 }

@@ -102,6 +102,12 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Writing
 
+    /// The fields every request on a connection shares while the credential, push type, topic
+    /// and priority stay the same: encoded once, then reused (`HTTP2HeaderTemplates`).
+    static let fixedHeaderNames = [
+        ":method", ":scheme", ":authority", "authorization", "apns-push-type", "apns-topic", "apns-priority",
+    ]
+
     /// Encodes one request on a new stream into the pending output; the caller checked
     /// `availableStreams` and `canSend`, and calls `flush()` after the batch. Its answer is due
     /// `requestDeadline` from now (its wait for a stream had its own deadline).
@@ -112,29 +118,25 @@ final class APNSConnectionHandler: ChannelDuplexHandler {
             authorizationGeneration = token.generation
         }
         let notification = request.notification
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(12)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: authority)
-        headers.add(name: ":path", value: notification.path, indexing: .nonIndexable)
-        headers.add(name: "authorization", value: authorizationValue)
-        headers.add(name: "apns-push-type", value: notification.pushType.rawValue)
-        headers.add(name: "apns-topic", value: notification.topic)
-        headers.add(name: "apns-priority", value: String(notification.priority.rawValue))
-        headers.add(name: "apns-id", value: notification.apnsID.lowercasedString, indexing: .nonIndexable)
-        if let expiration = notification.expiration {
-            headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
-        }
-        if let collapseID = notification.collapseID {
-            headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
-        }
-        headers.add(name: "content-length", value: String(request.payload.readableBytes), indexing: .nonIndexable)
+        var own: [(name: String, value: String)] = [
+            (":path", notification.path), ("apns-id", notification.apnsID.lowercasedString),
+        ]
+        own.reserveCapacity(5)
+        if let expiration = notification.expiration { own.append(("apns-expiration", String(expiration))) }
+        if let collapseID = notification.collapseID { own.append(("apns-collapse-id", collapseID)) }
+        own.append(("content-length", String(request.payload.readableBytes)))
+        let headers = HTTP2RequestHeaders(
+            fixedNames: Self.fixedHeaderNames,
+            fixedValues: [
+                "POST", "https", authority, authorizationValue, notification.pushType.rawValue, notification.topic,
+                String(notification.priority.rawValue),
+            ],
+            own: own)
         request.tokenGeneration = token.generation
         let now = NIODeadline.now()
         request.writtenAt = now
         request.deadline = now + requestDeadline
-        if !streams.open(request, headers: headers, body: request.payload, deadline: request.deadline) {
+        if !streams.open(request, requestHeaders: headers, body: request.payload, deadline: request.deadline) {
             request.finish(status: nil, reason: .invalidNotification, disposition: .badRequest)
         }
     }
