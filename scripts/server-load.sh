@@ -12,7 +12,11 @@
 #   scripts/server-load.sh fanout [DEVICES]        # default 1,000,000: import, send to all, time
 #                                                  # until every delivery has its result; peak RSS.
 #                                                  # RAW=200000 first times raw `herald send` of
-#                                                  # that many tokens to the same simulator: ratio
+#                                                  # that many tokens to the same simulator: ratio.
+#                                                  # SINK=1: both go to Benchmarks/h2sink.c (answers
+#                                                  # every request 200, checks nothing) instead of
+#                                                  # the simulator, which is slower than the sender;
+#                                                  # every delivery is then checked in the database
 #   scripts/server-load.sh import [DEVICES]        # default 1,000,000: POST …/devices/import only;
 #                                                  # seconds, server CPU and peak RSS
 #   scripts/server-load.sh tracks [USERS]          # default 1,000,000 users with a device each:
@@ -91,6 +95,18 @@ SIM_PID=$!
 PIDS+=("$SIM_PID")
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"
 [ -z "${SIM_FAULTS:-}" ] || curl -sf -X PUT --data "$SIM_FAULTS" "http://127.0.0.1:$SIM_CONTROL/faults" > /dev/null
+APNS_PORT=$SIM_PORT
+if [ -n "${SINK:-}" ]; then
+    [ "$MODE" = fanout ] || { echo "SINK=1 is for fanout" >&2; exit 64; }
+    # The independent receiver, with the simulator's certificate (its CA is the app's ca_file).
+    cc -O2 -o "$WORK/h2sink" Benchmarks/h2sink.c -lnghttp2 -lssl -lcrypto -lpthread
+    "$WORK/h2sink" 18545 "$WORK/sim/sim-server.pem" "$WORK/sim/sim-server-key.pem" > "$WORK/sink.out" 2> "$WORK/sink.err" &
+    SINK_PID=$!
+    PIDS+=("$SINK_PID")
+    for _ in $(seq 100); do grep -q ready "$WORK/sink.out" && break; sleep 0.05; done
+    APNS_PORT=18545
+    echo "== receiver: h2sink (Benchmarks/h2sink.c), not the simulator"
+fi
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
     sqlite) ;;
@@ -107,7 +123,7 @@ apps:
   - id: load
     keys: { server: "$SERVER" }
     apns: { team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: com.example.load,
-            environment: sandbox, endpoint: "https://127.0.0.1:$SIM_PORT", ca_file: "sim/sim-ca.pem" }
+            environment: sandbox, endpoint: "https://127.0.0.1:$APNS_PORT", ca_file: "sim/sim-ca.pem" }
 YAML
 ADMIN="admin-key-0123456789abcdef-0123456789"
 if [ "$MODE" = tracks ]; then
@@ -646,7 +662,7 @@ if [ "$MODE" = fanout ] && [ "${RAW:-0}" -gt 0 ]; then
     # The reference the issue compares against: raw `herald send` (no database) of RAW fresh
     # tokens to the same simulator, in the same run; then the inbox is emptied.
     python3 -c "import secrets; print('\n'.join(secrets.token_hex(32) for _ in range($RAW)))" > "$WORK/raw-tokens.txt"
-    raw=$("$HERALD" send --endpoint "https://127.0.0.1:$SIM_PORT" --ca-file "$WORK/sim/sim-ca.pem" \
+    raw=$("$HERALD" send --endpoint "https://127.0.0.1:$APNS_PORT" --ca-file "$WORK/sim/sim-ca.pem" \
         --key-file "$WORK/sim/demo-AuthKey.p8" --key-id DEMOKEY001 --team-id DEMOTEAM01 --topic com.example.load \
         --title Hello --body Everyone --tokens-file "$WORK/raw-tokens.txt" --quiet)
     RAW_RATE=$(echo "$raw" | json 'd["per_second"]')
@@ -826,6 +842,16 @@ PY
 fi
 print_metrics
 grep -h "queued again" "$WORK/serve.err" | tail -1 || true
+if [ -n "${SINK:-}" ]; then
+    # The sink keeps nothing: every delivery must be recorded sent, once.
+    kill -TERM "$SINK_PID"; wait "$SINK_PID" 2>/dev/null || true
+    echo "$(cat "$WORK/sink.err") (raw herald send's included)"
+    sent=$(curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" \
+        | json 'd["counts"]["sent"]')
+    echo "every delivery recorded sent: $([ "$sent" = "$COUNT" ] && echo yes || echo NO) ($sent of $COUNT)"
+    [ "$sent" = "$COUNT" ]
+    exit $?
+fi
 python3 - "$inbox" "$COUNT" <<'PY'
 import json, sys
 inbox, count = json.loads(sys.argv[1]), int(sys.argv[2])
