@@ -99,6 +99,7 @@ APNS_PORT=$SIM_PORT
 if [ -n "${SINK:-}" ]; then
     [ "$MODE" = fanout ] || { echo "SINK=1 is for fanout" >&2; exit 64; }
     # The independent receiver, with the simulator's certificate (its CA is the app's ca_file).
+    [ -f /usr/include/nghttp2/nghttp2.h ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnghttp2-dev > /dev/null; }
     cc -O2 -o "$WORK/h2sink" Benchmarks/h2sink.c -lnghttp2 -lssl -lcrypto -lpthread
     "$WORK/h2sink" 18545 "$WORK/sim/sim-server.pem" "$WORK/sim/sim-server-key.pem" > "$WORK/sink.out" 2> "$WORK/sink.err" &
     SINK_PID=$!
