@@ -228,12 +228,7 @@ apps:
             driver.quit()
         print(f"dashboard-browser: {run.checks} checks passed (Chromium {driver.capabilities.get('browserVersion', '?')})")
     finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        live_herald.stop(processes)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:

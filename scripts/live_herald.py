@@ -62,3 +62,13 @@ def apns_settings(sim_port):
     """The demo app's `apns:` flow mapping against the simulator on `sim_port`."""
     return (f'{{ team_id: DEMOTEAM01, key_id: DEMOKEY001, key_file: "sim/demo-AuthKey.p8", topic: {TOPIC}, '
             f'environment: sandbox, endpoint: "https://127.0.0.1:{sim_port}", ca_file: "sim/sim-ca.pem" }}')
+
+
+def stop(processes):
+    """Terminates `processes`, last started first; kills what has not exited 10 s later."""
+    for process in reversed(processes):
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -264,12 +264,7 @@ apps:
     finally:
         if page_server:
             page_server.shutdown()
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        live_herald.stop(processes)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -115,10 +115,7 @@ package struct HTTP2ClientStreams {
         } catch {
             return false
         }
-        nextStreamID += 2
-        send(body, streamID: streamID)
-        streams[streamID] = Stream(request: request, deadline: deadline)
-        return true
+        return opened(request, streamID: streamID, body: body, deadline: deadline)
     }
 
     /// `open` for headers split into shared and own fields: the shared ones' encoding is
@@ -135,20 +132,21 @@ package struct HTTP2ClientStreams {
         } catch {
             return false
         }
-        nextStreamID += 2
-        send(body, streamID: streamID)
-        streams[streamID] = Stream(request: request, deadline: deadline)
-        return true
+        return opened(request, streamID: streamID, body: body, deadline: deadline)
     }
 
+    /// After a request's HEADERS: as much of its body as the windows allow, and its stream.
     @inlinable
-    mutating func send(_ body: ByteBuffer, streamID: Int32) {
+    mutating func opened(_ request: Request, streamID: Int32, body: ByteBuffer, deadline: NIODeadline) -> Bool {
+        nextStreamID += 2
         if peer.fits(bodySize: body.readableBytes) {
             HTTP2Wire.writeData(into: &output, streamID: streamID, data: body, endStream: true)
             peer.connectionSendWindow -= body.readableBytes
         } else {
             waitingBodies.start(body, streamID: streamID, peer: &peer, output: &output)
         }
+        streams[streamID] = Stream(request: request, deadline: deadline)
+        return true
     }
 
     // MARK: Reading
