@@ -72,6 +72,8 @@ struct RouteFuzzTests {
             configure: { configuration in
                 configuration.clock = .manual
                 configuration.limits.addressBurst = 1_000_000
+                // Browsers' calls too: an origin the app lists, and preflights.
+                configuration.apps[0].corsOrigins = ["https://app.example.com"]
             }, testing: .router
         ) { server in
             // A session for the dashboard's pages, so the fuzzer gets past the sign-in too.
@@ -319,6 +321,10 @@ struct FuzzGenerator {
         let method = chance(85) ? route.0 : pick(Self.methods)
         var headers: HTTPFields = [:]
         if chance(80) { headers[.authorization] = pick(Self.keys) }
+        if chance(15) {
+            headers[.origin] = pick(["https://app.example.com", "null", "https://evil.example", percentEscaped(atom())])
+            if chance(40) { headers[.accessControlRequestMethod] = pick(["POST", "GET", atom()]) }
+        }
         if route.1.hasPrefix("/dashboard") || chance(5) {
             headers[.cookie] =
                 chance(75)
