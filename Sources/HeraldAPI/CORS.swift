@@ -54,24 +54,20 @@ package struct CORSResponder: HTTPResponder {
                     message: "this origin may not call the app from a browser (apps[].cors_origins)", field: "origin"
                 ).response(from: request, context: context)
             }
-            var headers = Self.headers(origin)
-            headers[.accessControlAllowMethods] = Self.allowMethods
-            headers[.accessControlAllowHeaders] = Self.allowHeaders
-            headers[.accessControlMaxAge] = Self.maxAge
-            return Response(status: .noContent, headers: headers)
+            return Response(
+                status: .noContent,
+                headers: [
+                    .accessControlAllowOrigin: origin, .vary: "Origin", .accessControlAllowMethods: Self.allowMethods,
+                    .accessControlAllowHeaders: Self.allowHeaders, .accessControlMaxAge: Self.maxAge,
+                ])
         }
         var response = try await inner.respond(to: request, context: context)
+        response.headers[.vary] = "Origin"
         if allowed {
-            for field in Self.headers(origin) { response.headers[field.name] = field.value }
+            response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlExposeHeaders] = Self.exposeHeaders
-        } else {
-            response.headers[.vary] = "Origin"
         }
         return response
-    }
-
-    static func headers(_ origin: String) -> HTTPFields {
-        [.accessControlAllowOrigin: origin, .vary: "Origin"]
     }
 
     /// The app id of an app route's path (`/v1/apps/{app}/…`), else nil.
@@ -79,8 +75,7 @@ package struct CORSResponder: HTTPResponder {
         let parts = path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 3, omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0].isEmpty, parts[1].elementsEqual("v1".utf8), parts[2].elementsEqual("apps".utf8)
         else { return nil }
-        let rest = parts[3]
-        let id = rest.split(separator: UInt8(ascii: "/"), maxSplits: 1, omittingEmptySubsequences: false).first ?? rest
+        let id = parts[3].prefix { $0 != UInt8(ascii: "/") }
         return id.isEmpty ? nil : String(decoding: id, as: UTF8.self)
     }
 }
