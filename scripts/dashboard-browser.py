@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from datetime import datetime, timezone
 
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
@@ -71,12 +70,7 @@ def inbox(control):
 
 def night_zone():
     """An IANA zone where it is 03:00–04:00 now: SyncWell's quiet hours (22:00–09:00) hold a PN-03."""
-    hour = datetime.now(timezone.utc).hour
-    offset = (3 - hour) % 24
-    if offset > 14:
-        offset -= 24
-    # Etc/GMT-N is UTC+N (POSIX signs).
-    return "Etc/GMT" if offset == 0 else f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"
+    return live_herald.zone_at(3)
 
 
 class Run:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timezone
 
 # The demo app's APNs settings against a simulator started by `start_sim` (paths relative to
 # the work directory, where herald serve runs).
@@ -72,3 +73,11 @@ def stop(processes):
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def zone_at(hour):
+    """An IANA zone where it is `hour`:00 to `hour`:59 now (Etc/GMT-N is UTC+N: POSIX signs)."""
+    offset = (hour - datetime.now(timezone.utc).hour) % 24
+    if offset > 14:
+        offset -= 24
+    return "Etc/GMT" if offset == 0 else f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"

@@ -687,7 +687,9 @@ accepted_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2)
 echo "202 after ${accepted_seconds}s: notification $id"
 
 counts() { curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" | json 'd["counts"]'; }
-queued() { curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" | json 'd["counts"]["queued"]'; }
+# One of the notification's counts: queued, sent, failed…
+count_of() { curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" | json "d['counts']['$1']"; }
+queued() { count_of queued; }
 
 # Waits until the simulator's inbox holds 30% of COUNT; sets total to what it holds then.
 await_inbox_share() {
@@ -847,8 +849,7 @@ if [ -n "${SINK:-}" ]; then
     # The sink keeps nothing: every delivery must be recorded sent, once.
     kill -TERM "$SINK_PID"; wait "$SINK_PID" 2>/dev/null || true
     echo "$(cat "$WORK/sink.err") (raw herald send's included)"
-    sent=$(curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$id?limit=1" -H "Authorization: Bearer $SERVER" \
-        | json 'd["counts"]["sent"]')
+    sent=$(count_of sent)
     echo "every delivery recorded sent: $([ "$sent" = "$COUNT" ] && echo yes || echo NO) ($sent of $COUNT)"
     [ "$sent" = "$COUNT" ]
     exit $?
