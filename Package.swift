@@ -127,6 +127,7 @@ let package = Package(
             name: "HeraldStore",
             dependencies: [
                 "HeraldCore",
+                "HeraldPayload",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),

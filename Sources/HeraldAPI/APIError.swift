@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldPayload
 package import Hummingbird
 
 /// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
@@ -66,4 +67,19 @@ package enum JSONResponse {
             status: status, headers: [.contentType: "application/json"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
+
+    /// An answer of the hot routes, written without the encoder (the same bytes it would give).
+    static func make(_ value: some JSONWritable, status: HTTPResponse.Status = .ok) -> Response {
+        var writer = JSONWriter(capacity: 128)
+        value.write(to: &writer)
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+    }
+}
+
+/// An answer the hot routes write by hand: the bytes `JSONResponse.encoder` would make of it
+/// (keys sorted, optional members left out when nil), for a fraction of its cost.
+protocol JSONWritable: Encodable {
+    func write(to writer: inout JSONWriter)
 }

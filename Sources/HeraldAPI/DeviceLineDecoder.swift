@@ -7,7 +7,7 @@ import HeraldEngine
 /// refuses it with the field named, exactly as before.
 package enum DeviceLineDecoder {
     package static func decode(_ bytes: UnsafeRawBufferPointer) -> DeviceBody? {
-        var reader = Reader(bytes: bytes)
+        var reader = JSONByteReader(bytes: bytes)
         var body = DeviceBody()
         var seen: UInt16 = 0
         reader.skipWhitespace()
@@ -95,53 +95,6 @@ package enum DeviceLineDecoder {
             case .authorizationStatus: body.authorizationStatus = value
             case .endpoint: body.endpoint = value
             }
-        }
-    }
-
-    private struct Reader {
-        let bytes: UnsafeRawBufferPointer
-        var index = 0
-
-        var isAtEnd: Bool { index == bytes.count }
-
-        mutating func skipWhitespace() {
-            while index < bytes.count {
-                switch bytes[index] {
-                case 0x20, 0x09, 0x0a, 0x0d: index += 1
-                default: return
-                }
-            }
-        }
-
-        mutating func take(_ byte: UInt8) -> Bool {
-            guard index < bytes.count, bytes[index] == byte else { return false }
-            index += 1
-            return true
-        }
-
-        mutating func takeNull() -> Bool {
-            guard index + 4 <= bytes.count, bytes[index] == UInt8(ascii: "n"), bytes[index + 1] == UInt8(ascii: "u"),
-                bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "l")
-            else { return false }
-            index += 4
-            return true
-        }
-
-        /// The range of a string's contents; nil for anything but a plain string (no escapes,
-        /// no control characters).
-        mutating func string() -> Range<Int>? {
-            guard take(UInt8(ascii: "\"")) else { return nil }
-            let start = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") {
-                    index += 1
-                    return start..<(index - 1)
-                }
-                if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-                index += 1
-            }
-            return nil
         }
     }
 }

@@ -20,6 +20,32 @@ struct OpenedBody: Decodable {
         case action, at
     }
 
+    /// The body as `FlatJSON` reads it; nil when it must go through JSONDecoder.
+    init?(flat bytes: UnsafeRawBufferPointer) {
+        guard let members = FlatJSON.members(bytes) else { return nil }
+        for (key, value) in members {
+            if FlatJSON.key(key, in: bytes, is: "delivery_id") {
+                guard let id = FlatJSON.deliveryID(value, in: bytes) else { return nil }
+                deliveryID = id
+            } else if FlatJSON.key(key, in: bytes, is: "device_id") {
+                guard let text = FlatJSON.optionalText(value, in: bytes) else { return nil }
+                deviceID = text
+            } else if FlatJSON.key(key, in: bytes, is: "action") {
+                guard let text = FlatJSON.optionalText(value, in: bytes) else { return nil }
+                action = text
+            } else if FlatJSON.key(key, in: bytes, is: "at") {
+                guard let text = FlatJSON.optionalText(value, in: bytes) else { return nil }
+                at = text
+            }
+        }
+    }
+
+    /// The body of a request: the fast path, else JSONDecoder (whose errors name the field).
+    static func decode(_ data: Data) throws -> OpenedBody {
+        if let body = data.withUnsafeBytes({ OpenedBody(flat: $0) }) { return body }
+        return try HeraldAPI.decodeJSON(OpenedBody.self, data, prefix: "")
+    }
+
     /// A tap on the notification itself (UNNotificationDefaultActionIdentifier).
     static let defaultAction = ActionTokenLayout.tapAction
 
@@ -86,10 +112,10 @@ enum DeviceReport {
 /// an app that queues them.
 struct ReceivedBody: Decodable {
     struct Item: Decodable {
-        var deliveryID: JSONValue?
-        var deviceID: String?
-        var at: String?
-        var displayed: Bool?
+        var deliveryID: JSONValue? = nil
+        var deviceID: String? = nil
+        var at: String? = nil
+        var displayed: Bool? = nil
 
         enum CodingKeys: String, CodingKey {
             case deliveryID = "delivery_id"
@@ -106,6 +132,40 @@ struct ReceivedBody: Decodable {
 
     var item: Item
     var receipts: [Item]?
+
+    /// One receipt as `FlatJSON` reads it; nil when the body must go through JSONDecoder (a
+    /// batch always does).
+    init?(flat bytes: UnsafeRawBufferPointer) {
+        guard let members = FlatJSON.members(bytes) else { return nil }
+        item = Item()
+        for (key, value) in members {
+            if FlatJSON.key(key, in: bytes, is: "delivery_id") {
+                guard let id = FlatJSON.deliveryID(value, in: bytes) else { return nil }
+                item.deliveryID = id
+            } else if FlatJSON.key(key, in: bytes, is: "device_id") {
+                guard let text = FlatJSON.optionalText(value, in: bytes) else { return nil }
+                item.deviceID = text
+            } else if FlatJSON.key(key, in: bytes, is: "at") {
+                guard let text = FlatJSON.optionalText(value, in: bytes) else { return nil }
+                item.at = text
+            } else if FlatJSON.key(key, in: bytes, is: "displayed") {
+                switch value {
+                case .bool(let flag): item.displayed = flag
+                case .null: item.displayed = nil
+                case .string, .integer: return nil
+                }
+            } else if FlatJSON.key(key, in: bytes, is: "receipts") {
+                // `null` is no batch, as JSONDecoder reads it; a batch is not flat.
+                guard case .null = value else { return nil }
+            }
+        }
+    }
+
+    /// The body of a request: the fast path, else JSONDecoder (whose errors name the field).
+    static func decode(_ data: Data) throws -> ReceivedBody {
+        if let body = data.withUnsafeBytes({ ReceivedBody(flat: $0) }) { return body }
+        return try HeraldAPI.decodeJSON(ReceivedBody.self, data, prefix: "")
+    }
 
     enum CodingKeys: String, CodingKey { case receipts }
 
@@ -135,7 +195,7 @@ struct ReceivedBody: Decodable {
 }
 
 /// What a receipt did (`status` 200, or 404 / 403 for a batch's item that was not recorded).
-struct ReceivedView: Encodable {
+struct ReceivedView: JSONWritable {
     var deliveryID: Int64
     var status: Int
     var counted: Bool?
@@ -145,10 +205,42 @@ struct ReceivedView: Encodable {
         case deliveryID = "delivery_id"
         case status, counted, reports
     }
+
+    func write(to writer: inout JSONWriter) {
+        writer.raw("{")
+        if let counted {
+            writer.raw("\"counted\":")
+            writer.bool(counted)
+            writer.raw(",")
+        }
+        writer.raw("\"delivery_id\":")
+        writer.integer(deliveryID)
+        if let reports {
+            writer.raw(",\"reports\":")
+            writer.integer(reports)
+        }
+        writer.raw(",\"status\":")
+        writer.integer(Int64(status))
+        writer.raw("}")
+    }
+}
+
+/// A batch of receipts' answer: `{"receipts": [...]}`.
+struct ReceivedViews: JSONWritable {
+    var receipts: [ReceivedView]
+
+    func write(to writer: inout JSONWriter) {
+        writer.raw("{\"receipts\":[")
+        for (index, view) in receipts.enumerated() {
+            if index > 0 { writer.raw(",") }
+            view.write(to: &writer)
+        }
+        writer.raw("]}")
+    }
 }
 
 /// What an open report did.
-struct OpenedView: Encodable {
+struct OpenedView: JSONWritable {
     var deliveryID: Int64
     var recorded: TrackRepository.OpenRecorded
 
@@ -167,6 +259,30 @@ struct OpenedView: Encodable {
         try container.encode(recorded.action, forKey: .action)
         try container.encodeIfPresent(recorded.eventID, forKey: .eventID)
         if !recorded.notifications.isEmpty { try container.encode(recorded.notifications, forKey: .notifications) }
+    }
+
+    func write(to writer: inout JSONWriter) {
+        writer.raw("{\"action\":")
+        writer.string(recorded.action)
+        writer.raw(",\"counted\":")
+        writer.bool(recorded.counted)
+        writer.raw(",\"delivery_id\":")
+        writer.integer(deliveryID)
+        if let eventID = recorded.eventID {
+            writer.raw(",\"event_id\":")
+            writer.string(eventID)
+        }
+        if !recorded.notifications.isEmpty {
+            writer.raw(",\"notifications\":[")
+            for (index, id) in recorded.notifications.enumerated() {
+                if index > 0 { writer.raw(",") }
+                writer.string(id)
+            }
+            writer.raw("]")
+        }
+        writer.raw(",\"reports\":")
+        writer.integer(recorded.reports)
+        writer.raw("}")
     }
 }
 

@@ -14,7 +14,7 @@ extension HeraldAPI {
             let caller = try context.authorized()
             let (app, tokenUser) = (caller.app, caller.tokenUser)
             let now = runtime.store.now
-            let open = try await decode(OpenedBody.self, request).validated(now: now)
+            let open = try OpenedBody.decode(try await body(request, limit: bodyLimit)).validated(now: now)
             let opened: (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded)
             if app.catalog?.triggers.contains(where: { $0.event == TrackRepository.openedEvent }) == true {
                 opened = try await recordOpen(open, app: app, tokenUser: tokenUser, runtime: runtime, now: now)
@@ -38,12 +38,13 @@ extension HeraldAPI {
                     for _ in opened.recorded.notifications { runtime.metrics.notificationCreated(app: app.id) }
                 }
             }
-            return try JSONResponse.make(OpenedView(deliveryID: opened.delivery.id, recorded: opened.recorded))
+            return JSONResponse.make(OpenedView(deliveryID: opened.delivery.id, recorded: opened.recorded))
         }
         routes.clientWrite.post("received") { request, context in
             let caller = try context.authorized()
             let now = runtime.store.now
-            let (reports, batch) = try await decode(ReceivedBody.self, request).validated(now: now)
+            let (reports, batch) = try ReceivedBody.decode(try await body(request, limit: bodyLimit)).validated(
+                now: now)
             let outcomes = try await runtime.store.tracks.recordReceipts(
                 appID: caller.app.id, userID: caller.tokenUser, reports)
             var views: [ReceivedView] = []
@@ -67,8 +68,8 @@ extension HeraldAPI {
                     views.append(ReceivedView(deliveryID: report.deliveryID, status: 403))
                 }
             }
-            guard batch else { return try JSONResponse.make(views[0]) }
-            return try JSONResponse.make(["receipts": views])
+            guard batch else { return JSONResponse.make(views[0]) }
+            return JSONResponse.make(ReceivedViews(receipts: views))
         }
         routes.server.get("analytics") { request, context in
             let app = try context.authorized().app
@@ -151,7 +152,7 @@ extension HeraldAPI {
             "action": .string(open.action),
         ]
         if let type { data["type"] = .string(type.name) }
-        return String(decoding: try JSONEncoder().encode(JSONValue.object(data)), as: UTF8.self)
+        return JSONWriter.encode(.object(data))
     }
 
     /// A device's report about a delivery made with another user's token.

@@ -153,9 +153,13 @@ package enum HeraldAPI {
     /// The key in `Authorization: Bearer <key>`, or nil when there is none.
     static func presentedKey(_ request: Request) -> String? {
         guard let header = request.headers[.authorization] else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return String(parts[1])
+        // "Bearer" in any case, a space, then the key: the rest, not empty.
+        let utf8 = header.utf8
+        guard utf8.count > 7, let space = utf8.firstIndex(of: UInt8(ascii: " ")),
+            utf8.distance(from: utf8.startIndex, to: space) == 6,
+            zip(utf8[..<space], "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 })
+        else { return nil }
+        return String(header[header.index(after: space)...])
     }
 
     /// The key in `Authorization: Bearer <key>`; a 401 without one.
@@ -222,13 +226,17 @@ package enum HeraldAPI {
     }
 
     package static func constantTimeEquals(_ left: String, _ right: String) -> Bool {
-        let a = Array(left.utf8)
-        let b = Array(right.utf8)
-        var difference = UInt8(a.count == b.count ? 0 : 1)
-        for index in 0..<max(a.count, b.count) {
-            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        var left = left
+        var right = right
+        return left.withUTF8 { a in
+            right.withUTF8 { b in
+                var difference = UInt8(a.count == b.count ? 0 : 1)
+                for index in 0..<max(a.count, b.count) {
+                    difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+                }
+                return difference == 0
+            }
         }
-        return difference == 0
     }
 
     static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int = bodyLimit) async throws

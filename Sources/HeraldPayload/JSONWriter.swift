@@ -46,6 +46,23 @@ package struct JSONWriter: Sendable {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// Appends a whole number in decimal.
+    package mutating func integer(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        let start = bytes.count
+        var rest = value.magnitude
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        bytes[start...].reverse()
+    }
+
+    /// Appends `true` or `false`.
+    package mutating func bool(_ flag: Bool) {
+        flag ? raw("true") : raw("false")
+    }
+
     /// Appends `"key":` .
     package mutating func key(_ key: String) {
         string(key)
@@ -70,8 +87,8 @@ package struct JSONWriter: Sendable {
     package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: raw("null")
-        case .bool(let flag): flag ? raw("true") : raw("false")
-        case .int(let number): bytes.append(contentsOf: String(number).utf8)
+        case .bool(let flag): bool(flag)
+        case .int(let number): integer(Int64(number))
         case .double(let number):
             if number.isFinite { bytes.append(contentsOf: "\(number)".utf8) } else { raw("null") }
         case .string(let text): string(text)

@@ -93,6 +93,14 @@ extension TrackRepository {
         /// The `app.opened` event's id (the first report's), and the notifications its triggers sent.
         package var eventID: String?
         package var notifications: [String]
+
+        package init(counted: Bool, reports: Int64, action: String, eventID: String?, notifications: [String]) {
+            self.counted = counted
+            self.reports = reports
+            self.action = action
+            self.eventID = eventID
+            self.notifications = notifications
+        }
     }
 
     /// Records an open of `delivery` durably: the first report of a delivery counts (its

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 
 /// Text the store's SQL is made of on both databases: bound lists, JSON arrays, placeholders
 /// and the millisecond timestamps rows keep.
@@ -39,21 +40,9 @@ enum SQLText {
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.
     static func appendJSON(_ text: String, to json: inout String) {
-        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
-        json += "\""
-        if plain {
-            json += text
-        } else {
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": json += "\\\""
-                case "\\": json += "\\\\"
-                case _ where scalar.value < 0x20: json += String(format: "\\u%04x", scalar.value)
-                default: json.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        json += "\""
+        var writer = JSONWriter(capacity: text.utf8.count + 8)
+        writer.string(text)
+        json += String(decoding: writer.bytes, as: UTF8.self)
     }
 
     /// `$from, $from+1, …` for `count` bound values.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPayload
 import Logging
 import NIOCore
 import PostgresNIO
@@ -185,17 +186,21 @@ struct BulkRows {
 
     /// `[[row 1's values], …]`.
     var json: String {
-        var json = "["
-        json.reserveCapacity(cells.count * 16)
+        var writer = JSONWriter(capacity: cells.count * 16 + 4)
+        writer.raw("[")
         for (index, cell) in cells.enumerated() {
-            let column = index % columns.count
-            json += column != 0 ? "," : index == 0 ? "[" : "],["
+            if index % columns.count != 0 {
+                writer.raw(",")
+            } else {
+                index == 0 ? writer.raw("[") : writer.raw("],[")
+            }
             switch cell {
-            case .text(let value): SQLText.appendJSON(value, to: &json)
-            case .integer(let value): json += String(value)
+            case .text(let value): writer.string(value)
+            case .integer(let value): writer.integer(value)
             }
         }
-        return json + (cells.isEmpty ? "]" : "]]")
+        writer.raw(cells.isEmpty ? "]" : "]]")
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
     /// One column's values, for `unnest`.

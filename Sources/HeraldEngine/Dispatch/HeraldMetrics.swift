@@ -66,7 +66,14 @@ package final class HeraldMetrics: Sendable {
     }
 
     private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
-        label + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        var key = label
+        for (name, value) in dimensions {
+            key.append("\u{1}")
+            key.append(name)
+            key.append("=")
+            key.append(value)
+        }
+        return key
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
