@@ -55,11 +55,12 @@
 #                                                  # start → the simulator receiving the request:
 #                                                  # p50 / p90 / p99 / max (each in latency.csv).
 #                                                  # PROBES=2000 also calls GET /healthz that often
-#                                                  # per second, keyless, from 16 connections, for
-#                                                  # the whole run (what a probe flood costs sends;
-#                                                  # the flood is Benchmarks/probe-flood.c, built
-#                                                  # with cc; it prints its own CPU time;
-#                                                  # PROBE_NICE=19 runs it at that nice level)
+#                                                  # per second, keyless, from 16 connections
+#                                                  # (PROBE_CONNECTIONS=…), for the whole run (what
+#                                                  # a probe flood costs sends; the flood is
+#                                                  # Benchmarks/probe-flood.c, built with cc; it
+#                                                  # prints its own CPU time; PROBE_NICE=19 runs it,
+#                                                  # and a RECEIPTS flood, at that nice level)
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
@@ -530,22 +531,32 @@ PY
         echo "   $(wc -l < "$WORK/receipts.jsonl") deliveries to report; the latency run alone, then with ${RECEIPTS} receipts/s"
         cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
         phases="alone receipts"
+        # FLOOR=1: also a phase with as many requests that do nothing (GET /healthz, keyless)
+        # from as many connections at the same nice level, between the two: what any 2,000
+        # requests a second cost the sends on this box.
+        [ -z "${FLOOR:-}" ] || phases="alone floor receipts"
     fi
     for phase in $phases; do
     if [ "$phase" = receipts ]; then
         echo "== with ${RECEIPTS} receipts/s from 128 connections (Benchmarks/probe-flood.c), each delivery once"
-        "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /v1/apps/load/received "$WORK/receipts.jsonl" "$SERVER" > "$WORK/receipt-flood.txt" &
+        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /v1/apps/load/received "$WORK/receipts.jsonl" "$SERVER" > "$WORK/receipt-flood.txt" &
+        PROBE_PID=$!
+        sleep 0.5
+    fi
+    if [ "$phase" = floor ]; then
+        echo "== with GET /healthz at ${RECEIPTS}/s from 128 connections (the floor for the receipts)"
+        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /healthz > "$WORK/floor-flood.txt" &
         PROBE_PID=$!
         sleep 0.5
     fi
     if [ "${PROBES:-0}" -gt 0 ]; then
-        echo "== with GET /healthz at ${PROBES}/s from 16 connections (Benchmarks/probe-flood.c)"
+        echo "== with GET /healthz at ${PROBES}/s from ${PROBE_CONNECTIONS:=16} connections (Benchmarks/probe-flood.c)"
         cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
-        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" 16 /healthz > "$WORK/probes.txt" &
+        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$PROBES" "$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")" "$PROBE_CONNECTIONS" /healthz > "$WORK/probes.txt" &
         PROBE_PID=$!
         sleep 0.5
     fi
-    seq_offset=$([ "$phase" = receipts ] && echo 10000000 || echo 0)
+    case $phase in receipts) seq_offset=10000000 ;; floor) seq_offset=20000000 ;; *) seq_offset=0 ;; esac
     python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" "$seq_offset" <<'PY' | tee "$WORK/latency-$phase.txt" || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -638,13 +649,17 @@ sys.exit(1 if missing or bad else 0)
 PY
     if [ -n "$PROBE_PID" ]; then
         wait "$PROBE_PID" || status=1
-        if [ "$phase" = receipts ]; then cat "$WORK/receipt-flood.txt"; else cat "$WORK/probes.txt"; fi
+        case $phase in
+            receipts) cat "$WORK/receipt-flood.txt" ;;
+            floor) cat "$WORK/floor-flood.txt" ;;
+            *) cat "$WORK/probes.txt" ;;
+        esac
         PROBE_PID=
     fi
     done
     if [ "${RECEIPTS:-0}" -gt 0 ]; then
-        python3 - "$WORK/latency-alone.txt" "$WORK/latency-receipts.txt" <<'PY'
-import re, sys
+        python3 - "$WORK/latency-alone.txt" "$WORK/latency-receipts.txt" "$WORK/latency-floor.txt" <<'PY'
+import os, re, sys
 def p99(path):
     for line in open(path):
         found = re.search(r"APNs request \(ms\): .*p99 ([0-9.]+)", line)
@@ -652,6 +667,10 @@ def p99(path):
             return float(found.group(1))
 alone, receipts = p99(sys.argv[1]), p99(sys.argv[2])
 print("send p99 alone %.2f ms, with the receipts %.2f ms: %.2fx" % (alone, receipts, receipts / alone))
+if os.path.exists(sys.argv[3]):
+    floor = p99(sys.argv[3])
+    print("send p99 with as many GET /healthz %.2f ms: %.2fx alone; the receipts %.2fx the floor"
+          % (floor, floor / alone, receipts / floor))
 PY
         curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep '^herald_deliveries_received_total' || true
     fi

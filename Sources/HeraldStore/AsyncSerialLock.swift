@@ -1,30 +1,47 @@
 import Synchronization
 
-/// A FIFO lock for async code: one holder at a time, across suspension points. The store uses it
-/// so that a transaction's statements never interleave with another caller's on the single
-/// SQLite connection.
+/// A lock for async code: one holder at a time, across suspension points. The store uses it so
+/// that a transaction's statements never interleave with another caller's on the single SQLite
+/// connection. Waiters are served first come, first served, except that a `background` waiter
+/// (the batches of opens and receipts devices report, which no API caller waits on in a hurry)
+/// lets the others go first — a send's accept, a claim, the results of a wave — up to
+/// `maximumPassed` times, so it is never starved.
 final class AsyncSerialLock: Sendable {
+    private struct Waiter {
+        var continuation: CheckedContinuation<Void, Never>
+        var background: Bool
+        /// How often another waiter that came later was served first.
+        var passed = 0
+    }
+
     private struct State {
         var isLocked = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [Waiter] = []
     }
 
     private let state = Mutex(State())
+    /// How often a background waiter lets a later one go first, at most.
+    static let maximumPassed = 4
 
-    func withLock<Result: Sendable>(_ body: () async throws -> Result) async throws -> Result {
-        await acquire()
+    /// Callers waiting for the lock (tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    func withLock<Result: Sendable>(background: Bool = false, _ body: () async throws -> Result) async throws
+        -> Result
+    {
+        await acquire(background: background)
         defer { release() }
         return try await body()
     }
 
-    private func acquire() async {
+    private func acquire(background: Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let acquired = state.withLock { state -> Bool in
                 if !state.isLocked {
                     state.isLocked = true
                     return true
                 }
-                state.waiters.append(continuation)
+                state.waiters.append(Waiter(continuation: continuation, background: background))
                 return false
             }
             if acquired { continuation.resume() }
@@ -33,11 +50,20 @@ final class AsyncSerialLock: Sendable {
 
     private func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiters.isEmpty {
+            guard !state.waiters.isEmpty else {
                 state.isLocked = false
                 return nil
             }
-            return state.waiters.removeFirst()
+            // The first waiter, unless it is a background one that may still let a later,
+            // foreground waiter go first.
+            var chosen = 0
+            if state.waiters[0].background, state.waiters[0].passed < Self.maximumPassed,
+                let foreground = state.waiters.firstIndex(where: { !$0.background })
+            {
+                chosen = foreground
+                for index in 0..<foreground { state.waiters[index].passed += 1 }
+            }
+            return state.waiters.remove(at: chosen).continuation
         }
         next?.resume()
     }

@@ -210,13 +210,16 @@ package final class HeraldStore: Sendable {
     }
 
     /// Runs `body` with a connection of its own: the one SQLite connection, held alone, or a
-    /// pooled PostgreSQL connection.
-    func exclusive<Result: Sendable>(_ body: (Session) async throws -> Result) async throws -> Result {
+    /// pooled PostgreSQL connection. `background`: on SQLite, waiting others that are not go
+    /// first (`AsyncSerialLock`).
+    func exclusive<Result: Sendable>(background: Bool = false, _ body: (Session) async throws -> Result)
+        async throws -> Result
+    {
         switch backend {
         case .sqlite(let connection):
             // On an executor of its own, not the cooperative pool: see `SerialTaskExecutor`.
             return try await withTaskExecutorPreference(writerExecutor) {
-                try await lock.withLock {
+                try await lock.withLock(background: background) {
                     try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .sqlite(connection)))
                 }
             }
@@ -248,18 +251,22 @@ package final class HeraldStore: Sendable {
     /// transaction that lost a race with another (serialization failure, deadlock, or a unique
     /// key another transaction just took) is run again, up to three times.
     ///
+    /// `background`: writes no caller is in a hurry for (see `exclusive`).
+    ///
     /// `durable`: on a SQLite file, returns only once the commit is on disk: the WAL is synced
     /// after the writer is let go (`SQLiteWALSync`, one fsync shared by the commits that wait
     /// together; the connection's `synchronous=NORMAL` syncs only at checkpoints, so a power cut
     /// could lose the last commits of other transactions). PostgreSQL commits are durable.
-    func transaction<Result: Sendable>(durable: Bool = false, _ body: (Session) async throws -> Result) async throws
-        -> Result
-    {
+    func transaction<Result: Sendable>(
+        durable: Bool = false, background: Bool = false, _ body: (Session) async throws -> Result
+    ) async throws -> Result {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                let result = try await exclusive { session in try await inTransaction(session, body) }
+                let result = try await exclusive(background: background) { session in
+                    try await inTransaction(session, body)
+                }
                 if durable, let walSync { try await walSync.sync() }
                 return result
             } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {

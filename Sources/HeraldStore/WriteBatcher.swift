@@ -7,6 +7,7 @@ import Synchronization
 /// one item, or items came while it was written) the first item of a batch waits `linger` for
 /// others to join; a lone caller's item is written at once. If a batch's transaction fails,
 /// each of its items is written again in a batch of its own, so one bad item never fails another.
+/// Its transactions are the writer's background work: other writes waiting go first.
 final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes `items` inside the open transaction; answers one outcome per item, in order.
     typealias Process = @Sendable (Session, [Item]) async throws -> [Result<Output, any Error>]
@@ -87,7 +88,8 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes `batch` in one durable transaction and resumes its callers; throws (resuming
     /// none) when the transaction failed.
     private func write(_ batch: [Waiting], _ store: HeraldStore, _ process: Process) async throws {
-        let outcomes = try await store.transaction(durable: true) { session in
+        // Reports from devices wait for the API's and the outbox's writes, never the reverse.
+        let outcomes = try await store.transaction(durable: true, background: true) { session in
             try await process(session, batch.map(\.item))
         }
         guard outcomes.count == batch.count else {
