@@ -60,7 +60,13 @@
 #                                                  # a probe flood costs sends; the flood is
 #                                                  # Benchmarks/probe-flood.c, built with cc; it
 #                                                  # prints its own CPU time; PROBE_NICE=19 runs it,
-#                                                  # and a RECEIPTS flood, at that nice level)
+#                                                  # and a RECEIPTS flood, at that nice level).
+#                                                  # RECEIPTS=2000: the run alone, then again with
+#                                                  # that many device receipts a second from 128
+#                                                  # connections, each for a distinct sent
+#                                                  # delivery; FLOOR=1 puts between them a run with
+#                                                  # as many GET /healthz a second from as many
+#                                                  # connections (what any such load costs sends)
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
