@@ -7,38 +7,18 @@ import HeraldEngine
 /// refuses it with the field named, exactly as before.
 package enum DeviceLineDecoder {
     package static func decode(_ bytes: UnsafeRawBufferPointer) -> DeviceBody? {
-        var reader = JSONByteReader(bytes: bytes)
         var body = DeviceBody()
         var seen: UInt16 = 0
-        reader.skipWhitespace()
-        guard reader.take(UInt8(ascii: "{")) else { return nil }
-        reader.skipWhitespace()
-        if !reader.take(UInt8(ascii: "}")) {
-            repeat {
-                reader.skipWhitespace()
-                guard let key = reader.string() else { return nil }
-                reader.skipWhitespace()
-                guard reader.take(UInt8(ascii: ":")) else { return nil }
-                reader.skipWhitespace()
-                let value: String?
-                if reader.takeNull() {
-                    value = nil
-                } else {
-                    guard let text = reader.string() else { return nil }
-                    value = String(validating: UnsafeRawBufferPointer(rebasing: bytes[text]), as: UTF8.self)
-                    guard value != nil else { return nil }
-                }
-                if let field = Field(key, in: bytes) {
-                    guard seen & field.bit == 0 else { return nil }
-                    seen |= field.bit
-                    field.assign(value, to: &body)
-                }
-                reader.skipWhitespace()
-            } while reader.take(UInt8(ascii: ","))
-            guard reader.take(UInt8(ascii: "}")) else { return nil }
+        let flat = FlatJSON.visit(bytes) { key, value in
+            guard let text = FlatJSON.optionalText(value, in: bytes) else { return false }
+            if let field = Field(key, in: bytes) {
+                guard seen & field.bit == 0 else { return false }
+                seen |= field.bit
+                field.assign(text, to: &body)
+            }
+            return true
         }
-        reader.skipWhitespace()
-        return reader.isAtEnd ? body : nil
+        return flat ? body : nil
     }
 
     /// The keys a device line may carry with string values (`DeviceBody.CodingKeys`); others

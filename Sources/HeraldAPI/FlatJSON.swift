@@ -15,28 +15,18 @@ enum FlatJSON {
         case null
     }
 
-    /// The members of the object in `bytes`, in order; nil for anything but a flat object.
+    /// The members of the object in `bytes`, in order; nil for anything but a flat object
+    /// without repeated keys.
     static func members(_ bytes: UnsafeRawBufferPointer) -> [(key: Range<Int>, value: Value)]? {
-        var reader = JSONByteReader(bytes: bytes)
         var members: [(key: Range<Int>, value: Value)] = []
-        reader.skipWhitespace()
-        guard reader.take(UInt8(ascii: "{")) else { return nil }
-        reader.skipWhitespace()
-        if !reader.take(UInt8(ascii: "}")) {
-            repeat {
-                reader.skipWhitespace()
-                guard let key = reader.string() else { return nil }
-                reader.skipWhitespace()
-                guard reader.take(UInt8(ascii: ":")) else { return nil }
-                reader.skipWhitespace()
-                guard let value = reader.scalar() else { return nil }
-                members.append((key, value))
-                reader.skipWhitespace()
-            } while reader.take(UInt8(ascii: ","))
-            guard reader.take(UInt8(ascii: "}")) else { return nil }
-        }
-        reader.skipWhitespace()
-        guard reader.isAtEnd else { return nil }
+        guard
+            visit(
+                bytes,
+                { key, value in
+                    members.append((key, value))
+                    return true
+                })
+        else { return nil }
         // A repeated key: which one JSONDecoder keeps is its business.
         for (index, member) in members.enumerated() {
             for other in members[..<index] where other.key.count == member.key.count {
@@ -44,6 +34,30 @@ enum FlatJSON {
             }
         }
         return members
+    }
+
+    /// Hands each member of the flat object in `bytes` to `member`, in order, without keeping
+    /// them (repeated keys are the caller's to notice); false when `bytes` is not such an object
+    /// or `member` answered false.
+    static func visit(_ bytes: UnsafeRawBufferPointer, _ member: (Range<Int>, Value) -> Bool) -> Bool {
+        var reader = JSONByteReader(bytes: bytes)
+        reader.skipWhitespace()
+        guard reader.take(UInt8(ascii: "{")) else { return false }
+        reader.skipWhitespace()
+        if !reader.take(UInt8(ascii: "}")) {
+            repeat {
+                reader.skipWhitespace()
+                guard let key = reader.string() else { return false }
+                reader.skipWhitespace()
+                guard reader.take(UInt8(ascii: ":")) else { return false }
+                reader.skipWhitespace()
+                guard let value = reader.scalar(), member(key, value) else { return false }
+                reader.skipWhitespace()
+            } while reader.take(UInt8(ascii: ","))
+            guard reader.take(UInt8(ascii: "}")) else { return false }
+        }
+        reader.skipWhitespace()
+        return reader.isAtEnd
     }
 
     /// Whether the key at `range` is `name`.
