@@ -210,8 +210,8 @@ package final class HeraldStore: Sendable {
     }
 
     /// Runs `body` with a connection of its own: the one SQLite connection, held alone, or a
-    /// pooled PostgreSQL connection. `background`: on SQLite, waiting others that are not go
-    /// first (`AsyncSerialLock`).
+    /// pooled PostgreSQL connection. `background`: on SQLite, the other waiters that are not
+    /// background go first (`AsyncSerialLock`).
     func exclusive<Result: Sendable>(background: Bool = false, _ body: (Session) async throws -> Result)
         async throws -> Result
     {
