@@ -7,7 +7,7 @@ package import Hummingbird
 
 /// `POST /v1/apps/{app}/opened`: a device reports that a delivery was opened (tapped, or one of
 /// its actions chosen), as often as it likes: one open per delivery counts.
-struct OpenedBody: Decodable {
+struct OpenedBody: FlatDecodable {
     /// The stamp's `d`: a number (a string of digits is taken too).
     var deliveryID: JSONValue?
     var deviceID: String?
@@ -20,7 +20,6 @@ struct OpenedBody: Decodable {
         case action, at
     }
 
-    /// The body as `FlatJSON` reads it; nil when it must go through JSONDecoder.
     init?(flat bytes: UnsafeRawBufferPointer) {
         guard let members = FlatJSON.members(bytes) else { return nil }
         for (key, value) in members {
@@ -38,12 +37,6 @@ struct OpenedBody: Decodable {
                 at = text
             }
         }
-    }
-
-    /// The body of a request: the fast path, else JSONDecoder (whose errors name the field).
-    static func decode(_ data: Data) throws -> OpenedBody {
-        if let body = data.withUnsafeBytes({ OpenedBody(flat: $0) }) { return body }
-        return try HeraldAPI.decodeJSON(OpenedBody.self, data, prefix: "")
     }
 
     /// A tap on the notification itself (UNNotificationDefaultActionIdentifier).
@@ -110,7 +103,7 @@ enum DeviceReport {
 /// notification service extension, or as it arrived in the foreground), as often as it likes:
 /// one receipt per delivery counts. One receipt, or `{"receipts": [...]}` with up to 100 for
 /// an app that queues them.
-struct ReceivedBody: Decodable {
+struct ReceivedBody: FlatDecodable {
     struct Item: Decodable {
         var deliveryID: JSONValue? = nil
         var deviceID: String? = nil
@@ -159,12 +152,6 @@ struct ReceivedBody: Decodable {
                 guard case .null = value else { return nil }
             }
         }
-    }
-
-    /// The body of a request: the fast path, else JSONDecoder (whose errors name the field).
-    static func decode(_ data: Data) throws -> ReceivedBody {
-        if let body = data.withUnsafeBytes({ ReceivedBody(flat: $0) }) { return body }
-        return try HeraldAPI.decodeJSON(ReceivedBody.self, data, prefix: "")
     }
 
     enum CodingKeys: String, CodingKey { case receipts }

@@ -72,9 +72,8 @@ enum FlatJSON {
     }
 }
 
-/// A cursor over JSON bytes for the fast paths (`FlatJSON`, `DeviceLineDecoder`): each read
-/// answers nil for what it does not take, and the caller falls back to JSONDecoder.
-struct JSONByteReader {
+/// `FlatJSON`'s cursor over the bytes: each read answers nil for what it does not take.
+private struct JSONByteReader {
     let bytes: UnsafeRawBufferPointer
     var index = 0
 
@@ -104,8 +103,6 @@ struct JSONByteReader {
         index += count
         return true
     }
-
-    mutating func takeNull() -> Bool { take(word: "null") }
 
     /// The range of a string's contents; nil for anything but a plain string (no escapes,
     /// no control characters).
@@ -146,12 +143,18 @@ struct JSONByteReader {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
         case UInt8(ascii: "\""): return string().map { .string($0) }
-        case UInt8(ascii: "n"): return takeNull() ? .null : nil
+        case UInt8(ascii: "n"): return take(word: "null") ? .null : nil
         case UInt8(ascii: "t"): return take(word: "true") ? .bool(true) : nil
         case UInt8(ascii: "f"): return take(word: "false") ? .bool(false) : nil
         default: return integer().map { .integer($0) }
         }
     }
+}
+
+/// A body the hot routes read with `FlatJSON` first (`HeraldAPI.decode` takes that path for it).
+protocol FlatDecodable: Decodable {
+    /// The body read from a flat object; nil when it must go through JSONDecoder.
+    init?(flat bytes: UnsafeRawBufferPointer)
 }
 
 extension FlatJSON {

@@ -14,7 +14,7 @@ extension HeraldAPI {
             let caller = try context.authorized()
             let (app, tokenUser) = (caller.app, caller.tokenUser)
             let now = runtime.store.now
-            let open = try OpenedBody.decode(try await body(request, limit: bodyLimit)).validated(now: now)
+            let open = try await decode(OpenedBody.self, request).validated(now: now)
             let opened: (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded)
             if app.catalog?.triggers.contains(where: { $0.event == TrackRepository.openedEvent }) == true {
                 opened = try await recordOpen(open, app: app, tokenUser: tokenUser, runtime: runtime, now: now)
@@ -43,8 +43,7 @@ extension HeraldAPI {
         routes.clientWrite.post("received") { request, context in
             let caller = try context.authorized()
             let now = runtime.store.now
-            let (reports, batch) = try ReceivedBody.decode(try await body(request, limit: bodyLimit)).validated(
-                now: now)
+            let (reports, batch) = try await decode(ReceivedBody.self, request).validated(now: now)
             let outcomes = try await runtime.store.tracks.recordReceipts(
                 appID: caller.app.id, userID: caller.tokenUser, reports)
             var views: [ReceivedView] = []

@@ -245,6 +245,19 @@ package enum HeraldAPI {
         try decodeJSON(type, try await body(request, limit: limit), prefix: "")
     }
 
+    /// A body with a fast path (`FlatDecodable`): read from the bytes when it is a flat object,
+    /// else by JSONDecoder, whose errors name the field.
+    static func decode<Body: FlatDecodable>(_ type: Body.Type, _ request: Request, limit: Int = bodyLimit)
+        async throws -> Body
+    {
+        try decodeJSON(type, try await body(request, limit: limit))
+    }
+
+    static func decodeJSON<Body: FlatDecodable>(_ type: Body.Type, _ data: Data) throws -> Body {
+        if let body = data.withUnsafeBytes({ Body(flat: $0) }) { return body }
+        return try decodeJSON(type, data, prefix: "")
+    }
+
     /// The body most routes read at most: a device, a user's attributes or preferences, an open.
     static let bodyLimit = 256 << 10
     /// What sends, cancels, enrolments and event batches may read: a send may name 10,000 users

@@ -40,6 +40,13 @@ enum SQLText {
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.
     static func appendJSON(_ text: String, to json: inout String) {
+        // Most texts (ids, tokens) need no escape: appended as they are, without a copy.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            json += "\""
+            json += text
+            json += "\""
+            return
+        }
         var writer = JSONWriter(capacity: text.utf8.count + 8)
         writer.string(text)
         json += String(decoding: writer.bytes, as: UTF8.self)

@@ -50,9 +50,9 @@ struct FastJSONTests {
             "",
         ]
         for text in other { #expect(Self.flat(text) { OpenedBody(flat: $0) } == nil, "\(text)") }
-        #expect(try OpenedBody.decode(Data(other[0].utf8)).deliveryID == .double(4.5))
-        #expect(try OpenedBody.decode(Data(other[7].utf8)).deviceID == "d1")
-        #expect(throws: APIError.self) { try OpenedBody.decode(Data(other[6].utf8)) }
+        #expect(try HeraldAPI.decodeJSON(OpenedBody.self, Data(other[0].utf8)).deliveryID == .double(4.5))
+        #expect(try HeraldAPI.decodeJSON(OpenedBody.self, Data(other[7].utf8)).deviceID == "d1")
+        #expect(throws: APIError.self) { try HeraldAPI.decodeJSON(OpenedBody.self, Data(other[6].utf8)) }
         let invalidUTF8: [UInt8] = Array(#"{"delivery_id":1,"device_id":""#.utf8) + [0xFF] + Array(#""}"#.utf8)
         #expect(invalidUTF8.withUnsafeBytes { OpenedBody(flat: $0) } == nil)
     }
@@ -80,8 +80,8 @@ struct FastJSONTests {
             #"{"delivery_id":7,"device_id":"d","displayed":1}"#,
         ]
         for text in other { #expect(Self.flat(text) { ReceivedBody(flat: $0) } == nil, "\(text)") }
-        #expect(try ReceivedBody.decode(Data(other[0].utf8)).receipts?.count == 1)
-        #expect(throws: APIError.self) { try ReceivedBody.decode(Data(other[2].utf8)) }
+        #expect(try HeraldAPI.decodeJSON(ReceivedBody.self, Data(other[0].utf8)).receipts?.count == 1)
+        #expect(throws: APIError.self) { try HeraldAPI.decodeJSON(ReceivedBody.self, Data(other[2].utf8)) }
     }
 
     @Test("the answers are the bytes the encoder would write")
