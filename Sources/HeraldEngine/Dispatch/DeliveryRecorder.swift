@@ -7,9 +7,9 @@ import Synchronization
 /// Writes delivery results as they arrive: answers are buffered from any thread and written in
 /// one transaction as soon as `writeAt` of them wait, or once the oldest has waited the
 /// record interval (bounded groups), so one slow token never holds back the results of the
-/// others. What is answered and not yet written is what a crash sends twice: under load a
-/// write starts as the one before it ends, so that window is what arrives during one write.
-/// Counts them in the metrics once per write.
+/// others. What is answered and not yet committed (waiting, or in a write under way) is what
+/// a crash sends twice: under load a write starts as the one before it ends, so that
+/// window is what arrives during one write. Counts them in the metrics once per write.
 final class DeliveryRecorder: Sendable {
     private struct Buffer {
         var results: [DeliveryResult] = []
@@ -40,6 +40,8 @@ final class DeliveryRecorder: Sendable {
 
     private let runtime: HeraldRuntime
     private let buffer = Mutex(Buffer())
+    /// Results taken by writes that have not committed yet.
+    private let writing = Atomic<Int>(0)
     /// Signalled when the first result arrives in an empty buffer and when `writeAt` wait.
     private let arrivals = WakeSignal()
 
@@ -71,7 +73,8 @@ final class DeliveryRecorder: Sendable {
         if buffer.withLock({ $0.append(results) }) { arrivals.signal() }
     }
 
-    var count: Int { buffer.withLock { $0.results.count } }
+    /// Answers not yet committed: waiting, and in writes under way.
+    var count: Int { buffer.withLock { $0.results.count } + writing.load(ordering: .relaxed) }
 
     /// Whether a write is due: `writeAt` results wait, or the oldest has waited `interval`.
     func writeDue(interval: Duration) -> Bool {
@@ -88,12 +91,16 @@ final class DeliveryRecorder: Sendable {
     /// Writes everything buffered. On a store error the results go back to the buffer (ahead of
     /// newer ones) and the error is thrown; what was sent stays `sending` until it is written.
     func flush() async throws {
+        // From the moment they are taken until the commit they count as being written: a crash
+        // in between loses them as surely as those still waiting.
         let taken = buffer.withLock { buffer -> Buffer in
             let taken = buffer
             buffer = Buffer()
+            writing.add(taken.results.count, ordering: .relaxed)
             return taken
         }
         guard !taken.results.isEmpty else { return }
+        defer { writing.subtract(taken.results.count, ordering: .relaxed) }
         let started = ContinuousClock.now
         do {
             try await runtime.store.outbox.recordResults(taken.results, webhooks: runtime.resultWebhooks)
