@@ -8,8 +8,8 @@ import Synchronization
 /// one transaction as soon as `writeAt` of them wait, or once the oldest has waited the
 /// record interval (bounded groups), so one slow token never holds back the results of the
 /// others. What is answered and not yet committed (waiting, or in a write under way) is what
-/// a crash sends twice: under load a write starts as the one before it ends, so that
-/// window is what arrives during one write. Counts them in the metrics once per write.
+/// a crash sends twice: under load a write starts as the one before it ends, so that window is
+/// one write's answers and what arrives while it runs. Counts them in the metrics once per write.
 final class DeliveryRecorder: Sendable {
     private struct Buffer {
         var results: [DeliveryResult] = []
@@ -91,8 +91,8 @@ final class DeliveryRecorder: Sendable {
     /// Writes everything buffered. On a store error the results go back to the buffer (ahead of
     /// newer ones) and the error is thrown; what was sent stays `sending` until it is written.
     func flush() async throws {
-        // From the moment they are taken until the commit they count as being written: a crash
-        // in between loses them as surely as those still waiting.
+        // Counted as being written under the same lock that takes them, so `count` never sees
+        // them in neither place.
         let taken = buffer.withLock { buffer -> Buffer in
             let taken = buffer
             buffer = Buffer()
