@@ -168,13 +168,20 @@ extension BroadcastRepository {
     /// with the rows of their own (one statement per distinct reason would cost more).
     static let sharedRowsMinimum = 8
 
-    /// PostgreSQL's insert of a page's rows: $1…$5 the constants, then one array per column.
+    /// PostgreSQL's insert of a page's rows, only while the page's claim is this node's: $1…$5
+    /// the constants, then one array per column, then the page, its claim and the node ($14…$16).
+    /// Returns how many rows it inserted (the claim is not locked: the page's update fences it again).
     static let postgresBroadcastInsertSQL = """
-        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at, trace)
-        SELECT $2, $3, $4, $5, $1, r.id, r.device_id, r.user_id, r.status, NULLIF(r.reason, ''), r.attempts, r.due_at, NULLIF(r.trace, '')
-        FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::text[])
-            AS r(id, device_id, user_id, status, reason, attempts, due_at, trace)
-        ON CONFLICT (id, created_at) DO NOTHING
+        WITH written AS (
+            INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at, trace)
+            SELECT $2, $3, $4, $5, $1, r.id, r.device_id, r.user_id, r.status, NULLIF(r.reason, ''), r.attempts, r.due_at, NULLIF(r.trace, '')
+            FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::text[])
+                AS r(id, device_id, user_id, status, reason, attempts, due_at, trace)
+            WHERE EXISTS (SELECT 1 FROM broadcast_pages WHERE id = $14 AND claim = $15 AND claimed_by = $16)
+            ON CONFLICT (id, created_at) DO NOTHING
+            RETURNING 1
+        )
+        SELECT count(*) FROM written
         """
 
     /// A page's rows as PostgreSQL arrays (empty text for no reason or trace).
@@ -218,24 +225,56 @@ extension BroadcastRepository {
     }
 
     /// Writes broadcast results (`broadcastWrites`): each page's claim must still be this
-    /// node's (else its results are dropped: the page was handed to another), its count of
-    /// unanswered devices goes down (an answered page is deleted), and each device's row is
-    /// inserted with its outcome. Returns how many rows were written.
+    /// node's (else its results are dropped: the page was handed to another), each device's row
+    /// is inserted with its outcome, and the page's count of unanswered devices goes down (an
+    /// answered page is deleted). Returns how many rows were written.
+    ///
+    /// The page rows are updated after every insert, so a write holds their locks only for its
+    /// last statements: on PostgreSQL writes of one page that overlap insert side by side and
+    /// wait for each other only at the end, where taking the page first had the second wait for
+    /// the first's whole write. The claim is checked by the insert and fenced again by the
+    /// update; a page taken from this node in between (its heartbeat judged stale) fails the
+    /// write as a lost race, and the write runs again without it.
     func writeBroadcastResults(_ writes: [BroadcastWrite], now: Int64, _ session: Session) async throws -> Int {
         var written = 0
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
         var platforms = PlatformTally()
+        // Each write with whether it inserted rows.
+        var inserted: [(write: BroadcastWrite, rows: Bool)] = []
         for write in writes {
+            switch session.raw {
+            case .postgres(let connection):
+                guard var bindings = write.arrays?.bindings else { continue }
+                bindings.append(write.page)
+                bindings.append(write.claim)
+                bindings.append(nodeID)
+                let rows = try await Session.query(connection, Self.postgresBroadcastInsertSQL, bindings)
+                inserted.append((write, (rows.first?.first?.integer ?? 0) > 0))
+            case .sqlite:
+                // One writer: the claim cannot change between this check and the update.
+                guard
+                    try await !session.query(
+                        "SELECT 1 FROM broadcast_pages WHERE id = $1 AND claim = $2 AND claimed_by = $3",
+                        [.integer(write.page), .integer(write.claim), .text(nodeID)]
+                    ).isEmpty
+                else { continue }
+                for statement in write.statements { _ = try await session.query(statement.sql, statement.binds) }
+                inserted.append((write, true))
+            }
+        }
+        for (write, rows) in inserted {
             let left = try await session.query(
                 "UPDATE broadcast_pages SET remaining = remaining - $1 WHERE id = $2 AND claim = $3 AND claimed_by = $4 RETURNING remaining, cancelled, cancelled_users",
                 [.integer(Int64(write.count)), .integer(write.page), .integer(write.claim), .text(nodeID)])
-            guard let remaining = left.first?.first?.integer else { continue }
+            guard let remaining = left.first?.first?.integer else {
+                // Not this node's page: its results are dropped, unless its rows went in before
+                // the page was handed to another.
+                guard rows else { continue }
+                throw StoreError(
+                    .raceLost, "broadcast_pages: page \(write.page) was handed to another node during a write")
+            }
             if remaining <= 0 {
                 _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(write.page)])
-            }
-            for statement in write.statements { _ = try await session.query(statement.sql, statement.binds) }
-            if let rows = write.arrays, case .postgres(let connection) = session.raw {
-                _ = try await Session.query(connection, Self.postgresBroadcastInsertSQL, rows.bindings)
             }
             var counts = write.counts
             // The page was cancelled while this node held it (or some of its users were): what

@@ -247,9 +247,10 @@ package final class HeraldStore: Sendable {
         return try await exclusive(body)
     }
 
-    /// Runs `body` inside one transaction on a connection of its own. On PostgreSQL, a
-    /// transaction that lost a race with another (serialization failure, deadlock, or a unique
-    /// key another transaction just took) is run again, up to three times.
+    /// Runs `body` inside one transaction on a connection of its own. A transaction that lost a
+    /// race with another (PostgreSQL: serialization failure, deadlock, or a unique key another
+    /// transaction just took; a check the body found changed, `StoreError.Code.raceLost`) is
+    /// run again, up to three times.
     ///
     /// `background`: writes no caller is in a hurry for (see `exclusive`).
     ///
@@ -269,10 +270,17 @@ package final class HeraldStore: Sendable {
                 }
                 if durable, let walSync { try await walSync.sync() }
                 return result
-            } catch let error as PSQLError where attempt < 3 && PostgresURL.isRaceLost(error) {
+            } catch  where attempt < 3 && Self.lostRace(error) {
                 logger.debug("Transaction lost a race; running it again", metadata: ["herald.attempt": "\(attempt)"])
             }
         }
+    }
+
+    /// Whether `error` is a race another transaction won (PostgreSQL's, or a check a write found
+    /// changed: `StoreError.Code.raceLost`), which running again resolves.
+    private static func lostRace(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError { return PostgresURL.isRaceLost(error) }
+        return (error as? StoreError)?.code == .raceLost
     }
 
     /// Runs `body` inside one transaction on a session already held (BEGIN IMMEDIATE on SQLite:

@@ -121,6 +121,9 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         /// A text value the database cannot store (PostgreSQL: a NUL character, or bytes not in
         /// its encoding): the caller's input, not a fault of the store.
         package static let unstorableText = Code(rawValue: "unstorable_text")
+        /// Another writer changed a row between a transaction's check and its write: the
+        /// transaction is run again (`HeraldStore.transaction`), and sees the change.
+        package static let raceLost = Code(rawValue: "race_lost")
     }
 
     package var code: Code

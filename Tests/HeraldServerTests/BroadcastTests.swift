@@ -120,6 +120,43 @@ struct BroadcastTests {
         #expect(try await store.notifications.deliveryCounts(notificationID: second.id)[.queued] == 0)
     }
 
+    @Test(
+        "writes of one page's results that overlap (outbox.result_writes on PostgreSQL) write every row once, and the page ends answered"
+    )
+    func overlappingPageWrites() async throws {
+        let store = try await HeraldStore.open(url: try await TestDatabase.url("broadcast-overlap"))
+        defer { Task { await store.close() } }
+        let devices = makeDeviceTokens(40).enumerated().map {
+            DeviceRecord(
+                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+                environment: "sandbox")
+        }
+        #expect(try await store.devices.importDevices(appID: "a", devices) == 40)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: Date())
+        let held = try await store.outbox.claimDueDeliveries(limit: 40)
+        #expect(held.count == 40 && Set(held.compactMap(\.broadcast?.page)).count == 1)
+        // Four writes of the one page at once, each a quarter of its answers.
+        let written = try await withThrowingTaskGroup(of: Int.self) { group in
+            for start in stride(from: 0, to: held.count, by: 10) {
+                let quarter = held[start..<(start + 10)]
+                group.addTask {
+                    try await store.outbox.recordResults(quarter.map { DeliveryResult($0, .sent, attempts: 1) })
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(written == 40)
+        let rows = try await store.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+        #expect(rows.count == 40 && rows.allSatisfy { $0.status == .sent })
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 40 && counts[.queued] == 0)
+        #expect(try await store.nodes.queueDepth() == 0)
+        // The page is gone: a late duplicate writes nothing.
+        #expect(try await store.outbox.recordResults([DeliveryResult(held[0], .sent, attempts: 1)]) == 0)
+    }
+
     @Test("a page whose node died is handed out again with the same ids, without the devices already answered")
     func rescuedPageKeepsIDs() async throws {
         let url = try await TestDatabase.url("broadcast-rescue")

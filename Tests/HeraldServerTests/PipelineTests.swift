@@ -68,12 +68,13 @@ struct PipelineTests {
     func configuration() throws {
         let parsed = try HeraldConfiguration.parse(
             yaml:
-                "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3, retention: 86400 }",
+                "outbox: { batch_size: 100, max_in_flight: 300, max_attempts: 7, retry_base_delay: 2, retry_max_delay: 60, batch_deadline: 30, shutdown_grace: 3, retention: 86400, result_writes: 2 }",
             file: "/tmp/herald.yaml")
         let outbox = parsed.outbox
         #expect(outbox.batchSize == 100 && outbox.maximumInFlight == 300 && outbox.maximumAttempts == 7)
         #expect(outbox.batchDeadline == 30 && outbox.shutdownGrace == 3)
         #expect(outbox.retention == 86_400 && DispatcherConfiguration().retention == 7 * 86_400)
+        #expect(outbox.resultWrites == 2 && DispatcherConfiguration().resultWrites == 1)
         #expect([1, 2, 3, 4, 5, 6, 7].map { outbox.retryDelay(attempts: $0) } == [2, 4, 8, 16, 32, 60, 60])
         #expect(outbox.retryDelay(attempts: 1, providerAsked: 90) == 90)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: .infinity) == 3600)
@@ -81,7 +82,7 @@ struct PipelineTests {
         for bad in [
             "outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }",
             "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }",
-            "outbox: { retention: 60 }",
+            "outbox: { retention: 60 }", "outbox: { result_writes: 0 }", "outbox: { result_writes: 5 }",
         ] {
             #expect(throws: ConfigurationError.self, "\(bad)") {
                 try HeraldConfiguration.parse(yaml: bad, file: "/tmp/herald.yaml")

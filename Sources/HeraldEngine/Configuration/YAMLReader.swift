@@ -12,7 +12,7 @@ extension YAMLReader {
             "retry_base_delay": 1...3_600,
             "retry_max_delay": 1...86_400, "batch_deadline": 5...3_600, "shutdown_grace": 0...300,
             "max_age": 60...2_592_000,
-            "retention": 3_600...31_536_000,
+            "retention": 3_600...31_536_000, "result_writes": 1...4,
         ]
         for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys)) {
             let key = "outbox." + field
@@ -29,6 +29,7 @@ extension YAMLReader {
             case "batch_deadline": outbox.batchDeadline = TimeInterval(number)
             case "max_age": outbox.maximumAge = TimeInterval(number)
             case "retention": outbox.retention = TimeInterval(number)
+            case "result_writes": outbox.resultWrites = number
             default: outbox.shutdownGrace = TimeInterval(number)
             }
         }

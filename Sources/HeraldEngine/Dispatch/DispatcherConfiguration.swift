@@ -34,6 +34,9 @@ package struct DispatcherConfiguration: Sendable {
     package var retention: TimeInterval
     /// How often the retention clean-up runs. Default 60 s.
     package var retentionInterval: Duration
+    /// PostgreSQL: result writes that may run at once. Each answer waits for less (a crash
+    /// resends fewer), at the cost of more, smaller writes. SQLite has one writer. Default 1.
+    package var resultWrites = 1
 
     /// The longest `Retry-After` honoured: an hour.
     package static let maximumProviderWait: TimeInterval = 3600

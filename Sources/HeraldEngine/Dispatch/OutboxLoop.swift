@@ -201,7 +201,31 @@ package struct OutboxLoop: Service {
 
     /// Writes answers as they become due (`DeliveryRecorder.writeDue`) and hands back what a
     /// batch past its deadline still waits for; after `finished`, writes what is left and stops.
+    /// With `outbox.result_writes` above 1 (PostgreSQL), a due write starts while others are
+    /// under way, up to that many, each as a task of its own; after a failed one, writes go one
+    /// at a time with the back-off until one succeeds.
     private func recordLoop(_ recorder: DeliveryRecorder, batches: BatchRegistry, finished: OneWayFlag) async {
+        // PostgreSQL writes of one page wait for each other only at their end; SQLite has one writer.
+        let writers = runtime.store.dialect == .postgres ? configuration.resultWrites : 1
+        let writes = OverlappingWrites()
+        await withDiscardingTaskGroup { group in
+            await recordLoop(recorder, batches: batches, finished: finished, writers: writers, writes: writes) {
+                group.addTask(operation: $0)
+            }
+        }
+    }
+
+    /// The result writes under way beside the record loop's own.
+    private final class OverlappingWrites: Sendable {
+        let active = Atomic<Int>(0)
+        let failed = Atomic<Bool>(false)
+        let done = WakeSignal()
+    }
+
+    private func recordLoop(
+        _ recorder: DeliveryRecorder, batches: BatchRegistry, finished: OneWayFlag, writers: Int,
+        writes: OverlappingWrites, start: (@escaping @Sendable () async -> Void) -> Void
+    ) async {
         var failures = 0
         var lastHeartbeat = ContinuousClock.now
         while true {
@@ -238,6 +262,22 @@ package struct OutboxLoop: Service {
                 recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
             }
             guard last || recorder.writeDue(interval: configuration.recordInterval) else { continue }
+            if !last, failures == 0, writers > 1 {
+                if writes.active.load(ordering: .relaxed) >= writers {
+                    await writes.done.wait(timeout: Self.choreInterval)
+                    continue
+                }
+                writes.active.add(1, ordering: .relaxed)
+                start {
+                    defer {
+                        writes.active.subtract(1, ordering: .relaxed)
+                        writes.done.signal()
+                    }
+                    do { try await recorder.flush() } catch { writes.failed.store(true, ordering: .relaxed) }
+                }
+                if writes.failed.exchange(false, ordering: .relaxed) { failures = 1 }
+                continue
+            }
             do {
                 try await recorder.flush()
                 failures = 0
