@@ -209,8 +209,69 @@ package struct OutboxLoop: Service {
         let writers = runtime.store.dialect == .postgres ? configuration.resultWrites : 1
         let writes = OverlappingWrites()
         await withDiscardingTaskGroup { group in
-            await recordLoop(recorder, batches: batches, finished: finished, writers: writers, writes: writes) {
-                group.addTask(operation: $0)
+            var failures = 0
+            var lastHeartbeat = ContinuousClock.now
+            while true {
+                // Cancelled (not a graceful stop): one last write, then out; waiting would spin, as
+                // every sleep returns at once.
+                let last = finished.isSet || Task.isCancelled
+                if !last {
+                    // What is answered but unwritten is what a crash would send twice: written once
+                    // `writeAt` answers wait or the oldest has waited `recordInterval`. The wait is
+                    // bounded so heartbeats, deadlines and the end are seen without answers.
+                    await recorder.waitForWrite(interval: configuration.recordInterval, limit: Self.choreInterval)
+                }
+                if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
+                    lastHeartbeat = .now
+                    // Alive, and the claims of nodes that are not are taken back.
+                    do {
+                        try await runtime.store.nodes.heartbeat()
+                        try await rescue()
+                    } catch {
+                        runtime.logger.error(
+                            "Dispatcher cannot write its heartbeat",
+                            metadata: ["error": "\(String(describing: error).prefix(300))"])
+                    }
+                }
+                for tracker in batches.expired(at: .now) {
+                    let late = tracker.expire()
+                    guard !late.isEmpty else { continue }
+                    runtime.logger.warning(
+                        "Deliveries unanswered at their batch's deadline are queued again",
+                        metadata: [
+                            "herald.deliveries": "\(late.count)",
+                            "herald.deadline_seconds": "\(configuration.batchDeadline)",
+                        ])
+                    recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
+                }
+                guard last || recorder.writeDue(interval: configuration.recordInterval) else { continue }
+                if !last, failures == 0, writers > 1 {
+                    if writes.active.load(ordering: .relaxed) >= writers {
+                        await writes.done.wait(timeout: Self.choreInterval)
+                        continue
+                    }
+                    writes.active.add(1, ordering: .relaxed)
+                    group.addTask {
+                        defer {
+                            writes.active.subtract(1, ordering: .relaxed)
+                            writes.done.signal()
+                        }
+                        do { try await recorder.flush() } catch { writes.failed.store(true, ordering: .relaxed) }
+                    }
+                    if writes.failed.exchange(false, ordering: .relaxed) { failures = 1 }
+                    continue
+                }
+                do {
+                    try await recorder.flush()
+                    failures = 0
+                } catch {
+                    failures += 1
+                    // What was sent stays `sending` if this never succeeds: a restart queues it again.
+                    if last && failures >= 3 { return }
+                    await waitOutStoreError(error, failures: failures, "Dispatcher cannot record answers; trying again")
+                    continue
+                }
+                if last { return }
             }
         }
     }
@@ -220,76 +281,6 @@ package struct OutboxLoop: Service {
         let active = Atomic<Int>(0)
         let failed = Atomic<Bool>(false)
         let done = WakeSignal()
-    }
-
-    private func recordLoop(
-        _ recorder: DeliveryRecorder, batches: BatchRegistry, finished: OneWayFlag, writers: Int,
-        writes: OverlappingWrites, start: (@escaping @Sendable () async -> Void) -> Void
-    ) async {
-        var failures = 0
-        var lastHeartbeat = ContinuousClock.now
-        while true {
-            // Cancelled (not a graceful stop): one last write, then out; waiting would spin, as
-            // every sleep returns at once.
-            let last = finished.isSet || Task.isCancelled
-            if !last {
-                // What is answered but unwritten is what a crash would send twice: written once
-                // `writeAt` answers wait or the oldest has waited `recordInterval`. The wait is
-                // bounded so heartbeats, deadlines and the end are seen without answers.
-                await recorder.waitForWrite(interval: configuration.recordInterval, limit: Self.choreInterval)
-            }
-            if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
-                lastHeartbeat = .now
-                // Alive, and the claims of nodes that are not are taken back.
-                do {
-                    try await runtime.store.nodes.heartbeat()
-                    try await rescue()
-                } catch {
-                    runtime.logger.error(
-                        "Dispatcher cannot write its heartbeat",
-                        metadata: ["error": "\(String(describing: error).prefix(300))"])
-                }
-            }
-            for tracker in batches.expired(at: .now) {
-                let late = tracker.expire()
-                guard !late.isEmpty else { continue }
-                runtime.logger.warning(
-                    "Deliveries unanswered at their batch's deadline are queued again",
-                    metadata: [
-                        "herald.deliveries": "\(late.count)",
-                        "herald.deadline_seconds": "\(configuration.batchDeadline)",
-                    ])
-                recorder.add(late.map { outcome(unanswered: $0, reason: "Unanswered", attempts: 1) })
-            }
-            guard last || recorder.writeDue(interval: configuration.recordInterval) else { continue }
-            if !last, failures == 0, writers > 1 {
-                if writes.active.load(ordering: .relaxed) >= writers {
-                    await writes.done.wait(timeout: Self.choreInterval)
-                    continue
-                }
-                writes.active.add(1, ordering: .relaxed)
-                start {
-                    defer {
-                        writes.active.subtract(1, ordering: .relaxed)
-                        writes.done.signal()
-                    }
-                    do { try await recorder.flush() } catch { writes.failed.store(true, ordering: .relaxed) }
-                }
-                if writes.failed.exchange(false, ordering: .relaxed) { failures = 1 }
-                continue
-            }
-            do {
-                try await recorder.flush()
-                failures = 0
-            } catch {
-                failures += 1
-                // What was sent stays `sending` if this never succeeds: a restart queues it again.
-                if last && failures >= 3 { return }
-                await waitOutStoreError(error, failures: failures, "Dispatcher cannot record answers; trying again")
-                continue
-            }
-            if last { return }
-        }
     }
 
     /// Graceful shutdown: waits up to `shutdownGrace` for batches in flight, then hands their
