@@ -2,6 +2,7 @@ import Crypto
 package import Foundation
 package import HeraldAPNs
 package import HeraldSimulator
+package import HeraldStore
 package import _CryptoExtras
 
 /// A fresh APNs signing key with matching simulator trust, for tests and demos.
@@ -25,6 +26,16 @@ package func makeTemporaryDirectory(_ prefix: String = "herald-test") throws -> 
         .appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
+}
+
+/// `count` APNs sandbox devices `d0`, `d1`, … of users `u0`, `u1`, …, each with a token of
+/// `makeDeviceTokens`.
+package func makeDeviceRecords(_ count: Int) -> [DeviceRecord] {
+    makeDeviceTokens(count).enumerated().map {
+        DeviceRecord(
+            deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
+            environment: "sandbox")
+    }
 }
 
 /// Random device tokens: 32 bytes as 64 lowercase hex characters, distinct.

@@ -19,11 +19,7 @@ struct BroadcastTests {
         let store = try await HeraldStore.open(
             url: try await TestDatabase.url("broadcast-back-to-back"), clock: .manual(clock))
         defer { Task { await store.close() } }
-        let devices = makeDeviceTokens(6).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(6)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 6)
         var notifications: [UUID] = []
         for _ in 0..<2 {
@@ -126,11 +122,7 @@ struct BroadcastTests {
     func overlappingPageWrites() async throws {
         let store = try await HeraldStore.open(url: try await TestDatabase.url("broadcast-overlap"))
         defer { Task { await store.close() } }
-        let devices = makeDeviceTokens(40).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(40)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 40)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
@@ -161,11 +153,7 @@ struct BroadcastTests {
     func rescuedPageKeepsIDs() async throws {
         let url = try await TestDatabase.url("broadcast-rescue")
         let first = try await HeraldStore.open(url: url)
-        let devices = makeDeviceTokens(8).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(8)
         #expect(try await first.devices.importDevices(appID: "a", devices) == 8)
         let (notification, _) = try await first.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,

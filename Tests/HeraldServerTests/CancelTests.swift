@@ -190,11 +190,7 @@ struct CancelTests {
         let clock = ManualClock(Date())
         let store = try await HeraldStore.open(url: url, clock: clock.clock)
         defer { Task { await store.close() } }
-        let devices = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(4)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 4)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8),
@@ -246,11 +242,7 @@ struct CancelTests {
         let clock = ManualClock(Date())
         let store = try await HeraldStore.open(url: try await TestDatabase.url("cancel-broadcast"), clock: clock.clock)
         defer { Task { await store.close() } }
-        let devices = makeDeviceTokens(10).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(10)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 10)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,

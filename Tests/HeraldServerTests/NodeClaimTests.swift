@@ -25,11 +25,7 @@ struct ClaimFencingTests {
     func twoNodes() async throws {
         let url = try await TestDatabase.url("nodes")
         let first = try await HeraldStore.open(url: url)
-        let devices = makeDeviceTokens(30).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(30)
         #expect(try await first.devices.importDevices(appID: "a", devices) == 30)
         let (notification, _) = try await first.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
@@ -73,11 +69,7 @@ struct PostgresNodesTests {
         let nodes = [try await HeraldStore.open(url: url), try await HeraldStore.open(url: url)]
         #expect(nodes[0].dialect == .postgres)
         let count = 3_000
-        let devices = makeDeviceTokens(count).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(count)
         #expect(try await nodes[0].devices.importDevices(appID: "a", devices) == count)
         let (notification, _) = try await nodes[0].notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
@@ -154,11 +146,7 @@ extension PostgresNodesTests {
         #expect(
             Set(try await store.deliveryPartitions().keys)
                 == ["deliveries_default", "deliveries_20270115", "deliveries_20270116", "deliveries_20270117"])
-        let devices = makeDeviceTokens(3).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(3)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 3)
         func send(due: Date) async throws -> UUID {
             try await store.notifications.createNotification(
@@ -214,11 +202,7 @@ extension PostgresNodesTests {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("partition-migration", kind: .postgres)
         let old = try await HeraldStore.open(url: url, clock: .manual(clock), schemaVersion: 10)
-        let devices = makeDeviceTokens(4).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(4)
         #expect(try await old.devices.importDevices(appID: "a", devices) == 4)
         func send(_ store: HeraldStore) async throws -> UUID {
             try await store.notifications.createNotification(

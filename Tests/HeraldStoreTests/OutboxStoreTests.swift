@@ -191,11 +191,7 @@ struct OutboxStoreTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try await HeraldStore.open(
             url: "sqlite://" + directory.appendingPathComponent("herald.sqlite").path)
-        let devices = makeDeviceTokens(count).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(count)
         #expect(try await store.devices.importDevices(appID: "a", devices) == count)
         return (store, devices)
     }
@@ -428,11 +424,7 @@ struct OutboxStoreTests {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
         let url = try await TestDatabase.url("deferred-claim")
         let store = try await HeraldStore.open(url: url, clock: .manual(clock))
-        let devices = makeDeviceTokens(10).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(10)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 10)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,

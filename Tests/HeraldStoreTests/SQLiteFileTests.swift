@@ -102,11 +102,7 @@ struct SQLiteFileTests {
         let before = size(path)
         // ~6 MB of pages: far below the writer's own checkpoint (32,768 pages), so only the
         // background checkpointer moves them into the database file.
-        let devices = makeDeviceTokens(20_000).enumerated().map {
-            DeviceRecord(
-                deviceID: "d\($0.offset)", userID: "u\($0.offset)", platform: "apns", token: $0.element,
-                environment: "sandbox")
-        }
+        let devices = makeDeviceRecords(20_000)
         #expect(try await store.devices.importDevices(appID: "a", devices) == 20_000)
         var after = size(path)
         for _ in 0..<100 where after < before + 4_000_000 {
