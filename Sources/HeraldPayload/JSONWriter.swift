@@ -58,6 +58,13 @@ package struct JSONWriter: Sendable {
         bytes[start...].reverse()
     }
 
+    /// Appends a number in the shortest form that reads back as the same `Double` (`null` for
+    /// one that is not finite).
+    package mutating func number(_ value: Double) {
+        guard value.isFinite else { return raw("null") }
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
     /// Appends `true` or `false`.
     package mutating func bool(_ flag: Bool) {
         flag ? raw("true") : raw("false")

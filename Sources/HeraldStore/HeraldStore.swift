@@ -29,7 +29,12 @@ package final class HeraldStore: Sendable {
     let clock: HeraldClock
     let logger: Logger
     /// This process's node id: the owner of the claims it makes (a new one per open).
-    package let nodeID = UUID().uuidString.lowercased()
+    private let ownNodeID = UUID().uuidString.lowercased()
+    /// The node whose claims this task's writes are made under: this process's own, except
+    /// while `OutboxRepository.recordAnswers(of:_:)` writes the answers a stopped process
+    /// journaled under the claims it held.
+    package var nodeID: String { Self.writingFor ?? ownNodeID }
+    @TaskLocal static var writingFor: String?
     private let lock = AsyncSerialLock()
     /// SQLite: where the writer's holders run (`exclusive`).
     private let writerExecutor = SerialTaskExecutor(label: "herald.sqlite-writer")

@@ -14,8 +14,14 @@ extension YAMLReader {
             "max_age": 60...2_592_000,
             "retention": 3_600...31_536_000, "result_writes": 1...4,
         ]
-        for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys)) {
+        for (field, value) in try mapping(node, "outbox", allowed: Set(ranges.keys).union(["answer_journal"])) {
             let key = "outbox." + field
+            if field == "answer_journal" {
+                let text = try string(value, key)
+                guard !text.isEmpty else { throw fail(value, key, "must be a directory, or off") }
+                outbox.answerJournal = text == "off" ? .off : .directory(try path(value, key))
+                continue
+            }
             let number = try int(value, key)
             guard let range = ranges[field], range.contains(number) else {
                 throw fail(value, key, "must be \(ranges[field]!.lowerBound)–\(ranges[field]!.upperBound)")

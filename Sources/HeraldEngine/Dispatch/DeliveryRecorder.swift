@@ -9,7 +9,9 @@ import Synchronization
 /// record interval (bounded groups), so one slow token never holds back the results of the
 /// others. What is answered and not yet committed (waiting, or in a write under way) is what
 /// a crash sends twice: under load a write starts as the one before it ends, so that window is
-/// one write's answers and what arrives while it runs. Counts them in the metrics once per write.
+/// one write's answers and what arrives while it runs. With an `AnswerJournal`, providers'
+/// answers are also appended to it as they arrive, and the next start writes those a crash left
+/// unwritten. Counts them in the metrics once per write.
 final class DeliveryRecorder: Sendable {
     private struct Buffer {
         var results: [DeliveryResult] = []
@@ -17,13 +19,23 @@ final class DeliveryRecorder: Sendable {
         var fcmLatencies: [Double] = []
         /// When the oldest result waiting arrived.
         var oldest: ContinuousClock.Instant?
+        /// The journal segments of `results`, in order (segment, how many): what their write
+        /// commits there. Results not journaled (the policy's, deadlines') have none.
+        var segments: [(segment: Int, count: Int)] = []
 
         /// Appends `more`; true when the writer is to be woken: the buffer stopped being empty
         /// (its deadline starts) or reached `writeAt`, not for every result in between.
-        mutating func append(_ more: some Collection<DeliveryResult>) -> Bool {
+        mutating func append(_ more: some Collection<DeliveryResult>, segment: Int? = nil) -> Bool {
             let before = results.count
             if before == 0 { oldest = .now }
             results.append(contentsOf: more)
+            if let segment {
+                if let last = segments.indices.last, segments[last].segment == segment {
+                    segments[last].count += more.count
+                } else {
+                    segments.append((segment, more.count))
+                }
+            }
             return before == 0 || (before < DeliveryRecorder.writeAt && results.count >= DeliveryRecorder.writeAt)
         }
 
@@ -38,28 +50,35 @@ final class DeliveryRecorder: Sendable {
     /// Results waiting that start a write at once.
     static let writeAt = 256
 
+    private struct State {
+        var buffer = Buffer()
+        var journal: AnswerJournal?
+    }
+
     private let runtime: HeraldRuntime
-    private let buffer = Mutex(Buffer())
+    private let state: Mutex<State>
     /// Results taken by writes that have not committed yet.
     private let writing = Atomic<Int>(0)
     /// Signalled when the first result arrives in an empty buffer and when `writeAt` wait.
     private let arrivals = WakeSignal()
 
-    init(runtime: HeraldRuntime) {
+    init(runtime: HeraldRuntime, journal: AnswerJournal? = nil) {
         self.runtime = runtime
+        state = Mutex(State(journal: journal))
     }
 
     /// Adds one provider answer's result (called on the clients' event loops).
     func add(_ result: DeliveryResult, latency: Double?, platform: String) {
-        let wake = buffer.withLock { buffer in
-            let wake = buffer.append(CollectionOfOne(result))
+        let wake = state.withLock { state in
+            let segment = state.journal?.append(result, now: .now)
+            let wake = state.buffer.append(CollectionOfOne(result), segment: segment)
             // APNs' and FCM's request histograms; web push has none of its own yet, and its
             // answers must not be counted as APNs'.
             if let latency {
                 if platform == "fcm" {
-                    buffer.fcmLatencies.append(latency)
+                    state.buffer.fcmLatencies.append(latency)
                 } else if platform == "apns" {
-                    buffer.apnsLatencies.append(latency)
+                    state.buffer.apnsLatencies.append(latency)
                 }
             }
             return wake
@@ -70,20 +89,20 @@ final class DeliveryRecorder: Sendable {
     /// Adds results decided without a provider (policy, pauses, configuration).
     func add(_ results: [DeliveryResult]) {
         guard !results.isEmpty else { return }
-        if buffer.withLock({ $0.append(results) }) { arrivals.signal() }
+        if state.withLock({ $0.buffer.append(results) }) { arrivals.signal() }
     }
 
     /// Answers not yet committed: waiting, and in writes under way.
-    var count: Int { buffer.withLock { $0.results.count } + writing.load(ordering: .relaxed) }
+    var count: Int { state.withLock { $0.buffer.results.count } + writing.load(ordering: .relaxed) }
 
     /// Whether a write is due: `writeAt` results wait, or the oldest has waited `interval`.
     func writeDue(interval: Duration) -> Bool {
-        buffer.withLock { $0.untilDue(interval: interval) }.map { $0 <= .zero } ?? false
+        state.withLock { $0.buffer.untilDue(interval: interval) }.map { $0 <= .zero } ?? false
     }
 
     /// Returns when a write may be due (see `writeDue`), or after `limit` at the latest.
     func waitForWrite(interval: Duration, limit: Duration) async {
-        let wait = min(limit, buffer.withLock { $0.untilDue(interval: interval) } ?? limit)
+        let wait = min(limit, state.withLock { $0.buffer.untilDue(interval: interval) } ?? limit)
         guard wait > .zero else { return }
         await arrivals.wait(timeout: wait)
     }
@@ -93,9 +112,11 @@ final class DeliveryRecorder: Sendable {
     func flush() async throws {
         // Counted as being written under the same lock that takes them, so `count` never sees
         // them in neither place.
-        let taken = buffer.withLock { buffer -> Buffer in
-            let taken = buffer
-            buffer = Buffer()
+        let taken = state.withLock { state -> Buffer in
+            let taken = state.buffer
+            state.buffer = Buffer()
+            // What the write takes is in the journal's file before the write starts.
+            if !taken.segments.isEmpty { state.journal?.taking() }
             writing.add(taken.results.count, ordering: .relaxed)
             return taken
         }
@@ -104,6 +125,7 @@ final class DeliveryRecorder: Sendable {
         let started = ContinuousClock.now
         do {
             try await runtime.store.outbox.recordResults(taken.results, webhooks: runtime.resultWebhooks)
+            if !taken.segments.isEmpty { state.withLock { $0.journal?.committed(taken.segments) } }
             let written = ContinuousClock.now
             runtime.metrics.outboxStore("record", seconds: (written - started).seconds)
             if let oldest = taken.oldest { runtime.metrics.outboxStage("record", seconds: (written - oldest).seconds) }
@@ -114,13 +136,23 @@ final class DeliveryRecorder: Sendable {
                 runtime.webhookWake.signal()
             }
         } catch {
-            buffer.withLock { buffer in
-                buffer.results = taken.results + buffer.results
-                buffer.oldest = taken.oldest ?? buffer.oldest
+            state.withLock { state in
+                state.buffer.results = taken.results + state.buffer.results
+                state.buffer.segments = taken.segments + state.buffer.segments
+                state.buffer.oldest = taken.oldest ?? state.buffer.oldest
             }
             throw error
         }
         count(taken)
+    }
+
+    /// Stops the journal (once the last write is done): its files go when every answer in them
+    /// is committed, and stay for the next start otherwise.
+    func finishJournal() {
+        state.withLock { state in
+            state.journal?.finish()
+            state.journal = nil
+        }
     }
 
     /// Counted once per write, by app, status and reason; dead tokens by app for one log line

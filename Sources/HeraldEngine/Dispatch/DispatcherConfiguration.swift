@@ -1,4 +1,5 @@
 package import Foundation
+import HeraldStore
 
 /// How the outbox loop works (YAML `outbox.*`); every default is documented here and in the
 /// README's configuration table.
@@ -37,6 +38,27 @@ package struct DispatcherConfiguration: Sendable {
     /// PostgreSQL: result writes that may run at once. Each answer waits for less (a crash
     /// resends fewer), at the cost of more, smaller writes. SQLite has one writer. Default 1.
     package var resultWrites = 1
+    /// Where providers' answers are journaled until written (`AnswerJournal`), so the next start
+    /// writes those a crash left unwritten instead of sending them again. Default: beside a
+    /// SQLite file (`FILE-answers`); none on PostgreSQL unless a directory is given.
+    package var answerJournal: AnswerJournalPlace = .besideDatabase
+
+    /// `outbox.answer_journal`.
+    package enum AnswerJournalPlace: Sendable, Equatable {
+        case besideDatabase
+        case directory(String)
+        case off
+
+        /// The directory for a store at `databaseURL`, nil for none.
+        package func directory(databaseURL: String) -> String? {
+            switch self {
+            case .off: nil
+            case .directory(let path): path
+            case .besideDatabase:
+                databaseURL.hasPrefix("sqlite://") ? databaseURL.sqliteFilePath.map { $0 + "-answers" } : nil
+            }
+        }
+    }
 
     /// The longest `Retry-After` honoured: an hour.
     package static let maximumProviderWait: TimeInterval = 3600

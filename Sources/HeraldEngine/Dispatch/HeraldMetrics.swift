@@ -49,7 +49,9 @@ package final class HeraldMetrics: Sendable {
         apnsRequest = Timer(label: "herald_apns_request_seconds", dimensions: [], factory: factory)
         fcmRequest = Timer(label: "herald_fcm_request_seconds", dimensions: [], factory: factory)
         lastBatch = Gauge(label: "herald_last_batch_timestamp_seconds", dimensions: [], factory: factory)
-        for name in ["herald_restart_resends_total"] { counter(name, []).increment(by: 0) }
+        for name in ["herald_restart_resends_total", "herald_journaled_answers_total"] {
+            counter(name, []).increment(by: 0)
+        }
     }
 
     /// The swift-metrics object for a label and dimensions, made once and kept.
@@ -151,6 +153,12 @@ package final class HeraldMetrics: Sendable {
     /// Deliveries claimed before a crash and queued again at start (they may arrive twice).
     func restartResends(_ count: Int) {
         counter("herald_restart_resends_total", []).increment(by: count)
+    }
+
+    /// Answers a stopped process received and had not written, written at start from its
+    /// answer journal (not sent again).
+    func journaledAnswers(_ count: Int) {
+        counter("herald_journaled_answers_total", []).increment(by: count)
     }
 
     /// Rows the retention clean-up deleted, by kind.

@@ -26,7 +26,8 @@ package struct OutboxLoop: Service {
             try? await runtime.store.nodes.leave()
             return
         }
-        let recorder = DeliveryRecorder(runtime: runtime)
+        let recorder = DeliveryRecorder(runtime: runtime, journal: openJournal())
+        defer { recorder.finishJournal() }
         let window = InFlightWindow()
         let batches = BatchRegistry(deadline: .seconds(configuration.batchDeadline))
         let order = SubmissionOrder()
@@ -139,6 +140,8 @@ package struct OutboxLoop: Service {
         var failures = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
+                // Before any claim of a stopped process is queued again: the answers it had.
+                try await replayJournals()
                 try await runtime.store.nodes.heartbeat()
                 try await rescue()
                 // No pause is known after a start: what waits for a provider paused before it (a
@@ -165,6 +168,40 @@ package struct OutboxLoop: Service {
             }
         }
         return false
+    }
+
+    /// `outbox.answer_journal`'s directory for this store, nil for none.
+    private var journalDirectory: String? {
+        configuration.answerJournal.directory(databaseURL: runtime.configuration.databaseURL)
+    }
+
+    /// This process's answer journal; nil (said so) when there is none or it cannot be made.
+    private func openJournal() -> AnswerJournal? {
+        guard let directory = journalDirectory else { return nil }
+        do {
+            return try AnswerJournal(directory: directory, node: runtime.store.nodeID, logger: runtime.logger)
+        } catch {
+            runtime.logger.warning(
+                "Answer journal off: a crash resends the answers not yet written",
+                metadata: ["herald.journal": "\(directory)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Writes what stopped processes journaled and never wrote (`AnswerJournal.replay`).
+    private func replayJournals() async throws {
+        guard let directory = journalDirectory else { return }
+        let replayed = try await AnswerJournal.replay(
+            directory: directory, except: runtime.store.nodeID, store: runtime.store)
+        guard replayed.journals > 0 else { return }
+        runtime.metrics.journaledAnswers(replayed.answers.written)
+        runtime.logger.notice(
+            "Answers a stopped process received and had not written were written from its journal (not sent again)",
+            metadata: [
+                "herald.journals": "\(replayed.journals)", "herald.written": "\(replayed.answers.written)",
+                "herald.already_written": "\(replayed.answers.skipped)",
+                "herald.unreadable_lines": "\(replayed.unreadable)",
+            ])
     }
 
     /// Queues again the claims of nodes that stopped saying they are alive (a killed process,
