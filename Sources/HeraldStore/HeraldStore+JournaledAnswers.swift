@@ -41,7 +41,8 @@ extension OutboxRepository {
             let unwritten = chunk.filter { result in
                 guard let row = rows[result.deliveryID] else { return result.broadcast != nil }
                 return result.broadcast == nil && row.claim == result.claim
-                    && (row.status == DeliveryStatus.sending.rawValue || row.status == DeliveryStatus.cancelled.rawValue)
+                    && (row.status == DeliveryStatus.sending.rawValue
+                        || row.status == DeliveryStatus.cancelled.rawValue)
             }
             answers.skipped += chunk.count - unwritten.count
             guard !unwritten.isEmpty else { continue }
