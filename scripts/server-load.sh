@@ -758,6 +758,12 @@ if [ -n "${RAW_RATE:-}" ]; then
     python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
 fi
 echo "inbox: $inbox"
+if [ "$MODE" = reliability ]; then
+    # What the restart wrote from the killed process's answer journal, and what it queued again.
+    restart=$(curl -sf -H "Authorization: Bearer $METRICS" "http://127.0.0.1:$PORT/metrics" \
+        | awk '/^herald_(journaled_answers|restart_resends)_total / {printf "%s=%s ", $1, $2}' || true)
+    echo "after the restart: ${restart:-no restart counters}"
+fi
 if [ "$MODE" = opens ]; then
     OPENS=${OPENS:-$(( COUNT < 100000 ? COUNT : 100000 ))}
     echo "== report $OPENS opens (and a tenth of them again) as fast as the API takes them"
