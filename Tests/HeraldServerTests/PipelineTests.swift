@@ -75,6 +75,20 @@ struct PipelineTests {
         #expect(outbox.batchDeadline == 30 && outbox.shutdownGrace == 3)
         #expect(outbox.retention == 86_400 && DispatcherConfiguration().retention == 7 * 86_400)
         #expect(outbox.resultWrites == 2 && DispatcherConfiguration().resultWrites == 1)
+        // The answer journal: beside a SQLite file by default, none on PostgreSQL; a relative
+        // directory is read beside the config file; `off` is none.
+        let besides = DispatcherConfiguration().answerJournal
+        #expect(
+            besides.directory(databaseURL: "sqlite:///var/lib/herald/h.sqlite") == "/var/lib/herald/h.sqlite-answers")
+        #expect(besides.directory(databaseURL: "sqlite://:memory:") == nil)
+        #expect(besides.directory(databaseURL: "postgres://h@127.0.0.1/h") == nil)
+        for (yaml, directory) in [("answers", "/tmp/answers"), ("/srv/answers", "/srv/answers"), ("off", nil)] {
+            let journal = try HeraldConfiguration.parse(
+                yaml: "outbox: { answer_journal: \(yaml) }", file: "/tmp/herald.yaml"
+            )
+            .outbox.answerJournal
+            #expect(journal.directory(databaseURL: "postgres://h@127.0.0.1/h") == directory, "\(yaml)")
+        }
         #expect([1, 2, 3, 4, 5, 6, 7].map { outbox.retryDelay(attempts: $0) } == [2, 4, 8, 16, 32, 60, 60])
         #expect(outbox.retryDelay(attempts: 1, providerAsked: 90) == 90)
         #expect(outbox.retryDelay(attempts: 1, providerAsked: .infinity) == 3600)
@@ -83,6 +97,8 @@ struct PipelineTests {
             "outbox: { batch_size: 0 }", "outbox: { shutdown_grace: 301 }",
             "outbox: { retry_base_delay: 90, retry_max_delay: 60 }", "outbox: { batches: 3 }",
             "outbox: { retention: 60 }", "outbox: { result_writes: 0 }", "outbox: { result_writes: 5 }",
+            "outbox: { answer_journal: '' }",
+            "outbox: { answer_journal: [a] }",
         ] {
             #expect(throws: ConfigurationError.self, "\(bad)") {
                 try HeraldConfiguration.parse(yaml: bad, file: "/tmp/herald.yaml")
