@@ -25,7 +25,7 @@ apps:
 YAML
 times=()
 for _ in 1 2 3 4 5; do
-    rm -f "$work"/herald.sqlite*
+    rm -rf "$work"/herald.sqlite*
     start=$(date +%s%N)
     HERALD_LOG_LEVEL=error "$binary" serve --config "$work/herald.yaml" > /dev/null 2>&1 &
     pid=$!
