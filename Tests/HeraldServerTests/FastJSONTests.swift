@@ -112,4 +112,24 @@ struct FastJSONTests {
         try same(ReceivedViews(receipts: views))
         try same(ReceivedViews(receipts: []))
     }
+
+    @Test("whole numbers and UUIDs are written as String and uuidString write them")
+    func numbersAndIDs() {
+        var values: [Int64] = [0, 1, 9, 10, 99, 100, -1, -9, -10, Int64.max, Int64.min, Int64.min + 1]
+        var power: Int64 = 1
+        for _ in 0..<18 {
+            power *= 10
+            values += [power - 1, power, power + 1, -power, -(power - 1)]
+        }
+        for value in values {
+            var json = JSONWriter()
+            json.integer(value)
+            #expect(String(decoding: json.bytes, as: UTF8.self) == String(value))
+        }
+        for id in [UUID(), UUID(), UUID(uuidString: "00000000-0000-0000-0000-000000000000")!] {
+            var json = JSONWriter()
+            json.uuid(id)
+            #expect(String(decoding: json.bytes, as: UTF8.self) == "\"\(id.uuidString)\"")
+        }
+    }
 }

@@ -187,7 +187,7 @@ extension AnswerJournal {
         json.raw(",\"c\":")
         json.integer(result.claim)
         json.raw(",\"n\":")
-        json.string(result.notificationID.uuidString)
+        json.uuid(result.notificationID)
         json.raw(",\"a\":")
         json.string(result.appID)
         json.raw(",\"v\":")
