@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldEngine
+import HeraldServer
 import Logging
 
 @main
@@ -29,7 +30,7 @@ func bootstrapLogging(defaultLevel: Logger.Level = .info, format: HeraldConfigur
     switch format {
     case .text:
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = TextLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
