@@ -113,7 +113,7 @@ struct AnswerJournalRestartTests {
         // On SQLite the journal's default place is beside the file; PostgreSQL needs one named.
         let place: DispatcherConfiguration.AnswerJournalPlace =
             TestDatabase.kind == .sqlite ? .besideDatabase : .directory(directory)
-        let journalDirectory = try #require(place.directory(databaseURL: url))
+        let journalDirectory = try #require(place.directory(databaseURL: url, stateDirectory: nil))
         let tokens = makeDeviceTokens(6)
         try await withServer(configure: { $0.databaseURL = url }, dispatcher: false) { server in
             for (index, token) in tokens.enumerated() {

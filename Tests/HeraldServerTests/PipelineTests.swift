@@ -75,19 +75,32 @@ struct PipelineTests {
         #expect(outbox.batchDeadline == 30 && outbox.shutdownGrace == 3)
         #expect(outbox.retention == 86_400 && DispatcherConfiguration().retention == 7 * 86_400)
         #expect(outbox.resultWrites == 2 && DispatcherConfiguration().resultWrites == 1)
-        // The answer journal: beside a SQLite file by default, none on PostgreSQL; a relative
-        // directory is read beside the config file; `off` is none.
+        // The answer journal: beside a SQLite file by default; on PostgreSQL in systemd's state
+        // directory when there is one (the first of a list; a relative one is not taken), else
+        // none; a relative directory is read beside the config file; `off` is none.
         let besides = DispatcherConfiguration().answerJournal
-        #expect(
-            besides.directory(databaseURL: "sqlite:///var/lib/herald/h.sqlite") == "/var/lib/herald/h.sqlite-answers")
-        #expect(besides.directory(databaseURL: "sqlite://:memory:") == nil)
-        #expect(besides.directory(databaseURL: "postgres://h@127.0.0.1/h") == nil)
+        let postgres = "postgres://h@127.0.0.1/h"
+        for state in [nil, "/var/lib/herald"] {
+            #expect(
+                besides.directory(databaseURL: "sqlite:///var/lib/herald/h.sqlite", stateDirectory: state)
+                    == "/var/lib/herald/h.sqlite-answers")
+            #expect(besides.directory(databaseURL: "sqlite://:memory:", stateDirectory: state) == nil)
+        }
+        #expect(besides.directory(databaseURL: postgres, stateDirectory: nil) == nil)
+        for (state, directory) in [
+            ("/var/lib/herald", "/var/lib/herald/answers"), ("/var/lib/herald/", "/var/lib/herald/answers"),
+            ("/var/lib/herald:/var/lib/other", "/var/lib/herald/answers"), ("", nil), ("herald", nil),
+        ] {
+            #expect(besides.directory(databaseURL: postgres, stateDirectory: state) == directory, "\(state)")
+        }
         for (yaml, directory) in [("answers", "/tmp/answers"), ("/srv/answers", "/srv/answers"), ("off", nil)] {
             let journal = try HeraldConfiguration.parse(
                 yaml: "outbox: { answer_journal: \(yaml) }", file: "/tmp/herald.yaml"
             )
             .outbox.answerJournal
-            #expect(journal.directory(databaseURL: "postgres://h@127.0.0.1/h") == directory, "\(yaml)")
+            for state in [nil, "/var/lib/herald"] {
+                #expect(journal.directory(databaseURL: postgres, stateDirectory: state) == directory, "\(yaml)")
+            }
         }
         #expect([1, 2, 3, 4, 5, 6, 7].map { outbox.retryDelay(attempts: $0) } == [2, 4, 8, 16, 32, 60, 60])
         #expect(outbox.retryDelay(attempts: 1, providerAsked: 90) == 90)

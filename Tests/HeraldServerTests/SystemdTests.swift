@@ -1,4 +1,5 @@
 import Foundation
+import HeraldStore
 import HeraldTesting
 import Testing
 
@@ -90,6 +91,31 @@ struct SystemdTests {
         let check = try await runProcess(heraldExecutable, ["config", "check", "--config", config])
         #expect(check.status == 2)
         #expect(check.stdout.contains("log_format") || check.stderr.contains("log_format"))
+    }
+
+    @Test("the answer journal: beside a SQLite file; on PostgreSQL in systemd's STATE_DIRECTORY")
+    func journalInStateDirectory() async throws {
+        let url = try await TestDatabase.migratedURL("journal-state")
+        let directory = try makeTemporaryDirectory("herald-state")
+        let state = directory + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let config = directory + "/herald.yaml"
+        try "database: { url: \"\(url)\" }\n".write(toFile: config, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["STATE_DIRECTORY"] = state
+        let (process, _) = try await startHerald(
+            ["serve", "--config", config], environment: environment, log: directory + "/serve.err")
+        defer { if process.isRunning { process.terminate() } }
+        let expected = TestDatabase.kind == .sqlite ? try #require(url.sqliteFilePath) + "-answers" : state + "/answers"
+        // The journal's lock is held while the process runs (its files go at a clean stop).
+        try await eventually {
+            ((try? FileManager.default.contentsOfDirectory(atPath: expected)) ?? [])
+                .contains { $0.hasPrefix("answers-") && $0.hasSuffix(".lock") }
+        }
+        if TestDatabase.kind == .sqlite { #expect(!FileManager.default.fileExists(atPath: state + "/answers")) }
+        process.terminate()
+        for _ in 0..<600 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
     }
 
     @Test("herald --version names the release, and the commit a release build is made from")

@@ -40,7 +40,8 @@ package struct DispatcherConfiguration: Sendable {
     package var resultWrites = 1
     /// Where providers' answers are journaled until written (`AnswerJournal`), so the next start
     /// writes those a crash left unwritten instead of sending them again. Default: beside a
-    /// SQLite file (`FILE-answers`); none on PostgreSQL unless a directory is given.
+    /// SQLite file (`FILE-answers`); on PostgreSQL `answers` in the state directory systemd gives
+    /// the service (`STATE_DIRECTORY`, the packaged unit's), else none.
     package var answerJournal: AnswerJournalPlace = .besideDatabase
 
     /// `outbox.answer_journal`.
@@ -49,13 +50,21 @@ package struct DispatcherConfiguration: Sendable {
         case directory(String)
         case off
 
-        /// The directory for a store at `databaseURL`, nil for none.
-        package func directory(databaseURL: String) -> String? {
+        /// The directory for a store at `databaseURL`, nil for none. `stateDirectory` is systemd's
+        /// `STATE_DIRECTORY` (absolute paths separated by colons; the first is taken): a directory
+        /// kept across restarts and owned by the service, so a default that is safe for a server
+        /// whose store has no file of its own.
+        package func directory(databaseURL: String, stateDirectory: String?) -> String? {
             switch self {
-            case .off: nil
-            case .directory(let path): path
+            case .off: return nil
+            case .directory(let path): return path
             case .besideDatabase:
-                databaseURL.hasPrefix("sqlite://") ? databaseURL.sqliteFilePath.map { $0 + "-answers" } : nil
+                if databaseURL.hasPrefix("sqlite://") { return databaseURL.sqliteFilePath.map { $0 + "-answers" } }
+                guard
+                    let first = stateDirectory?.split(separator: ":", omittingEmptySubsequences: true).first,
+                    first.hasPrefix("/")
+                else { return nil }
+                return first.hasSuffix("/") ? "\(first)answers" : "\(first)/answers"
             }
         }
     }

@@ -172,7 +172,9 @@ package struct OutboxLoop: Service {
 
     /// `outbox.answer_journal`'s directory for this store, nil for none.
     private var journalDirectory: String? {
-        configuration.answerJournal.directory(databaseURL: runtime.configuration.databaseURL)
+        configuration.answerJournal.directory(
+            databaseURL: runtime.configuration.databaseURL,
+            stateDirectory: ProcessInfo.processInfo.environment["STATE_DIRECTORY"])
     }
 
     /// This process's answer journal; nil (said so) when there is none or it cannot be made.
