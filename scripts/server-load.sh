@@ -47,7 +47,10 @@
 #                                                  # all deferred; then the clock moves past the
 #                                                  # quiet hours: the wave's time and its ratio;
 #                                                  # last, the same promo to all by day (a daytime
-#                                                  # audience) and the wave's ratio to it
+#                                                  # audience) and the wave's ratio to it.
+#                                                  # PG_STATEMENTS=1 (DATABASE=postgres) prints the
+#                                                  # wave's and the daytime promo's statements by
+#                                                  # total time (pg_stat_statements)
 #   scripts/server-load.sh latency [RATE]          # default 500/s: single-device sends for 10 s
 #                                                  # (LOAD_SECONDS=…) to 100 devices in turn, after
 #                                                  # WARMUP_SECONDS (default 1) at the same rate that
@@ -90,6 +93,18 @@ case "$MODE" in
     *) echo "mode is reliability, backup, fanout, import, tracks, night, opens, dashboard or latency" >&2; exit 64 ;;
 esac
 . scripts/bench-lib.sh
+
+# With PG_STATEMENTS=1 on PostgreSQL: the statements since the last call by total time, headed
+# LABEL (none: nothing printed), then pg_stat_statements reset.
+pg_statements() {
+    [ -n "${PG_STATEMENTS:-}" ] && [ -n "${PSQL:-}" ] || return 0
+    if [ -n "${1:-}" ]; then
+        echo "$1: statements by total time (calls | total ms | mean ms | rows | query)"
+        $PSQL -d postgres -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3), rows,
+            left(regexp_replace(query, '\s+', ' ', 'g'), 160) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12"
+    fi
+    $PSQL -d postgres -c "SELECT pg_stat_statements_reset()" > /dev/null
+}
 bench_setup "server-$MODE"
 SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
@@ -118,7 +133,11 @@ fi
 DATABASE_URL="sqlite://$WORK/herald.sqlite"
 case "${DATABASE:-sqlite}" in
     sqlite) ;;
-    postgres) start_postgres 18590; DATABASE_URL=$PG_URL ;;
+    postgres)
+        # PG_STATEMENTS=1 (night): pg_stat_statements loaded (pg_statements prints and resets it).
+        [ -z "${PG_STATEMENTS:-}" ] || PG_OPTIONS="${PG_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+        start_postgres 18590; DATABASE_URL=$PG_URL
+        [ -z "${PG_STATEMENTS:-}" ] || $PSQL -d postgres -c "CREATE EXTENSION pg_stat_statements" > /dev/null ;;
     postgres://*|postgresql://*) DATABASE_URL=$DATABASE ;;
     *) echo "DATABASE is sqlite, postgres or a postgres:// URL" >&2; exit 64 ;;
 esac
@@ -477,18 +496,21 @@ for path in ["/metrics", "/readyz"]:
     print("%s with every promo deferred: p50 %.1f ms, max %.1f ms" % (path, times[3], times[-1]))
 PY
     echo "== the clock moves past the quiet hours: the wave"
+    pg_statements
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"2h"}' > /dev/null
     await_status "$promo" sent
     wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    pg_statements "the wave"
     echo "== the same promo to all by day (a daytime audience)"
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     day=$(send_all '{"to":{"all":true},"type":"promo"}')
     await_status "$day" sent
     day_seconds=$(elapsed "$start"); day_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     echo "promo by day sent to all after ${day_seconds}s, server CPU ${day_cpu} s ($(others_since "$others_before")): the wave took $(python3 -c "print('%.2f' % ($wave_seconds / $day_seconds))")x as long"
+    pg_statements "the daytime promo"
     print_metrics
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
     echo "inbox: $inbox"
