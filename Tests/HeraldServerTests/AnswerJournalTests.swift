@@ -164,4 +164,69 @@ struct AnswerJournalRestartTests {
             #expect(try await server.metricsText().contains("herald_journaled_answers_total 3"))
         }
     }
+
+    @Test(
+        "a process that stops beside a running one: the running one writes its journaled answers at its next heartbeat, before the stopped one's claims are queued again"
+    )
+    func survivorWritesAStoppedSiblingsAnswers() async throws {
+        let url = try await TestDatabase.migratedURL("journal-sibling")
+        let directory = try makeTemporaryDirectory("herald-journal")
+        let tokens = makeDeviceTokens(6)
+        try await withServer(configure: { $0.databaseURL = url }, dispatcher: false) { server in
+            for (index, token) in tokens.enumerated() {
+                #expect(try await server.register("d\(index)", user: "u\(index)", token: token) == .created)
+            }
+            let sent = try await server.send(#"{"to":{"all":true},"alert":{"body":"Your trial ends tomorrow"}}"#)
+            #expect(sent.status == .accepted)
+        }
+        // A sibling that claimed the six and has three answers journaled, alive while the
+        // other starts (its lock held: the start leaves its journal alone).
+        let sibling = try await HeraldStore.open(url: url)
+        let held = try await sibling.outbox.claimDueDeliveries(limit: 10)
+        #expect(held.count == 6)
+        var journal = try AnswerJournal(directory: directory, node: sibling.nodeID, logger: Logger(label: "test"))
+        for delivery in held.prefix(3) { _ = journal.append(DeliveryResult(delivery, .sent, attempts: 1), now: .now) }
+        journal.taking()
+        let running = Mutex(journal)
+        let answered = Set(held.prefix(3).map(\.deviceID))
+        let id = held[0].notificationID.uuidString.lowercased()
+        let lock = AnswerJournal.lockPath(directory, sibling.nodeID)
+
+        try await withServer(
+            configure: {
+                $0.databaseURL = url
+                $0.outbox.answerJournal = .directory(directory)
+            }
+        ) { server in
+            try await eventually { try await server.metricsText().contains("herald_outbox_in_flight") }
+            #expect(FileManager.default.fileExists(atPath: lock))
+            // The sibling stops (its lock is released, its unwritten answers stay).
+            running.withLock { $0.finish() }
+            await sibling.close()
+            // Within a heartbeat (5 s), well before its claims are judged dead (20 s).
+            var waited = 0
+            while FileManager.default.fileExists(atPath: lock) && waited < 600 {
+                try await Task.sleep(for: .milliseconds(50))
+                waited += 1
+            }
+            #expect(!FileManager.default.fileExists(atPath: lock))
+            #expect(try await server.metricsText().contains("herald_journaled_answers_total 3"))
+            let rescued = Mutex(0)
+            try await eventually {
+                let more = try await server.runtime.store.nodes.rescueDeadClaims(deadAfter: 0)
+                return rescued.withLock {
+                    $0 += more
+                    return $0 >= 3
+                }
+            }
+            #expect(rescued.withLock { $0 } == 3)
+            server.runtime.wake.signal()
+            try await eventually { server.simulator.state.inboxSummary().total == 3 }
+            let view = try await server.settled(id)
+            #expect((view["counts"] as? [String: Int])?["sent"] == 6)
+            for (index, token) in tokens.enumerated() {
+                #expect(server.simulator.state.inbox(for: token).count == (answered.contains("d\(index)") ? 0 : 1))
+            }
+        }
+    }
 }

@@ -22,7 +22,8 @@ package import Logging
 /// written turns itself off and says so; sending never waits for it.
 ///
 /// Files, in the journal's directory: `answers-NODE.lock` (held with `flock` while the process
-/// lives: a journal whose lock can be taken belongs to a process that is gone) and segments
+/// lives: a journal whose lock can be taken belongs to a process that is gone; read back at a
+/// start and, by a running process, at each heartbeat) and segments
 /// `answers-NODE-N.jsonl`, one JSON object per answer and line. A segment is deleted once every
 /// answer in it is committed and a newer one is being written.
 package struct AnswerJournal {
@@ -56,10 +57,15 @@ package struct AnswerJournal {
         self.node = node
         self.logger = logger
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        lockDescriptor = open(Self.lockPath(directory, node), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lockDescriptor >= 0 else { throw JournalError("cannot create \(Self.lockPath(directory, node))") }
-        guard flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+        // The lock is taken under a name no reader looks at and then renamed into place, so a
+        // process reading back stopped processes' journals never finds this one's lock free.
+        let staging = "\(directory)/.answers-\(node).lock-new"
+        lockDescriptor = open(staging, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard lockDescriptor >= 0 else { throw JournalError("cannot create \(staging)") }
+        guard flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0, rename(staging, Self.lockPath(directory, node)) == 0
+        else {
             close(lockDescriptor)
+            unlink(staging)
             throw JournalError("cannot lock \(Self.lockPath(directory, node))")
         }
         guard openSegment() else {

@@ -262,6 +262,16 @@ package struct OutboxLoop: Service {
                 }
                 if ContinuousClock.now - lastHeartbeat >= .seconds(Self.heartbeatInterval) {
                     lastHeartbeat = .now
+                    // The answers of a process that stopped beside this one (its journal's lock
+                    // is free at once) are written before its claims are judged dead and queued
+                    // again; every write is fenced by the claim, so a late one writes nothing.
+                    do {
+                        try await replayJournals()
+                    } catch {
+                        runtime.logger.warning(
+                            "Answer journals of stopped processes could not be written yet; tried again at the next heartbeat",
+                            metadata: ["error": "\(String(describing: error).prefix(300))"])
+                    }
                     // Alive, and the claims of nodes that are not are taken back.
                     do {
                         try await runtime.store.nodes.heartbeat()
