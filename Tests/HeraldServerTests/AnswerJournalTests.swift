@@ -104,6 +104,43 @@ struct AnswerJournalTests {
 /// The journal under `herald serve`: the witness is the simulator's inbox.
 @Suite("Answer journal at a restart")
 struct AnswerJournalRestartTests {
+    /// Six devices registered and a notification to all accepted, nothing sent (no dispatcher).
+    static func sendToSixDevices(_ url: String) async throws -> [String] {
+        let tokens = makeDeviceTokens(6)
+        try await withServer(configure: { $0.databaseURL = url }, dispatcher: false) { server in
+            for (index, token) in tokens.enumerated() {
+                #expect(try await server.register("d\(index)", user: "u\(index)", token: token) == .created)
+            }
+            let sent = try await server.send(#"{"to":{"all":true},"alert":{"body":"Your trial ends tomorrow"}}"#)
+            #expect(sent.status == .accepted)
+        }
+        return tokens
+    }
+
+    /// The stopped process's three unanswered claims are queued again and sent; the devices
+    /// whose answers were journaled get nothing, and all six count as sent.
+    static func expectOnlyUnansweredSent(
+        _ server: ServerHarness, tokens: [String], answered: Set<String>, notification id: String
+    ) async throws {
+        // (A start's own rescue may hold PostgreSQL's rescue lock a moment: asked again.)
+        let rescued = Mutex(0)
+        try await eventually {
+            let more = try await server.runtime.store.nodes.rescueDeadClaims(deadAfter: 0)
+            return rescued.withLock {
+                $0 += more
+                return $0 >= 3
+            }
+        }
+        #expect(rescued.withLock { $0 } == 3)
+        server.runtime.wake.signal()
+        try await eventually { server.simulator.state.inboxSummary().total == 3 }
+        let view = try await server.settled(id)
+        #expect((view["counts"] as? [String: Int])?["sent"] == 6)
+        for (index, token) in tokens.enumerated() {
+            #expect(server.simulator.state.inbox(for: token).count == (answered.contains("d\(index)") ? 0 : 1))
+        }
+    }
+
     @Test(
         "killed with answers unwritten: the next start writes them from the journal, and only the unanswered devices get the notification again"
     )
@@ -114,14 +151,7 @@ struct AnswerJournalRestartTests {
         let place: DispatcherConfiguration.AnswerJournalPlace =
             TestDatabase.kind == .sqlite ? .besideDatabase : .directory(directory)
         let journalDirectory = try #require(place.directory(databaseURL: url, stateDirectory: nil))
-        let tokens = makeDeviceTokens(6)
-        try await withServer(configure: { $0.databaseURL = url }, dispatcher: false) { server in
-            for (index, token) in tokens.enumerated() {
-                #expect(try await server.register("d\(index)", user: "u\(index)", token: token) == .created)
-            }
-            let sent = try await server.send(#"{"to":{"all":true},"alert":{"body":"Your trial ends tomorrow"}}"#)
-            #expect(sent.status == .accepted)
-        }
+        let tokens = try await Self.sendToSixDevices(url)
         // The process that claimed the six and had three answers when it was killed.
         let killed = try await HeraldStore.open(url: url)
         let held = try await killed.outbox.claimDueDeliveries(limit: 10)
@@ -144,23 +174,7 @@ struct AnswerJournalRestartTests {
             try await eventually {
                 !FileManager.default.fileExists(atPath: AnswerJournal.lockPath(journalDirectory, killed.nodeID))
             }
-            // (The start's own rescue may hold PostgreSQL's rescue lock a moment: asked again.)
-            let rescued = Mutex(0)
-            try await eventually {
-                let more = try await server.runtime.store.nodes.rescueDeadClaims(deadAfter: 0)
-                return rescued.withLock {
-                    $0 += more
-                    return $0 >= 3
-                }
-            }
-            #expect(rescued.withLock { $0 } == 3)
-            server.runtime.wake.signal()
-            try await eventually { server.simulator.state.inboxSummary().total == 3 }
-            let view = try await server.settled(id)
-            #expect((view["counts"] as? [String: Int])?["sent"] == 6)
-            for (index, token) in tokens.enumerated() {
-                #expect(server.simulator.state.inbox(for: token).count == (answered.contains("d\(index)") ? 0 : 1))
-            }
+            try await Self.expectOnlyUnansweredSent(server, tokens: tokens, answered: answered, notification: id)
             #expect(try await server.metricsText().contains("herald_journaled_answers_total 3"))
         }
     }
@@ -171,14 +185,7 @@ struct AnswerJournalRestartTests {
     func survivorWritesAStoppedSiblingsAnswers() async throws {
         let url = try await TestDatabase.migratedURL("journal-sibling")
         let directory = try makeTemporaryDirectory("herald-journal")
-        let tokens = makeDeviceTokens(6)
-        try await withServer(configure: { $0.databaseURL = url }, dispatcher: false) { server in
-            for (index, token) in tokens.enumerated() {
-                #expect(try await server.register("d\(index)", user: "u\(index)", token: token) == .created)
-            }
-            let sent = try await server.send(#"{"to":{"all":true},"alert":{"body":"Your trial ends tomorrow"}}"#)
-            #expect(sent.status == .accepted)
-        }
+        let tokens = try await Self.sendToSixDevices(url)
         // A sibling that claimed the six and has three answers journaled, alive while the
         // other starts (its lock held: the start leaves its journal alone).
         let sibling = try await HeraldStore.open(url: url)
@@ -211,22 +218,7 @@ struct AnswerJournalRestartTests {
             }
             #expect(!FileManager.default.fileExists(atPath: lock))
             #expect(try await server.metricsText().contains("herald_journaled_answers_total 3"))
-            let rescued = Mutex(0)
-            try await eventually {
-                let more = try await server.runtime.store.nodes.rescueDeadClaims(deadAfter: 0)
-                return rescued.withLock {
-                    $0 += more
-                    return $0 >= 3
-                }
-            }
-            #expect(rescued.withLock { $0 } == 3)
-            server.runtime.wake.signal()
-            try await eventually { server.simulator.state.inboxSummary().total == 3 }
-            let view = try await server.settled(id)
-            #expect((view["counts"] as? [String: Int])?["sent"] == 6)
-            for (index, token) in tokens.enumerated() {
-                #expect(server.simulator.state.inbox(for: token).count == (answered.contains("d\(index)") ? 0 : 1))
-            }
+            try await Self.expectOnlyUnansweredSent(server, tokens: tokens, answered: answered, notification: id)
         }
     }
 }
