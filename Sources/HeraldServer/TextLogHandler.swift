@@ -4,7 +4,7 @@ package import Logging
 /// (`TIME LEVEL LABEL: key=value … [SOURCE] MESSAGE`), with the logger's own metadata rendered
 /// only when a line is written. `StreamLogHandler` renders its metadata again at every change,
 /// and Hummingbird gives every request's logger a request id: that rendering (sorting, the id's
-/// description, joining) was about 4% of the CPU of a device's open report, for lines that are
+/// description, joining) was about 2% of the CPU of a device's open report, for lines that are
 /// almost never written at the default level.
 package struct TextLogHandler: LogHandler {
     /// Writes the lines; holds no metadata of its own, so it renders only what a line carries.

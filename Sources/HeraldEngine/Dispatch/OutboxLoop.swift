@@ -13,11 +13,17 @@ import Tracing
 /// never the queue. Every batch has a deadline; graceful shutdown is bounded.
 package struct OutboxLoop: Service {
     let runtime: HeraldRuntime
-    package var configuration: DispatcherConfiguration
+    package let configuration: DispatcherConfiguration
+    /// `outbox.answer_journal`'s directory for this store (nil for none), resolved once: it is
+    /// read back at every heartbeat.
+    private let journalDirectory: String?
 
     package init(runtime: HeraldRuntime, configuration: DispatcherConfiguration = DispatcherConfiguration()) {
         self.runtime = runtime
         self.configuration = configuration
+        journalDirectory = configuration.answerJournal.directory(
+            databaseURL: runtime.configuration.databaseURL,
+            stateDirectory: ProcessInfo.processInfo.environment["STATE_DIRECTORY"])
     }
 
     package func run() async throws {
@@ -168,13 +174,6 @@ package struct OutboxLoop: Service {
             }
         }
         return false
-    }
-
-    /// `outbox.answer_journal`'s directory for this store, nil for none.
-    private var journalDirectory: String? {
-        configuration.answerJournal.directory(
-            databaseURL: runtime.configuration.databaseURL,
-            stateDirectory: ProcessInfo.processInfo.environment["STATE_DIRECTORY"])
     }
 
     /// This process's answer journal; nil (said so) when there is none or it cannot be made.
