@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldPayload
+import HeraldStore
 package import Hummingbird
 
 /// An API error: `{"error":{"code","message","field"}}` with a 4xx status naming the field at fault.
@@ -41,11 +42,37 @@ package struct APIError: HTTPResponseError, Sendable {
     }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        var error: [String: String] = ["code": code, "message": message]
-        if let field { error["field"] = field }
-        var response = try JSONResponse.make(["error": error], status: status)
+        var response = JSONResponse.make(bytes: body, status: status)
         if let retryAfter { response.headers[.retryAfter] = "\(retryAfter)" }
         return response
+    }
+
+    /// `{"error":{"code","field","message"}}`, keys sorted as the encoder sorts them.
+    var body: [UInt8] {
+        var writer = JSONWriter(capacity: 128)
+        writer.raw("{\"error\":{\"code\":")
+        writer.string(code)
+        if let field {
+            writer.raw(",\"field\":")
+            writer.string(field)
+        }
+        writer.raw(",\"message\":")
+        writer.string(message)
+        writer.raw("}}")
+        return writer.bytes
+    }
+
+    /// What an error thrown by a route answers (`ListenerMiddleware`): an `APIError` itself;
+    /// text the database refuses (a NUL character) and a draft the composer refused are the
+    /// caller's, 400 or 413. nil for any other error (a 500).
+    package static func answering(_ error: any Error) -> APIError? {
+        switch error {
+        case let error as APIError: error
+        case let error as StoreError where error.code == .unstorableText:
+            APIError(.badRequest, code: "invalid_text", message: error.message, field: "body")
+        case let error as CompositionError: APIError(composition: error)
+        default: nil
+        }
     }
 }
 
@@ -70,11 +97,21 @@ package enum JSONResponse {
 
     /// An answer of the hot routes, written without the encoder (the same bytes it would give).
     static func make(_ value: some JSONWritable, status: HTTPResponse.Status = .ok) -> Response {
+        make(bytes: bytes(value), status: status)
+    }
+
+    /// A JSON answer already written.
+    static func make(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The bytes of a hot route's answer.
+    static func bytes(_ value: some JSONWritable) -> [UInt8] {
         var writer = JSONWriter(capacity: 128)
         value.write(to: &writer)
-        return Response(
-            status: status, headers: [.contentType: "application/json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        return writer.bytes
     }
 }
 

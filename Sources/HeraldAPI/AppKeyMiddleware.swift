@@ -50,7 +50,23 @@ struct AppKeyMiddleware: RouterMiddleware {
         _ request: Request, context: HeraldRequestContext,
         next: (Request, HeraldRequestContext) async throws -> Response
     ) async throws -> Response {
-        let (app, role) = try HeraldAPI.caller(request, context, runtime)
+        var context = context
+        context.caller = try HeraldAPI.authorize(
+            access, key: HeraldAPI.presentedKey(request), appID: try context.parameters.require("app"),
+            userToken: HeraldAPI.userToken(request.headers), peer: context.peer, runtime: runtime)
+        return try await next(request, context)
+    }
+}
+
+extension HeraldAPI {
+    /// Who a call to app `appID` with `key` speaks for, checked for `access` (see
+    /// `AppKeyMiddleware`): what the middleware and the event loop's answers of device reports
+    /// (`DeviceReports`) both decide by.
+    static func authorize(
+        _ access: AppKeyMiddleware.Access, key: String?, appID: String, userToken: String?, peer: String,
+        runtime: HeraldRuntime
+    ) throws -> Caller {
+        let (app, role) = try caller(key, appID: appID, runtime)
         var tokenUser: String?
         if role == .client {
             switch access {
@@ -61,27 +77,20 @@ struct AppKeyMiddleware: RouterMiddleware {
             case .clientRead:
                 break
             case .clientWrite:
-                tokenUser = try HeraldAPI.verifiedUser(request, app: app, runtime: runtime)
-                try HeraldAPI.limitClientWrite(
-                    app: app, role: role, user: tokenUser, context: context, runtime: runtime)
+                tokenUser = try verifiedUser(userToken, app: app, runtime: runtime)
+                try limitClientWrite(app: app, role: role, user: tokenUser, peer: peer, runtime: runtime)
             case .clientOwned:
-                tokenUser = try HeraldAPI.verifiedUser(request, app: app, runtime: runtime)
+                tokenUser = try verifiedUser(userToken, app: app, runtime: runtime)
             }
         }
-        var context = context
-        context.caller = Caller(app: app, role: role, tokenUser: tokenUser)
-        return try await next(request, context)
+        return Caller(app: app, role: role, tokenUser: tokenUser)
     }
 }
 
 extension HeraldRequestContext {
     /// The caller `AppKeyMiddleware` resolved; a 401 on a route registered without it.
     func authorized() throws -> Caller {
-        guard let caller else {
-            throw APIError(
-                .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>",
-                field: "authorization")
-        }
+        guard let caller else { throw HeraldAPI.noKey() }
         return caller
     }
 }

@@ -12,63 +12,28 @@ extension HeraldAPI {
     static func addEngagementRoutes(to routes: AppRoutes, runtime: HeraldRuntime) {
         routes.clientWrite.post("opened") { request, context in
             let caller = try context.authorized()
-            let (app, tokenUser) = (caller.app, caller.tokenUser)
             let now = runtime.store.now
             let open = try await decode(OpenedBody.self, request).validated(now: now)
             let opened: (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded)
-            if app.catalog?.triggers.contains(where: { $0.event == TrackRepository.openedEvent }) == true {
-                opened = try await recordOpen(open, app: app, tokenUser: tokenUser, runtime: runtime, now: now)
+            if opensFireTriggers(caller.app) {
+                opened = try await recordOpen(
+                    open, app: caller.app, tokenUser: caller.tokenUser, runtime: runtime, now: now)
             } else {
                 // No trigger answers the open: read, check and write it with the opens reported
                 // beside it, in one batch.
-                guard
-                    let reported = try await runtime.store.tracks.reportOpen(
-                        TrackRepository.OpenReport(
-                            appID: app.id, deliveryID: open.deliveryID, action: open.action, openedAt: open.at,
-                            check: { delivery in
-                                try checkOpen(open, of: delivery, app: app, tokenUser: tokenUser)
-                            }))
-                else { throw noDelivery(open) }
+                guard let reported = try await runtime.store.tracks.reportOpen(openReport(open, caller)) else {
+                    throw noDelivery(open.deliveryID)
+                }
                 opened = (reported.delivery, reported.recorded)
             }
-            if opened.recorded.counted {
-                runtime.metrics.opened(app: app.id, type: opened.delivery.type.flatMap { app.catalog?.type($0) }?.name)
-                if !opened.recorded.notifications.isEmpty {
-                    runtime.wake.signal(outbox: true)
-                    for _ in opened.recorded.notifications { runtime.metrics.notificationCreated(app: app.id) }
-                }
-            }
-            return JSONResponse.make(OpenedView(deliveryID: opened.delivery.id, recorded: opened.recorded))
+            return JSONResponse.make(openedView(opened.delivery, opened.recorded, caller, runtime))
         }
         routes.clientWrite.post("received") { request, context in
             let caller = try context.authorized()
-            let now = runtime.store.now
-            let (reports, batch) = try await decode(ReceivedBody.self, request).validated(now: now)
+            let (reports, batch) = try await decode(ReceivedBody.self, request).validated(now: runtime.store.now)
             let outcomes = try await runtime.store.tracks.recordReceipts(
                 appID: caller.app.id, userID: caller.tokenUser, reports)
-            var views: [ReceivedView] = []
-            for (report, outcome) in zip(reports, outcomes) {
-                switch outcome {
-                case .recorded(let recorded):
-                    if recorded.counted {
-                        runtime.metrics.received(
-                            app: caller.app.id, platform: recorded.platform,
-                            latency: recorded.receivedAt.timeIntervalSince(recorded.acceptedAt))
-                    }
-                    views.append(
-                        ReceivedView(
-                            deliveryID: report.deliveryID, status: 200, counted: recorded.counted,
-                            reports: recorded.reports))
-                case .notFound:
-                    guard batch else { throw notSent(report.deliveryID) }
-                    views.append(ReceivedView(deliveryID: report.deliveryID, status: 404))
-                case .otherUser:
-                    guard batch else { throw otherUsersDelivery() }
-                    views.append(ReceivedView(deliveryID: report.deliveryID, status: 403))
-                }
-            }
-            guard batch else { return JSONResponse.make(views[0]) }
-            return JSONResponse.make(ReceivedViews(receipts: views))
+            return JSONResponse.make(bytes: try receivedAnswer(reports, outcomes, batch: batch, caller, runtime))
         }
         routes.server.get("analytics") { request, context in
             let app = try context.authorized().app
@@ -101,6 +66,67 @@ extension HeraldAPI {
         }
     }
 
+    /// Whether `app`'s catalog has triggers on `app.opened`: its opens are recorded one by one
+    /// (`recordOpen`), not in the batch.
+    static func opensFireTriggers(_ app: AppRuntime) -> Bool {
+        app.catalog?.triggers.contains(where: { $0.event == TrackRepository.openedEvent }) == true
+    }
+
+    /// An open for the batch (`TrackRepository.reportOpen`), checked against its delivery there.
+    static func openReport(_ open: OpenedBody.Checked, _ caller: Caller) -> TrackRepository.OpenReport {
+        TrackRepository.OpenReport(
+            appID: caller.app.id, deliveryID: open.deliveryID, action: open.action, openedAt: open.at,
+            check: { delivery in try checkOpen(open, of: delivery, app: caller.app, tokenUser: caller.tokenUser) })
+    }
+
+    /// A recorded open's answer; its metrics counted, and the outbox woken for what its
+    /// triggers sent.
+    static func openedView(
+        _ delivery: TrackRepository.DeliveryReference, _ recorded: TrackRepository.OpenRecorded, _ caller: Caller,
+        _ runtime: HeraldRuntime
+    ) -> OpenedView {
+        let app = caller.app
+        if recorded.counted {
+            runtime.metrics.opened(app: app.id, type: delivery.type.flatMap { app.catalog?.type($0) }?.name)
+            if !recorded.notifications.isEmpty {
+                runtime.wake.signal(outbox: true)
+                for _ in recorded.notifications { runtime.metrics.notificationCreated(app: app.id) }
+            }
+        }
+        return OpenedView(deliveryID: delivery.id, recorded: recorded)
+    }
+
+    /// A receipts call's answer (one receipt's view, or a batch's); what counted is counted in
+    /// the metrics. A lone receipt not recorded is its error.
+    static func receivedAnswer(
+        _ reports: [TrackRepository.ReceiptReport], _ outcomes: [TrackRepository.ReceiptOutcome], batch: Bool,
+        _ caller: Caller, _ runtime: HeraldRuntime
+    ) throws -> [UInt8] {
+        var views: [ReceivedView] = []
+        for (report, outcome) in zip(reports, outcomes) {
+            switch outcome {
+            case .recorded(let recorded):
+                if recorded.counted {
+                    runtime.metrics.received(
+                        app: caller.app.id, platform: recorded.platform,
+                        latency: recorded.receivedAt.timeIntervalSince(recorded.acceptedAt))
+                }
+                views.append(
+                    ReceivedView(
+                        deliveryID: report.deliveryID, status: 200, counted: recorded.counted,
+                        reports: recorded.reports))
+            case .notFound:
+                guard batch else { throw notSent(report.deliveryID) }
+                views.append(ReceivedView(deliveryID: report.deliveryID, status: 404))
+            case .otherUser:
+                guard batch else { throw otherUsersDelivery() }
+                views.append(ReceivedView(deliveryID: report.deliveryID, status: 403))
+            }
+        }
+        guard batch else { return JSONResponse.bytes(views[0]) }
+        return JSONResponse.bytes(ReceivedViews(receipts: views))
+    }
+
     /// An open of an app with triggers on `app.opened`: their effects read the user's attributes
     /// before the transaction, so it is read, checked and recorded on its own.
     private static func recordOpen(
@@ -108,7 +134,7 @@ extension HeraldAPI {
     ) async throws -> (delivery: TrackRepository.DeliveryReference, recorded: TrackRepository.OpenRecorded) {
         guard
             let delivery = try await runtime.store.tracks.deliveryReference(appID: app.id, deliveryID: open.deliveryID)
-        else { throw noDelivery(open) }
+        else { throw noDelivery(open.deliveryID) }
         var event: TrackRepository.OpenEvent?
         if let data = try checkOpen(open, of: delivery, app: app, tokenUser: tokenUser), let userID = delivery.userID {
             let checked = UserEvent(
@@ -169,11 +195,11 @@ extension HeraldAPI {
             field: "delivery_id")
     }
 
-    private static func noDelivery(_ open: OpenedBody.Checked) -> APIError {
+    static func noDelivery(_ deliveryID: Int64) -> APIError {
         APIError(
             .notFound, code: "not_found",
             message:
-                "no delivery \(open.deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
+                "no delivery \(deliveryID) in this app (a delivery being sent has its row once its provider answered: report again shortly)",
             field: "delivery_id")
     }
 }

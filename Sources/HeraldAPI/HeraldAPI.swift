@@ -107,11 +107,8 @@ package enum HeraldAPI {
 
     /// The app and role a request's key gives. An unknown app and a wrong key get the same 401,
     /// so app ids cannot be probed; only the admin key learns that an app does not exist.
-    static func caller(
-        _ request: Request, _ context: HeraldRequestContext, _ runtime: HeraldRuntime
-    ) throws -> (AppRuntime, CallerRole) {
-        let key = try bearerKey(request)
-        let appID = try context.parameters.require("app")
+    static func caller(_ key: String?, appID: String, _ runtime: HeraldRuntime) throws -> (AppRuntime, CallerRole) {
+        guard let key else { throw noKey() }
         let app = runtime.apps[appID]
         if isAdmin(key, runtime) {
             guard let app else {
@@ -133,10 +130,10 @@ package enum HeraldAPI {
     /// A client-key write (registration, open, response, resolve) takes a token from its user's
     /// bucket and its address's (`limits.*`); an empty one is a 429 with `Retry-After`.
     static func limitClientWrite(
-        app: AppRuntime, role: CallerRole, user: String?, context: HeraldRequestContext, runtime: HeraldRuntime
+        app: AppRuntime, role: CallerRole, user: String?, peer: String, runtime: HeraldRuntime
     ) throws {
         guard role == .client else { return }
-        if let wait = runtime.rateLimiter.take(appID: app.id, userID: user, peer: context.peer, now: Date()) {
+        if let wait = runtime.rateLimiter.take(appID: app.id, userID: user, peer: peer, now: Date()) {
             runtime.metrics.rateLimited(app: app.id)
             throw APIError(
                 .tooManyRequests, code: "rate_limited", message: "too many client-key writes: try again in \(wait) s",
@@ -151,8 +148,11 @@ package enum HeraldAPI {
     }
 
     /// The key in `Authorization: Bearer <key>`, or nil when there is none.
-    static func presentedKey(_ request: Request) -> String? {
-        guard let header = request.headers[.authorization] else { return nil }
+    static func presentedKey(_ request: Request) -> String? { presentedKey(request.headers) }
+
+    /// The key in `Authorization: Bearer <key>` of `headers`, or nil when there is none.
+    static func presentedKey(_ headers: HTTPFields) -> String? {
+        guard let header = headers[.authorization] else { return nil }
         // "Bearer" in any case, a space, then the key: the rest, not empty.
         let utf8 = header.utf8
         guard utf8.count > 7, let space = utf8.firstIndex(of: UInt8(ascii: " ")),
@@ -162,19 +162,21 @@ package enum HeraldAPI {
         return String(header[header.index(after: space)...])
     }
 
-    /// The key in `Authorization: Bearer <key>`; a 401 without one.
-    static func bearerKey(_ request: Request) throws -> String {
-        guard let key = presentedKey(request) else {
-            throw APIError(
-                .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization"
-            )
-        }
-        return key
+    /// The 401 of a call without a key.
+    static func noKey() -> APIError {
+        APIError(
+            .unauthorized, code: "unauthorized", message: "send Authorization: Bearer <key>", field: "authorization")
+    }
+
+    /// The value of `X-Herald-User-Token` in `headers`, if any.
+    static func userToken(_ headers: HTTPFields) -> String? {
+        let name = UserToken.header.lowercased()
+        return headers.first(where: { $0.name.canonicalName == name })?.value
     }
 
     /// For a client-key call: the user the `X-Herald-User-Token` proves (nil when the app's
     /// client registration is unverified). Missing, malformed, expired or forged → 401.
-    static func verifiedUser(_ request: Request, app: AppRuntime, runtime: HeraldRuntime) throws -> String? {
+    static func verifiedUser(_ token: String?, app: AppRuntime, runtime: HeraldRuntime) throws -> String? {
         guard app.configuration.clientRegistration == .verified else { return nil }
         let secrets = app.configuration.userTokenSecrets
         guard !secrets.isEmpty else {
@@ -183,8 +185,7 @@ package enum HeraldAPI {
                 .unauthorized, code: "unauthorized", message: "the app has no user_token_secret",
                 field: UserToken.header)
         }
-        let name = UserToken.header.lowercased()
-        guard let token = request.headers.first(where: { $0.name.canonicalName == name })?.value, !token.isEmpty else {
+        guard let token, !token.isEmpty else {
             throw APIError(
                 .unauthorized, code: "unauthorized",
                 message:

@@ -36,13 +36,10 @@ package struct ListenerMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as any HTTPResponseError {
             response = try error.response(from: request, context: context)
-        } catch let error as StoreError where error.code == .unstorableText {
-            // Input the database refuses (a NUL character in a text field) is the caller's: a 400.
-            response = try APIError(.badRequest, code: "invalid_text", message: error.message, field: "body").response(
-                from: request, context: context)
-        } catch let error as CompositionError {
-            // A notification the composer refused, from any route that sends one: 400 or 413.
-            response = try APIError(composition: error).response(from: request, context: context)
+        } catch {
+            // An error that is the caller's (`APIError.answering`): 400 or 413; any other goes on.
+            guard let answer = APIError.answering(error) else { throw error }
+            response = try answer.response(from: request, context: context)
         }
         status = UInt16(response.status.code)
         if runtime.configuration.tls != nil { response.headers[.strictTransportSecurity] = "max-age=31536000" }

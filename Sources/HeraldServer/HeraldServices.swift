@@ -67,7 +67,7 @@ package enum HeraldServices {
         }
         return Application(
             router: CORSRouter(router: apiRouter(runtime: runtime), runtime: runtime),
-            server: try server(configuration, certificates, runtime: runtime),
+            server: try server(configuration, certificates, runtime: runtime, deviceReports: true),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "herald",
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
@@ -85,12 +85,15 @@ package enum HeraldServices {
     }
 
     /// HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `certificates`, else plain HTTP/1.1; keyless
-    /// health probes answered on the event loop (`ProbeHandler`).
+    /// health probes answered on the event loop (`ProbeHandler`), and with `deviceReports`
+    /// (the API's listener) devices' opens and receipts taken there too (`DeviceReportHandler`),
+    /// unless traces are on: those calls then get their server spans from the router.
     static func server(
-        _ configuration: HeraldConfiguration, _ certificates: ServerCertificates?, runtime: HeraldRuntime
+        _ configuration: HeraldConfiguration, _ certificates: ServerCertificates?, runtime: HeraldRuntime,
+        deviceReports: Bool = false
     ) throws -> HTTPServerBuilder {
         let seconds = Int64(configuration.idleTimeout)
-        let probes = probeHandlers(runtime)
+        let probes = handlers(runtime, deviceReports: deviceReports && runtime.traces == nil)
         guard let certificates else {
             return .http1(configuration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds)))
         }
@@ -101,12 +104,15 @@ package enum HeraldServices {
                 streamConfiguration: .init(additionalChannelHandlers: probes(), idleTimeout: .seconds(seconds))))
     }
 
-    /// A new `ProbeHandler` per connection (or HTTP/2 stream).
-    static func probeHandlers(_ runtime: HeraldRuntime) -> @Sendable () -> [any RemovableChannelHandler] {
+    /// A new `ProbeHandler` per connection (or HTTP/2 stream), and with `deviceReports` a
+    /// `DeviceReportHandler` after it.
+    static func handlers(_ runtime: HeraldRuntime, deviceReports: Bool) -> @Sendable () -> [any RemovableChannelHandler]
+    {
         let interval = runtime.healthInterval
         let cache = runtime.healthCache
         let metrics = runtime.metrics
         let extra: HTTPFields = runtime.configuration.tls == nil ? [:] : [.strictTransportSecurity: "max-age=31536000"]
+        let reports = deviceReports ? DeviceReports(runtime: runtime) : nil
         return {
             [
                 ProbeHandler(
@@ -118,7 +124,7 @@ package enum HeraldServices {
                         }
                     }, extraHeaders: extra,
                     counted: { path, status in metrics.apiRequest(route: path, method: "GET", status: status) })
-            ]
+            ] + (reports.map { [DeviceReportHandler(reports: $0, extraHeaders: extra)] } ?? [])
         }
     }
 }

@@ -192,9 +192,21 @@ extension TrackRepository {
     /// statement taking the whole batch (`WriteBatcher`). Counted and stored as `recordOpen`
     /// does; nil when the app has no such delivery (yet).
     package func reportOpen(_ report: OpenReport) async throws -> ReportedOpen? {
-        try await database.openBatcher.submit(report, database) { session, reports in
-            try await TrackRepository(database: database).recordOpens(reports, session)
+        try await withCheckedThrowingContinuation { continuation in
+            reportOpen(report) { continuation.resume(with: $0) }
         }
+    }
+
+    /// The same for a caller that cannot wait (an event loop): `completion` gets the outcome on
+    /// the thread that wrote the batch.
+    package func reportOpen(
+        _ report: OpenReport, completion: @escaping @Sendable (Result<ReportedOpen?, any Error>) -> Void
+    ) {
+        let database = database
+        database.openBatcher.submit(
+            report, database,
+            { session, reports in try await TrackRepository(database: database).recordOpens(reports, session) },
+            completion: completion)
     }
 
     /// `reportOpen`'s batch: the deliveries in one read; the opens in one upsert (repeats of a

@@ -60,12 +60,23 @@ extension TrackRepository {
     package func recordReceipts(appID: String, userID: String?, _ reports: [ReceiptReport]) async throws
         -> [ReceiptOutcome]
     {
-        guard !reports.isEmpty else { return [] }
-        return try await database.receiptBatcher.submit(
-            ReceiptCall(appID: appID, userID: userID, reports: reports), database
-        ) { session, calls in
-            try await TrackRepository(database: database).writeReceipts(calls, session)
+        try await withCheckedThrowingContinuation { continuation in
+            recordReceipts(appID: appID, userID: userID, reports) { continuation.resume(with: $0) }
         }
+    }
+
+    /// The same for a caller that cannot wait (an event loop): `completion` gets the outcomes
+    /// on the thread that wrote the batch.
+    package func recordReceipts(
+        appID: String, userID: String?, _ reports: [ReceiptReport],
+        completion: @escaping @Sendable (Result<[ReceiptOutcome], any Error>) -> Void
+    ) {
+        guard !reports.isEmpty else { return completion(.success([])) }
+        let database = database
+        database.receiptBatcher.submit(
+            ReceiptCall(appID: appID, userID: userID, reports: reports), database,
+            { session, calls in try await TrackRepository(database: database).writeReceipts(calls, session) },
+            completion: completion)
     }
 
     /// `recordReceipts`' batch, a few statements whatever its size: the deliveries in one read,

@@ -14,7 +14,7 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
 
     private struct Waiting {
         var item: Item
-        var continuation: CheckedContinuation<Output, any Error>
+        var resume: @Sendable (Result<Output, any Error>) -> Void
     }
 
     private struct State {
@@ -40,17 +40,26 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     /// passes the same), and returns its outcome once the batch is on disk.
     func submit(_ item: Item, _ store: HeraldStore, _ process: @escaping Process) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
-            let lead: Duration? = state.withLock { state in
-                state.waiting.append(Waiting(item: item, continuation: continuation))
-                guard !state.scheduled else { return nil }
-                state.scheduled = true
-                return state.busy ? linger : .zero
-            }
-            if let lead {
-                Task {
-                    if lead > .zero { try? await Task.sleep(for: lead) }
-                    await flush(store, process)
-                }
+            submit(item, store, process) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// The same for a caller that cannot wait (an event loop): `completion` gets the outcome,
+    /// on the thread that wrote the batch, once it is on disk.
+    func submit(
+        _ item: Item, _ store: HeraldStore, _ process: @escaping Process,
+        completion: @escaping @Sendable (Result<Output, any Error>) -> Void
+    ) {
+        let lead: Duration? = state.withLock { state in
+            state.waiting.append(Waiting(item: item, resume: completion))
+            guard !state.scheduled else { return nil }
+            state.scheduled = true
+            return state.busy ? linger : .zero
+        }
+        if let lead {
+            Task {
+                if lead > .zero { try? await Task.sleep(for: lead) }
+                await flush(store, process)
             }
         }
     }
@@ -73,11 +82,11 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
             } catch  where batch.count > 1 {
                 for waiting in batch {
                     do { try await write([waiting], store, process) } catch {
-                        waiting.continuation.resume(throwing: error)
+                        waiting.resume(.failure(error))
                     }
                 }
             } catch {
-                batch[0].continuation.resume(throwing: error)
+                batch[0].resume(.failure(error))
             }
             state.withLock { state in state.busy = batch.count > 1 || !state.waiting.isEmpty }
             // More than a batch was waiting: the rest goes next, without lingering.
@@ -95,6 +104,6 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
         guard outcomes.count == batch.count else {
             throw StoreError(.corrupt, "a batch of \(batch.count) writes answered \(outcomes.count) outcomes")
         }
-        for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(with: outcome) }
+        for (waiting, outcome) in zip(batch, outcomes) { waiting.resume(outcome) }
     }
 }

@@ -84,7 +84,7 @@ struct FastJSONTests {
         #expect(throws: APIError.self) { try HeraldAPI.decodeJSON(ReceivedBody.self, Data(other[2].utf8)) }
     }
 
-    @Test("the answers are the bytes the encoder would write")
+    @Test("the answers and the errors' bodies are the bytes the encoder would write")
     func answers() throws {
         func same(_ value: some JSONWritable) throws {
             var writer = JSONWriter()
@@ -111,6 +111,16 @@ struct FastJSONTests {
         for view in views { try same(view) }
         try same(ReceivedViews(receipts: views))
         try same(ReceivedViews(receipts: []))
+        // An error's body: what the encoder made of `{"error": {...}}`, with and without a field.
+        for error in [
+            APIError(.badRequest, code: "invalid_field", message: "re\"ply\\ \n\u{1}\u{1f} /é 🎉", field: "a.b[0]"),
+            APIError(.notFound, code: "not_found", message: "no app \"x\""),
+        ] {
+            var object = ["code": error.code, "message": error.message]
+            object["field"] = error.field
+            let encoded = try JSONResponse.encoder.encode(["error": object])
+            #expect(String(decoding: error.body, as: UTF8.self) == String(decoding: encoded, as: UTF8.self))
+        }
     }
 
     @Test("whole numbers and UUIDs are written as String and uuidString write them")
