@@ -157,9 +157,28 @@ struct DeviceReportTests {
     }
 
     /// Writes `requests` to the server's port in one write and reads `count` answers back.
-    static func pipelined(port: Int, _ requests: [String], count: Int) throws -> [(status: Int, body: String)] {
+    static func pipelined(port: Int, _ requests: [String], count: Int) async throws -> [(status: Int, body: String)] {
+        let answers = try await exchange(port: port, Array(requests.joined().utf8), count: count)
+        try #require(answers.count == count, "the connection ended after \(answers.count) answers")
+        return answers
+    }
+
+    /// Writes `bytes` to a new connection to `port` and reads up to `count` answers back: fewer
+    /// when the server closes the connection first. The socket blocks, so it runs on a thread
+    /// of Dispatch's, never the cooperative pool the server's tasks need.
+    static func exchange(port: Int, _ bytes: [UInt8], count: Int) async throws -> [(status: Int, body: String)] {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try blockingExchange(port: port, bytes, count: count) })
+            }
+        }
+    }
+
+    private static func blockingExchange(port: Int, _ bytes: [UInt8], count: Int) throws -> [(
+        status: Int, body: String
+    )] {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(socket >= 0)
+        try #require(socket >= 0)
         defer { close(socket) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -173,14 +192,14 @@ struct DeviceReportTests {
             }
         }
         try #require(connected == 0)
-        let bytes = Array(requests.joined().utf8)
-        try #require(bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) } == bytes.count)
+        // The server may answer and close before it has read everything (a refused head).
+        _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var received: [UInt8] = []
         var answers: [(status: Int, body: String)] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while answers.count < count {
             let read = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-            try #require(read > 0, "the connection ended after \(answers.count) answers")
+            guard read > 0 else { break }
             received += buffer[..<read]
             // Every whole answer in what was read (each has a Content-Length).
             while let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
@@ -189,7 +208,7 @@ struct DeviceReportTests {
                     head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                     .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
                 guard received.count >= end.upperBound + length else { break }
-                let status = Int(head.split(separator: " ")[1]) ?? 0
+                let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
                 answers.append(
                     (status, String(decoding: received[end.upperBound..<end.upperBound + length], as: UTF8.self)))
                 received.removeFirst(end.upperBound + length)
@@ -225,7 +244,7 @@ struct DeviceReportTests {
                 Self.post("/v1/apps/demo/opened", #"{"delivery_id":\#(ids[index]),"device_id":"phone-\#(index)"}"#)
             }
             // A report, a route, a report, the same report again, a receipt, a route: six answers in order.
-            let answers = try Self.pipelined(
+            let answers = try await Self.pipelined(
                 port: port,
                 [
                     open(0), Self.get("/v1/apps/demo/analytics"), open(1), open(1),

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import HeraldPayload
 import HeraldStore
 import Testing

@@ -15,6 +15,8 @@ import Testing
 /// keys, cookies, form, JSON and raw bodies, sizes — to every route the OpenAPI document lists
 /// and every dashboard route, through the whole router in process (middleware, auth, store,
 /// dispatcher). No answer may be a 5xx and the process must live: a trap ends the test run.
+/// The opens and receipts, which the connection's event loop answers below the router
+/// (`DeviceReportHandler`), are fuzzed again over real connections.
 ///
 /// The routes are taken in turn, so every route gets its share whatever the length of the run.
 /// `HERALD_ROUTE_FUZZ_SECONDS` bounds the run in time (CI: 60), else `HERALD_ROUTE_FUZZ_REQUESTS`
@@ -58,15 +60,59 @@ struct RouteFuzzTests {
         "random and mutated requests to every route in turn, dashboard included: no 5xx, the process lives and still delivers"
     )
     func fuzz() async throws {
+        let routes = try Self.documentedRoutes() + Self.dashboardRoutes
+        #expect(routes.count > 40)
+        // In process (Hummingbird's router test client): every request reaches the router, with
+        // no connection for a malformed one to close.
+        try await Self.fuzz(routes, testing: .router, requestsPerRoute: 6)
+    }
+
+    @Test(
+        "random and mutated opens and receipts over real connections, where the event loop answers them: no 5xx, the process lives and still delivers"
+    )
+    func fuzzDeviceReports() async throws {
+        let routes = try Self.documentedRoutes().filter { $0.1.hasSuffix("/opened") || $0.1.hasSuffix("/received") }
+        #expect(routes.count == 2)
+        // A connection a request: at most 10,000 in a timed run, well inside the ephemeral ports
+        // their TIME_WAIT holds.
+        try await Self.fuzz(routes, testing: .live, requestsPerRoute: 150, maximum: 10_000)
+    }
+
+    /// Sends one fuzzed request: through the test client in process; over live connections, as
+    /// bytes on a connection of its own (a malformed request closes its connection, and the
+    /// test client would not open another).
+    static func send(_ request: FuzzGenerator.Request, _ server: ServerHarness) async throws -> (
+        status: Int, body: String
+    ) {
+        guard let port = server.client.port else {
+            let response = try await server.client.execute(
+                uri: request.uri, method: request.method, headers: request.headers, body: request.body)
+            return (Int(response.status.code), String(buffer: response.body))
+        }
+        var head = "\(request.method.rawValue) \(request.uri) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for field in request.headers where field.name != .contentLength {
+            head += "\(field.name.rawName): \(field.value)\r\n"
+        }
+        let body = request.body.map { Array($0.readableBytesView) } ?? []
+        head += "Content-Length: \(body.count)\r\n\r\n"
+        guard let answer = try await DeviceReportTests.exchange(port: port, Array(head.utf8) + body, count: 1).first
+        else {
+            throw ChannelError.ioOnClosedChannel
+        }
+        return answer
+    }
+
+    /// Sends `requestsPerRoute` requests a route (or what the environment asks, see above; never
+    /// more than `maximum`) to `routes` in turn through `testing`, and checks the answers and
+    /// the process.
+    static func fuzz(
+        _ routes: [(HTTPRequest.Method, String)], testing: TestingSetup, requestsPerRoute: Int, maximum: Int? = nil
+    ) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seconds = environment["HERALD_ROUTE_FUZZ_SECONDS"].flatMap { Int($0) }
         let seed = environment["HERALD_ROUTE_FUZZ_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
-        let routes = try Self.documentedRoutes() + Self.dashboardRoutes
-        let count = environment["HERALD_ROUTE_FUZZ_REQUESTS"].flatMap { Int($0) } ?? 6 * routes.count
-        #expect(routes.count > 40)
+        let count = environment["HERALD_ROUTE_FUZZ_REQUESTS"].flatMap { Int($0) } ?? requestsPerRoute * routes.count
         print("route fuzzer: seed \(seed) (HERALD_ROUTE_FUZZ_SEED=\(seed) replays it), \(routes.count) routes")
-        // In process (Hummingbird's router test client): every request reaches the router, with
-        // no connection for a malformed one to close.
         try await withServer(
             clock: nil,
             configure: { configuration in
@@ -74,7 +120,7 @@ struct RouteFuzzTests {
                 configuration.limits.addressBurst = 1_000_000
                 // Browsers' calls too: an origin the app lists, and preflights.
                 configuration.apps[0].corsOrigins = ["https://app.example.com"]
-            }, testing: .router
+            }, testing: testing
         ) { server in
             // A session for the dashboard's pages, so the fuzzer gets past the sign-in too.
             let browser = DashboardTests.Browser(server)
@@ -97,24 +143,24 @@ struct RouteFuzzTests {
                 } else if sentCount >= count {
                     break
                 }
+                if let maximum, sentCount >= maximum { break }
                 let route = routes[sentCount % routes.count]
                 let request = generator.request(route)
                 sentCount += 1
-                let response: TestResponse
+                let answer: (status: Int, body: String)
                 do {
-                    response = try await server.client.execute(
-                        uri: request.uri, method: request.method, headers: request.headers, body: request.body)
+                    answer = try await Self.send(request, server)
                 } catch {
                     // The request could not be sent as HTTP, or the server closed the connection on
                     // it (a malformed request): no answer to judge; the process is checked below.
                     unanswered += 1
                     continue
                 }
-                statuses[Int(response.status.code), default: 0] += 1
+                statuses[answer.status, default: 0] += 1
                 let probe = request.uri.hasPrefix("/readyz") || request.uri.hasPrefix("/healthz")
-                if response.status.code >= 500 && !(probe && response.status.code == 503) {
+                if answer.status >= 500 && !(probe && answer.status == 503) {
                     failures.append(
-                        "\(request.method) \(request.uri.prefix(200)) headers \(request.headers) body \(request.body.map { String(buffer: $0).prefix(300) } ?? "") → \(response.status.code) \(String(buffer: response.body).prefix(300))"
+                        "\(request.method) \(request.uri.prefix(200)) headers \(request.headers) body \(request.body.map { String(buffer: $0).prefix(300) } ?? "") → \(answer.status) \(answer.body.prefix(300))"
                     )
                 }
             }
