@@ -140,7 +140,7 @@ extension HeraldAPI {
             let checked = UserEvent(
                 name: TrackRepository.openedEvent, userID: userID, data: data, occurredAt: open.at, idempotencyKey: nil)
             event = TrackRepository.OpenEvent(
-                id: UUID.random(), userID: userID, data: data,
+                id: UUID.timeOrdered(), userID: userID, data: data,
                 effects: try await Triggers.effects(app: app, event: checked, runtime: runtime, now: now),
                 badgePush: Triggers.badgePush(app: app))
         }

@@ -103,7 +103,7 @@ extension HeraldAPI {
                 // Each event in its own transaction, in order: a batch's second event sees the first's effects.
                 let effects = try await Triggers.effects(app: app, event: event, runtime: runtime, now: now)
                 let (id, duplicate, notifications) = try await runtime.store.devices.applyEvent(
-                    appID: app.id, id: UUID.random(), userID: event.userID, name: event.name, data: event.data,
+                    appID: app.id, id: UUID.timeOrdered(), userID: event.userID, name: event.name, data: event.data,
                     occurredAt: event.occurredAt,
                     idempotencyKey: event.idempotencyKey, effects: effects, badgePush: badgePush)
                 if !notifications.isEmpty, !duplicate {

@@ -329,7 +329,7 @@ extension TrackRepository {
             for group in counted {
                 guard let data = group.event, let user = group.reference.userID else { continue }
                 for cell: BulkRows.Cell in [
-                    .text(UUID.random().uuidString.lowercased()), .text(group.key.app), .text(user), .text(data),
+                    .text(UUID.timeOrdered().uuidString.lowercased()), .text(group.key.app), .text(user), .text(data),
                     .integer(Self.milliseconds(group.first.openedAt)), .text(group.eventKey),
                 ] { inserted.append(cell) }
             }

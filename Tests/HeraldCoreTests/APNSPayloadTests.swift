@@ -162,4 +162,33 @@ struct IdentifierTests {
         }
         #expect(seen.count == 10_000)
     }
+
+    @Test("time-ordered UUIDs are version 7: their first 48 bits the milliseconds, sorted as text by time, distinct")
+    func timeOrderedUUIDs() {
+        let start = Date(timeIntervalSince1970: 1_796_000_000.123)
+        var texts: [(milliseconds: UInt64, text: String)] = []
+        var seen = Set<UUID>()
+        for step in 0..<5_000 {
+            let date = start.addingTimeInterval(Double(step / 2) / 1000)
+            let uuid = UUID.timeOrdered(at: date)
+            let text = uuid.uuidString.lowercased()
+            #expect(Array(text)[14] == "7")
+            #expect("89ab".contains(Array(text)[19]))
+            let hex = text.replacingOccurrences(of: "-", with: "").prefix(12)
+            // The whole milliseconds of the date (1,796,000,000,123 + step / 2, give or take a
+            // rounding of the double).
+            let milliseconds = UInt64((date.timeIntervalSince1970 * 1000).rounded(.down))
+            #expect(UInt64(hex, radix: 16) == milliseconds, "\(text)")
+            #expect((1_796_000_000_122...1_796_000_000_123 + UInt64(step / 2)).contains(milliseconds))
+            texts.append((milliseconds, text))
+            seen.insert(uuid)
+        }
+        #expect(seen.count == 5_000)
+        // Ids of later milliseconds sort after earlier ones (within one millisecond, in any order).
+        for (earlier, later) in zip(texts, texts.dropFirst()) where earlier.milliseconds < later.milliseconds {
+            #expect(earlier.text < later.text)
+        }
+        #expect(Set(texts.map(\.milliseconds)).count > 1_900)
+        #expect(UUID.timeOrdered(at: Date(timeIntervalSince1970: -5)).uuidString.hasPrefix("00000000-0000-7"))
+    }
 }
