@@ -39,6 +39,7 @@ struct TLSTests {
         server: { host: 127.0.0.1, tls: { cert_file: served.pem, key_file: served-key.pem } }
         database: { url: "sqlite://\(directory)/herald.sqlite" }
         admin_key: "tls-test-admin-key-0123456789abcdef"
+        apps: [{ id: tls, keys: { server: "tls-test-server-key-0123456789abcdef" } }]
         """.write(toFile: directory + "/herald.yaml", atomically: true, encoding: .utf8)
         let (process, port) = try await startHerald(
             ["serve", "--config", directory + "/herald.yaml"], log: directory + "/serve.err", scheme: "https",
@@ -69,6 +70,19 @@ struct TLSTests {
         #expect(
             cookie.contains("; secure") && cookie.contains("; path=/") && cookie.contains("; httponly"),
             "\(headers.stdout)")
+        // A device's report over HTTP/2, answered on its stream's event loop: the 404 naming
+        // delivery_id, with HSTS.
+        let report = try await runProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "curl", "-s", "-D", "-", "-w", "\n%{http_version}", "--cacert", first.cert, "-H",
+                "Authorization: Bearer tls-test-server-key-0123456789abcdef", "-H", "Content-Type: application/json",
+                "--data", #"{"delivery_id":7,"device_id":"d"}"#, base + "/v1/apps/tls/opened",
+            ])
+        #expect(
+            report.stdout.hasSuffix("\n2") && report.stdout.hasPrefix("HTTP/2 404")
+                && report.stdout.contains(#""field":"delivery_id""#)
+                && report.stdout.lowercased().contains("strict-transport-security: max-age="), "\(report.stdout)")
         // Plain HTTP is not served on the TLS port.
         #expect(try await curl(["--max-time", "2", "http://127.0.0.1:\(port)/livez"]).status != 200)
 
