@@ -40,20 +40,32 @@ struct DeviceReportTests {
         (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
     }
 
+    /// At noon on the manual clock, `devices` (device id, user) registered and sent one
+    /// notification (SyncWell's PN-02 when `typed`, else a plain alert): each one's delivery id,
+    /// from the stamp its token received.
+    static func deliveries(_ server: ServerHarness, _ devices: [(device: String, user: String)], typed: Bool = false)
+        async throws -> [Int64]
+    {
+        try await EngagementTests.noon(server)
+        let tokens = makeDeviceTokens(devices.count)
+        for (device, token) in zip(devices, tokens) {
+            #expect(try await server.register(device.device, user: device.user, token: token) == .created)
+        }
+        let users = devices.map { #""\#($0.user)""# }.joined(separator: ",")
+        let content =
+            typed ? #""type":"PN-02","data":{"Source":"Strava","source_id":"strava"}"# : #""alert":{"body":"x"}"#
+        let sent = try await server.send(#"{"to":{"user_ids":[\#(users)]},\#(content)}"#)
+        _ = try await server.settled(try #require(sent.body["id"] as? String))
+        return try tokens.map { try #require(EngagementTests.stamps(server, $0).first).deliveryID }
+    }
+
     @Test(
         "every refusal of an open or a receipt taken on the event loop is the router's, byte for byte; a first report counts, a repeat does not, whichever answers; the metrics count both under the route"
     )
     func sameAnswers() async throws {
-        let tokens = makeDeviceTokens(2)
         try await withServer(configure: { $0.clock = .manual }) { server in
-            try await EngagementTests.noon(server)
-            #expect(try await server.register("ana-phone", user: "ana", token: tokens[0]) == .created)
-            #expect(try await server.register("bo-phone", user: "bo", token: tokens[1]) == .created)
-            let sent = try await server.send(
-                #"{"to":{"user_ids":["ana","bo"]},"type":"PN-02","data":{"Source":"Strava","source_id":"strava"}}"#)
-            _ = try await server.settled(try #require(sent.body["id"] as? String))
-            let ana = try #require(EngagementTests.stamps(server, tokens[0]).first).deliveryID
-            let bo = try #require(EngagementTests.stamps(server, tokens[1]).first).deliveryID
+            let ids = try await Self.deliveries(server, [("ana-phone", "ana"), ("bo-phone", "bo")], typed: true)
+            let (ana, bo) = (ids[0], ids[1])
             let anaToken = ServerHarness.userToken("ana", now: server.runtime.store.now)
             let client = ServerHarness.client
             let tooMany =
@@ -230,15 +242,8 @@ struct DeviceReportTests {
         "requests pipelined on one connection are answered in their order, around reports taken on the event loop and those passed on"
     )
     func pipelinedOrder() async throws {
-        let tokens = makeDeviceTokens(3)
         try await withServer(configure: { $0.clock = .manual }) { server in
-            try await EngagementTests.noon(server)
-            for (index, token) in tokens.enumerated() {
-                #expect(try await server.register("phone-\(index)", user: "u\(index)", token: token) == .created)
-            }
-            let sent = try await server.send(#"{"to":{"user_ids":["u0","u1","u2"]},"alert":{"body":"x"}}"#)
-            _ = try await server.settled(try #require(sent.body["id"] as? String))
-            let ids = try tokens.map { try #require(EngagementTests.stamps(server, $0).first).deliveryID }
+            let ids = try await Self.deliveries(server, (0..<3).map { ("phone-\($0)", "u\($0)") })
             let port = try #require(server.client.port)
             func open(_ index: Int) -> String {
                 Self.post("/v1/apps/demo/opened", #"{"delivery_id":\#(ids[index]),"device_id":"phone-\#(index)"}"#)
@@ -274,13 +279,8 @@ struct DeviceReportTests {
         "the handler answers a report itself and passes on what it does not take — another route, an Origin, the admin key, a body of unknown length — untouched"
     )
     func takesOnlyReports() async throws {
-        let tokens = makeDeviceTokens(1)
         try await withServer(configure: { $0.clock = .manual }) { server in
-            try await EngagementTests.noon(server)
-            #expect(try await server.register("phone", user: "u", token: tokens[0]) == .created)
-            let sent = try await server.send(#"{"to":{"user_ids":["u"]},"alert":{"body":"x"}}"#)
-            _ = try await server.settled(try #require(sent.body["id"] as? String))
-            let id = try #require(EngagementTests.stamps(server, tokens[0]).first).deliveryID
+            let id = try await Self.deliveries(server, [("phone", "u")])[0]
             let body = ByteBuffer(string: #"{"delivery_id":\#(id),"device_id":"phone"}"#)
             func head(
                 _ path: String, _ extra: HTTPFields = [:], key: String = ServerHarness.server, length: Bool = true
