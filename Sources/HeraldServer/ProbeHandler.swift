@@ -43,6 +43,7 @@ final class ProbeHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 var fields = extraHeaders
                 fields[.contentType] = "application/json"
                 fields[.contentLength] = "\(body.readableBytes)"
+                fields[.date] = HTTPDate.now()
                 context.write(
                     wrapOutboundOut(.head(HTTPResponse(status: ok ? .ok : .serviceUnavailable, headerFields: fields))),
                     promise: nil)

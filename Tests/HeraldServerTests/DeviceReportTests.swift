@@ -165,6 +165,9 @@ struct DeviceReportTests {
             let total = opened.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
             let openCalls = refusals.filter { $0.route == "opened" }.count * 2 + 4
             #expect(Int(total) == openCalls, "\(opened)")
+            // The keyless probes, also answered on the event loop, carry a Date as well.
+            let probe = try await server.client.execute(uri: "/livez", method: .get)
+            #expect(probe.status == .ok && probe.headers[.date]?.hasSuffix(" GMT") == true)
         }
     }
 
