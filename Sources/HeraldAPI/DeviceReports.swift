@@ -70,7 +70,6 @@ package struct DeviceReports: Sendable {
         let key = HeraldAPI.presentedKey(headers)
         if let key, HeraldAPI.isAdmin(key, runtime) { return false }
         if route == .opened, let app = runtime.apps[appID], HeraldAPI.opensFireTriggers(app) { return false }
-        let runtime = runtime
         let finish: @Sendable (Result<[UInt8], any Error>) -> Void = { result in
             let answer = Self.answer(result)
             runtime.metrics.apiRequest(route: route.pattern, method: "POST", status: Int(answer.status.code))

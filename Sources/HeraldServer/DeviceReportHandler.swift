@@ -59,11 +59,7 @@ package final class DeviceReportHandler: ChannelDuplexHandler, RemovableChannelH
         case (.collecting(let route, let app, let head, var body), .body(var chunk)):
             guard body.readableBytes + chunk.readableBytes <= DeviceReports.bodyLimit else {
                 // More than its length said: the router reads and refuses it.
-                state = .idle
-                inFlight += 1
-                context.fireChannelRead(wrapInboundOut(.head(head)))
-                context.fireChannelRead(wrapInboundOut(.body(body)))
-                return context.fireChannelRead(wrapInboundOut(part))
+                return passOn(head, body, then: part, context: context)
             }
             body.writeBuffer(&chunk)
             state = .collecting(route, app: app, head: head, body: body)
@@ -80,15 +76,23 @@ package final class DeviceReportHandler: ChannelDuplexHandler, RemovableChannelH
                 }
             }
             guard !taken else { return }
-            state = .idle
-            inFlight += 1
-            context.fireChannelRead(wrapInboundOut(.head(head)))
-            context.fireChannelRead(wrapInboundOut(.body(body)))
-            context.fireChannelRead(wrapInboundOut(part))
+            passOn(head, body, then: part, context: context)
         case (.collecting, .head), (.answering, _):
             // The HTTP decoder never sends a head inside a request; `channelRead` holds the rest.
             context.fireChannelRead(wrapInboundOut(part))
         }
+    }
+
+    /// Hands a request this handler began to read to the router after all: its head, the body
+    /// read so far, then `part`.
+    private func passOn(
+        _ head: HTTPRequest, _ body: ByteBuffer, then part: HTTPRequestPart, context: ChannelHandlerContext
+    ) {
+        state = .idle
+        inFlight += 1
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+        context.fireChannelRead(wrapInboundOut(.body(body)))
+        context.fireChannelRead(wrapInboundOut(part))
     }
 
     /// The route and app of a request this handler takes.

@@ -37,15 +37,9 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     /// Writes `item` with the next batch of `store`, by `process` (every caller of one batcher
-    /// passes the same), and returns its outcome once the batch is on disk.
-    func submit(_ item: Item, _ store: HeraldStore, _ process: @escaping Process) async throws -> Output {
-        try await withCheckedThrowingContinuation { continuation in
-            submit(item, store, process) { continuation.resume(with: $0) }
-        }
-    }
-
-    /// The same for a caller that cannot wait (an event loop): `completion` gets the outcome,
-    /// on the thread that wrote the batch, once it is on disk.
+    /// passes the same); `completion` gets its outcome, on the thread that wrote the batch, once
+    /// the batch is on disk (a caller that can wait wraps it in a continuation; an event loop
+    /// cannot).
     func submit(
         _ item: Item, _ store: HeraldStore, _ process: @escaping Process,
         completion: @escaping @Sendable (Result<Output, any Error>) -> Void
