@@ -725,6 +725,10 @@ if [ "$MODE" = fanout ] && [ -n "${PERF:-}" ]; then
     sleep 0.5
 fi
 echo "== send one notification to all"
+# The server's and the receiver's CPU over the fan-out (the receiver: h2sink or the simulator).
+proc_cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
+RECEIVER_PID=${SINK_PID:-$SIM_PID}
+fanout_cpu_before="$(proc_cpu "$SERVE_PID") $(proc_cpu "$RECEIVER_PID")"
 start=$(date +%s.%N)
 BODY='{"to":{"all":true},"alert":{"title":"Hello","body":"Everyone"}}'
 [ "$MODE" != opens ] || BODY='{"to":{"all":true},"type":"promo"}'
@@ -776,6 +780,11 @@ all_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
 if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; echo "profile: $WORK/serve.perf.data"; fi
 inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
 echo "every delivery recorded after ${all_seconds}s: counts $(counts)"
+if [ "$MODE" = fanout ]; then
+    python3 -c "import sys; b = sys.argv[1].split(); a = sys.argv[2].split(); s = float(sys.argv[3])
+print('fan-out CPU: server %.1f s (%.2f cores), receiver %.1f s' % (float(a[0]) - float(b[0]), (float(a[0]) - float(b[0])) / s, float(a[1]) - float(b[1])))" \
+        "$fanout_cpu_before" "$(proc_cpu "$SERVE_PID") $(proc_cpu "$RECEIVER_PID")" "$all_seconds"
+fi
 if [ -n "${RAW_RATE:-}" ]; then
     python3 -c "rate = $COUNT / $all_seconds; print('durable fan-out %.0f/s vs raw herald send %.0f/s: ratio %.2f' % (rate, $RAW_RATE, rate / $RAW_RATE))"
 fi
