@@ -37,7 +37,10 @@ package final class HeraldStore: Sendable {
     @TaskLocal static var writingFor: String?
     private let lock = AsyncSerialLock()
     /// SQLite: where the writer's holders run (`exclusive`).
-    private let writerExecutor = SerialTaskExecutor(label: "herald.sqlite-writer")
+    private let writerExecutor: SerialTaskExecutor
+    /// SQLite: the one thread that runs the writer connection's statements and the transactions
+    /// that hold it (`SerialTaskExecutor`).
+    private let writerThread: NIOThreadPool?
     /// When this node last wrote its heartbeat (store clock, ms): a claim renews it only when
     /// it is a second old, so claims at hundreds per second do not each write the nodes table.
     let lastHeartbeat = Atomic<Int64>(0)
@@ -104,9 +107,14 @@ package final class HeraldStore: Sendable {
     /// SQLite on a file: how many times the WAL was synced for durable transactions.
     package var walSyncs: Int { walSync?.syncs.load(ordering: .relaxed) ?? 0 }
 
-    private init(backend: Backend, clock: HeraldClock, logger: Logger, walSync: SQLiteWALSync? = nil) {
+    private init(
+        backend: Backend, clock: HeraldClock, logger: Logger, walSync: SQLiteWALSync? = nil,
+        writerThread: NIOThreadPool? = nil
+    ) {
         self.backend = backend
         self.walSync = walSync
+        self.writerThread = writerThread
+        writerExecutor = SerialTaskExecutor(label: "herald.sqlite-writer", threadPool: writerThread)
         switch backend {
         case .sqlite: dialect = .sqlite
         case .postgres: dialect = .postgres
@@ -130,13 +138,21 @@ package final class HeraldStore: Sendable {
         if url.hasPrefix("sqlite://") {
             let path = String(url.dropFirst("sqlite://".count))
             guard !path.isEmpty else { throw StoreError(.invalidURL, "database.url \"\(url)\" names no file") }
-            let connection = try await SQLiteConnection.open(
-                storage: path == ":memory:" ? .memory : .file(path: path), threadPool: NIOThreadPool.singleton,
-                logger: logger,
-                on: MultiThreadedEventLoopGroup.singleton.any())
+            let writerThread = NIOThreadPool(numberOfThreads: 1)
+            writerThread.start()
+            let connection: SQLiteConnection
+            do {
+                connection = try await SQLiteConnection.open(
+                    storage: path == ":memory:" ? .memory : .file(path: path), threadPool: writerThread,
+                    logger: logger,
+                    on: MultiThreadedEventLoopGroup.singleton.any())
+            } catch {
+                try? await writerThread.shutdownGracefully()
+                throw error
+            }
             store = HeraldStore(
                 backend: .sqlite(connection), clock: clock, logger: logger,
-                walSync: path == ":memory:" ? nil : SQLiteWALSync(databasePath: path))
+                walSync: path == ":memory:" ? nil : SQLiteWALSync(databasePath: path), writerThread: writerThread)
         } else if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             let configuration = try PostgresURL(url).configuration()
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
@@ -208,6 +224,7 @@ package final class HeraldStore: Sendable {
             // gives up on cancellation and leaves the handle open, which traps in debug builds).
             try? await connection.close().get()
             await walSync?.shutdown()
+            try? await writerThread?.shutdownGracefully()
         case .postgres(_, let run):
             run.cancel()
             await run.value
@@ -293,13 +310,21 @@ package final class HeraldStore: Sendable {
     func inTransaction<Result: Sendable>(_ session: Session, _ body: (Session) async throws -> Result) async throws
         -> Result
     {
-        try await session.sql.raw(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+        // SQLite's through its connection's own calls: SQLKit's would pass each through an event loop.
+        func run(_ statement: String) async throws {
+            if case .sqlite = session.raw {
+                _ = try await session.query(statement)
+            } else {
+                try await session.sql.raw(SQLQueryString(statement)).run()
+            }
+        }
+        try await run(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
         do {
             let result = try await body(session)
-            try await session.sql.raw("COMMIT").run()
+            try await run("COMMIT")
             return result
         } catch {
-            try? await session.sql.raw("ROLLBACK").run()
+            try? await run("ROLLBACK")
             throw error
         }
     }
