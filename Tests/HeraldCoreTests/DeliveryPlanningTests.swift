@@ -119,7 +119,9 @@ import Testing
         #expect(plan.paced.isEmpty)
     }
 
-    @Test("an e-mail address in the data is left out and the trace says so; a type not in the catalog fails")
+    @Test(
+        "an e-mail address in the data is left out and the trace says so, a UUID whose last group is all digits is kept; a type not in the catalog fails"
+    )
     func piiAndUnknownType() throws {
         let (sync, gone) = (UUID(), UUID())
         var unknown = try Self.stored("receipt")
@@ -128,14 +130,21 @@ import Testing
             [Self.delivery(1, sync), Self.delivery(2, gone)],
             contents: [
                 sync: try Self.stored(
-                    "sync_failed", data: Self.syncFailed.merging(["contact": "ana@example.com"]) { $1 }),
+                    "sync_failed",
+                    data: Self.syncFailed.merging([
+                        "contact": "ana@example.com", "entry_id": "0b1c2d3e-4f50-4a6b-8c7d-123456789012",
+                    ]) { $1 }),
                 gone: unknown,
             ],
             users: [:], history: [:], app: Self.app, now: Self.day)
         let planned = try #require(plan.planned[1])
         #expect(planned.content.data?["contact"] == nil)
         #expect(planned.content.data?["source_id"] == .string("strava"))
-        #expect(DecisionTrace.entries(planned.trace).contains { $0.rule == "pii" && $0.message.contains("email") })
+        #expect(planned.content.data?["entry_id"] == .string("0b1c2d3e-4f50-4a6b-8c7d-123456789012"))
+        #expect(
+            DecisionTrace.entries(planned.trace).contains {
+                $0.rule == "pii" && $0.message == "data values left out: email found"
+            })
         #expect(plan.held.map(\.outcome) == [.failed(reason: "TypeNotInCatalog")])
     }
 }

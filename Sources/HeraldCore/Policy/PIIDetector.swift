@@ -38,19 +38,25 @@ package struct PIIDetector: Sendable {
     // back characters is possessive (`++`, `*+`), and a match may only start where a run of its
     // characters starts (the look-behinds), so no input makes the engine retry a run from each
     // of its positions. The phone pattern checks what follows the number in `validate`
-    // instead of a look-ahead, which would make a possessive run backtrack.
+    // instead of a look-ahead, which would make a possessive run backtrack; its look-aheads
+    // come after the run, where a failure only ends the attempt.
+    //
+    // A number joined to a word by a hyphen is part of an identifier, not personal data: the
+    // digit-only groups of a UUID (`library-12345678-1234-4abc-…`, about one UUID in a hundred)
+    // read as a phone number otherwise, and a thread id or deep link built from one lost it.
     package static let email = try! PIIDetector(
         name: "email",
         pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
     package static let phone = try! PIIDetector(
-        name: "phone", pattern: #"(?<![\w.])\+?\d(?:[ ().-]*+\d)++[\w.]?"#,
+        name: "phone", pattern: #"(?<![\w.])(?<!\w-)\+?\d(?:[ ().-]*+\d)++(?!-\w)(?:\w|\.(?=\d))?"#,
         validate: { text in
-            // A number followed by a letter, a digit or a decimal point is part of something else.
+            // A number followed by a letter, a digit or a decimal point and a digit is part of
+            // something else; a full stop after it ends a sentence.
             guard let last = text.last, last.isNumber else { return false }
             return (9...15).contains(text.filter(\.isNumber).count)
         })
     package static let cardNumber = try! PIIDetector(
-        name: "card_number", pattern: #"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"#,
+        name: "card_number", pattern: #"(?<!\w)(?<!\w-)(?:\d[ -]?){12,18}\d(?!\w)(?!-\w)"#,
         validate: { text in Self.passesLuhn(text.filter(\.isNumber)) })
     package static let streetAddress = try! PIIDetector(
         name: "street_address",
