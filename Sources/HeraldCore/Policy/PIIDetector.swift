@@ -42,8 +42,9 @@ package struct PIIDetector: Sendable {
     // come after the run, where a failure only ends the attempt.
     //
     // A number joined to a word by a hyphen is part of an identifier, not personal data: the
-    // digit-only groups of a UUID (`library-12345678-1234-4abc-…`, about one UUID in a hundred)
-    // read as a phone number otherwise, and a thread id or deep link built from one lost it.
+    // digit-only groups of a UUID (`library-abcdef12-3456-4789-8901-…`: about one random UUID in
+    // two hundred) read as a phone number otherwise, and a thread id or deep link built from one
+    // lost it.
     package static let email = try! PIIDetector(
         name: "email",
         pattern: #"(?<![A-Z0-9._%+-])[A-Z0-9._%+-]++@[A-Z0-9-]++(?:\.[A-Z0-9-]++)*?\.[A-Z]{2,}+(?![A-Z0-9-])"#)
