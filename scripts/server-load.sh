@@ -69,7 +69,12 @@
 #                                                  # connections, each for a distinct sent
 #                                                  # delivery; FLOOR=1 puts between them a run with
 #                                                  # as many GET /healthz a second from as many
-#                                                  # connections (what any such load costs sends)
+#                                                  # connections (what any such load costs sends).
+#                                                  # ROUNDS=N (1-10) repeats the phases N times in
+#                                                  # turn (alone, floor, receipts, alone, …) and
+#                                                  # prints each round's p99s and the medians of
+#                                                  # the per-round ratios: the box's drift within
+#                                                  # a run falls on every phase alike
 #
 # DATABASE=postgres runs the same on PostgreSQL: a server the script starts from the installed
 # binaries (Debian's postgresql package) in bench-out/server-*/pg, with its default durability;
@@ -520,6 +525,8 @@ fi
 
 if [ "$MODE" = latency ]; then
     echo "== ${LOAD_SECONDS:=10}s of single-device sends at $RATE/s, after ${WARMUP_SECONDS:=1}s not counted"
+    ROUNDS=${ROUNDS:-1}
+    if [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 10 ]; then echo "ROUNDS is 1 to 10" >&2; exit 64; fi
     status=0
     PROBE_PID=
     phases="alone"
@@ -527,7 +534,7 @@ if [ "$MODE" = latency ]; then
         # Receipts for distinct sent deliveries, as many as the flood sends: devices of their
         # own (r0, r1, …), a notification to all, its deliveries listed.
         flood_seconds=$(python3 -c "print($LOAD_SECONDS + $WARMUP_SECONDS + 3)")
-        receipt_devices=$(python3 -c "print(int($RECEIPTS * $flood_seconds))")
+        receipt_devices=$(python3 -c "print(int($RECEIPTS * $flood_seconds) * $ROUNDS)")
         echo "== $receipt_devices more devices and a notification to all, for their receipts"
         python3 - "$receipt_devices" > "$WORK/receipt-devices.jsonl" <<'PY'
 import secrets, sys
@@ -557,6 +564,16 @@ while True:
     offset += len(page)
 PY
         echo "   $(wc -l < "$WORK/receipts.jsonl") deliveries to report; the latency run alone, then with ${RECEIPTS} receipts/s"
+        # Each round's flood reports deliveries of its own.
+        python3 - "$WORK/receipts.jsonl" "$ROUNDS" <<'PY'
+import sys
+lines = open(sys.argv[1]).readlines()
+rounds = int(sys.argv[2])
+share = len(lines) // rounds
+for number in range(rounds):
+    with open(sys.argv[1].replace(".jsonl", "-%d.jsonl" % (number + 1)), "w") as out:
+        out.writelines(lines[number * share:(number + 1) * share])
+PY
         cc -O2 -o "$WORK/probe-flood" Benchmarks/probe-flood.c
         phases="alone receipts"
         # FLOOR=1: also a phase with as many requests that do nothing (GET /healthz, keyless)
@@ -564,10 +581,12 @@ PY
         # requests a second cost the sends on this box.
         [ -z "${FLOOR:-}" ] || phases="alone floor receipts"
     fi
+    for round in $(seq 1 "$ROUNDS"); do
+    [ "$ROUNDS" = 1 ] || echo "== round $round of $ROUNDS"
     for phase in $phases; do
     if [ "$phase" = receipts ]; then
         echo "== with ${RECEIPTS} receipts/s from 128 connections (Benchmarks/probe-flood.c), each delivery once"
-        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /v1/apps/load/received "$WORK/receipts.jsonl" "$SERVER" > "$WORK/receipt-flood.txt" &
+        nice -n "${PROBE_NICE:-0}" "$WORK/probe-flood" "$PORT" "$RECEIPTS" "$flood_seconds" 128 /v1/apps/load/received "$WORK/receipts-$round.jsonl" "$SERVER" > "$WORK/receipt-flood.txt" &
         PROBE_PID=$!
         sleep 0.5
     fi
@@ -585,7 +604,8 @@ PY
         sleep 0.5
     fi
     case $phase in receipts) seq_offset=10000000 ;; floor) seq_offset=20000000 ;; *) seq_offset=0 ;; esac
-    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" "$seq_offset" <<'PY' | tee "$WORK/latency-$phase.txt" || status=$?
+    seq_offset=$((seq_offset + (round - 1) * 1000000))
+    python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" "$seq_offset" <<'PY' | tee "$WORK/latency-$phase-$round.txt" || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 warmup = int(rate * float(sys.argv[7]))
@@ -685,20 +705,36 @@ PY
         PROBE_PID=
     fi
     done
+    done
     if [ "${RECEIPTS:-0}" -gt 0 ]; then
-        python3 - "$WORK/latency-alone.txt" "$WORK/latency-receipts.txt" "$WORK/latency-floor.txt" <<'PY'
-import os, re, sys
-def p99(path):
+        python3 - "$WORK" "$ROUNDS" <<'PY'
+import os, re, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def p99(phase, number):
+    path = "%s/latency-%s-%d.txt" % (work, phase, number)
+    if not os.path.exists(path):
+        return None
     for line in open(path):
         found = re.search(r"APNs request \(ms\): .*p99 ([0-9.]+)", line)
         if found:
             return float(found.group(1))
-alone, receipts = p99(sys.argv[1]), p99(sys.argv[2])
-print("send p99 alone %.2f ms, with the receipts %.2f ms: %.2fx" % (alone, receipts, receipts / alone))
-if os.path.exists(sys.argv[3]):
-    floor = p99(sys.argv[3])
-    print("send p99 with as many GET /healthz %.2f ms: %.2fx alone; the receipts %.2fx the floor"
-          % (floor, floor / alone, receipts / floor))
+ratios, floors, against_floor = [], [], []
+for number in range(1, rounds + 1):
+    alone, receipts, floor = p99("alone", number), p99("receipts", number), p99("floor", number)
+    ratios.append(receipts / alone)
+    line = "send p99 alone %.2f ms, with the receipts %.2f ms: %.2fx" % (alone, receipts, receipts / alone)
+    if floor is not None:
+        floors.append(floor / alone)
+        against_floor.append(receipts / floor)
+        line += "; with as many GET /healthz %.2f ms: %.2fx alone; the receipts %.2fx the floor" % (
+            floor, floor / alone, receipts / floor)
+    print(("round %d: " % number if rounds > 1 else "") + line)
+if rounds > 1:
+    line = "median of %d rounds: the receipts %.2fx alone" % (rounds, statistics.median(ratios))
+    if floors:
+        line += ", the floor %.2fx alone, the receipts %.2fx the floor" % (
+            statistics.median(floors), statistics.median(against_floor))
+    print(line)
 PY
         curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep '^herald_deliveries_received_total' || true
     fi
