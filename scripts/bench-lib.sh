@@ -43,6 +43,9 @@ start_postgres() {
     PSQL="psql -X -q -t -A -h 127.0.0.1 -p $port -U postgres"
 }
 
+# A process's CPU seconds so far (user and system; PID).
+proc_cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
+
 # The postmaster's CPU, its ended backends' (its children fields) and its live backends'.
 database_cpu() {
     [ -n "${PG_PID:-}" ] || { echo 0; return; }

@@ -466,9 +466,9 @@ if [ "$MODE" = night ]; then
             -H "Content-Type: application/json" -d "$1" | json 'd["id"]'
     }
     elapsed() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
-    cpu() { awk '{print ($14+$15)/100}' "/proc/$SERVE_PID/stat"; }
+    cpu() { proc_cpu "$SERVE_PID"; }
     # The database's and the simulator's CPU beside the server's, for each phase.
-    others() { echo "$(database_cpu) $(awk '{print ($14+$15)/100}' "/proc/$SIM_PID/stat")"; }
+    others() { echo "$(database_cpu) $(proc_cpu "$SIM_PID")"; }
     others_since() {
         python3 -c "import sys; b = sys.argv[1].split(); a = sys.argv[2].split(); print('database CPU %.1f s, simulator CPU %.1f s' % (float(a[0]) - float(b[0]), float(a[1]) - float(b[1])))" "$1" "$(others)"
     }
@@ -762,9 +762,8 @@ if [ "$MODE" = fanout ] && [ -n "${PERF:-}" ]; then
 fi
 echo "== send one notification to all"
 # The server's and the receiver's CPU over the fan-out (the receiver: h2sink or the simulator).
-proc_cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
 RECEIVER_PID=${SINK_PID:-$SIM_PID}
-fanout_cpu_before="$(proc_cpu "$SERVE_PID") $(proc_cpu "$RECEIVER_PID")"
+[ "$MODE" != fanout ] || fanout_cpu_before="$(proc_cpu "$SERVE_PID") $(proc_cpu "$RECEIVER_PID")"
 start=$(date +%s.%N)
 BODY='{"to":{"all":true},"alert":{"title":"Hello","body":"Everyone"}}'
 [ "$MODE" != opens ] || BODY='{"to":{"all":true},"type":"promo"}'
