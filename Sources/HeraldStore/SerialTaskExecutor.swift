@@ -12,22 +12,26 @@ import NIOPosix
 /// back (on two busy cores each wake-up could wait for a core, and the writer was held meanwhile).
 /// Without one, on a serial dispatch queue of its own.
 final class SerialTaskExecutor: TaskExecutor {
-    private let queue: DispatchQueue
-    private let threadPool: NIOThreadPool?
+    private enum Runner {
+        case queue(DispatchQueue)
+        case threadPool(NIOThreadPool)
+    }
+
+    private let runner: Runner
 
     init(label: String, threadPool: NIOThreadPool? = nil) {
-        queue = DispatchQueue(label: label, qos: .userInitiated)
-        self.threadPool = threadPool
+        runner = threadPool.map(Runner.threadPool) ?? .queue(DispatchQueue(label: label, qos: .userInitiated))
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
-        guard let threadPool else {
+        switch runner {
+        case .queue(let queue):
             queue.async { job.runSynchronously(on: executor) }
-            return
+        case .threadPool(let threadPool):
+            // A pool that stopped runs the job at once, here: a job is never dropped.
+            threadPool.submit { _ in job.runSynchronously(on: executor) }
         }
-        // A pool that stopped runs the job at once, here: a job is never dropped.
-        threadPool.submit { _ in job.runSynchronously(on: executor) }
     }
 }
