@@ -37,9 +37,9 @@ package struct PIIDetector: Sendable {
     // The built-in patterns run in time linear in the text: every repetition that could give
     // back characters is possessive (`++`, `*+`), and a match may only start where a run of its
     // characters starts (the look-behinds), so no input makes the engine retry a run from each
-    // of its positions. The phone pattern checks what follows the number in `validate`
-    // instead of a look-ahead, which would make a possessive run backtrack; its look-aheads
-    // come after the run, where a failure only ends the attempt.
+    // of its positions. The phone pattern checks the number's last character in `validate`
+    // instead of a look-ahead inside the run, which would make a possessive run backtrack; the
+    // look-aheads it has come after the run, where a failure only ends the attempt.
     //
     // A number joined to a word by a hyphen is part of an identifier, not personal data: the
     // digit-only groups of a UUID (`library-abcdef12-3456-4789-8901-…`: about one random UUID in
