@@ -33,6 +33,12 @@ extension TrackRepository {
 
     private static let typedKey = Data(#""typed""#.utf8)
 
+    /// A delivery of an app, as the device reports' look-ups key it.
+    struct DeliveryKey: Hashable, Sendable {
+        var app: String
+        var delivery: Int64
+    }
+
     /// What an open is checked against: one delivery of an app, with its notification's type.
     package struct DeliveryReference: Sendable, Equatable {
         package var id: Int64
@@ -205,29 +211,25 @@ extension TrackRepository {
         let database = database
         database.openBatcher.submit(
             report, database,
-            { session, reports in try await TrackRepository(database: database).recordOpens(reports, session) },
+            lookUp: { session, reports in try await Self.lookUpOpens(reports, session) },
+            { session, reports, references in
+                try await TrackRepository(database: database).recordOpens(reports, references, session)
+            },
             completion: completion)
     }
 
-    /// `reportOpen`'s batch: the deliveries in one read; the opens in one upsert (repeats of a
-    /// delivery within the batch folded into one row, the first report's action kept); the
-    /// notifications' `opened_count` in one update; the events of the counted opens in one
-    /// insert; the event ids of the others in one read.
-    private func recordOpens(_ reports: [OpenReport], _ session: Session) async throws -> [Result<
-        ReportedOpen?, any Error
-    >] {
-        let now = nowMilliseconds
-        struct Key: Hashable {
-            var app: String
-            var delivery: Int64
-        }
+    /// The deliveries a batch's opens speak of, in one read (on a reading connection, before
+    /// the writer is taken).
+    private static func lookUpOpens(_ reports: [OpenReport], _ session: Session) async throws
+        -> [DeliveryKey: DeliveryReference]
+    {
         var wanted = BulkRows([("app_id", .text), ("delivery_id", .integer)], capacity: reports.count)
-        var seen = Set<Key>()
-        for report in reports where seen.insert(Key(app: report.appID, delivery: report.deliveryID)).inserted {
+        var seen = Set<DeliveryKey>()
+        for report in reports where seen.insert(DeliveryKey(app: report.appID, delivery: report.deliveryID)).inserted {
             wanted.append(.text(report.appID))
             wanted.append(.integer(report.deliveryID))
         }
-        var references: [Key: DeliveryReference] = [:]
+        var references: [DeliveryKey: DeliveryReference] = [:]
         for row in try await session.query(
             [], rows: wanted,
             { source in
@@ -242,10 +244,22 @@ extension TrackRepository {
                 let notification = row[2].text.flatMap(UUID.init(uuidString:)), let device = row[3].text,
                 let status = row[5].text.flatMap(DeliveryStatus.init(rawValue:))
             else { continue }
-            references[Key(app: app, delivery: id)] = DeliveryReference(
+            references[DeliveryKey(app: app, delivery: id)] = DeliveryReference(
                 id: id, notificationID: notification, deviceID: device, userID: row[4].text, status: status,
                 type: row[6].text)
         }
+        return references
+    }
+
+    /// `reportOpen`'s batch, with its deliveries read (`lookUpOpens`): the opens in one upsert
+    /// (repeats of a delivery within the batch folded into one row, the first report's action
+    /// kept); the notifications' `opened_count` in one update; the events of the counted opens
+    /// in one insert; the event ids of the others in one read.
+    private func recordOpens(
+        _ reports: [OpenReport], _ references: [DeliveryKey: DeliveryReference], _ session: Session
+    ) async throws -> [Result<ReportedOpen?, any Error>] {
+        let now = nowMilliseconds
+        typealias Key = DeliveryKey
         // The checked reports, grouped by delivery in the order of their first report.
         struct Group {
             var key: Key

@@ -75,38 +75,39 @@ extension TrackRepository {
         let database = database
         database.receiptBatcher.submit(
             ReceiptCall(appID: appID, userID: userID, reports: reports), database,
-            { session, calls in try await TrackRepository(database: database).writeReceipts(calls, session) },
+            lookUp: { session, calls in try await Self.lookUpReceipts(calls, session) },
+            { session, calls, deliveries in
+                try await TrackRepository(database: database).writeReceipts(calls, deliveries, session)
+            },
             completion: completion)
     }
 
-    /// `recordReceipts`' batch, a few statements whatever its size: the deliveries in one read,
-    /// the receipts in one upsert (repeats of a delivery within the batch folded into one row),
-    /// the notifications' `received_count` in one update.
-    private func writeReceipts(_ calls: [ReceiptCall], _ session: Session) async throws -> [Result<
-        [ReceiptOutcome], any Error
-    >] {
-        let now = nowMilliseconds
-        struct Key: Hashable {
-            var app: String
-            var delivery: Int64
-        }
-        struct Delivery {
-            var notification: String
-            var device: String
-            var user: String?
-            var acceptedAt: Int64
-            var platform: String
-            var appVersion: String?
-        }
+    /// A receipt's delivery, as `lookUpReceipts` reads it.
+    struct ReceiptDelivery: Sendable {
+        var notification: String
+        var device: String
+        var user: String?
+        var acceptedAt: Int64
+        var platform: String
+        var appVersion: String?
+    }
+
+    /// The sent deliveries a batch's receipts speak of, in one read (on a reading connection,
+    /// before the writer is taken: a delivery once sent stays so until retention deletes it, and
+    /// a receipt for one deleted meanwhile only adds a row nothing counts).
+    private static func lookUpReceipts(_ calls: [ReceiptCall], _ session: Session) async throws
+        -> [DeliveryKey: ReceiptDelivery]
+    {
         var wanted = BulkRows([("app_id", .text), ("delivery_id", .integer)], capacity: calls.count)
-        var seen = Set<Key>()
+        var seen = Set<DeliveryKey>()
         for call in calls {
-            for report in call.reports where seen.insert(Key(app: call.appID, delivery: report.deliveryID)).inserted {
+            for report in call.reports
+            where seen.insert(DeliveryKey(app: call.appID, delivery: report.deliveryID)).inserted {
                 wanted.append(.text(call.appID))
                 wanted.append(.integer(report.deliveryID))
             }
         }
-        var deliveries: [Key: Delivery] = [:]
+        var deliveries: [DeliveryKey: ReceiptDelivery] = [:]
         for row in try await session.query(
             [], rows: wanted,
             { source in
@@ -121,14 +122,25 @@ extension TrackRepository {
             guard row.count == 8, let app = row[0].text, let id = row[1].integer, let notification = row[2].text,
                 let device = row[3].text, let acceptedAt = row[5].integer
             else { continue }
-            deliveries[Key(app: app, delivery: id)] = Delivery(
+            deliveries[DeliveryKey(app: app, delivery: id)] = ReceiptDelivery(
                 notification: notification, device: device, user: row[4].text, acceptedAt: acceptedAt,
                 platform: row[6].text ?? "unknown", appVersion: row[7].text)
         }
+        return deliveries
+    }
+
+    /// `recordReceipts`' batch, a few statements whatever its size, with its deliveries read
+    /// (`lookUpReceipts`): the receipts in one upsert (repeats of a delivery within the batch
+    /// folded into one row), the notifications' `received_count` in one update.
+    private func writeReceipts(
+        _ calls: [ReceiptCall], _ deliveries: [DeliveryKey: ReceiptDelivery], _ session: Session
+    ) async throws -> [Result<[ReceiptOutcome], any Error>] {
+        let now = nowMilliseconds
+        typealias Key = DeliveryKey
         // The checked receipts, grouped by delivery in the order of their first report.
         struct Group {
             var key: Key
-            var delivery: Delivery
+            var delivery: ReceiptDelivery
             var receivedAt: Int64
             var displayed: Bool
             var reports: [(call: Int, index: Int)] = []

@@ -84,14 +84,20 @@ package final class HeraldStore: Sendable {
     /// SQLite: accepts and opens that shared their transaction with others.
     package var groupedWrites: Int { commitGroup.grouped.load(ordering: .relaxed) }
     /// Opens reported together, written by set-based statements (`TrackRepository.reportOpen`);
-    /// under load a batch gathers for 50 ms (about 50 opens at 1,000/s: each batch costs a
-    /// transaction, five statements and an fsync whatever its size; an open's answer is not
+    /// under load a batch gathers for 50 ms (about 50 opens at 1,000/s: each batch costs a read,
+    /// a transaction of four statements and an fsync whatever its size; an open's answer is not
     /// waited on by anyone).
-    let openBatcher = WriteBatcher<TrackRepository.OpenReport, TrackRepository.ReportedOpen?>(
+    let openBatcher = WriteBatcher<
+        TrackRepository.OpenReport, [TrackRepository.DeliveryKey: TrackRepository.DeliveryReference],
+        TrackRepository.ReportedOpen?
+    >(
         linger: .milliseconds(50), maximumBatch: HeraldStore.batchSize)
     /// Receipts reported together (`TrackRepository.recordReceipts`): a call's receipts stay
     /// together, calls arriving within 25 ms of each other under load share a transaction.
-    let receiptBatcher = WriteBatcher<TrackRepository.ReceiptCall, [TrackRepository.ReceiptOutcome]>(
+    let receiptBatcher = WriteBatcher<
+        TrackRepository.ReceiptCall, [TrackRepository.DeliveryKey: TrackRepository.ReceiptDelivery],
+        [TrackRepository.ReceiptOutcome]
+    >(
         linger: .milliseconds(25), maximumBatch: 64)
     /// Open batches written, and the opens in them.
     package var openBatches: (batches: Int, opens: Int) {

@@ -7,10 +7,15 @@ import Synchronization
 /// one item, or items came while it was written) the first item of a batch waits `linger` for
 /// others to join; a lone caller's item is written at once. If a batch's transaction fails,
 /// each of its items is written again in a batch of its own, so one bad item never fails another.
-/// Its transactions are the writer's background work: other writes waiting go first.
-final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
-    /// Writes `items` inside the open transaction; answers one outcome per item, in order.
-    typealias Process = @Sendable (Session, [Item]) async throws -> [Result<Output, any Error>]
+/// Its transactions are the writer's background work: other writes waiting go first. What a
+/// batch only reads (the deliveries its items speak of) is read before, on a reading connection
+/// where there is one (SQLite files), so the writer is held for the writes alone.
+final class WriteBatcher<Item: Sendable, Lookup: Sendable, Output: Sendable>: Sendable {
+    /// Reads what `items` need, outside the writer.
+    typealias LookUp = @Sendable (Session, [Item]) async throws -> Lookup
+    /// Writes `items` inside the open transaction, with what was read for them; answers one
+    /// outcome per item, in order.
+    typealias Process = @Sendable (Session, [Item], Lookup) async throws -> [Result<Output, any Error>]
 
     private struct Waiting {
         var item: Item
@@ -36,12 +41,12 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
         self.maximumBatch = maximumBatch
     }
 
-    /// Writes `item` with the next batch of `store`, by `process` (every caller of one batcher
-    /// passes the same); `completion` gets its outcome, on the thread that wrote the batch, once
-    /// the batch is on disk (a caller that can wait wraps it in a continuation; an event loop
-    /// cannot).
+    /// Writes `item` with the next batch of `store`, by `lookUp` and `process` (every caller of
+    /// one batcher passes the same); `completion` gets its outcome, on the thread that wrote the
+    /// batch, once the batch is on disk (a caller that can wait wraps it in a continuation; an
+    /// event loop cannot).
     func submit(
-        _ item: Item, _ store: HeraldStore, _ process: @escaping Process,
+        _ item: Item, _ store: HeraldStore, lookUp: @escaping LookUp, _ process: @escaping Process,
         completion: @escaping @Sendable (Result<Output, any Error>) -> Void
     ) {
         let lead: Duration? = state.withLock { state in
@@ -53,14 +58,14 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
         if let lead {
             Task {
                 if lead > .zero { try? await Task.sleep(for: lead) }
-                await flush(store, process)
+                await flush(store, lookUp, process)
             }
         }
     }
 
     /// Writes the waiting items, a batch at a time; items arriving meanwhile form a batch of
     /// their own, after their own linger.
-    private func flush(_ store: HeraldStore, _ process: Process) async {
+    private func flush(_ store: HeraldStore, _ lookUp: LookUp, _ process: Process) async {
         while true {
             let (batch, more) = state.withLock { state in
                 let batch = Array(state.waiting.prefix(maximumBatch))
@@ -72,10 +77,10 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
             batches.add(1, ordering: .relaxed)
             items.add(batch.count, ordering: .relaxed)
             do {
-                try await write(batch, store, process)
+                try await write(batch, store, lookUp, process)
             } catch  where batch.count > 1 {
                 for waiting in batch {
-                    do { try await write([waiting], store, process) } catch {
+                    do { try await write([waiting], store, lookUp, process) } catch {
                         waiting.resume(.failure(error))
                     }
                 }
@@ -90,10 +95,12 @@ final class WriteBatcher<Item: Sendable, Output: Sendable>: Sendable {
 
     /// Writes `batch` in one durable transaction and resumes its callers; throws (resuming
     /// none) when the transaction failed.
-    private func write(_ batch: [Waiting], _ store: HeraldStore, _ process: Process) async throws {
+    private func write(_ batch: [Waiting], _ store: HeraldStore, _ lookUp: LookUp, _ process: Process) async throws {
+        let items = batch.map(\.item)
+        let lookup = try await store.reading { session in try await lookUp(session, items) }
         // Reports from devices wait for the API's and the outbox's writes, never the reverse.
         let outcomes = try await store.transaction(durable: true, background: true) { session in
-            try await process(session, batch.map(\.item))
+            try await process(session, items, lookup)
         }
         guard outcomes.count == batch.count else {
             throw StoreError(.corrupt, "a batch of \(batch.count) writes answered \(outcomes.count) outcomes")
