@@ -36,11 +36,9 @@ package final class HeraldStore: Sendable {
     package var nodeID: String { Self.writingFor ?? ownNodeID }
     @TaskLocal static var writingFor: String?
     private let lock = AsyncSerialLock()
-    /// SQLite: where the writer's holders run (`exclusive`).
-    private let writerExecutor: SerialTaskExecutor
-    /// SQLite: the one thread that runs the writer connection's statements and the transactions
-    /// that hold it (`SerialTaskExecutor`).
-    private let writerThread: NIOThreadPool?
+    /// SQLite: where the writer's holders run (`exclusive`), on the one thread that runs the
+    /// writer connection's statements.
+    private let writer: SerialTaskExecutor?
     /// When this node last wrote its heartbeat (store clock, ms): a claim renews it only when
     /// it is a second old, so claims at hundreds per second do not each write the nodes table.
     let lastHeartbeat = Atomic<Int64>(0)
@@ -119,8 +117,7 @@ package final class HeraldStore: Sendable {
     ) {
         self.backend = backend
         self.walSync = walSync
-        self.writerThread = writerThread
-        writerExecutor = SerialTaskExecutor(label: "herald.sqlite-writer", threadPool: writerThread)
+        writer = writerThread.map(SerialTaskExecutor.init(threadPool:))
         switch backend {
         case .sqlite: dialect = .sqlite
         case .postgres: dialect = .postgres
@@ -230,7 +227,7 @@ package final class HeraldStore: Sendable {
             // gives up on cancellation and leaves the handle open, which traps in debug builds).
             try? await connection.close().get()
             await walSync?.shutdown()
-            try? await writerThread?.shutdownGracefully()
+            try? await writer?.threadPool.shutdownGracefully()
         case .postgres(_, let run):
             run.cancel()
             await run.value
@@ -246,7 +243,7 @@ package final class HeraldStore: Sendable {
         switch backend {
         case .sqlite(let connection):
             // On an executor of its own, not the cooperative pool: see `SerialTaskExecutor`.
-            return try await withTaskExecutorPreference(writerExecutor) {
+            return try await withTaskExecutorPreference(writer) {
                 try await lock.withLock(background: background) {
                     try await body(Session(sql: connection.sql(queryLogLevel: nil), raw: .sqlite(connection)))
                 }
