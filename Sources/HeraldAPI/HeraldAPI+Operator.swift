@@ -42,7 +42,7 @@ extension HeraldAPI {
                         string: runtime.metrics.render(
                             outbox: outbox, apps: Array(runtime.apps.keys),
                             openConnections: runtime.apps.values.reduce(0) { $0 + $1.openConnections },
-                            pauses: runtime.pauses.all))))
+                            pauses: runtime.pauses.all, writer: runtime.store.writerUse))))
         }
         router.get("/openapi.yaml") { _, _ in
             Response(

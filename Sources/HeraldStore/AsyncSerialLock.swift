@@ -26,12 +26,53 @@ final class AsyncSerialLock: Sendable {
     /// Callers waiting for the lock (tests).
     var waiting: Int { state.withLock { $0.waiters.count } }
 
+    /// The lock's use so far by foreground (`[0]`) and background (`[1]`) holders.
+    private let tallies = [Tally(), Tally()]
+
+    private final class Tally: Sendable {
+        let holds = Atomic<Int>(0)
+        let waitedNanoseconds = Atomic<Int>(0)
+        let heldNanoseconds = Atomic<Int>(0)
+    }
+
+    /// How holders of one kind used the lock: how often they held it, and how long they waited
+    /// for it and held it in all.
+    struct Use: Sendable, Equatable {
+        var holds: Int
+        var waitedSeconds: Double
+        var heldSeconds: Double
+    }
+
+    /// The lock's use so far by foreground holders and by background ones.
+    var use: (foreground: Use, background: Use) {
+        let uses = tallies.map { tally in
+            Use(
+                holds: tally.holds.load(ordering: .relaxed),
+                waitedSeconds: Double(tally.waitedNanoseconds.load(ordering: .relaxed)) / 1e9,
+                heldSeconds: Double(tally.heldNanoseconds.load(ordering: .relaxed)) / 1e9)
+        }
+        return (uses[0], uses[1])
+    }
+
     func withLock<Result: Sendable>(background: Bool = false, _ body: () async throws -> Result) async throws
         -> Result
     {
+        let asked = ContinuousClock.now
         await acquire(background: background)
-        defer { release() }
+        let taken = ContinuousClock.now
+        defer {
+            release()
+            let tally = tallies[background ? 1 : 0]
+            tally.holds.add(1, ordering: .relaxed)
+            tally.waitedNanoseconds.add(Self.nanoseconds(taken - asked), ordering: .relaxed)
+            tally.heldNanoseconds.add(Self.nanoseconds(ContinuousClock.now - taken), ordering: .relaxed)
+        }
         return try await body()
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
     }
 
     private func acquire(background: Bool) async {

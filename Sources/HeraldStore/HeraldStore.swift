@@ -108,6 +108,28 @@ package final class HeraldStore: Sendable {
         try await walSync?.sync()
     }
 
+    /// How SQLite's one writer was used so far: by the API's and the outbox's writes
+    /// (`foreground`) and by the batches devices' reports make (`background`, which let the
+    /// others go first). Nil on PostgreSQL, whose writes do not queue for one connection.
+    package var writerUse: (foreground: WriterUse, background: WriterUse)? {
+        guard dialect == .sqlite else { return nil }
+        let use = lock.use
+        return (WriterUse(use.foreground), WriterUse(use.background))
+    }
+
+    /// Holds of SQLite's writer of one kind, and how long they waited for it and held it in all.
+    package struct WriterUse: Sendable, Equatable {
+        package var holds: Int
+        package var waitedSeconds: Double
+        package var heldSeconds: Double
+
+        init(_ use: AsyncSerialLock.Use) {
+            holds = use.holds
+            waitedSeconds = use.waitedSeconds
+            heldSeconds = use.heldSeconds
+        }
+    }
+
     /// SQLite on a file: how many times the WAL was synced for durable transactions.
     package var walSyncs: Int { walSync?.syncs.load(ordering: .relaxed) ?? 0 }
 

@@ -359,6 +359,19 @@ struct EngagementTests {
                     && metrics.contains(#"herald_deliveries_received_total{app="demo",platform="fcm"} 50"#),
                 "\(metrics)")
             #expect(metrics.contains("herald_receipt_latency_seconds_count{platform=\"apns\"} 850"))
+            if TestDatabase.kind == .sqlite {
+                // SQLite's one writer, as the sends' writes and the receipts' batches used it.
+                func total(_ name: String, _ work: String) -> Double? {
+                    let prefix = "\(name){work=\"\(work)\"} "
+                    return metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }
+                        .flatMap { Double($0.dropFirst(prefix.count)) }
+                }
+                for work in ["foreground", "background"] {
+                    #expect((total("herald_sqlite_writer_holds_total", work) ?? 0) >= 1, "\(work)")
+                    #expect((total("herald_sqlite_writer_held_seconds_total", work) ?? 0) > 0, "\(work)")
+                    #expect(total("herald_sqlite_writer_wait_seconds_total", work) != nil, "\(work)")
+                }
+            }
             // One delivery twice in one batch (a late device, a queue sent twice): counted once,
             // numbered 1 and 2; one counted before, numbered on.
             let twice = try await server.request(

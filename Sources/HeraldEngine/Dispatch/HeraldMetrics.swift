@@ -82,6 +82,23 @@ package final class HeraldMetrics: Sendable {
         handle(label, dimensions) { Counter(label: label, dimensions: dimensions, factory: factory) }
     }
 
+    /// Totals kept elsewhere and read at scrape time, as the last scrape read them: a counter is
+    /// advanced by what is new since.
+    private let scraped = Mutex<[String: Double]>([:])
+
+    /// Advances the counter `label` to `total`, a total read at scrape time.
+    private func advance(_ label: String, _ dimensions: [(String, String)], to total: Double) {
+        let key = Self.key(label, dimensions)
+        let new = scraped.withLock { scraped in
+            defer { scraped[key] = max(total, scraped[key] ?? 0) }
+            return total - (scraped[key] ?? 0)
+        }
+        let counter = handle(label, dimensions) {
+            FloatingPointCounter(label: label, dimensions: dimensions, factory: factory)
+        }
+        counter.increment(by: max(new, 0))
+    }
+
     private func gauge(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Gauge {
         handle(label, dimensions) { Gauge(label: label, dimensions: dimensions, factory: factory) }
     }
@@ -246,9 +263,18 @@ package final class HeraldMetrics: Sendable {
 
     /// The exposition text. Gauges read at scrape time (queue, pauses, connections) are set first.
     /// `apps`: the configured apps, each exported per lane even when its queue is empty.
+    /// `writer`: SQLite's writer's use so far (nil on PostgreSQL).
     package func render(
-        outbox: OutboxGauges, apps: [String], openConnections: Int, pauses: [ProviderKey: ProviderPause]
+        outbox: OutboxGauges, apps: [String], openConnections: Int, pauses: [ProviderKey: ProviderPause],
+        writer: (foreground: HeraldStore.WriterUse, background: HeraldStore.WriterUse)? = nil
     ) -> String {
+        if let writer {
+            for (work, use) in [("foreground", writer.foreground), ("background", writer.background)] {
+                advance("herald_sqlite_writer_holds_total", [("work", work)], to: Double(use.holds))
+                advance("herald_sqlite_writer_wait_seconds_total", [("work", work)], to: use.waitedSeconds)
+                advance("herald_sqlite_writer_held_seconds_total", [("work", work)], to: use.heldSeconds)
+            }
+        }
         gauge("herald_queue_depth").record(outbox.totalDue)
         gauge("herald_deferred_deliveries").record(outbox.totalDeferred)
         gauge("herald_oldest_queued_age_seconds").record(outbox.oldestDueAge)
