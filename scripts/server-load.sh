@@ -423,6 +423,20 @@ fi
 
 # Time in outbox transactions (claims and result writes, waiting for the writer included), the
 # APNs client's, and the server's CPU and peak RSS.
+# The accepts' time in the store so far and SQLite's writer's use, as one JSON object.
+store_use() {
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
+import json, re, sys
+values = {}
+for line in sys.stdin:
+    m = re.match(r"herald_outbox_store_seconds_(sum|count)\{operation=\"accept\"\} ([0-9.e+-]+)", line)
+    if m: values["accept_" + m.group(1)] = float(m.group(2))
+    m = re.match(r"herald_sqlite_writer_(holds|held_seconds|wait_seconds)_total\{work=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: values[m.group(2) + "_" + m.group(1)] = float(m.group(3))
+print(json.dumps(values))
+' || echo "{}"
+}
+
 print_metrics() {
     curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
 import re, sys
@@ -605,6 +619,7 @@ PY
     fi
     case $phase in receipts) seq_offset=10000000 ;; floor) seq_offset=20000000 ;; *) seq_offset=0 ;; esac
     seq_offset=$((seq_offset + (round - 1) * 1000000))
+    use_before=$(store_use); phase_cpu_before=$(proc_cpu "$SERVE_PID"); phase_start=$(date +%s.%N)
     python3 - "$PORT" "$SERVER" "$RATE" "$LOAD_SECONDS" "$SIM_CONTROL" "$WORK/devices.jsonl" "$WARMUP_SECONDS" "$seq_offset" <<'PY' | tee "$WORK/latency-$phase-$round.txt" || status=$?
 import asyncio, json, sys, time, urllib.request
 port, key, rate, seconds, control = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -695,6 +710,25 @@ print("API call start -> 202 read (ms): p50 %.2f  p90 %.2f  p99 %.2f  max %.2f"
       % (pct(accepts, 50), pct(accepts, 90), pct(accepts, 99), accepts[-1]))
 sys.exit(1 if missing or bad else 0)
 PY
+    # The server's own view, free of the Python client's scheduling: the accepts' time in the
+    # store (the writer's wait, the transaction, the fsync) and the server's CPU over the phase.
+    # SQLite's writer: the share of the phase each kind of work held it, and the waits for it.
+    python3 -c "
+import json, sys
+before, after = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+new = lambda key: after.get(key, 0) - before.get(key, 0)
+n = new('accept_count')
+print('server: %d accepts, %.3f ms in the store on average; CPU %.2f s' % (
+    n, new('accept_sum') / n * 1000 if n else 0, float(sys.argv[4]) - float(sys.argv[3])))
+seconds = float(sys.argv[5])
+for work in ['foreground', 'background']:
+    holds = new(work + '_holds')
+    if holds:
+        print('writer, %s: held %.1f%% of the phase, %d holds of %.3f ms, each waited %.3f ms on average' % (
+            work, new(work + '_held_seconds') / seconds * 100, holds, new(work + '_held_seconds') / holds * 1000,
+            new(work + '_wait_seconds') / holds * 1000))
+" "$use_before" "$(store_use)" "$phase_cpu_before" "$(proc_cpu "$SERVE_PID")" "$(python3 -c "import time; print(time.time() - $phase_start)")" | tee -a "$WORK/latency-$phase-$round.txt"
+    cp "$WORK/latency.csv" "$WORK/latency-$phase-$round.csv"
     if [ -n "$PROBE_PID" ]; then
         wait "$PROBE_PID" || status=1
         case $phase in
@@ -710,14 +744,26 @@ PY
         python3 - "$WORK" "$ROUNDS" <<'PY'
 import os, re, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
-def p99(phase, number):
+def found(phase, number, pattern):
     path = "%s/latency-%s-%d.txt" % (work, phase, number)
     if not os.path.exists(path):
         return None
     for line in open(path):
-        found = re.search(r"APNs request \(ms\): .*p99 ([0-9.]+)", line)
-        if found:
-            return float(found.group(1))
+        match = re.search(pattern, line)
+        if match:
+            return float(match.group(1))
+def p99(phase, number):
+    return found(phase, number, r"APNs request \(ms\): .*p99 ([0-9.]+)")
+def store_ms(phase, number):
+    return found(phase, number, r"accepts, ([0-9.]+) ms in the store")
+def pooled_p99(phase):
+    latencies = []
+    for number in range(1, rounds + 1):
+        path = "%s/latency-%s-%d.csv" % (work, phase, number)
+        if os.path.exists(path):
+            latencies += [float(line.split(",")[2]) for line in list(open(path))[1:]]
+    latencies.sort()
+    return latencies[max(0, int(round(0.99 * len(latencies))) - 1)] if latencies else None
 ratios, floors, against_floor = [], [], []
 for number in range(1, rounds + 1):
     alone, receipts, floor = p99("alone", number), p99("receipts", number), p99("floor", number)
@@ -735,6 +781,18 @@ if rounds > 1:
         line += ", the floor %.2fx alone, the receipts %.2fx the floor" % (
             statistics.median(floors), statistics.median(against_floor))
     print(line)
+    # Every round's sends of a phase together: one round's stall weighs a fifth, not a half.
+    pooled = {phase: pooled_p99(phase) for phase in ["alone", "floor", "receipts"]}
+    line = "pooled over %d rounds: send p99 alone %.2f ms, with the receipts %.2f ms: %.2fx" % (
+        rounds, pooled["alone"], pooled["receipts"], pooled["receipts"] / pooled["alone"])
+    if pooled["floor"] is not None:
+        line += "; the floor %.2f ms, the receipts %.2fx the floor" % (pooled["floor"], pooled["receipts"] / pooled["floor"])
+    print(line)
+stores = {phase: [store_ms(phase, n) for n in range(1, rounds + 1)] for phase in ["alone", "floor", "receipts"]}
+if all(v is not None for v in stores["alone"] + stores["receipts"]):
+    medians = {phase: statistics.median(v) for phase, v in stores.items() if v and None not in v}
+    print("an accept's time in the store (the writer's wait, its transaction, the fsync), median of the rounds: "
+          + ", ".join("%s %.3f ms" % (phase, ms) for phase, ms in medians.items()))
 PY
         curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | grep '^herald_deliveries_received_total' || true
     fi
