@@ -108,9 +108,9 @@ package final class HeraldStore: Sendable {
         try await walSync?.sync()
     }
 
-    /// How SQLite's one writer was used so far: by the API's and the outbox's writes
-    /// (`foreground`) and by the batches devices' reports make (`background`, which let the
-    /// others go first). Nil on PostgreSQL, whose writes do not queue for one connection.
+    /// How SQLite's one writer was used so far: by the API's and the outbox's writes and the
+    /// WAL's restarts (`foreground`), and by the batches devices' reports make (`background`,
+    /// which let the others go first). Nil on PostgreSQL, whose writes do not queue for one connection.
     package var writerUse: (foreground: WriterUse, background: WriterUse)? {
         guard dialect == .sqlite else { return nil }
         let use = lock.use
