@@ -116,8 +116,11 @@ SERVER="server-key-0123456789abcdef"
 METRICS="metrics-key-0123456789abcdef-0123456789"
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
+# The night run's inbox holds three notifications a device (the simulator keeps 2M by default).
+SIM_ARGS=()
+if [ "$MODE" = night ] && [ $((3 * COUNT)) -gt 2000000 ]; then SIM_ARGS=(--inbox-limit $((3 * COUNT))); fi
 "${SIM_BIN:-$HERALD}" sim --port $SIM_PORT --control-port $SIM_CONTROL --tls-dir "$WORK/sim" --topic com.example.load \
-    > "$WORK/sim.out" 2> "$WORK/sim.err" &
+    "${SIM_ARGS[@]}" > "$WORK/sim.out" 2> "$WORK/sim.err" &
 SIM_PID=$!
 PIDS+=("$SIM_PID")
 wait_for "http://127.0.0.1:$SIM_CONTROL/inbox"

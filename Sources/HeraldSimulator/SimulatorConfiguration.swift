@@ -163,7 +163,8 @@ package struct SimulatorConfiguration: Sendable {
     package var tokenUpdateInterval: TimeInterval = 20 * 60
     /// Event loop threads.
     package var threads: Int = 1
-    /// Inbox entries kept at most; the oldest go first.
+    /// Inbox entries kept at most; past it, requests are still answered and counted, their
+    /// notifications not kept.
     package var inboxLimit: Int = 2_000_000
     package var faults = SimulatorFaults()
     /// The clock JWT ages are measured with.

@@ -58,6 +58,10 @@ struct SimCommand: AsyncParsableCommand {
         name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS after the first valid JWT.")
     var maximumConcurrentStreams = 1000
     @Option(help: "Event loop threads.") var threads = 1
+    @Option(
+        name: .customLong("inbox-limit"),
+        help: "Notifications the inbox keeps at most; past it, new ones are answered and counted, not kept.")
+    var inboxLimit = 2_000_000
     @Option(name: .customLong("token-max-age"), help: "Seconds after which a provider token is ExpiredProviderToken.")
     var tokenMaximumAge = 3600.0
 
@@ -68,6 +72,9 @@ struct SimCommand: AsyncParsableCommand {
         }
         if (keyFile != nil) != (keyID != nil) || (keyFile != nil) != (teamID != nil) {
             throw ValidationError("--key-file, --key-id and --team-id go together")
+        }
+        if inboxLimit < 0 {
+            throw ValidationError("--inbox-limit must be 0 or more, not \(inboxLimit)")
         }
         if fcmTokenLifetime <= 0 {
             throw ValidationError("--fcm-token-lifetime must be positive, not \(fcmTokenLifetime)")
@@ -83,6 +90,7 @@ struct SimCommand: AsyncParsableCommand {
         configuration.bundleIDs = Set(topics)
         configuration.isSandbox = !production
         configuration.threads = threads
+        configuration.inboxLimit = inboxLimit
         configuration.tokenMaximumAge = tokenMaximumAge
         configuration.fcmAccessTokenLifetime = fcmTokenLifetime
         configuration.fcmDeviceRateLimit = max(0, fcmDeviceRate)

@@ -101,6 +101,10 @@ struct SendCommandTests {
             ])
             #expect(unreadable.status == 2)
             #expect(unreadable.stderr.contains("none.json"))
+            // `herald sim` refuses a negative inbox limit before it listens.
+            let negative = try await Self.herald(["sim", "--port", "0", "--inbox-limit=-1"])
+            #expect(negative.status != 0)
+            #expect(negative.stderr.contains("--inbox-limit must be 0 or more"), "\(negative.stderr)")
         }
     }
 
