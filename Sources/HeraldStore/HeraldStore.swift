@@ -430,10 +430,13 @@ private actor Checkpointer {
 }
 
 /// What a SQLite reading connection serves: each use has its own, so a due wave's reads
-/// (`timers`) never hold up the gauges' or the dispatcher's.
+/// (`timers`) never hold up the gauges' or the dispatcher's, and the deliveries devices' reports
+/// look up (`reports`, thousands a second in a campaign) neither wait behind a gauge's scan nor
+/// hold up the dispatcher's page reads.
 enum ReadingUse: CaseIterable, Sendable {
     case general
     case timers
+    case reports
 }
 
 extension String {

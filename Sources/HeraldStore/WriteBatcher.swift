@@ -97,7 +97,7 @@ final class WriteBatcher<Item: Sendable, Lookup: Sendable, Output: Sendable>: Se
     /// none) when the transaction failed.
     private func write(_ batch: [Waiting], _ store: HeraldStore, _ lookUp: LookUp, _ process: Process) async throws {
         let items = batch.map(\.item)
-        let lookup = try await store.reading { session in try await lookUp(session, items) }
+        let lookup = try await store.reading(.reports) { session in try await lookUp(session, items) }
         // Reports from devices wait for the API's and the outbox's writes, never the reverse.
         let outcomes = try await store.transaction(durable: true, background: true) { session in
             try await process(session, items, lookup)
