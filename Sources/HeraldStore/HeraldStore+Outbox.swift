@@ -164,12 +164,11 @@ extension OutboxRepository {
                     "UPDATE notifications SET deferred_count = deferred_count - \(bind: undeferred) WHERE id = \(bind: notificationID)"
                 ).run()
             }
-            if dialect == .sqlite {
-                for chunk in claimed.map(\.id).chunked(Self.batchSize) {
-                    try await session.sql.raw(
-                        "UPDATE deliveries SET status = 'sending', claimed_by = \(bind: nodeID), claim = claim + 1, updated_at = \(bind: now) WHERE id IN (\(binds: chunk))"
-                    ).run()
-                }
+            if dialect == .sqlite, !claimed.isEmpty {
+                // The ids as one bound JSON array: no statement of hundreds of parameters to parse.
+                _ = try await session.query(
+                    "UPDATE deliveries SET status = 'sending', claimed_by = $1, claim = claim + 1, updated_at = $2 WHERE id IN \(SQLText.jsonEach("$3"))",
+                    [.text(nodeID), .integer(now), .text(SQLText.jsonArray(claimed.map(\.id)))])
             }
             return claimed + page
         }
