@@ -35,18 +35,10 @@ final class AsyncSerialLock: Sendable {
         let heldNanoseconds = Atomic<Int>(0)
     }
 
-    /// How holders of one kind used the lock: how often they held it, and how long they waited
-    /// for it and held it in all.
-    struct Use: Sendable, Equatable {
-        var holds: Int
-        var waitedSeconds: Double
-        var heldSeconds: Double
-    }
-
     /// The lock's use so far by foreground holders and by background ones.
-    var use: (foreground: Use, background: Use) {
+    var use: (foreground: HeraldStore.WriterUse, background: HeraldStore.WriterUse) {
         let uses = tallies.map { tally in
-            Use(
+            HeraldStore.WriterUse(
                 holds: tally.holds.load(ordering: .relaxed),
                 waitedSeconds: Double(tally.waitedNanoseconds.load(ordering: .relaxed)) / 1e9,
                 heldSeconds: Double(tally.heldNanoseconds.load(ordering: .relaxed)) / 1e9)

@@ -112,9 +112,7 @@ package final class HeraldStore: Sendable {
     /// WAL's restarts (`foreground`), and by the batches devices' reports make (`background`,
     /// which let the others go first). Nil on PostgreSQL, whose writes do not queue for one connection.
     package var writerUse: (foreground: WriterUse, background: WriterUse)? {
-        guard dialect == .sqlite else { return nil }
-        let use = lock.use
-        return (WriterUse(use.foreground), WriterUse(use.background))
+        dialect == .sqlite ? lock.use : nil
     }
 
     /// Holds of SQLite's writer of one kind, and how long they waited for it and held it in all.
@@ -122,12 +120,6 @@ package final class HeraldStore: Sendable {
         package var holds: Int
         package var waitedSeconds: Double
         package var heldSeconds: Double
-
-        init(_ use: AsyncSerialLock.Use) {
-            holds = use.holds
-            waitedSeconds = use.waitedSeconds
-            heldSeconds = use.heldSeconds
-        }
     }
 
     /// SQLite on a file: how many times the WAL was synced for durable transactions.
