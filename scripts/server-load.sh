@@ -115,6 +115,8 @@ SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
 SERVER="server-key-0123456789abcdef"
 METRICS="metrics-key-0123456789abcdef-0123456789"
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# Seconds since $1 (a `date +%s.%N` or time.time() reading), to the hundredth.
+elapsed() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
 
 # The night run's inbox holds three notifications a device (the simulator keeps 2M by default).
 SIM_ARGS=()
@@ -240,10 +242,10 @@ PY
 start=$(date +%s.%N)
 imported=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/devices/import" -H "Authorization: Bearer $SERVER" \
     -H "Content-Type: application/x-ndjson" --data-binary @"$WORK/devices.jsonl" | json 'd["imported"]')
-import_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+import_seconds=$(elapsed "$start")
 echo "imported $imported in ${import_seconds}s (server peak RSS so far $(peak_rss_mb $SERVE_PID) MB)"
 if [ "$MODE" = import ]; then
-    echo "server CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
+    echo "server CPU: $(proc_cpu $SERVE_PID) s; peak RSS: $(peak_rss_mb $SERVE_PID) MB"
     [ "$imported" = "$COUNT" ] || { echo "imported $imported of $COUNT" >&2; exit 1; }
     exit 0
 fi
@@ -294,7 +296,7 @@ print("10,000 sends in %.1fs" % (time.monotonic() - begin))
 PY
     sleep 2
     echo "== every dashboard page, signed in with the server key: 7 calls each"
-    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    cpu_before=$(proc_cpu $SERVE_PID)
     python3 - "$PORT" "$SERVER" "$sent_id" "$held_id" <<'PY'
 import http.client, re, sys, time, urllib.parse
 port, key, sent_id, held_id = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -354,7 +356,7 @@ for name, rounds in results.items():
     p50s = sorted(r[3] for r in rounds)
     print("| %s | %.1f | %s | %.1f |" % (name, p50s[1], " / ".join("%.1f" % r[3] for r in rounds), max(r[-1] for r in rounds)))
 PY
-    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    cpu_after=$(proc_cpu $SERVE_PID)
     echo "server CPU for the 273 page loads: $(python3 -c "print('%.2f' % ($cpu_after - $cpu_before))") s; peak RSS $(peak_rss_mb $SERVE_PID) MB"
     exit 0
 fi
@@ -368,12 +370,12 @@ if [ "$MODE" = tracks ]; then
         ENROL_PERF_PID=$!
         sleep 0.5
     fi
-    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    cpu_before=$(proc_cpu $SERVE_PID)
     start=$(date +%s.%N)
     enrolled=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/tracks/trial/enrolments" -H "Authorization: Bearer $SERVER" \
         -H "Content-Type: application/x-ndjson" --data-binary @"$WORK/enrolments.jsonl" | json 'd["enrolled"]')
-    enrol_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
-    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    enrol_seconds=$(elapsed "$start")
+    cpu_after=$(proc_cpu $SERVE_PID)
     python3 -c "print('enrolled $enrolled in ${enrol_seconds}s: %.0f enrolments/s (%d steps written), server CPU %.1f s, peak RSS so far $(peak_rss_mb $SERVE_PID) MB' % ($enrolled / $enrol_seconds, 4 * $enrolled, $cpu_after - $cpu_before))"
     if [ -n "$ENROL_PERF_PID" ]; then kill -INT "$ENROL_PERF_PID"; wait "$ENROL_PERF_PID" || true; echo "profile: $WORK/enrol.perf.data"; fi
     [ "$enrolled" = "$COUNT" ] || { echo "enrolled $enrolled of $COUNT" >&2; exit 1; }
@@ -384,8 +386,8 @@ if [ "$MODE" = tracks ]; then
         PERF_PID=$!
         sleep 0.5
     fi
-    cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
-    sim_cpu_before=$(awk '{print ($14+$15)/100}' /proc/$SIM_PID/stat)
+    cpu_before=$(proc_cpu $SERVE_PID)
+    sim_cpu_before=$(proc_cpu $SIM_PID)
     start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"1d"}' > /dev/null
@@ -399,11 +401,11 @@ if [ "$MODE" = tracks ]; then
         [ "${depth%.*}" = 0 ] && break
         sleep 0.25
     done
-    wave_seconds=$(python3 -c "import time; print(round(time.time() - $start, 2))")
-    cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat)
+    wave_seconds=$(elapsed "$start")
+    cpu_after=$(proc_cpu $SERVE_PID)
     if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; echo "profile: $WORK/serve.perf.data"; fi
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
-    sim_cpu_after=$(awk '{print ($14+$15)/100}' /proc/$SIM_PID/stat)
+    sim_cpu_after=$(proc_cpu $SIM_PID)
     echo "every step recorded after ${wave_seconds}s ($(python3 -c "print('%.0f' % ($COUNT / $wave_seconds))")/s); server CPU $(python3 -c "print('%.1f' % ($cpu_after - $cpu_before))") s (simulator $(python3 -c "print('%.1f' % ($sim_cpu_after - $sim_cpu_before))") s); peak RSS $(peak_rss_mb $SERVE_PID) MB"
     echo "inbox: $inbox"
     # One user's Pro upgrade among them all (a cancel by the track's key for one user, with a
@@ -465,7 +467,7 @@ for op, v in sorted(stats.items()):
         line += "; p50 %s, p99 %s" % (quantile(v["buckets"], 0.5), quantile(v["buckets"], 0.99))
     print(line)
 ' || true
-    echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(awk '{print ($14+$15)/100}' /proc/$SERVE_PID/stat) s"
+    echo "server peak RSS: $(peak_rss_mb $SERVE_PID) MB (this process); CPU: $(proc_cpu $SERVE_PID) s"
 }
 
 if [ "$MODE" = night ]; then
@@ -482,7 +484,6 @@ if [ "$MODE" = night ]; then
         curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/notifications" -H "Authorization: Bearer $SERVER" \
             -H "Content-Type: application/json" -d "$1" | json 'd["id"]'
     }
-    elapsed() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
     cpu() { proc_cpu "$SERVE_PID"; }
     # The database's and the simulator's CPU beside the server's, for each phase.
     others() { echo "$(database_cpu) $(proc_cpu "$SIM_PID")"; }
@@ -730,7 +731,7 @@ for work in ['foreground', 'background']:
         print('writer, %s: held %.1f%% of the phase, %d holds of %.3f ms, each waited %.3f ms on average' % (
             work, new(work + '_held_seconds') / seconds * 100, holds, new(work + '_held_seconds') / holds * 1000,
             new(work + '_wait_seconds') / holds * 1000))
-" "$use_before" "$(store_use)" "$phase_cpu_before" "$(proc_cpu "$SERVE_PID")" "$(python3 -c "import time; print(time.time() - $phase_start)")" | tee -a "$WORK/latency-$phase-$round.txt"
+" "$use_before" "$(store_use)" "$phase_cpu_before" "$(proc_cpu "$SERVE_PID")" "$(elapsed "$phase_start")" | tee -a "$WORK/latency-$phase-$round.txt"
     cp "$WORK/latency.csv" "$WORK/latency-$phase-$round.csv"
     if [ -n "$PROBE_PID" ]; then
         wait "$PROBE_PID" || status=1
