@@ -259,10 +259,9 @@ extension TrackRepository {
         _ reports: [OpenReport], _ references: [DeliveryKey: DeliveryReference], _ session: Session
     ) async throws -> [Result<ReportedOpen?, any Error>] {
         let now = nowMilliseconds
-        typealias Key = DeliveryKey
         // The checked reports, grouped by delivery in the order of their first report.
         struct Group {
-            var key: Key
+            var key: DeliveryKey
             var reference: DeliveryReference
             var first: OpenReport
             var event: String?
@@ -274,9 +273,9 @@ extension TrackRepository {
         }
         var outcomes: [Result<ReportedOpen?, any Error>] = Array(repeating: .success(nil), count: reports.count)
         var groups: [Group] = []
-        var position: [Key: Int] = [:]
+        var position: [DeliveryKey: Int] = [:]
         for (index, report) in reports.enumerated() {
-            let key = Key(app: report.appID, delivery: report.deliveryID)
+            let key = DeliveryKey(app: report.appID, delivery: report.deliveryID)
             guard let reference = references[key] else { continue }
             do {
                 let event = try report.check(reference)
@@ -295,7 +294,7 @@ extension TrackRepository {
             for row in rows {
                 guard let app = row[0].text, let key = row[1].text, let id = row[2].text,
                     let delivery = Self.openedDelivery(key),
-                    let at = position[Key(app: app, delivery: delivery)]
+                    let at = position[DeliveryKey(app: app, delivery: delivery)]
                 else { continue }
                 groups[at].eventID = id
             }
@@ -325,7 +324,7 @@ extension TrackRepository {
             })
         {
             guard let app = row[0].text, let id = row[1].integer, let count = row[2].integer, let action = row[3].text,
-                let at = position[Key(app: app, delivery: id)]
+                let at = position[DeliveryKey(app: app, delivery: id)]
             else { continue }
             groups[at].stored = (count, action)
         }

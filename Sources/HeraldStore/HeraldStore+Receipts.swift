@@ -136,10 +136,9 @@ extension TrackRepository {
         _ calls: [ReceiptCall], _ deliveries: [DeliveryKey: ReceiptDelivery], _ session: Session
     ) async throws -> [Result<[ReceiptOutcome], any Error>] {
         let now = nowMilliseconds
-        typealias Key = DeliveryKey
         // The checked receipts, grouped by delivery in the order of their first report.
         struct Group {
-            var key: Key
+            var key: DeliveryKey
             var delivery: ReceiptDelivery
             var receivedAt: Int64
             var displayed: Bool
@@ -148,10 +147,10 @@ extension TrackRepository {
         }
         var outcomes = calls.map { [ReceiptOutcome](repeating: .notFound, count: $0.reports.count) }
         var groups: [Group] = []
-        var position: [Key: Int] = [:]
+        var position: [DeliveryKey: Int] = [:]
         for (callIndex, call) in calls.enumerated() {
             for (index, report) in call.reports.enumerated() {
-                let key = Key(app: call.appID, delivery: report.deliveryID)
+                let key = DeliveryKey(app: call.appID, delivery: report.deliveryID)
                 guard let delivery = deliveries[key], delivery.device == report.deviceID else { continue }
                 if let userID = call.userID, delivery.user != userID {
                     outcomes[callIndex][index] = .otherUser
@@ -197,7 +196,7 @@ extension TrackRepository {
             })
         {
             guard row.count == 4, let app = row[0].text, let id = row[1].integer, let reports = row[2].integer,
-                let receivedAt = row[3].integer, let at = position[Key(app: app, delivery: id)]
+                let receivedAt = row[3].integer, let at = position[DeliveryKey(app: app, delivery: id)]
             else { continue }
             groups[at].stored = (reports, receivedAt)
         }
