@@ -85,7 +85,8 @@
 # OUTBOX='{ max_in_flight: 2000 }' adds that `outbox:` section to the server's configuration.
 # PERF=1 (fanout, tracks) records the server from the send (the clock's move) to the last result with `perf record -g`
 # into bench-out/server-fanout/serve.perf.data (read it with `perf report -i …`); PERF=enrol (tracks)
-# records the enrolments instead, into enrol.perf.data.
+# records the enrolments instead, into enrol.perf.data. PERF=1 (night) records the notice and the
+# wave, into notice.perf.data and wave.perf.data beside it.
 # Figures print at the end; logs stay in bench-out/server-*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -485,16 +486,31 @@ if [ "$MODE" = night ]; then
             -H "Content-Type: application/json" -d "$1" | json 'd["id"]'
     }
     cpu() { proc_cpu "$SERVE_PID"; }
+    # PERF=1: `perf record -g` of the server over a phase, into $WORK/$1.perf.data.
+    PERF_PID=""
+    perf_start() {
+        [ -n "${PERF:-}" ] || return 0
+        perf record -F 499 -g -p "$SERVE_PID" -o "$WORK/$1.perf.data" 2> "$WORK/perf.err" &
+        PERF_PID=$!
+        sleep 0.5
+    }
+    perf_stop() {
+        [ -n "$PERF_PID" ] || return 0
+        kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=""
+        echo "profile: $WORK/$1.perf.data"
+    }
     # The database's and the simulator's CPU beside the server's, for each phase.
     others() { echo "$(database_cpu) $(proc_cpu "$SIM_PID")"; }
     others_since() {
         python3 -c "import sys; b = sys.argv[1].split(); a = sys.argv[2].split(); print('database CPU %.1f s, simulator CPU %.1f s' % (float(a[0]) - float(b[0]), float(a[1]) - float(b[1])))" "$1" "$(others)"
     }
     echo "== quiet hours $QUIET_START-$QUIET_END UTC; a transactional notice to all $COUNT (the plain fan-out)"
+    perf_start notice
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     notice=$(send_all '{"to":{"all":true},"type":"notice"}')
     await_status "$notice" sent
     fanout_seconds=$(elapsed "$start"); fanout_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    perf_stop notice
     echo "notice sent to all after ${fanout_seconds}s, server CPU ${fanout_cpu} s ($(others_since "$others_before"))"
     echo "== a promo to all, inside their quiet hours"
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
@@ -520,11 +536,13 @@ for path in ["/metrics", "/readyz"]:
 PY
     echo "== the clock moves past the quiet hours: the wave"
     pg_statements
+    perf_start wave
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"2h"}' > /dev/null
     await_status "$promo" sent
     wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
+    perf_stop wave
     echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
     pg_statements "the wave"
     echo "== the same promo to all by day (a daytime audience)"
