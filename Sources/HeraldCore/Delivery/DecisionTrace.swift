@@ -24,8 +24,12 @@ package enum DecisionTrace {
     }
 
     /// The entries as stored: a JSON array.
+    /// Keys sorted: the encoder otherwise orders an entry's keys differently from one encoding
+    /// to the next, and the same trace would be stored as several texts.
     package static func text(_ entries: [Entry]) -> String? {
-        (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(entries)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     package static func entries(_ stored: String?) -> [Entry] {

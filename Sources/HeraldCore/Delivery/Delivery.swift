@@ -142,7 +142,8 @@ package struct DeliveryResult: Sendable, Hashable {
     package var deviceID: String
     package var outcome: Outcome
     package var attempts: Int
-    /// The whole decision trace (a JSON array) to store, when the policy engine ran.
+    /// The whole decision trace (a JSON array) to store, when the policy engine ran; nil keeps
+    /// the one stored.
     package var trace: String?
 
     /// A broadcast's delivery: the result inserts its row.
@@ -173,12 +174,16 @@ package struct DeliveryResult: Sendable, Hashable {
         self.broadcast = broadcast
     }
 
-    /// The result of a claimed delivery.
+    /// The result of a claimed delivery. A trace the delivery already holds (a deferred one sent
+    /// when its time came: the policy step added nothing) is left out: the store keeps the trace
+    /// a result names none for (its row's, or for a broadcast's the slot's), so the result is
+    /// written as a plain one, and the answer journal does not carry it again.
     package init(_ delivery: ClaimedDelivery, _ outcome: Outcome, attempts: Int, trace: String? = nil) {
+        let stored = delivery.broadcast.map(\.trace) ?? delivery.trace
         self.init(
             deliveryID: delivery.id, claim: delivery.claim, notificationID: delivery.notificationID,
             appID: delivery.appID,
-            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace,
+            deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace == stored ? nil : trace,
             broadcast: delivery.broadcast,
             createdAt: delivery.createdAt, platform: delivery.platform)
     }
