@@ -443,6 +443,35 @@ print(json.dumps(values))
 ' || echo "{}"
 }
 
+# The outbox stages' totals and the SQLite writer's use so far, as JSON (stage_since prints
+# what a phase added).
+stage_use() {
+    curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
+import json, re, sys
+values = {}
+for line in sys.stdin:
+    m = re.match(r"herald_outbox_stage_seconds_(sum|count)\{stage=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: values[m.group(2) + "_" + m.group(1)] = float(m.group(3))
+    m = re.match(r"herald_sqlite_writer_(held|wait)_seconds_total\{work=\"(\w+)\"\} ([0-9.e+-]+)", line)
+    if m: values["writer_" + m.group(1)] = values.get("writer_" + m.group(1), 0) + float(m.group(3))
+print(json.dumps(values))
+' || echo "{}"
+}
+stage_since() {
+    python3 -c '
+import json, sys
+before, after = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+parts = []
+for stage in ["claim", "prepare", "provider", "record", "room"]:
+    n = delta.get(stage + "_count", 0)
+    if n: parts.append("%s %d x %.1f ms" % (stage, n, 1000 * delta.get(stage + "_sum", 0) / n))
+if "writer_held" in delta:
+    parts.append("SQLite writer held %.1f s, waited for %.1f s" % (delta["writer_held"], delta.get("writer_wait", 0)))
+print("   stages: " + "; ".join(parts))
+' "$1" "$(stage_use)"
+}
+
 print_metrics() {
     curl -sf "http://127.0.0.1:$PORT/metrics" -H "Authorization: Bearer $METRICS" | python3 -c '
 import re, sys
@@ -506,12 +535,14 @@ if [ "$MODE" = night ]; then
     }
     echo "== quiet hours $QUIET_START-$QUIET_END UTC; a transactional notice to all $COUNT (the plain fan-out)"
     perf_start notice
+    stages_before=$(stage_use)
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     notice=$(send_all '{"to":{"all":true},"type":"notice"}')
     await_status "$notice" sent
     fanout_seconds=$(elapsed "$start"); fanout_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     perf_stop notice
     echo "notice sent to all after ${fanout_seconds}s, server CPU ${fanout_cpu} s ($(others_since "$others_before"))"
+    stage_since "$stages_before"
     echo "== a promo to all, inside their quiet hours"
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     promo=$(send_all '{"to":{"all":true},"type":"promo"}')
@@ -537,6 +568,7 @@ PY
     echo "== the clock moves past the quiet hours: the wave"
     pg_statements
     perf_start wave
+    stages_before=$(stage_use)
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
         -d '{"advance":"2h"}' > /dev/null
@@ -544,13 +576,16 @@ PY
     wave_seconds=$(elapsed "$start"); wave_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     perf_stop wave
     echo "promo sent to all after ${wave_seconds}s, server CPU ${wave_cpu} s ($(others_since "$others_before")): $(python3 -c "print('%.2f' % ($wave_seconds / $fanout_seconds))")x the fan-out; peak RSS $(peak_rss_mb $SERVE_PID) MB"
+    stage_since "$stages_before"
     pg_statements "the wave"
     echo "== the same promo to all by day (a daytime audience)"
+    stages_before=$(stage_use)
     cpu_before=$(cpu); others_before=$(others); start=$(date +%s.%N)
     day=$(send_all '{"to":{"all":true},"type":"promo"}')
     await_status "$day" sent
     day_seconds=$(elapsed "$start"); day_cpu=$(python3 -c "print('%.1f' % ($(cpu) - $cpu_before))")
     echo "promo by day sent to all after ${day_seconds}s, server CPU ${day_cpu} s ($(others_since "$others_before")): the wave took $(python3 -c "print('%.2f' % ($wave_seconds / $day_seconds))")x as long"
+    stage_since "$stages_before"
     pg_statements "the daytime promo"
     print_metrics
     inbox=$(curl -sf "http://127.0.0.1:$SIM_CONTROL/inbox")
