@@ -53,23 +53,7 @@ package struct OutboxLoop: Service {
                         .init(maximumInFlight: configuration.maximumInFlight, batchSize: configuration.batchSize))
                     // Since when the window has been full (the `room` stage).
                     var fullSince: ContinuousClock.Instant?
-                    // A batch is prepared (its contents read, the policy step run) while the loop
-                    // writes answers and claims the next one: the claim's work is the writer's
-                    // and the prepare's the CPU's, so a fan-out of typed notifications no longer
-                    // waits for both in turn. Prepares still run one at a time, in claim order
-                    // (pacing and grouping read what the batch before recorded), and each batch
-                    // is submitted in claim order (`SubmissionTurn`).
-                    var lastPrepare: Task<PreparedBatch?, Never>?
-                    let prepareFailure = LastError()
                     while !stopping.isSet && !Task.isCancelled {
-                        // A batch that could not be prepared was handed back: back off as after
-                        // a claim the store refused.
-                        if let error = prepareFailure.take() {
-                            await waitOutStoreError(
-                                error, failures: machine.storeFailed(),
-                                "Dispatcher cannot use the database; trying again")
-                            continue
-                        }
                         let (inFlight, unwritten) = (window.count, recorder.count)
                         runtime.direct.setRoom(
                             machine.roomLeft(inFlight: inFlight, unwritten: unwritten),
@@ -88,6 +72,7 @@ package struct OutboxLoop: Service {
                         let claimedAt = runtime.traces == nil ? nil : DefaultTracerClock.now
                         var claimed = runtime.direct.take(limit)
                         let outboxWork = runtime.wake.takeOutboxWork()
+                        let prepared: PreparedBatch
                         do {
                             if let storeLimit = machine.storeClaim(
                                 direct: claimed.count, limit: limit, outboxWork: outboxWork, now: .now)
@@ -104,55 +89,35 @@ package struct OutboxLoop: Service {
                                 machine.storeClaimed(found: fromStore.count, at: .now)
                                 claimed += fromStore
                             }
+                            guard !claimed.isEmpty else {
+                                machine.storeWorked()
+                                runtime.passes.outboxWentIdle()
+                                await runtime.wake.wait(timeout: configuration.idleInterval)
+                                continue
+                            }
+                            let preparing = ContinuousClock.now
+                            prepared = try await prepare(claimed, claimedAt: claimedAt)
+                            runtime.metrics.outboxStage(
+                                "prepare", seconds: (ContinuousClock.now - preparing).seconds)
                             machine.storeWorked()
                         } catch {
-                            // Claimed at acceptance and not sent: back to the waiting line.
-                            runtime.direct.putBack(claimed)
-                            await waitOutStoreError(
-                                error, failures: machine.storeFailed(),
-                                "Dispatcher cannot use the database; trying again")
-                            continue
-                        }
-                        guard !claimed.isEmpty else {
-                            runtime.passes.outboxWentIdle()
-                            await runtime.wake.wait(timeout: configuration.idleInterval)
-                            continue
-                        }
-                        // Counted in flight from the claim on, so the room left holds while the
-                        // batch is prepared; its tracker counts it from then.
-                        window.add(claimed.count)
-                        let turn = SubmissionTurn(order)
-                        let preparing = Task { [previous = lastPrepare, claimed] () -> PreparedBatch? in
-                            _ = await previous?.value
-                            let started = ContinuousClock.now
-                            do {
-                                let prepared = try await prepare(claimed, claimedAt: claimedAt)
-                                runtime.metrics.outboxStage("prepare", seconds: (ContinuousClock.now - started).seconds)
-                                return prepared
-                            } catch {
-                                // Claimed but not sent: back to the queue, not left `sending`
-                                // under a live node (which nobody would rescue).
-                                if (try? await runtime.store.nodes.unclaim(claimed)) == nil {
-                                    runtime.direct.putBack(claimed)
-                                }
-                                window.release(claimed.count)
-                                turn.release()
-                                prepareFailure.set(error)
-                                return nil
+                            let failures = machine.storeFailed()
+                            // Claimed but not sent: back to the queue, not left `sending` under a
+                            // live node (which nobody would rescue).
+                            if !claimed.isEmpty, (try? await runtime.store.nodes.unclaim(claimed)) == nil {
+                                runtime.direct.putBack(claimed)
                             }
+                            await waitOutStoreError(
+                                error, failures: failures, "Dispatcher cannot use the database; trying again")
+                            continue
                         }
-                        lastPrepare = preparing
+                        let tracker = BatchTracker(prepared.claimed, window: window, turn: SubmissionTurn(order))
+                        let id = batches.insert(tracker)
                         group.addTask {
-                            guard let prepared = await preparing.value else { return }
-                            let tracker = BatchTracker(prepared.claimed, window: window, turn: turn)
-                            window.release(prepared.claimed.count)
-                            let id = batches.insert(tracker)
                             await deliver(prepared, tracker: tracker, recorder: recorder)
                             batches.remove(id)
                         }
                     }
-                    // Every batch claimed is prepared and registered before the drain looks.
-                    _ = await lastPrepare?.value
                     await drain(batches: batches, recorder: recorder)
                     // Claimed at acceptance and not sent: queued again for the next start or node.
                     let left = runtime.direct.close()
@@ -434,18 +399,6 @@ final class InFlightWindow: Sendable {
     var count: Int { value.load(ordering: .relaxed) }
     func add(_ count: Int) { value.add(count, ordering: .relaxed) }
     func release(_ count: Int) { if count > 0 { value.subtract(count, ordering: .relaxed) } }
-}
-
-/// The last error a batch's prepare met, for the loop to back off on.
-final class LastError: Sendable {
-    private let error = Mutex<(any Error)?>(nil)
-    func set(_ error: any Error) { self.error.withLock { $0 = error } }
-    func take() -> (any Error)? {
-        error.withLock { error in
-            defer { error = nil }
-            return error
-        }
-    }
 }
 
 /// The batches in flight, for the deadline sweep and shutdown.
