@@ -92,8 +92,11 @@ extension BroadcastRepository {
                 notification: key.notification, app: key.app, lane: key.lane, dueAt: now, acceptedAt: key.createdAt,
                 firstID: firstID, size: Int64(group.count), listed: listed, trace: SQLText.jsonArray(strings: traces),
                 session)
+            var notificationIDs = OutboxRepository.NotificationIDs()
             for columns in group {
-                guard let delivery = try OutboxRepository.claimedDelivery(columns, claimOffset: 0, page: pageID)
+                guard
+                    let delivery = try OutboxRepository.claimedDelivery(
+                        columns, claimOffset: 0, page: pageID, notifications: &notificationIDs)
                 else { throw StoreError(.corrupt, "deliveries: a deferred row without a notification id") }
                 moved[delivery.id] = delivery
             }
