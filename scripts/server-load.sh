@@ -47,7 +47,11 @@
 #                                                  # all deferred; then the clock moves past the
 #                                                  # quiet hours: the wave's time and its ratio;
 #                                                  # last, the same promo to all by day (a daytime
-#                                                  # audience) and the wave's ratio to it.
+#                                                  # audience) and the wave's ratio to it. After
+#                                                  # each phase: the outbox's stages (claims,
+#                                                  # prepares, provider batches, record writes:
+#                                                  # how many, mean time) and how long SQLite's
+#                                                  # writer was held and waited for.
 #                                                  # PG_STATEMENTS=1 (DATABASE=postgres) prints the
 #                                                  # wave's and the daytime promo's statements by
 #                                                  # total time (pg_stat_statements)
