@@ -85,6 +85,41 @@ import Testing
         #expect(DecisionTrace.entries(held.trace).map(\.rule).contains("quiet_hours"))
     }
 
+    @Test(
+        "a deferred delivery sent when its quiet hours end: its result names no trace (the stored one stays), one that adds a step names the whole trace; traces are encoded with sorted keys"
+    )
+    func unchangedTraceIsNotWrittenAgain() throws {
+        let id = UUID()
+        let quiet = try #require(
+            DecisionTrace.appending(
+                [PolicyStep(rule: "quiet_hours", message: "until 07:00")], at: Self.night, to: nil))
+        #expect(quiet.hasPrefix(#"[{"at":"#) && quiet.contains(#""message":"until 07:00","rule":"quiet_hours"}"#))
+        let deferred = ClaimedDelivery(
+            id: 1, notificationID: id, appID: "syncwell", deviceID: "d1", platform: "apns",
+            token: String(repeating: "ab", count: 32), environment: "production", attempts: 0, userID: "u1",
+            timeZone: "Europe/Paris", trace: quiet, claim: 7)
+        // In the day: the policy step lets it through and adds nothing to its trace.
+        let plan = DeliveryPlanning.plan(
+            [deferred], contents: [id: try Self.stored("sync_failed", data: Self.syncFailed)],
+            users: ["u1": Self.paris], history: [:], app: Self.app, now: Self.day)
+        let planned = try #require(plan.planned[1])
+        #expect(planned.trace == quiet)
+        #expect(DeliveryResult(deferred, .sent, attempts: 1, trace: planned.trace).trace == nil)
+        // Deferred again: the step is added, so the result carries the whole trace.
+        let again = try #require(
+            DecisionTrace.appending([PolicyStep(rule: "quiet_hours", message: "still")], at: Self.day, to: quiet))
+        let result = DeliveryResult(
+            deferred, .deferred(reason: "quiet_hours", until: Self.day), attempts: 0, trace: again)
+        #expect(result.trace == again && DecisionTrace.entries(result.trace).count == 2)
+        // A broadcast's delivery keeps what its slot does not hold.
+        let slot = BroadcastSlot(page: 3, lane: 1, dueAt: 0, acceptedAt: 0, userID: "u1")
+        let paged = ClaimedDelivery(
+            id: 2, notificationID: id, appID: "syncwell", deviceID: "d2", platform: "apns",
+            token: String(repeating: "ab", count: 32), environment: "production", attempts: 0, trace: quiet,
+            broadcast: slot)
+        #expect(DeliveryResult(paged, .sent, attempts: 1, trace: quiet).trace == quiet)
+    }
+
     @Test("pacing counts the history and each send decided in the batch, and only those are recorded")
     func pacing() throws {
         let ids = [UUID(), UUID(), UUID()]
