@@ -92,7 +92,7 @@ extension BroadcastRepository {
                 notification: key.notification, app: key.app, lane: key.lane, dueAt: now, acceptedAt: key.createdAt,
                 firstID: firstID, size: Int64(group.count), listed: listed, trace: SQLText.jsonArray(strings: traces),
                 session)
-            var notificationIDs = OutboxRepository.NotificationIDs()
+            var notificationIDs = RunMemo<String, UUID?>()
             for columns in group {
                 guard
                     let delivery = try OutboxRepository.claimedDelivery(

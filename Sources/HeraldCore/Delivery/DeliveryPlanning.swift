@@ -258,27 +258,6 @@ private struct DeviceRendering {
     var variant: Int
 }
 
-/// A dictionary that keeps the last entry it answered beside it: a run of lookups of one key
-/// (deliveries in id order come in runs of one notification and locale) is answered without
-/// hashing the key. Values are made once per key, by `make`.
-private struct RunMemo<Key: Hashable, Value> {
-    private var values: [Key: Value] = [:]
-    private var last: (key: Key, value: Value)?
-
-    mutating func value(_ key: Key, _ make: () -> Value) -> Value {
-        if let last, last.key == key { return last.value }
-        let value =
-            values[key]
-            ?? {
-                let value = make()
-                values[key] = value
-                return value
-            }()
-        last = (key, value)
-        return value
-    }
-}
-
 /// A notification's copy in one locale.
 private struct CopyKey: Hashable {
     var notification: UUID
