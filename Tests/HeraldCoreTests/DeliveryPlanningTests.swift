@@ -34,12 +34,13 @@ import Testing
     static let syncFailed: [String: JSONValue] = ["Source": "Strava", "source_id": "strava"]
 
     static func delivery(
-        _ id: Int64, _ notification: UUID, user: String = "u1", locale: String? = nil, platform: String = "apns"
+        _ id: Int64, _ notification: UUID, user: String = "u1", locale: String? = nil, platform: String = "apns",
+        trace: String? = nil, broadcast: BroadcastSlot? = nil
     ) -> ClaimedDelivery {
         ClaimedDelivery(
             id: id, notificationID: notification, appID: "syncwell", deviceID: "d\(id)", platform: platform,
             token: String(repeating: "ab", count: 32), environment: "production", attempts: 0, userID: user,
-            locale: locale, timeZone: "Europe/Paris", claim: 7)
+            locale: locale, timeZone: "Europe/Paris", trace: trace, claim: 7, broadcast: broadcast)
     }
 
     static let paris = PlanningUser(timeZone: "Europe/Paris")
@@ -94,10 +95,7 @@ import Testing
             DecisionTrace.appending(
                 [PolicyStep(rule: "quiet_hours", message: "until 07:00")], at: Self.night, to: nil))
         #expect(quiet.hasPrefix(#"[{"at":"#) && quiet.contains(#""message":"until 07:00","rule":"quiet_hours"}"#))
-        let deferred = ClaimedDelivery(
-            id: 1, notificationID: id, appID: "syncwell", deviceID: "d1", platform: "apns",
-            token: String(repeating: "ab", count: 32), environment: "production", attempts: 0, userID: "u1",
-            timeZone: "Europe/Paris", trace: quiet, claim: 7)
+        let deferred = Self.delivery(1, id, trace: quiet)
         // In the day: the policy step lets it through and adds nothing to its trace.
         let plan = DeliveryPlanning.plan(
             [deferred], contents: [id: try Self.stored("sync_failed", data: Self.syncFailed)],
@@ -113,10 +111,7 @@ import Testing
         #expect(result.trace == again && DecisionTrace.entries(result.trace).count == 2)
         // A broadcast's delivery keeps what its slot does not hold.
         let slot = BroadcastSlot(page: 3, lane: 1, dueAt: 0, acceptedAt: 0, userID: "u1")
-        let paged = ClaimedDelivery(
-            id: 2, notificationID: id, appID: "syncwell", deviceID: "d2", platform: "apns",
-            token: String(repeating: "ab", count: 32), environment: "production", attempts: 0, trace: quiet,
-            broadcast: slot)
+        let paged = Self.delivery(2, id, trace: quiet, broadcast: slot)
         #expect(DeliveryResult(paged, .sent, attempts: 1, trace: quiet).trace == quiet)
     }
 
