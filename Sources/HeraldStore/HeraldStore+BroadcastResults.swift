@@ -11,6 +11,7 @@ extension BroadcastRepository {
         var claim: Int64
         var count: Int
         var notificationID: UUID
+        var appID: String
         var statements: [(sql: String, binds: [Session.Value])]
         /// PostgreSQL: the rows as arrays, for one `unnest` insert.
         var arrays: PostgresRows?
@@ -21,6 +22,9 @@ extension BroadcastRepository {
         var unanswered: [(id: Int64, userID: String, deferred: Bool)] = []
         /// What the page's results add per platform once written.
         var platforms = PlatformTally()
+        /// Deliveries deferred together, kept as pages of their own instead of rows
+        /// (`HeraldStore+DeferredPages`).
+        var deferred: [DeferredGroup] = []
     }
 
     /// Groups broadcast results by page and builds each page's insert, with the page's
@@ -33,15 +37,19 @@ extension BroadcastRepository {
     /// attempts, due time), bound once: three values per row for SQLite to read out of the
     /// JSON, not eight (each `->>` parses its element). PostgreSQL takes them as arrays
     /// (`unnest`).
-    static func broadcastWrites(_ results: [DeliveryResult], now: Int64, dialect: HeraldStore.Dialect)
-        -> [BroadcastWrite]
-    {
+    ///
+    /// With `deferredPages`, deliveries deferred to the same time for the same reason, at least
+    /// `deferredPageMinimum` of a page's, are kept as a page of their own (`DeferredGroup`)
+    /// instead of a row each.
+    static func broadcastWrites(
+        _ results: [DeliveryResult], now: Int64, dialect: HeraldStore.Dialect, deferredPages: Bool = false
+    ) -> [BroadcastWrite] {
         Dictionary(grouping: results, by: { $0.broadcast?.page ?? 0 }).sorted(by: { $0.key < $1.key }).compactMap {
             page, group in
             guard let slot = group.first?.broadcast else { return nil }
             var write = BroadcastWrite(
                 page: page, claim: group[0].claim, count: group.count, notificationID: group[0].notificationID,
-                statements: [], counts: [:], dead: [])
+                appID: group[0].appID, statements: [], counts: [:], dead: [])
             write.platforms.add(group)
             let constants: [Session.Value] = [
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID),
@@ -50,9 +58,14 @@ extension BroadcastRepository {
             var shared: [SharedRowsKey: [DeliveryResult]] = [:]
             var full: [DeliveryResult] = []
             var arrays = PostgresRows(constants: constants)
-            for result in group {
-                let (status, reason, due, attempts) = Self.row(for: result)
+            let rows = group.map { Self.row(for: $0) }
+            let paged = deferredPages ? Self.deferredGroups(group, rows: rows, slot: slot) : [:]
+            write.deferred = paged.values.sorted { $0.entries[0].id < $1.entries[0].id }
+            for (result, (status, reason, due, attempts)) in zip(group, rows) {
                 if OutboxRepository.counterColumn[status] != nil { write.counts[status, default: 0] += 1 }
+                if status == .deferred, let reason, paged[DeferralKey(due: due ?? slot.dueAt, reason: reason)] != nil {
+                    continue
+                }
                 if status == .queued || status == .deferred {
                     write.unanswered.append((result.deliveryID, result.broadcast?.userID ?? "", status == .deferred))
                 }
@@ -280,9 +293,17 @@ extension BroadcastRepository {
             // The page was cancelled while this node held it (or some of its users were): what
             // would be tried again ends.
             var ending = write.unanswered
-            if left.first?[1].integer != 1 {
-                let users = Set(SQLText.jsonStrings(left.first?[2].text))
+            let cancelled = left.first?[1].integer == 1
+            let users = cancelled ? [] : Set(SQLText.jsonStrings(left.first?[2].text))
+            if !cancelled {
                 ending = users.isEmpty ? [] : ending.filter { users.contains($0.userID) }
+            }
+            if !write.deferred.isEmpty {
+                let ended = try await writeDeferredPages(
+                    write.deferred, notification: write.notificationID.uuidString, app: write.appID,
+                    cancelled: cancelled, users: users, now: now, session)
+                counts[.cancelled, default: 0] += ended
+                counts[.deferred, default: 0] -= ended
             }
             if !ending.isEmpty {
                 for chunk in ending.chunked(Self.batchSize) {
@@ -349,10 +370,11 @@ extension BroadcastRepository {
         """
 
     /// Devices of due broadcasts not yet answered, per app and lane (`app_id`, `lane`, `n`): those
-    /// after the cursors and those of pages handed out. `$1`: now.
+    /// after the cursors and those of pages due (a page deferred together waits for its time,
+    /// counted deferred until then). `$1`: now.
     static let broadcastWaitingSQL = """
         SELECT app_id, lane, expected - handed AS n FROM broadcasts WHERE due_at <= $1
-        UNION ALL SELECT app_id, lane, remaining AS n FROM broadcast_pages
+        UNION ALL SELECT app_id, lane, remaining AS n FROM broadcast_pages WHERE due_at <= $1
         """
 
     /// All devices of due broadcasts not yet answered (`broadcastWaitingSQL` summed).

@@ -114,11 +114,15 @@ extension BroadcastRepository {
         else { return nil }
         // (Asked apart: a page handed back is rare, and the claim's query stays the one every
         // schema since broadcasts reads.)
+        let deferredPages = database.deferredPages
         let more =
             try await session.query(
-                "SELECT cancelled, devices, cancelled_users, trace FROM broadcast_pages WHERE id = $1",
+                "SELECT cancelled, devices, cancelled_users, trace\(deferredPages ? ", reason" : "") FROM broadcast_pages WHERE id = $1",
                 [.integer(pageID)]
             ).first ?? []
+        if more.count == 5, more[4].text != nil {
+            try await undefer(page: pageID, notification: notification, remaining: remaining, session)
+        }
         if more.first?.integer == 1 {
             // Cancelled while a node held it (which died, or gave it back): never handed out again.
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
@@ -127,7 +131,7 @@ extension BroadcastRepository {
                 [.integer(remaining), .text(notification)])
             return []
         }
-        if more.count == 4, let listed = more[1].text {
+        if more.count >= 4, let listed = more[1].text {
             let page = StepPage(
                 id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
                 size: size,
@@ -137,13 +141,18 @@ extension BroadcastRepository {
         // The devices still without their row get the block's ids no row has taken, in device
         // order: the ids they were first sent with (unless a device of the page was deleted
         // meanwhile: then those after it shift; none is ever given an id twice).
-        let used = try await answeredIDs(firstID: firstID, size: size, session)
+        // Devices a page handed on (deferred together) have no row, and are not this page's now.
+        let handedOn =
+            database.deferredPages && size > 0
+            ? try await handedOn(notification: notification, page: pageID, ids: firstID...(firstID + size - 1), session)
+            : HandedOn()
+        let used = try await answeredIDs(firstID: firstID, size: size, session).union(handedOn.ids)
         let free = (firstID..<(firstID + size)).filter { !used.contains($0) }
         let devices = Array(
             try await session.query(
                 Self.pageDevicesSQL(rehanding: true),
                 [.text(app), .text(after), .integer(accepted), .text(through), .text(notification)]
-            ).prefix(free.count))
+            ).filter { !handedOn.devices.contains($0.first?.text ?? "") }.prefix(free.count))
         guard
             let claim = try await reclaim(
                 page: pageID, notification: notification, handing: devices.count,

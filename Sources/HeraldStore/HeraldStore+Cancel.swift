@@ -119,6 +119,7 @@ extension NotificationRepository {
                     cancelledBy[id, default: 0] += count
                     result.cancelled += Int(count)
                 }
+                for (id, count) in pages.undeferred { undeferredBy[id, default: 0] += count }
                 result.inFlight += Int(pages.inFlight)
             }
             let broadcasts = try await session.query(

@@ -120,9 +120,48 @@ extension DashboardQueries {
                             updatedAt: SQLText.date(updated)))
                 }
             }
+            found += try await deferredInPages(appID: appID, userID: userID, types: types, session)
             return Array(
                 found.sorted { ($0.delivery.dueAt, $0.delivery.id) < ($1.delivery.dueAt, $1.delivery.id) }.prefix(limit)
             )
         }
+    }
+
+    /// The user's deliveries waiting in pages deferred together (`HeraldStore+DeferredPages`),
+    /// which have no row until they are sent: the app's waiting pages that name the user
+    /// (found by the user's quoted id in their list, then read).
+    private func deferredInPages(appID: String, userID: String, types: [String: String?], _ session: Session)
+        async throws -> [WaitingDelivery]
+    {
+        guard database.deferredPages else { return [] }
+        var quoted = ","
+        SQLText.appendJSON(userID, to: &quoted)
+        quoted += ","
+        var found: [WaitingDelivery] = []
+        for row in try await session.query(
+            """
+            SELECT notification_id, due_at, accepted_at, reason, devices, trace FROM broadcast_pages
+            WHERE app_id = $1 AND reason IS NOT NULL AND \(dialect == .sqlite ? "instr" : "strpos")(devices, $2) > 0
+            """, [.text(appID), .text(quoted)])
+        {
+            guard row.count == 6, let notificationText = row[0].text,
+                let notification = UUID(uuidString: notificationText), let due = row[1].integer,
+                let accepted = row[2].integer, let listed = row[4].text
+            else { continue }
+            let traces = SQLText.jsonStrings(row[5].text)
+            for entry in BroadcastRepository.ListedEntry.entries(listed) where entry.user == userID {
+                guard let id = entry.id else { continue }
+                found.append(
+                    WaitingDelivery(
+                        notificationID: notification, type: types[notificationText] ?? nil,
+                        delivery: DeliveryRecord(
+                            id: id, deviceID: entry.device, status: .deferred, reason: row[3].text,
+                            attempts: entry.attempts,
+                            trace: traces.indices.contains(entry.trace) ? traces[entry.trace] : nil,
+                            dueAt: SQLText.date(due), createdAt: SQLText.date(accepted),
+                            updatedAt: SQLText.date(accepted))))
+            }
+        }
+        return found
     }
 }

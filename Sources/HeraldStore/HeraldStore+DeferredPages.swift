@@ -1,7 +1,19 @@
-import Foundation
+package import Foundation
 import HeraldCore
 
-/// PostgreSQL: deferred rows whose time has come, moved into pages as they are claimed.
+/// Deferred deliveries kept in pages: a page of deliveries the policy engine deferred together,
+/// and (PostgreSQL) deferred rows whose time has come, moved into pages as they are claimed.
+///
+/// A broadcast's or a step's page whose results defer many of its deliveries to the same time
+/// for the same reason (a zone's users inside quiet hours) writes them as one page, not a row
+/// each (`DeferredGroup`): no node holds it, it is due when the deferral ends, and `reason`
+/// says why it waits. Its entries are `[device, user, id, attempts, trace]`, as a moved page's.
+/// The notification counts them deferred (`deferred_count`) until the page is first handed out
+/// (`undefer`), when they are handed out as a moved page's are, their devices read anew. A 09:00
+/// wave then claims a page where it claimed a row per delivery, and a night's broadcast writes
+/// a page where it wrote a row per delivery. A cancel finds them as it finds a step's pages.
+/// Pages that handed a delivery on to another page (deferred, or moved) are handed out again
+/// without it (`handedOn`).
 ///
 /// The claim deletes the rows it can send (`OutboxRepository.postgresClaimDeferredSQL`) and
 /// writes a page per notification, day of creation and lane, held by this node, that lists
@@ -164,5 +176,168 @@ extension BroadcastRepository {
                 let trace = traces.indices.contains(handed.entry.trace) ? traces[handed.entry.trace] : nil
                 return (handed.entry.user, handed.entry.attempts, trace)
             })
+    }
+
+    /// A page's results deferred to one time for one reason: kept as one page when there are
+    /// at least `deferredPageMinimum` of them.
+    struct DeferralKey: Hashable {
+        var due: Int64
+        var reason: String
+    }
+
+    /// Deliveries of one page's results deferred together (same due time, same reason), written
+    /// as a page that waits for that time (`writeDeferredPages`).
+    struct DeferredGroup: Sendable {
+        var due: Int64
+        var reason: String
+        var lane: Int64
+        var acceptedAt: Int64
+        var entries: [(id: Int64, device: String, user: String, attempts: Int, trace: String?)] = []
+    }
+
+    /// Fewer deferred together than this are written as rows (a page is worth it for many).
+    static let deferredPageMinimum = 16
+
+    /// The groups of `results` (one page's, each with its row, `row(for:)`) deferred together,
+    /// those big enough to be kept as pages, by their key.
+    static func deferredGroups(
+        _ results: [DeliveryResult], rows: [(status: DeliveryStatus, reason: String?, due: Int64?, attempts: Int)],
+        slot: BroadcastSlot
+    ) -> [DeferralKey: DeferredGroup] {
+        var groups: [DeferralKey: DeferredGroup] = [:]
+        for (result, row) in zip(results, rows) where row.status == .deferred {
+            guard let reason = row.reason else { continue }
+            let key = DeferralKey(due: row.due ?? slot.dueAt, reason: reason)
+            groups[
+                key,
+                default: DeferredGroup(
+                    due: key.due, reason: reason, lane: Int64(slot.lane), acceptedAt: slot.acceptedAt)
+            ].entries.append(
+                (
+                    result.deliveryID, result.deviceID, result.broadcast?.userID ?? "", row.attempts,
+                    result.trace ?? result.broadcast?.trace
+                ))
+        }
+        return groups.filter { $0.value.entries.count >= deferredPageMinimum }
+    }
+
+    /// Writes a page's deferred groups as pages no node holds, due when their deferral ends.
+    /// Entries of users cancelled while the page was held (or all, `cancelled`) end instead:
+    /// their row is written cancelled, as a deferred row of theirs would have been. Returns how
+    /// many ended so.
+    func writeDeferredPages(
+        _ groups: [DeferredGroup], notification: String, app: String, cancelled: Bool, users: Set<String>,
+        now: Int64, _ session: Session
+    ) async throws -> Int64 {
+        var ended: Int64 = 0
+        for group in groups {
+            let ending = group.entries.filter { cancelled || users.contains($0.user) }
+            for entry in ending {
+                ended += Int64(
+                    try await session.query(
+                        """
+                        INSERT INTO deliveries (notification_id, app_id, created_at, lane, updated_at, id, device_id, user_id, status, reason, attempts, due_at, trace)
+                        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'cancelled', '\(NotificationRepository.cancelledInFlightReason)', $9, $10, $11)
+                        ON CONFLICT DO NOTHING RETURNING id
+                        """,
+                        [
+                            .text(notification), .text(app), .integer(group.acceptedAt), .integer(group.lane),
+                            .integer(now), .integer(entry.id), .text(entry.device), .text(entry.user),
+                            .integer(Int64(entry.attempts)), .integer(group.due),
+                            entry.trace.map { .text($0) } ?? .null,
+                        ]
+                    ).count)
+            }
+            let kept = ending.isEmpty ? group.entries : group.entries.filter { !(cancelled || users.contains($0.user)) }
+            guard let firstID = kept.map(\.id).min() else { continue }
+            var traces: [String] = []
+            var traceIndex: [String: Int] = [:]
+            var listed = "["
+            listed.reserveCapacity(kept.count * 48)
+            for (index, entry) in kept.enumerated() {
+                var trace = -1
+                if let text = entry.trace {
+                    trace = traceIndex[text] ?? traces.count
+                    if trace == traces.count {
+                        traceIndex[text] = trace
+                        traces.append(text)
+                    }
+                }
+                listed += index == 0 ? "[" : ",["
+                SQLText.appendJSON(entry.device, to: &listed)
+                listed += ","
+                SQLText.appendJSON(entry.user, to: &listed)
+                listed += "," + String(entry.id) + "," + String(entry.attempts) + "," + String(trace) + "]"
+            }
+            listed += "]"
+            _ = try await session.query(
+                """
+                INSERT INTO broadcast_pages
+                    (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
+                     devices, trace, reason)
+                VALUES ($1, $2, $3, $4, $5, '', '', $6, $7, $7, NULL, 0, $8, $9, $10)
+                """,
+                [
+                    .text(notification), .text(app), .integer(group.lane), .integer(group.due),
+                    .integer(group.acceptedAt), .integer(firstID), .integer(Int64(kept.count)), .text(listed),
+                    .text(SQLText.jsonArray(strings: traces)), .text(group.reason),
+                ])
+            if dialect == .sqlite { database.noteDeferredPage(due: group.due) }
+        }
+        return ended
+    }
+
+    /// A deferred page's first hand-out: it no longer waits (its reason goes), and its entries
+    /// leave the notification's deferred count (they are sent, or end, from here on).
+    func undefer(page: Int64, notification: String, remaining: Int64, _ session: Session) async throws {
+        _ = try await session.query("UPDATE broadcast_pages SET reason = NULL WHERE id = $1", [.integer(page)])
+        _ = try await session.query(
+            "UPDATE notifications SET deferred_count = deferred_count - $1 WHERE id = $2",
+            [.integer(remaining), .text(notification)])
+    }
+
+    /// Deliveries of a page kept by other pages of its notification: their ids and devices.
+    struct HandedOn {
+        var ids = Set<Int64>()
+        var devices = Set<String>()
+    }
+
+    /// The deliveries of `notification` listed in its pages other than `page` whose first id
+    /// lies in `ids`: deliveries a page handed on (deferred together, or moved) are kept there,
+    /// without a row, and every id of a page handed on from this one lies in its ids.
+    func handedOn(notification: String, page: Int64, ids: ClosedRange<Int64>, _ session: Session) async throws
+        -> HandedOn
+    {
+        var found = HandedOn()
+        for row in try await session.query(
+            """
+            SELECT devices FROM broadcast_pages
+            WHERE notification_id = $1 AND id <> $2 AND first_id >= $3 AND first_id <= $4 AND devices IS NOT NULL
+            """,
+            [.text(notification), .integer(page), .integer(ids.lowerBound), .integer(ids.upperBound)])
+        {
+            guard let listed = row.first?.text else { continue }
+            for entry in ListedEntry.entries(listed) {
+                guard let id = entry.id, ids.contains(id) else { continue }
+                found.ids.insert(id)
+                found.devices.insert(entry.device)
+            }
+        }
+        return found
+    }
+}
+
+extension BroadcastRepository {
+    /// The pages of a notification's deliveries deferred together that still wait, and how
+    /// many deliveries they keep: a check for tests and diagnosis.
+    package func waitingDeferredPages(notificationID: UUID) async throws -> (pages: Int, deliveries: Int) {
+        guard database.deferredPages else { return (0, 0) }
+        return try await reading { session in
+            let row = try await session.query(
+                "SELECT COUNT(*), COALESCE(SUM(remaining), 0) FROM broadcast_pages WHERE notification_id = $1 AND reason IS NOT NULL",
+                [.text(notificationID.uuidString)]
+            ).first
+            return (Int(row?.first?.integer ?? 0), Int(row?.last?.integer ?? 0))
+        }
     }
 }

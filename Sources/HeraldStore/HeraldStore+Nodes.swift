@@ -196,17 +196,22 @@ extension NodeRepository {
         }
     }
 
-    /// Per app, `deferred_totals` beside a count of the deferred rows themselves, read in one
-    /// statement (one snapshot): what the triggers keep against what they stand for. Visits
-    /// every deferred row: a check for tests and diagnosis, never for a scrape.
+    /// Per app, `deferred_totals` beside a count of the deferred deliveries themselves (rows,
+    /// and the entries of pages deferred together), read in one statement (one snapshot): what
+    /// the triggers keep against what they stand for. Visits every deferred row: a check for
+    /// tests and diagnosis, never for a scrape.
     package func deferredTotalsAgainstRows(appIDs: [String]) async throws -> [String: (totals: Int, rows: Int)] {
-        try await reading { session in
+        let pages =
+            database.deferredPages
+            ? " + (SELECT COALESCE(SUM(remaining), 0) FROM broadcast_pages WHERE reason IS NOT NULL AND app_id = $1)"
+            : ""
+        return try await reading { session in
             var result: [String: (totals: Int, rows: Int)] = [:]
             for app in appIDs {
                 let row = try await session.query(
                     """
                     SELECT (SELECT COALESCE(SUM(deferred), 0) FROM deferred_totals WHERE app_id = $1),
-                        (SELECT COUNT(*) FROM deliveries WHERE status = 'deferred' AND app_id = $1)
+                        (SELECT COUNT(*) FROM deliveries WHERE status = 'deferred' AND app_id = $1)\(pages)
                     """, [.text(app)]
                 ).first
                 result[app] = (Int(row?.first?.integer ?? -1), Int(row?.last?.integer ?? -1))

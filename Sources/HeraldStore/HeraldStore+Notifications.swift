@@ -261,16 +261,40 @@ extension NotificationRepository {
         }
     }
 
-    /// A page of a notification's deliveries, in device order.
+    /// A page of a notification's deliveries, in device order: its rows, and the deliveries
+    /// that wait in a page deferred together (`HeraldStore+DeferredPages`), which have no row
+    /// until they are sent.
     package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
-        try await reading { session in
+        let id = notificationID.uuidString
+        let waiting: SQLQueryString
+        switch (dialect, database.deferredPages) {
+        case (_, false): waiting = ""
+        case (.sqlite, true):
+            waiting = """
+                UNION ALL SELECT e.value ->> 2, e.value ->> 0, 'deferred', p.reason, e.value ->> 3,
+                    CASE WHEN e.value ->> 4 >= 0 THEN p.trace ->> (e.value ->> 4) END, p.due_at, p.accepted_at, p.accepted_at,
+                    NULL, NULL
+                FROM broadcast_pages p, json_each(p.devices) e WHERE p.notification_id = \(bind: id) AND p.reason IS NOT NULL
+                """
+        case (.postgres, true):
+            waiting = """
+                UNION ALL SELECT (e ->> 2)::bigint, e ->> 0, 'deferred', p.reason, (e ->> 3)::int,
+                    CASE WHEN (e ->> 4)::int >= 0 THEN p.trace::json ->> (e ->> 4)::int END, p.due_at, p.accepted_at,
+                    p.accepted_at, NULL::bigint, NULL::bigint
+                FROM broadcast_pages p, json_array_elements(p.devices::json) e
+                WHERE p.notification_id = \(bind: id) AND p.reason IS NOT NULL
+                """
+        }
+        return try await reading { session in
             try await session.sql.raw(
                 """
-                SELECT d.id, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at, d.updated_at,
-                    r.received_at, o.opened_at FROM deliveries d
+                SELECT * FROM (SELECT d.id, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at,
+                    d.updated_at, r.received_at, o.opened_at FROM deliveries d
                 LEFT JOIN receipts r ON r.app_id = d.app_id AND r.delivery_id = d.id
                 LEFT JOIN opens o ON o.app_id = d.app_id AND o.delivery_id = d.id
-                WHERE d.notification_id = \(bind: notificationID.uuidString) ORDER BY d.device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                WHERE d.notification_id = \(bind: id)
+                \(waiting)) listed
+                ORDER BY device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
                 """
             ).all().map { row in
                 func date(_ column: String) throws -> Date {

@@ -40,7 +40,9 @@ extension OutboxRepository {
         // `clock: manual`) `now` stands still, and a second measured with it never ends.
         let uptime = Self.uptimeMilliseconds
         let quiet = database.noBroadcastsSince.load(ordering: .relaxed)
-        let lookForBroadcasts = dialect == .postgres || quiet == 0 || uptime - quiet >= 1_000 || uptime < quiet
+        let deferredDue = database.deferredPageDue.load(ordering: .relaxed)
+        let lookForBroadcasts =
+            dialect == .postgres || quiet == 0 || uptime - quiet >= 1_000 || uptime < quiet || now >= deferredDue
         let prefetched =
             lookForBroadcasts ? try await database.broadcasts.prefetchBroadcastPages(limit: limit, now: now) : [:]
         // SQLite: asked first on the reading connection whether anything is due, so a claim
@@ -90,6 +92,11 @@ extension OutboxRepository {
                     if page.isEmpty, dialect == .sqlite {
                         _ = database.noBroadcastsSince.compareExchange(
                             expected: quiet, desired: uptime, ordering: .relaxed)
+                        // Pages due later than this are looked for after the quiet second.
+                        if now >= deferredDue {
+                            _ = database.deferredPageDue.compareExchange(
+                                expected: deferredDue, desired: .max, ordering: .relaxed)
+                        }
                     }
                 }
                 let room = limit - rows.count - page.count

@@ -53,7 +53,8 @@ extension OutboxRepository {
         let broadcast =
             results.contains { $0.broadcast != nil }
             ? BroadcastRepository.broadcastWrites(
-                results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect) : []
+                results.filter { $0.broadcast != nil }, now: broadcastNow, dialect: dialect,
+                deferredPages: database.deferredPages) : []
         return try await transaction { session in
             let now = nowMilliseconds
             var classes: [DeliveryStatus: [ResultRow]] = [:]

@@ -28,6 +28,9 @@ extension BroadcastRepository {
         var listed: String
         var cancelledUsers: String?
         var trace: String?
+        /// Its entries wait, deferred (`HeraldStore+DeferredPages`): counted in the notification's
+        /// deferred count.
+        var deferred = false
     }
 
     /// The active devices of `users` (an app's), as a step's page hands them out.
@@ -155,16 +158,29 @@ extension BroadcastRepository {
         id: Int64, device: String, user: String, entry: ListedEntry
     )] {
         let entries = ListedEntry.entries(page.listed)
-        let used: Set<Int64>
-        if entries.contains(where: { $0.id != nil }) {
+        var used: Set<Int64>
+        let ids = entries.compactMap(\.id)
+        if let lowest = ids.min(), let highest = ids.max() {
             // Moved rows' ids are scattered: their rows are found by notification and device.
             used = Set(
                 try await session.query(
                     "SELECT id FROM deliveries WHERE notification_id = $1 AND device_id IN \(database.outbox.jsonList("$2"))",
                     [.text(page.notification), .text(SQLText.jsonArray(strings: Set(entries.map(\.device))))]
                 ).compactMap { $0.first?.integer })
+            if database.deferredPages {
+                used.formUnion(
+                    try await handedOn(notification: page.notification, page: page.id, ids: lowest...highest, session)
+                        .ids)
+            }
         } else {
             used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
+            if database.deferredPages, page.size > 0 {
+                used.formUnion(
+                    try await handedOn(
+                        notification: page.notification, page: page.id,
+                        ids: page.firstID...(page.firstID + page.size - 1), session
+                    ).ids)
+            }
         }
         return entries.enumerated().compactMap { index, entry in
             let id = entry.id ?? page.firstID + Int64(index)
@@ -200,7 +216,7 @@ extension BroadcastRepository {
         guard written > 0 else { return 0 }
         if let column = OutboxRepository.counterColumn[status] {
             _ = try await session.query(
-                "UPDATE notifications SET \(column) = \(column) + $1 WHERE id = $2",
+                "UPDATE notifications SET \(column) = \(column) + $1\(page.deferred ? ", deferred_count = deferred_count - $1" : "") WHERE id = $2",
                 [.integer(written), .text(page.notification)])
         }
         let left = try await session.query(
@@ -215,22 +231,27 @@ extension BroadcastRepository {
     /// A cancel's part, for all users, in the pages of `notifications` (a broadcast's or a
     /// step's): a page no node holds goes, its devices cancelled; a held one is marked
     /// cancelled (its devices' attempts end as they end, none is tried again). Returns the
-    /// devices cancelled by notification (for its counters) and those in flight.
+    /// devices cancelled by notification (for its counters), those of them that were deferred
+    /// (a page of deferred deliveries), and those in flight.
     func cancelPages(of notifications: [String], _ session: Session) async throws -> (
-        cancelled: [String: Int64], inFlight: Int64
+        cancelled: [String: Int64], undeferred: [String: Int64], inFlight: Int64
     ) {
         let list = SQLText.placeholders(notifications.count, from: 1)
+        let deferredPages = database.deferredPages
         var cancelled: [String: Int64] = [:]
+        var undeferred: [String: Int64] = [:]
         for row in try await session.query(
-            "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND claimed_by IS NULL RETURNING notification_id, remaining",
+            "DELETE FROM broadcast_pages WHERE notification_id IN (\(list)) AND claimed_by IS NULL RETURNING notification_id, remaining\(deferredPages ? ", reason" : "")",
             notifications.map { .text($0) })
         {
-            if let id = row[0].text, let remaining = row[1].integer { cancelled[id, default: 0] += remaining }
+            guard let id = row[0].text, let remaining = row[1].integer else { continue }
+            cancelled[id, default: 0] += remaining
+            if row.count == 3, row[2].text != nil { undeferred[id, default: 0] += remaining }
         }
         let held = try await session.query(
             "UPDATE broadcast_pages SET cancelled = 1 WHERE notification_id IN (\(list)) AND claimed_by IS NOT NULL RETURNING remaining",
             notifications.map { .text($0) })
-        return (cancelled, held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
+        return (cancelled, undeferred, held.reduce(0) { $0 + ($1.first?.integer ?? 0) })
     }
 
     /// A cancel's part, for `userIDs`, in the step pages of `notifications`: their devices in a
@@ -250,13 +271,14 @@ extension BroadcastRepository {
         }
         var cancelled: Int64 = 0
         var inFlight: Int64 = 0
+        let deferredPages = database.deferredPages
         for row in try await session.query(
             """
-            SELECT id, notification_id, app_id, lane, accepted_at, first_id, size, remaining, devices, cancelled_users, claimed_by
+            SELECT id, notification_id, app_id, lane, accepted_at, first_id, size, remaining, devices, cancelled_users, claimed_by\(deferredPages ? ", reason" : "")
             FROM broadcast_pages WHERE notification_id IN (\(list)) AND devices IS NOT NULL AND cancelled = 0\(dialect == .postgres ? " FOR UPDATE" : "")
             """, binds)
         {
-            guard row.count == 11, let id = row[0].integer, let notification = row[1].text, let app = row[2].text,
+            guard row.count >= 11, let id = row[0].integer, let notification = row[1].text, let app = row[2].text,
                 let lane = row[3].integer,
                 let accepted = row[4].integer, let firstID = row[5].integer, let size = row[6].integer,
                 let remaining = row[7].integer,
@@ -267,7 +289,8 @@ extension BroadcastRepository {
             let page = StepPage(
                 id: id, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
                 size: size, remaining: remaining,
-                listed: listed, cancelledUsers: row[9].text, trace: nil)
+                listed: listed, cancelledUsers: row[9].text, trace: nil,
+                deferred: row.count == 12 && row[11].text != nil)
             let hits = try await unansweredEntries(of: page, session).filter { named.contains($0.user) }
             guard !hits.isEmpty else { continue }
             if row[10].text == nil {

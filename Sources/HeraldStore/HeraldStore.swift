@@ -47,6 +47,10 @@ package final class HeraldStore: Sendable {
     /// process accepts a broadcast or gives pages back meanwhile: a single send's claim makes no
     /// trip for broadcasts that are not there.
     let noBroadcastsSince = Atomic<Int64>(0)
+    /// SQLite: the earliest due time (store clock, ms) of the pages of deferred deliveries this
+    /// process wrote and has not yet found due (`Int64.max`: none): from then on claims look for
+    /// pages again at once, not after the quiet second.
+    let deferredPageDue = Atomic<Int64>(.max)
     /// PostgreSQL: timers this node claimed and could not hand back (the database failed the
     /// write and the release): handed back before its next claim, not left `firing` while the
     /// node lives (the others only rescue the claims of dead nodes).
@@ -70,6 +74,22 @@ package final class HeraldStore: Sendable {
     let keepsPlatformHours = Atomic<Bool>(true)
     /// The migration that adds `platform_hours`.
     static let platformHoursMigration = 24
+    /// Whether deferrals shared by many deliveries are kept as pages (`HeraldStore+DeferredPages`);
+    /// not in a database left at an older schema (the tests of upgrades).
+    let keepsDeferredPages = Atomic<Bool>(true)
+    static let deferredPagesMigration = 27
+    var deferredPages: Bool { keepsDeferredPages.load(ordering: .relaxed) }
+
+    /// A page of deferred deliveries due at `due` was written: claims look for pages from then.
+    func noteDeferredPage(due: Int64) {
+        var earliest = deferredPageDue.load(ordering: .relaxed)
+        while due < earliest {
+            let (exchanged, original) = deferredPageDue.compareExchange(
+                expected: earliest, desired: due, ordering: .relaxed)
+            if exchanged { break }
+            earliest = original
+        }
+    }
     /// SQLite on a file: the WAL's checkpoints, off the writer's path.
     private let checkpointer = Checkpointer()
     /// Rows per multi-row statement (SQLite allows 32,766 bound values).
@@ -204,6 +224,16 @@ package final class HeraldStore: Sendable {
             defer { waiting?.cancel() }
             try await store.migrate(through: schemaVersion)
             if schemaVersion < Self.platformHoursMigration { store.keepsPlatformHours.store(false, ordering: .relaxed) }
+            if schemaVersion < Self.deferredPagesMigration {
+                store.keepsDeferredPages.store(false, ordering: .relaxed)
+            } else if store.dialect == .sqlite {
+                // Pages of deferred deliveries a former process wrote are looked for when due.
+                let due = try await store.exclusive { session in
+                    try await session.query("SELECT MIN(due_at) FROM broadcast_pages WHERE claimed_by IS NULL")
+                        .first?.first?.integer
+                }
+                if let due { store.noteDeferredPage(due: due) }
+            }
             // Today's deliveries partition and the next days' exist before the first accept.
             let upkeep =
                 schemaVersion < 11

@@ -182,15 +182,15 @@ struct BroadcastTests {
 }
 
 /// A broadcast of a promotional type at night: each zone's users are deferred to their own
-/// morning with their reason and trace (a zone's many rows written as one statement, a zone of
+/// morning with their reason and trace (a zone's many kept as one page that waits, a zone of
 /// few with rows of their own), then sent as each morning comes.
 @Suite("Broadcasts deferred by quiet hours")
 struct BroadcastDeferralTests {
-    @Test("10 users in Paris and 2 in Tokyo at 22:00 UTC: deferred to 09:00 local, with their traces; sent then")
+    @Test("20 users in Paris and 2 in Tokyo at 22:00 UTC: deferred to 09:00 local, with their traces; sent then")
     func zones() async throws {
         let clock = ManualClock(PolicyScenarioTests.date("2026-11-22T22:00:00Z"))
         try await withServer(clock: clock) { server in
-            let users = (0..<12).map { ("p\($0)", "Europe/Paris") } + (0..<2).map { ("t\($0)", "Asia/Tokyo") }
+            let users = (0..<20).map { ("p\($0)", "Europe/Paris") } + (0..<2).map { ("t\($0)", "Asia/Tokyo") }
             let tokens = makeDeviceTokens(users.count)
             for ((user, zone), token) in zip(users, tokens) {
                 #expect(try await server.register("d-" + user, user: user, token: token) == .created)
@@ -219,6 +219,16 @@ struct BroadcastDeferralTests {
                             : "deferred: quiet hours until 2026-11-23T09:00+01:00 Europe/Paris"))
             }
             #expect(server.simulator.state.inboxSummary().total == 0)
+            // Paris's twenty wait in one page (no row each), Tokyo's two as rows.
+            let store = server.runtime.store
+            let waitingPages = try await store.broadcasts.waitingDeferredPages(
+                notificationID: try #require(UUID(uuidString: id)))
+            #expect(waitingPages.pages == 1 && waitingPages.deliveries == 20)
+            #expect(try await store.nodes.queueDepth() == 0)
+            // The dashboard's view of a user's waiting deliveries finds them in the page too.
+            let waiting = try await store.dashboard.waitingDeliveries(appID: "demo", userID: "p3", limit: 10)
+            #expect(waiting.map(\.delivery.deviceID) == ["d-p3"])
+            #expect(waiting.first?.delivery.status == .deferred && waiting.first?.delivery.reason == "quiet_hours")
             // The deferred gauge is read from the triggers' totals, and the retention pass's
             // fold of them (PostgreSQL) keeps the sum.
             let nodes = server.runtime.store.nodes

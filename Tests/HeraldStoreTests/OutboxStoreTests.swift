@@ -516,6 +516,121 @@ struct OutboxStoreTests {
     }
 
     @Test(
+        "a broadcast page's many deferrals wait as one page, not a row each: a rescue of the broadcast's page leaves them, a user cancelled meanwhile ends cancelled, a device gone fails, the rest are handed out at their time with their ids, attempts and trace"
+    )
+    func deferredTogetherWaitInAPage() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let url = try await TestDatabase.url("deferred-page")
+        let store = try await HeraldStore.open(url: url, clock: .manual(clock))
+        #expect(try await store.devices.importDevices(appID: "a", makeDeviceRecords(40)) == 40)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now, cancelKey: "k")
+        let quiet = #"[{"rule":"quiet_hours","message":"until 09:00"}]"#
+        let first = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(first.count == 40)
+        let ids = Dictionary(uniqueKeysWithValues: first.map { ($0.deviceID, $0.id) })
+        // d0…d29 deferred together, d30…d35 sent; d36…d39 unanswered when the node dies.
+        _ = try await store.outbox.recordResults(
+            first.compactMap { delivery in
+                let index = Int(delivery.deviceID.dropFirst()) ?? 0
+                if index < 30 {
+                    return DeliveryResult(
+                        delivery, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)),
+                        attempts: 0, trace: quiet)
+                }
+                return index < 36 ? DeliveryResult(delivery, .sent, attempts: 1) : nil
+            })
+        let waiting = try await store.broadcasts.waitingDeferredPages(notificationID: notification.id)
+        #expect(waiting.pages == 1 && waiting.deliveries == 30)
+        var counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.deferred] == 30 && counts[.sent] == 6)
+        let listed = try await store.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+        #expect(listed.count == 36)
+        #expect(listed.filter { $0.status == .deferred }.count == 30)
+        let d7 = try #require(listed.first { $0.deviceID == "d7" })
+        #expect(d7.id == ids["d7"] && d7.reason == "QuietHours" && d7.trace == quiet)
+        #expect(d7.dueAt == clock.now.addingTimeInterval(3_600))
+
+        // Another node takes the dead one's page back: only the four unanswered are handed out.
+        let other = try await HeraldStore.open(url: url, clock: .manual(clock))
+        clock.advance(by: 60)
+        try await other.nodes.heartbeat()
+        #expect(try await other.nodes.rescueDeadClaims() == 4)
+        let rescued = try await other.outbox.claimDueDeliveries(limit: 100)
+        #expect(rescued.map(\.deviceID).sorted() == ["d36", "d37", "d38", "d39"])
+        #expect(rescued.allSatisfy { $0.id == ids[$0.deviceID] })
+        _ = try await other.outbox.recordResults(rescued.map { DeliveryResult($0, .sent, attempts: 1) })
+
+        // u3's deliveries are cancelled; d5's device goes.
+        #expect(try await other.notifications.cancel(appID: "a", cancelKey: "k", userIDs: ["u3"]).cancelled == 1)
+        #expect(try await other.devices.deleteDevice(appID: "a", deviceID: "d5"))
+        counts = try await other.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.deferred] == 29 && counts[.cancelled] == 1 && counts[.sent] == 10)
+        #expect(try await other.outbox.claimDueDeliveries(limit: 100).isEmpty)
+
+        // Their time comes: the page is handed out, each with its id, attempts and trace.
+        clock.advance(by: 3_600)
+        try await other.nodes.heartbeat()
+        let wave = try await other.outbox.claimDueDeliveries(limit: 100)
+        #expect(wave.count == 28)
+        #expect(!wave.contains { ["d3", "d5"].contains($0.deviceID) })
+        #expect(wave.allSatisfy { $0.id == ids[$0.deviceID] && $0.trace == quiet && $0.attempts == 0 })
+        counts = try await other.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.deferred] == 0 && counts[.failed] == 1)
+        // d0 is deferred again (alone: a row); the others are sent.
+        _ = try await other.outbox.recordResults(
+            wave.map {
+                $0.deviceID == "d0"
+                    ? DeliveryResult(
+                        $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(600)), attempts: 0)
+                    : DeliveryResult($0, .sent, attempts: 1)
+            })
+        counts = try await other.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.sent] == 37 && counts[.deferred] == 1 && counts[.cancelled] == 1 && counts[.failed] == 1)
+        #expect(try await other.broadcasts.waitingDeferredPages(notificationID: notification.id).pages == 0)
+        let rows = Dictionary(
+            uniqueKeysWithValues: try await other.notifications.deliveries(
+                notificationID: notification.id, limit: 100, offset: 0
+            ).map { ($0.deviceID, $0) })
+        #expect(rows.count == 40)
+        #expect(rows["d3"]?.status == .cancelled && rows["d5"]?.status == .failed)
+        #expect(rows["d7"]?.status == .sent && rows["d7"]?.id == ids["d7"] && rows["d7"]?.trace == quiet)
+        for (app, figures) in try await other.nodes.deferredTotalsAgainstRows(appIDs: ["a"]) {
+            #expect(figures.totals == figures.rows, "deferred_totals for \(app)")
+        }
+        await other.close()
+        await store.close()
+    }
+
+    @Test("a cancel for all ends a page of deferred deliveries: counted cancelled, never handed out")
+    func cancelEndsDeferredPage() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await HeraldStore.open(
+            url: try await TestDatabase.url("deferred-page-cancel"), clock: .manual(clock))
+        #expect(try await store.devices.importDevices(appID: "a", makeDeviceRecords(20)) == 20)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now, cancelKey: "k")
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 100)
+        _ = try await store.outbox.recordResults(
+            claimed.map {
+                DeliveryResult(
+                    $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)), attempts: 0)
+            })
+        #expect(try await store.broadcasts.waitingDeferredPages(notificationID: notification.id).deliveries == 20)
+        #expect(try await store.notifications.cancel(appID: "a", cancelKey: "k", userIDs: nil).cancelled == 20)
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.cancelled] == 20 && counts[.deferred] == 0 && counts[.queued] == 0)
+        clock.advance(by: 3_600)
+        #expect(try await store.outbox.claimDueDeliveries(limit: 100).isEmpty)
+        for (app, figures) in try await store.nodes.deferredTotalsAgainstRows(appIDs: ["a"]) {
+            #expect(figures.totals == figures.rows, "deferred_totals for \(app)")
+        }
+        await store.close()
+    }
+
+    @Test(
         "urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it"
     )
     func lanesAndAppsShareClaims() async throws {

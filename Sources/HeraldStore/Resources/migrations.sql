@@ -999,3 +999,13 @@ CREATE INDEX channels_event ON channels (app_id, event_key)
 -- PostgreSQL only
 ALTER TABLE channels ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN channel_id TYPE TEXT COLLATE "C"
 ;
+
+-- migration: 27
+-- Deliveries the policy engine deferred together (a zone's users inside quiet hours, say)
+-- kept as one page that lists them, due when their deferral ends, instead of a row each:
+-- `reason` is why they wait, set while the page waits and cleared when it is first handed
+-- out. Unclaimed pages are found by due time.
+ALTER TABLE broadcast_pages ADD COLUMN reason TEXT
+;
+CREATE INDEX broadcast_pages_waiting ON broadcast_pages (due_at) WHERE claimed_by IS NULL
+;
