@@ -120,9 +120,8 @@ extension BroadcastRepository {
                 "SELECT cancelled, devices, cancelled_users, trace\(deferredPages ? ", reason" : "") FROM broadcast_pages WHERE id = $1",
                 [.integer(pageID)]
             ).first ?? []
-        if more.count == 5, more[4].text != nil {
-            try await undefer(page: pageID, notification: notification, remaining: remaining, session)
-        }
+        let fresh = more.count == 5 && more[4].text != nil
+        if fresh { try await undefer(page: pageID, notification: notification, remaining: remaining, session) }
         if more.first?.integer == 1 {
             // Cancelled while a node held it (which died, or gave it back): never handed out again.
             _ = try await session.query("DELETE FROM broadcast_pages WHERE id = $1", [.integer(pageID)])
@@ -135,7 +134,7 @@ extension BroadcastRepository {
             let page = StepPage(
                 id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
                 size: size,
-                remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text)
+                remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text, fresh: fresh)
             return try await rehandStepPage(page, due: due, session)
         }
         // The devices still without their row get the block's ids no row has taken, in device

@@ -32,6 +32,14 @@ extension BroadcastRepository {
         var attempts = 0
         var trace = -1
 
+        init(device: String, user: String, id: Int64?, attempts: Int, trace: Int) {
+            self.device = device
+            self.user = user
+            self.id = id
+            self.attempts = attempts
+            self.trace = trace
+        }
+
         init(from decoder: any Decoder) throws {
             var container = try decoder.unkeyedContainer()
             device = try container.decode(String.self)
@@ -45,6 +53,20 @@ extension BroadcastRepository {
         /// A page's entries; none when the list cannot be read.
         static func entries(_ listed: String) -> [ListedEntry] {
             (try? JSONDecoder().decode([ListedEntry].self, from: Data(listed.utf8))) ?? []
+        }
+
+        /// Entries with their ids as a page's list: `[[device, user, id, attempts, trace], …]`.
+        static func list(_ entries: some Collection<ListedEntry>) -> String {
+            var listed = "["
+            listed.reserveCapacity(entries.count * 48)
+            for (index, entry) in entries.enumerated() {
+                listed += index == 0 ? "[" : ",["
+                SQLText.appendJSON(entry.device, to: &listed)
+                listed += ","
+                SQLText.appendJSON(entry.user, to: &listed)
+                listed += "," + String(entry.id ?? 0) + "," + String(entry.attempts) + "," + String(entry.trace) + "]"
+            }
+            return listed + "]"
         }
     }
 
@@ -252,24 +274,20 @@ extension BroadcastRepository {
             guard let firstID = kept.map(\.id).min() else { continue }
             var traces: [String] = []
             var traceIndex: [String: Int] = [:]
-            var listed = "["
-            listed.reserveCapacity(kept.count * 48)
-            for (index, entry) in kept.enumerated() {
-                var trace = -1
-                if let text = entry.trace {
-                    trace = traceIndex[text] ?? traces.count
-                    if trace == traces.count {
-                        traceIndex[text] = trace
-                        traces.append(text)
+            // In device order: a notification's deliveries are listed so (`deliveries`).
+            let listed = ListedEntry.list(
+                kept.sorted { $0.device < $1.device }.map { entry in
+                    var trace = -1
+                    if let text = entry.trace {
+                        trace = traceIndex[text] ?? traces.count
+                        if trace == traces.count {
+                            traceIndex[text] = trace
+                            traces.append(text)
+                        }
                     }
-                }
-                listed += index == 0 ? "[" : ",["
-                SQLText.appendJSON(entry.device, to: &listed)
-                listed += ","
-                SQLText.appendJSON(entry.user, to: &listed)
-                listed += "," + String(entry.id) + "," + String(entry.attempts) + "," + String(trace) + "]"
-            }
-            listed += "]"
+                    return ListedEntry(
+                        device: entry.device, user: entry.user, id: entry.id, attempts: entry.attempts, trace: trace)
+                })
             _ = try await session.query(
                 """
                 INSERT INTO broadcast_pages

@@ -261,40 +261,68 @@ extension NotificationRepository {
         }
     }
 
-    /// A page of a notification's deliveries, in device order: its rows, and the deliveries
-    /// that wait in a page deferred together (`HeraldStore+DeferredPages`), which have no row
-    /// until they are sent.
+    /// A page of a notification's deliveries: those with a row in device order, then those that
+    /// wait in pages of deliveries deferred together (`HeraldStore+DeferredPages`), which have
+    /// no row until they are sent, page by page (each in device order). The pages are read only
+    /// where the rows end, and only those the window reaches.
     package func deliveries(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
-        let id = notificationID.uuidString
-        let waiting: SQLQueryString
-        switch (dialect, database.deferredPages) {
-        case (_, false): waiting = ""
-        case (.sqlite, true):
-            waiting = """
-                UNION ALL SELECT e.value ->> 2, e.value ->> 0, 'deferred', p.reason, e.value ->> 3,
-                    CASE WHEN e.value ->> 4 >= 0 THEN p.trace ->> (e.value ->> 4) END, p.due_at, p.accepted_at, p.accepted_at,
-                    NULL, NULL
-                FROM broadcast_pages p, json_each(p.devices) e WHERE p.notification_id = \(bind: id) AND p.reason IS NOT NULL
-                """
-        case (.postgres, true):
-            waiting = """
-                UNION ALL SELECT (e ->> 2)::bigint, e ->> 0, 'deferred', p.reason, (e ->> 3)::int,
-                    CASE WHEN (e ->> 4)::int >= 0 THEN p.trace::json ->> (e ->> 4)::int END, p.due_at, p.accepted_at,
-                    p.accepted_at, NULL::bigint, NULL::bigint
-                FROM broadcast_pages p, json_array_elements(p.devices::json) e
-                WHERE p.notification_id = \(bind: id) AND p.reason IS NOT NULL
-                """
-        }
+        let rows = try await deliveryRows(notificationID: notificationID, limit: limit, offset: offset)
+        guard rows.count < limit, database.deferredPages else { return rows }
         return try await reading { session in
+            let id = notificationID.uuidString
+            var skip = 0
+            if rows.isEmpty, offset > 0 {
+                let counted = try await session.query(
+                    "SELECT COUNT(*) FROM deliveries WHERE notification_id = $1", [.text(id)])
+                skip = max(0, offset - Int(counted.first?.first?.integer ?? 0))
+            }
+            var listed = rows
+            for page in try await session.query(
+                "SELECT id, remaining FROM broadcast_pages WHERE notification_id = $1 AND reason IS NOT NULL ORDER BY id",
+                [.text(id)])
+            {
+                guard listed.count < limit else { break }
+                guard page.count == 2, let pageID = page[0].integer, let remaining = page[1].integer else { continue }
+                if skip >= remaining {
+                    skip -= Int(remaining)
+                    continue
+                }
+                guard
+                    let body = try await session.query(
+                        "SELECT due_at, accepted_at, reason, devices, trace FROM broadcast_pages WHERE id = $1",
+                        [.integer(pageID)]
+                    ).first, body.count == 5, let due = body[0].integer, let accepted = body[1].integer,
+                    let entries = body[3].text
+                else { continue }
+                let traces = SQLText.jsonStrings(body[4].text)
+                for entry in BroadcastRepository.ListedEntry.entries(entries).dropFirst(skip).prefix(
+                    limit - listed.count)
+                {
+                    guard let entryID = entry.id else { continue }
+                    listed.append(
+                        DeliveryRecord(
+                            id: entryID, deviceID: entry.device, status: .deferred, reason: body[2].text,
+                            attempts: entry.attempts,
+                            trace: traces.indices.contains(entry.trace) ? traces[entry.trace] : nil,
+                            dueAt: SQLText.date(due), createdAt: SQLText.date(accepted),
+                            updatedAt: SQLText.date(accepted)))
+                }
+                skip = 0
+            }
+            return listed
+        }
+    }
+
+    /// A page of a notification's delivery rows, in device order.
+    private func deliveryRows(notificationID: UUID, limit: Int, offset: Int) async throws -> [DeliveryRecord] {
+        try await reading { session in
             try await session.sql.raw(
                 """
-                SELECT * FROM (SELECT d.id, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at,
-                    d.updated_at, r.received_at, o.opened_at FROM deliveries d
+                SELECT d.id, d.device_id, d.status, d.reason, d.attempts, d.trace, d.due_at, d.created_at, d.updated_at,
+                    r.received_at, o.opened_at FROM deliveries d
                 LEFT JOIN receipts r ON r.app_id = d.app_id AND r.delivery_id = d.id
                 LEFT JOIN opens o ON o.app_id = d.app_id AND o.delivery_id = d.id
-                WHERE d.notification_id = \(bind: id)
-                \(waiting)) listed
-                ORDER BY device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
+                WHERE d.notification_id = \(bind: notificationID.uuidString) ORDER BY d.device_id LIMIT \(bind: limit) OFFSET \(bind: offset)
                 """
             ).all().map { row in
                 func date(_ column: String) throws -> Date {

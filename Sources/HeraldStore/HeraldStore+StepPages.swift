@@ -29,8 +29,11 @@ extension BroadcastRepository {
         var cancelledUsers: String?
         var trace: String?
         /// Its entries wait, deferred (`HeraldStore+DeferredPages`): counted in the notification's
-        /// deferred count.
+        /// deferred count, and each listed only while it waits (none has a row).
         var deferred = false
+        /// A page of deferred deliveries handed out for the first time: none of its entries has
+        /// a row or was handed on.
+        var fresh = false
     }
 
     /// The active devices of `users` (an app's), as a step's page hands them out.
@@ -158,6 +161,9 @@ extension BroadcastRepository {
         id: Int64, device: String, user: String, entry: ListedEntry
     )] {
         let entries = ListedEntry.entries(page.listed)
+        if page.fresh {
+            return entries.compactMap { entry in entry.id.map { ($0, entry.device, entry.user, entry) } }
+        }
         var used: Set<Int64>
         let ids = entries.compactMap(\.id)
         if let lowest = ids.min(), let highest = ids.max() {
@@ -214,6 +220,16 @@ extension BroadcastRepository {
                 ).count)
         }
         guard written > 0 else { return 0 }
+        if page.deferred {
+            // A waiting page lists only the deliveries that still wait.
+            let ended = Set(entries.map(\.id))
+            _ = try await session.query(
+                "UPDATE broadcast_pages SET devices = $1 WHERE id = $2",
+                [
+                    .text(ListedEntry.list(ListedEntry.entries(page.listed).filter { !ended.contains($0.id ?? -1) })),
+                    .integer(page.id),
+                ])
+        }
         if let column = OutboxRepository.counterColumn[status] {
             _ = try await session.query(
                 "UPDATE notifications SET \(column) = \(column) + $1\(page.deferred ? ", deferred_count = deferred_count - $1" : "") WHERE id = $2",

@@ -568,6 +568,16 @@ struct OutboxStoreTests {
         counts = try await other.notifications.deliveryCounts(notificationID: notification.id)
         #expect(counts[.deferred] == 29 && counts[.cancelled] == 1 && counts[.sent] == 10)
         #expect(try await other.outbox.claimDueDeliveries(limit: 100).isEmpty)
+        // Listed: the eleven rows in device order, then the page's 29 (d3 no longer among them).
+        let all = try await other.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+        #expect(all.count == 40 && Set(all.map(\.deviceID)).count == 40)
+        #expect(all.prefix(11).allSatisfy { $0.status != .deferred })
+        #expect(all.dropFirst(11).allSatisfy { $0.status == .deferred && $0.deviceID != "d3" })
+        #expect(all.dropFirst(11).map(\.deviceID) == all.dropFirst(11).map(\.deviceID).sorted())
+        let across = try await other.notifications.deliveries(notificationID: notification.id, limit: 5, offset: 9)
+        #expect(across.map(\.id) == all[9..<14].map(\.id))
+        let inPage = try await other.notifications.deliveries(notificationID: notification.id, limit: 5, offset: 20)
+        #expect(inPage.map(\.id) == all[20..<25].map(\.id))
 
         // Their time comes: the page is handed out, each with its id, attempts and trace.
         clock.advance(by: 3_600)
