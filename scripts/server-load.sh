@@ -117,7 +117,7 @@ pg_statements() {
 }
 bench_setup "server-$MODE"
 SIM_PORT=18543; SIM_CONTROL=18544; PORT=18580
-SERVER="server-key-0123456789abcdef"
+SERVER="server-key-0123456789abcdef0123456789"
 METRICS="metrics-key-0123456789abcdef-0123456789"
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 # Seconds since $1 (a `date +%s.%N` or time.time() reading), to the hundredth.

@@ -120,7 +120,8 @@ extension DashboardQueries {
                             updatedAt: SQLText.date(updated)))
                 }
             }
-            found += try await deferredInPages(appID: appID, userID: userID, types: types, session)
+            found += try await deferredInPages(
+                appID: appID, userID: userID, devices: devices, types: types, session)
             return Array(
                 found.sorted { ($0.delivery.dueAt, $0.delivery.id) < ($1.delivery.dueAt, $1.delivery.id) }.prefix(limit)
             )
@@ -128,21 +129,26 @@ extension DashboardQueries {
     }
 
     /// The user's deliveries waiting in pages deferred together (`HeraldStore+DeferredPages`),
-    /// which have no row until they are sent: the app's waiting pages that name the user
-    /// (found by the user's quoted id in their list, then read).
-    private func deferredInPages(appID: String, userID: String, types: [String: String?], _ session: Session)
-        async throws -> [WaitingDelivery]
-    {
+    /// which have no row until they are sent: the app's waiting pages whose first and last
+    /// device bound one of the user's devices and whose list names the user, then read.
+    private func deferredInPages(
+        appID: String, userID: String, devices: [String], types: [String: String?], _ session: Session
+    ) async throws -> [WaitingDelivery] {
         guard database.deferredPages else { return [] }
         var quoted = ","
         SQLText.appendJSON(userID, to: &quoted)
         quoted += ","
+        let listed =
+            dialect == .sqlite
+            ? "SELECT value FROM json_each($3)" : "SELECT value FROM json_array_elements_text($3::json) AS d(value)"
         var found: [WaitingDelivery] = []
         for row in try await session.query(
             """
-            SELECT notification_id, due_at, accepted_at, reason, devices, trace FROM broadcast_pages
-            WHERE app_id = $1 AND reason IS NOT NULL AND \(dialect == .sqlite ? "instr" : "strpos")(devices, $2) > 0
-            """, [.text(appID), .text(quoted)])
+            SELECT notification_id, due_at, accepted_at, reason, devices, trace FROM broadcast_pages p
+            WHERE app_id = $1 AND reason IS NOT NULL
+              AND EXISTS (SELECT 1 FROM (\(listed)) d WHERE d.value BETWEEN p.after_device AND p.through_device)
+              AND \(dialect == .sqlite ? "instr" : "strpos")(devices, $2) > 0
+            """, [.text(appID), .text(quoted), .text(SQLText.jsonArray(strings: devices))])
         {
             guard row.count == 6, let notificationText = row[0].text,
                 let notification = UUID(uuidString: notificationText), let due = row[1].integer,

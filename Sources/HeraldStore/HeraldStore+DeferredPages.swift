@@ -274,9 +274,11 @@ extension BroadcastRepository {
             guard let firstID = kept.map(\.id).min() else { continue }
             var traces: [String] = []
             var traceIndex: [String: Int] = [:]
-            // In device order: a notification's deliveries are listed so (`deliveries`).
+            // In device order (bytes, as the database orders them): a notification's deliveries
+            // are listed so (`deliveries`), and the page names its first and last device.
+            let sorted = kept.sorted { $0.device.utf8.lexicographicallyPrecedes($1.device.utf8) }
             let listed = ListedEntry.list(
-                kept.sorted { $0.device < $1.device }.map { entry in
+                sorted.map { entry in
                     var trace = -1
                     if let text = entry.trace {
                         trace = traceIndex[text] ?? traces.count
@@ -288,17 +290,20 @@ extension BroadcastRepository {
                     return ListedEntry(
                         device: entry.device, user: entry.user, id: entry.id, attempts: entry.attempts, trace: trace)
                 })
+            // `after_device` and `through_device` hold the first and last device listed (a page
+            // that lists its devices has no range of the app's devices to hand out).
             _ = try await session.query(
                 """
                 INSERT INTO broadcast_pages
                     (notification_id, app_id, lane, due_at, accepted_at, after_device, through_device, first_id, size, remaining, claimed_by, claim,
                      devices, trace, reason)
-                VALUES ($1, $2, $3, $4, $5, '', '', $6, $7, $7, NULL, 0, $8, $9, $10)
+                VALUES ($1, $2, $3, $4, $5, $11, $12, $6, $7, $7, NULL, 0, $8, $9, $10)
                 """,
                 [
                     .text(notification), .text(app), .integer(group.lane), .integer(group.due),
                     .integer(group.acceptedAt), .integer(firstID), .integer(Int64(kept.count)), .text(listed),
-                    .text(SQLText.jsonArray(strings: traces)), .text(group.reason),
+                    .text(SQLText.jsonArray(strings: traces)), .text(group.reason), .text(sorted[0].device),
+                    .text(sorted[sorted.count - 1].device),
                 ])
             if dialect == .sqlite { database.noteDeferredPage(due: group.due) }
         }
