@@ -134,7 +134,8 @@ extension BroadcastRepository {
             let page = StepPage(
                 id: pageID, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
                 size: size,
-                remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text, fresh: fresh)
+                remaining: remaining, listed: listed, cancelledUsers: more[2].text, trace: more[3].text, fresh: fresh,
+                range: after.isEmpty || through.isEmpty ? nil : (after, through))
             return try await rehandStepPage(page, due: due, session)
         }
         // The devices still without their row get the block's ids no row has taken, in device

@@ -138,6 +138,44 @@ extension BroadcastRepository {
         return moved
     }
 
+    /// The devices `wanted` of a page's entries, by device id, with what sending needs and
+    /// whether they are active. A page of deferred deliveries names its first and last device
+    /// (`range`): when it waits for many, the app's devices between them are read in one range
+    /// of the key (about 1.5 µs a device on PostgreSQL, against 6 µs a device looked up one by
+    /// one), unless the range holds more than four times as many devices as it wants (a step's
+    /// or a zone's few among many): then each is looked up.
+    func listedDevices(_ page: StepPage, _ wanted: Set<String>, _ session: Session) async throws
+        -> [String: [Session.Value]]
+    {
+        let columns = "device_id, platform, token, environment, user_id, locale, time_zone, active"
+        var found: [String: [Session.Value]] = [:]
+        if let range = page.range, wanted.count >= Self.rangeReadMinimum {
+            let limit = wanted.count * 4
+            let rows = try await session.query(
+                """
+                SELECT \(columns) FROM devices WHERE app_id = $1 AND device_id >= $2 AND device_id <= $3
+                ORDER BY device_id LIMIT $4
+                """, [.text(page.app), .text(range.first), .text(range.last), .integer(Int64(limit))])
+            if rows.count < limit {
+                for row in rows {
+                    if let device = row.first?.text, wanted.contains(device) { found[device] = row }
+                }
+                return found
+            }
+        }
+        for row in try await session.query(
+            "SELECT \(columns) FROM devices WHERE app_id = $1 AND device_id IN \(database.outbox.jsonList("$2"))",
+            [.text(page.app), .text(SQLText.jsonArray(strings: wanted))])
+        {
+            if let device = row.first?.text { found[device] = row }
+        }
+        return found
+    }
+
+    /// Entries a page of deferred deliveries must wait for before its devices are read as a
+    /// range rather than one by one (as many as make a page: below, either way costs little).
+    static let rangeReadMinimum = deferredPageMinimum
+
     /// A page of moved rows handed out again (its node died, or gave it back): its entries
     /// without their row (`waiting`), less those of users cancelled meanwhile (they get their
     /// row, cancelled); an entry whose device is gone, inactive or another user's now gets its
@@ -146,15 +184,7 @@ extension BroadcastRepository {
         _ page: StepPage, _ waiting: [(id: Int64, device: String, user: String, entry: ListedEntry)], due: Int64,
         _ session: Session
     ) async throws -> [ClaimedDelivery] {
-        var found: [String: [Session.Value]] = [:]
-        for row in try await session.query(
-            """
-            SELECT device_id, platform, token, environment, user_id, locale, time_zone, active FROM devices
-            WHERE app_id = $1 AND device_id IN \(database.outbox.jsonList("$2"))
-            """, [.text(page.app), .text(SQLText.jsonArray(strings: Set(waiting.map(\.device))))])
-        {
-            if let device = row.first?.text { found[device] = row }
-        }
+        let found = try await listedDevices(page, Set(waiting.map(\.device)), session)
         let traces = SQLText.jsonStrings(page.trace)
         let cancelledUsers = Set(SQLText.jsonStrings(page.cancelledUsers))
         var cancelled: [(id: Int64, device: String, user: String)] = []

@@ -34,6 +34,8 @@ extension BroadcastRepository {
         /// A page of deferred deliveries handed out for the first time: none of its entries has
         /// a row or was handed on.
         var fresh = false
+        /// A page of deferred deliveries: its first and last device, in byte order.
+        var range: (first: String, last: String)? = nil
     }
 
     /// The active devices of `users` (an app's), as a step's page hands them out.
