@@ -340,6 +340,38 @@ extension BroadcastRepository {
         return ended
     }
 
+    /// Ends `userID`'s deliveries of `notification` that wait in pages of deferred deliveries no
+    /// node holds: their rows are written with `status` and `reason`, and they leave the pages
+    /// and the deferred count (`writeEndedEntries`). Returns how many ended.
+    func endWaiting(notification: String, userID: String, status: DeliveryStatus, reason: String, _ session: Session)
+        async throws -> Int64
+    {
+        guard database.deferredPages else { return 0 }
+        var quoted = ","
+        SQLText.appendJSON(userID, to: &quoted)
+        quoted += ","
+        var ended: Int64 = 0
+        for row in try await session.query(
+            """
+            SELECT id, app_id, lane, accepted_at, first_id, size, remaining, devices FROM broadcast_pages
+            WHERE notification_id = $1 AND reason IS NOT NULL AND claimed_by IS NULL\(dialect == .postgres ? " FOR UPDATE" : "")
+            """, [.text(notification)])
+        {
+            guard row.count == 8, let id = row[0].integer, let app = row[1].text, let lane = row[2].integer,
+                let accepted = row[3].integer, let firstID = row[4].integer, let size = row[5].integer,
+                let remaining = row[6].integer, let listed = row[7].text, listed.contains(quoted)
+            else { continue }
+            let page = StepPage(
+                id: id, notification: notification, app: app, lane: lane, acceptedAt: accepted, firstID: firstID,
+                size: size, remaining: remaining, listed: listed, cancelledUsers: nil, trace: nil, deferred: true)
+            let hits = ListedEntry.entries(listed).compactMap { entry in
+                entry.user == userID ? entry.id.map { ($0, entry.device, entry.user) } : nil
+            }
+            ended += try await writeEndedEntries(hits, of: page, status: status, reason: reason, session)
+        }
+        return ended
+    }
+
     /// A deferred page's first hand-out: it no longer waits (its reason goes), and its entries
     /// leave the notification's deferred count (they are sent, or end, from here on).
     func undefer(page: Int64, notification: String, remaining: Int64, _ session: Session) async throws {

@@ -55,6 +55,11 @@ extension ActionRepository {
             {
                 return earlier
             }
+            // The user's deliveries of it waiting in a page of deferred deliveries end first,
+            // written as rows (cancelled, resolved): from here on they are the user's like others.
+            let waiting = try await database.broadcasts.endWaiting(
+                notification: notificationID.uuidString, userID: userID, status: .cancelled, reason: "Resolved",
+                session)
             // Only devices that had a delivery of the notification take part: the resolving one
             // must have had one, and the replacement goes to the user's others that had one.
             let reached = Set(
@@ -112,7 +117,7 @@ extension ActionRepository {
             return Resolution(
                 deviceID: deviceID, label: label, replacementID: devices > 0 ? replacement.id : nil,
                 createdAt: SQLText.date(now), first: true,
-                cancelled: cancelled, devices: devices)
+                cancelled: cancelled + Int(waiting), devices: devices)
         }
     }
 }

@@ -640,6 +640,40 @@ struct OutboxStoreTests {
         await store.close()
     }
 
+    @Test("a notification resolved by a user ends the user's deliveries of it waiting in a page of deferred ones")
+    func resolvedEndsDeferredInPage() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let store = try await HeraldStore.open(
+            url: try await TestDatabase.url("deferred-page-resolved"), clock: .manual(clock))
+        #expect(try await store.devices.importDevices(appID: "a", makeDeviceRecords(20)) == 20)
+        let (notification, _) = try await store.notifications.createNotification(
+            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
+            excludeDeviceIDs: [], dueAt: clock.now)
+        let claimed = try await store.outbox.claimDueDeliveries(limit: 100)
+        _ = try await store.outbox.recordResults(
+            claimed.map {
+                DeliveryResult(
+                    $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)), attempts: 0)
+            })
+        let resolution = try await store.actions.resolve(
+            appID: "a", notificationID: notification.id, userID: "u3", deviceID: "d3", label: "Done",
+            replacement: (UUID(), Data("{}".utf8)))
+        #expect(resolution.cancelled == 1 && resolution.devices == 0)
+        let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
+        #expect(counts[.deferred] == 19 && counts[.cancelled] == 1)
+        #expect(try await store.broadcasts.waitingDeferredPages(notificationID: notification.id).deliveries == 19)
+        let d3 = try await store.notifications.deliveries(notificationID: notification.id, limit: 100, offset: 0)
+            .filter { $0.deviceID == "d3" }
+        #expect(d3.count == 1 && d3.first?.status == .cancelled && d3.first?.reason == "Resolved")
+        clock.advance(by: 3_600)
+        let wave = try await store.outbox.claimDueDeliveries(limit: 100)
+        #expect(wave.count == 19 && !wave.contains { $0.deviceID == "d3" })
+        for (app, figures) in try await store.nodes.deferredTotalsAgainstRows(appIDs: ["a"]) {
+            #expect(figures.totals == figures.rows, "deferred_totals for \(app)")
+        }
+        await store.close()
+    }
+
     @Test(
         "urgent deliveries are claimed before bulk ones, and apps share a claim instead of the biggest fan-out taking it"
     )
