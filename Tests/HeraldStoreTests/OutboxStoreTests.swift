@@ -613,11 +613,12 @@ struct OutboxStoreTests {
         await store.close()
     }
 
-    @Test("a cancel for all ends a page of deferred deliveries: counted cancelled, never handed out")
-    func cancelEndsDeferredPage() async throws {
-        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let store = try await HeraldStore.open(
-            url: try await TestDatabase.url("deferred-page-cancel"), clock: .manual(clock))
+    /// A store with 20 devices (users u0…u19) and a broadcast to them (cancel key "k") whose
+    /// every delivery was deferred for an hour: one page of deferred deliveries.
+    static func deferredPageOfTwenty(_ name: String, clock: ManualClock) async throws -> (
+        HeraldStore, NotificationRecord
+    ) {
+        let store = try await HeraldStore.open(url: try await TestDatabase.url(name), clock: .manual(clock))
         #expect(try await store.devices.importDevices(appID: "a", makeDeviceRecords(20)) == 20)
         let (notification, _) = try await store.notifications.createNotification(
             appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
@@ -628,6 +629,13 @@ struct OutboxStoreTests {
                 DeliveryResult(
                     $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)), attempts: 0)
             })
+        return (store, notification)
+    }
+
+    @Test("a cancel for all ends a page of deferred deliveries: counted cancelled, never handed out")
+    func cancelEndsDeferredPage() async throws {
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        let (store, notification) = try await Self.deferredPageOfTwenty("deferred-page-cancel", clock: clock)
         #expect(try await store.broadcasts.waitingDeferredPages(notificationID: notification.id).deliveries == 20)
         #expect(try await store.notifications.cancel(appID: "a", cancelKey: "k", userIDs: nil).cancelled == 20)
         let counts = try await store.notifications.deliveryCounts(notificationID: notification.id)
@@ -643,18 +651,7 @@ struct OutboxStoreTests {
     @Test("a notification resolved by a user ends the user's deliveries of it waiting in a page of deferred ones")
     func resolvedEndsDeferredInPage() async throws {
         let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-        let store = try await HeraldStore.open(
-            url: try await TestDatabase.url("deferred-page-resolved"), clock: .manual(clock))
-        #expect(try await store.devices.importDevices(appID: "a", makeDeviceRecords(20)) == 20)
-        let (notification, _) = try await store.notifications.createNotification(
-            appID: "a", id: UUID(), idempotencyKey: nil, content: Data("{}".utf8), recipients: .all,
-            excludeDeviceIDs: [], dueAt: clock.now)
-        let claimed = try await store.outbox.claimDueDeliveries(limit: 100)
-        _ = try await store.outbox.recordResults(
-            claimed.map {
-                DeliveryResult(
-                    $0, .deferred(reason: "QuietHours", until: clock.now.addingTimeInterval(3_600)), attempts: 0)
-            })
+        let (store, notification) = try await Self.deferredPageOfTwenty("deferred-page-resolved", clock: clock)
         let resolution = try await store.actions.resolve(
             appID: "a", notificationID: notification.id, userID: "u3", deviceID: "d3", label: "Done",
             replacement: (UUID(), Data("{}".utf8)))
