@@ -142,11 +142,8 @@ extension BroadcastRepository {
         // order: the ids they were first sent with (unless a device of the page was deleted
         // meanwhile: then those after it shift; none is ever given an id twice).
         // Devices a page handed on (deferred together) have no row, and are not this page's now.
-        let handedOn =
-            database.deferredPages && size > 0
-            ? try await handedOn(notification: notification, page: pageID, ids: firstID...(firstID + size - 1), session)
-            : HandedOn()
-        let used = try await answeredIDs(firstID: firstID, size: size, session).union(handedOn.ids)
+        let (used, handedOn) = try await usedIDs(
+            notification: notification, page: pageID, firstID: firstID, size: size, session)
         let free = (firstID..<(firstID + size)).filter { !used.contains($0) }
         let devices = Array(
             try await session.query(
@@ -162,12 +159,20 @@ extension BroadcastRepository {
         return try handOut(devices, ids: free, notification: notification, app: app, claim: claim, slot: slot)
     }
 
-    /// The ids of a page's block that have their row (its devices answered, or cancelled).
-    func answeredIDs(firstID: Int64, size: Int64, _ session: Session) async throws -> Set<Int64> {
-        Set(
+    /// The ids of a page's block that are taken: those with their row (its devices answered,
+    /// or cancelled) and those another page of the notification keeps (`handedOn`, returned
+    /// with their devices).
+    func usedIDs(notification: String, page: Int64, firstID: Int64, size: Int64, _ session: Session) async throws
+        -> (ids: Set<Int64>, handedOn: HandedOn)
+    {
+        let answered = Set(
             try await session.query(
                 "SELECT id FROM deliveries WHERE id >= $1 AND id < $2", [.integer(firstID), .integer(firstID + size)]
             ).compactMap { $0.first?.integer })
+        guard database.deferredPages, size > 0 else { return (answered, HandedOn()) }
+        let handedOn = try await handedOn(
+            notification: notification, page: page, ids: firstID...(firstID + size - 1), session)
+        return (answered.union(handedOn.ids), handedOn)
     }
 
     /// A page handed out again to `handing` devices, `lost` others gone or deactivated since

@@ -137,9 +137,7 @@ extension DashboardQueries {
         appID: String, userID: String, devices: [String], types: [String: String?], _ session: Session
     ) async throws -> [WaitingDelivery] {
         guard database.deferredPages else { return [] }
-        var quoted = ","
-        SQLText.appendJSON(userID, to: &quoted)
-        quoted += ","
+        let quoted = BroadcastRepository.ListedEntry.userMarker(userID)
         let listed =
             dialect == .sqlite
             ? "SELECT value FROM json_each($2)" : "SELECT value FROM json_array_elements_text($2::json) AS d(value)"
@@ -157,16 +155,13 @@ extension DashboardQueries {
             else { continue }
             let traces = SQLText.jsonStrings(row[5].text)
             for entry in BroadcastRepository.ListedEntry.entries(listed) where entry.user == userID {
-                guard let id = entry.id else { continue }
+                guard
+                    let delivery = entry.waitingDelivery(
+                        reason: row[3].text, traces: traces, due: due, accepted: accepted)
+                else { continue }
                 found.append(
                     WaitingDelivery(
-                        notificationID: notification, type: types[notificationText] ?? nil,
-                        delivery: DeliveryRecord(
-                            id: id, deviceID: entry.device, status: .deferred, reason: row[3].text,
-                            attempts: entry.attempts,
-                            trace: traces.indices.contains(entry.trace) ? traces[entry.trace] : nil,
-                            dueAt: SQLText.date(due), createdAt: SQLText.date(accepted),
-                            updatedAt: SQLText.date(accepted))))
+                        notificationID: notification, type: types[notificationText] ?? nil, delivery: delivery))
             }
         }
         return found

@@ -55,6 +55,27 @@ extension BroadcastRepository {
             (try? JSONDecoder().decode([ListedEntry].self, from: Data(listed.utf8))) ?? []
         }
 
+        /// `,"user",` as a page's list holds it: a list without it names no entry of the user's.
+        static func userMarker(_ user: String) -> String {
+            var marker = ","
+            SQLText.appendJSON(user, to: &marker)
+            return marker + ","
+        }
+
+        /// Its trace, out of its page's `traces` (the page's `trace` column).
+        func trace(in traces: [String]) -> String? { traces.indices.contains(trace) ? traces[trace] : nil }
+
+        /// The delivery an entry of a waiting page of deferred deliveries stands for (it has no
+        /// row until it is sent); nil for an entry without an id.
+        func waitingDelivery(reason: String?, traces: [String], due: Int64, accepted: Int64) -> DeliveryRecord? {
+            id.map {
+                DeliveryRecord(
+                    id: $0, deviceID: device, status: .deferred, reason: reason, attempts: attempts,
+                    trace: trace(in: traces), dueAt: SQLText.date(due), createdAt: SQLText.date(accepted),
+                    updatedAt: SQLText.date(accepted))
+            }
+        }
+
         /// Entries with their ids as a page's list: `[[device, user, id, attempts, trace], …]`.
         static func list(_ entries: some Collection<ListedEntry>) -> String {
             var listed = "["
@@ -68,6 +89,24 @@ extension BroadcastRepository {
             }
             return listed + "]"
         }
+    }
+
+    /// A page's distinct traces (its `trace` column, a JSON array) and each entry's index into
+    /// them: a zone's deliveries share one trace, written once.
+    struct TraceTable {
+        private(set) var traces: [String] = []
+        private var places: [String: Int] = [:]
+
+        /// The trace's index, added if new; -1 for none.
+        mutating func index(of trace: String?) -> Int {
+            guard let trace else { return -1 }
+            if let place = places[trace] { return place }
+            places[trace] = traces.count
+            traces.append(trace)
+            return traces.count - 1
+        }
+
+        var json: String { SQLText.jsonArray(strings: traces) }
     }
 
     /// Writes the pages of deferred rows a PostgreSQL claim deleted (`claimColumns` rows, all
@@ -98,34 +137,22 @@ extension BroadcastRepository {
         var moved: [Int64: ClaimedDelivery] = [:]
         moved.reserveCapacity(rows.count)
         for (key, group) in groups {
-            var traces: [String] = []
-            var traceIndex: [String: Int] = [:]
-            var listed = "["
-            listed.reserveCapacity(group.count * 48)
-            var firstID = Int64.max
-            for (index, columns) in group.enumerated() {
+            var traces = TraceTable()
+            var entries: [ListedEntry] = []
+            entries.reserveCapacity(group.count)
+            for columns in group {
                 guard let id = columns[0].integer, let device = columns[3].text, let attempts = columns[4].integer
                 else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
-                firstID = min(firstID, id)
-                var trace = -1
-                if let text = columns[6].text {
-                    trace = traceIndex[text] ?? traces.count
-                    if trace == traces.count {
-                        traceIndex[text] = trace
-                        traces.append(text)
-                    }
-                }
-                listed += index == 0 ? "[" : ",["
-                SQLText.appendJSON(device, to: &listed)
-                listed += ","
-                SQLText.appendJSON(columns[14].text ?? columns[11].text ?? "", to: &listed)
-                listed += "," + String(id) + "," + String(attempts) + "," + String(trace) + "]"
+                entries.append(
+                    ListedEntry(
+                        device: device, user: columns[14].text ?? columns[11].text ?? "", id: id,
+                        attempts: Int(attempts), trace: traces.index(of: columns[6].text)))
             }
-            listed += "]"
             let pageID = try await insertListedPage(
                 notification: key.notification, app: key.app, lane: key.lane, dueAt: now, acceptedAt: key.createdAt,
-                firstID: firstID, size: Int64(group.count), listed: listed, trace: SQLText.jsonArray(strings: traces),
-                session)
+                firstID: entries.compactMap(\.id).min() ?? 0, size: Int64(group.count),
+                listed: ListedEntry.list(entries),
+                trace: traces.json, session)
             var notificationIDs = RunMemo<String, UUID?>()
             for columns in group {
                 guard
@@ -225,7 +252,7 @@ extension BroadcastRepository {
             handed.map(\.device), ids: handed.map(\.id), notification: page.notification, app: page.app, claim: claim,
             slot: slot,
             priors: handed.map { handed in
-                let trace = traces.indices.contains(handed.entry.trace) ? traces[handed.entry.trace] : nil
+                let trace = handed.entry.trace(in: traces)
                 return (handed.entry.user, handed.entry.attempts, trace)
             })
     }
@@ -302,23 +329,15 @@ extension BroadcastRepository {
             }
             let kept = ending.isEmpty ? group.entries : group.entries.filter { !(cancelled || users.contains($0.user)) }
             guard let firstID = kept.map(\.id).min() else { continue }
-            var traces: [String] = []
-            var traceIndex: [String: Int] = [:]
+            var traces = TraceTable()
             // In device order (bytes, as the database orders them): a notification's deliveries
             // are listed so (`deliveries`), and the page names its first and last device.
             let sorted = kept.sorted { $0.device.utf8.lexicographicallyPrecedes($1.device.utf8) }
             let listed = ListedEntry.list(
-                sorted.map { entry in
-                    var trace = -1
-                    if let text = entry.trace {
-                        trace = traceIndex[text] ?? traces.count
-                        if trace == traces.count {
-                            traceIndex[text] = trace
-                            traces.append(text)
-                        }
-                    }
-                    return ListedEntry(
-                        device: entry.device, user: entry.user, id: entry.id, attempts: entry.attempts, trace: trace)
+                sorted.map {
+                    ListedEntry(
+                        device: $0.device, user: $0.user, id: $0.id, attempts: $0.attempts,
+                        trace: traces.index(of: $0.trace))
                 })
             // `after_device` and `through_device` hold the first and last device listed (a page
             // that lists its devices has no range of the app's devices to hand out).
@@ -332,7 +351,7 @@ extension BroadcastRepository {
                 [
                     .text(notification), .text(app), .integer(group.lane), .integer(group.due),
                     .integer(group.acceptedAt), .integer(firstID), .integer(Int64(kept.count)), .text(listed),
-                    .text(SQLText.jsonArray(strings: traces)), .text(group.reason), .text(sorted[0].device),
+                    .text(traces.json), .text(group.reason), .text(sorted[0].device),
                     .text(sorted[sorted.count - 1].device),
                 ])
             if dialect == .sqlite { database.noteDeferredPage(due: group.due) }
@@ -347,9 +366,7 @@ extension BroadcastRepository {
         async throws -> Int64
     {
         guard database.deferredPages else { return 0 }
-        var quoted = ","
-        SQLText.appendJSON(userID, to: &quoted)
-        quoted += ","
+        let quoted = ListedEntry.userMarker(userID)
         var ended: Int64 = 0
         for row in try await session.query(
             """

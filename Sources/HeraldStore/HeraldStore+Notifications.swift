@@ -298,14 +298,11 @@ extension NotificationRepository {
                 for entry in BroadcastRepository.ListedEntry.entries(entries).dropFirst(skip).prefix(
                     limit - listed.count)
                 {
-                    guard let entryID = entry.id else { continue }
-                    listed.append(
-                        DeliveryRecord(
-                            id: entryID, deviceID: entry.device, status: .deferred, reason: body[2].text,
-                            attempts: entry.attempts,
-                            trace: traces.indices.contains(entry.trace) ? traces[entry.trace] : nil,
-                            dueAt: SQLText.date(due), createdAt: SQLText.date(accepted),
-                            updatedAt: SQLText.date(accepted)))
+                    if let delivery = entry.waitingDelivery(
+                        reason: body[2].text, traces: traces, due: due, accepted: accepted)
+                    {
+                        listed.append(delivery)
+                    }
                 }
                 skip = 0
             }

@@ -181,14 +181,9 @@ extension BroadcastRepository {
                         .ids)
             }
         } else {
-            used = try await answeredIDs(firstID: page.firstID, size: page.size, session)
-            if database.deferredPages, page.size > 0 {
-                used.formUnion(
-                    try await handedOn(
-                        notification: page.notification, page: page.id,
-                        ids: page.firstID...(page.firstID + page.size - 1), session
-                    ).ids)
-            }
+            used = try await usedIDs(
+                notification: page.notification, page: page.id, firstID: page.firstID, size: page.size, session
+            ).ids
         }
         return entries.enumerated().compactMap { index, entry in
             let id = entry.id ?? page.firstID + Int64(index)
