@@ -20,8 +20,9 @@ extension BroadcastRepository {
         /// The rows that go back to the queue (a retry) or are deferred: those of a page
         /// cancelled while this node held it (or of its users cancelled) end cancelled instead.
         var unanswered: [(id: Int64, userID: String, deferred: Bool)] = []
-        /// What the page's results add per platform once written.
+        /// What the page's results add per platform, and per build, once written.
         var platforms = PlatformTally()
+        var builds = BuildTally()
         /// Deliveries deferred together, kept as pages of their own instead of rows
         /// (`HeraldStore+DeferredPages`).
         var deferred: [DeferredGroup] = []
@@ -51,6 +52,7 @@ extension BroadcastRepository {
                 page: page, claim: group[0].claim, count: group.count, notificationID: group[0].notificationID,
                 appID: group[0].appID, statements: [], counts: [:], dead: [])
             write.platforms.add(group)
+            write.builds.add(group, at: now)
             let constants: [Session.Value] = [
                 .integer(now), .text(group[0].notificationID.uuidString), .text(group[0].appID),
                 .integer(slot.acceptedAt), .integer(Int64(slot.lane)),
@@ -252,6 +254,7 @@ extension BroadcastRepository {
         var written = 0
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
         var platforms = PlatformTally()
+        var builds = BuildTally()
         // Each write with whether it inserted rows.
         var inserted: [(write: BroadcastWrite, rows: Bool)] = []
         for write in writes {
@@ -319,6 +322,7 @@ extension BroadcastRepository {
             }
             finished[write.notificationID, default: [:]].merge(counts, uniquingKeysWith: +)
             platforms.merge(write.platforms)
+            builds.merge(write.builds)
             for dead in write.dead {
                 try await deactivateDevice(
                     appID: dead.appID, deviceID: dead.deviceID, reason: dead.reason, since: dead.since, now: now,
@@ -335,6 +339,7 @@ extension BroadcastRepository {
                 "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1",
                 [.text(notification.uuidString)])
         }
+        try await addToNotificationBuilds(builds, session)
         try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
         return written
     }

@@ -347,11 +347,15 @@ extension BroadcastRepository {
             ? "AND v.device_id <= $4 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = $5 AND d.device_id = v.device_id)"
             : ""
         return """
-            SELECT v.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone FROM devices v
+            SELECT v.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone, v.app_version FROM devices v
             WHERE v.app_id = $1 AND v.device_id > $2 AND v.active = 1 AND v.created_at <= $3 \(range)
             ORDER BY v.device_id\(rehanding ? "" : " LIMIT $4")
             """
     }
+
+    /// The device columns a page hands out (`handOut` reads them by position).
+    static let handOutColumns = "device_id, platform, token, environment, user_id, locale, time_zone, app_version"
+    static let handOutColumnCount = 8
 
     /// The page's devices as claimed deliveries, each with its reserved row id; `priors`, for
     /// moved rows, what each row held: its user, attempts and trace.
@@ -367,7 +371,8 @@ extension BroadcastRepository {
         var claimed: [ClaimedDelivery] = []
         claimed.reserveCapacity(devices.count)
         for (index, columns) in devices.enumerated() {
-            guard columns.count == 7, let deviceID = columns[0].text, let platform = columns[1].text,
+            guard columns.count == Self.handOutColumnCount, let deviceID = columns[0].text,
+                let platform = columns[1].text,
                 let token = columns[2].text,
                 let environment = columns[3].text, let userID = columns[4].text
             else { throw StoreError(.corrupt, "devices: a row a broadcast cannot read") }
@@ -385,7 +390,7 @@ extension BroadcastRepository {
                     token: token,
                     environment: environment, attempts: deviceSlot.attempts, userID: userID, locale: columns[5].text,
                     timeZone: columns[6].text, trace: deviceSlot.trace ?? trace,
-                    claim: claim, createdAt: createdAt, broadcast: deviceSlot))
+                    claim: claim, createdAt: createdAt, broadcast: deviceSlot, appVersion: columns[7].text))
         }
         return claimed
     }

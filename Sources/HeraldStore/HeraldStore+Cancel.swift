@@ -184,6 +184,9 @@ extension NotificationRepository {
             _ = try await session.query(
                 "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
                 [.text(result.notificationID.uuidString)])
+            var builds = BuildTally()
+            builds.add([result], at: now)
+            try await addToNotificationBuilds(builds, session)
             if case .tokenDead(let reason, let since) = result.outcome {
                 try await database.broadcasts.deactivateDevice(
                     appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)

@@ -174,7 +174,7 @@ extension BroadcastRepository {
     func listedDevices(_ page: StepPage, _ wanted: Set<String>, _ session: Session) async throws
         -> [String: [Session.Value]]
     {
-        let columns = "device_id, platform, token, environment, user_id, locale, time_zone, active"
+        let columns = Self.handOutColumns + ", active"
         var found: [String: [Session.Value]] = [:]
         if let range = page.range, wanted.count >= Self.rangeReadMinimum {
             let limit = wanted.count * 4
@@ -223,16 +223,16 @@ extension BroadcastRepository {
                 cancelled.append(row)
                 continue
             }
-            guard let device = found[waiting.device], device.count == 8 else {
+            guard let device = found[waiting.device], device.count == Self.handOutColumnCount + 1 else {
                 failed["DeviceUnregistered", default: []].append(row)
                 continue
             }
-            if device[7].integer == 0 {
+            if device[Self.handOutColumnCount].integer == 0 {
                 failed["DeviceInactive", default: []].append(row)
             } else if !waiting.user.isEmpty, device[4].text != waiting.user {
                 failed["DeviceReassigned", default: []].append(row)
             } else {
-                handed.append((waiting.entry, waiting.id, Array(device.prefix(7))))
+                handed.append((waiting.entry, waiting.id, Array(device.prefix(Self.handOutColumnCount))))
             }
         }
         if !cancelled.isEmpty {

@@ -48,6 +48,9 @@ extension TrackRepository {
         package var status: DeliveryStatus
         /// The notification's catalog type (nil for a notification not sent by type).
         package var type: String?
+        /// The device's build now ("" and nil when the device is gone or reported none).
+        package var platform = ""
+        package var appVersion: String?
     }
 
     /// The delivery `deliveryID` of `appID`, nil when there is none (or not yet: the deliveries
@@ -57,8 +60,10 @@ extension TrackRepository {
             guard
                 let row = try await session.query(
                     """
-                    SELECT d.notification_id, d.device_id, d.user_id, d.status, n.type FROM deliveries d
-                    JOIN notifications n ON n.id = d.notification_id WHERE d.id = $1 AND d.app_id = $2
+                    SELECT d.notification_id, d.device_id, d.user_id, d.status, n.type, v.platform, v.app_version
+                    FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+                    LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+                    WHERE d.id = $1 AND d.app_id = $2
                     """, [.integer(deliveryID), .text(appID)]
                 ).first,
                 let notification = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[1].text,
@@ -66,7 +71,8 @@ extension TrackRepository {
             else { return nil }
             return DeliveryReference(
                 id: deliveryID, notificationID: notification, deviceID: device, userID: row[2].text, status: status,
-                type: row[4].text)
+                type: row[4].text, platform: row.count == 7 ? row[5].text ?? "" : "",
+                appVersion: row.count == 7 ? row[6].text : nil)
         }
     }
 
@@ -148,6 +154,9 @@ extension TrackRepository {
             _ = try await session.query(
                 "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1",
                 [.text(delivery.notificationID.uuidString)])
+            var builds = BuildTally()
+            builds.addOpened(delivery)
+            try await addToNotificationBuilds(builds, session)
             if let event {
                 let applied = try await database.devices.applyEvent(
                     appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data,
@@ -234,9 +243,12 @@ extension TrackRepository {
             [], rows: wanted,
             { source in
                 """
-                SELECT r.app_id, d.id, d.notification_id, d.device_id, d.user_id, d.status, n.type FROM \(source)
+                SELECT r.app_id, d.id, d.notification_id, d.device_id, d.user_id, d.status, n.type, v.platform,
+                    v.app_version
+                FROM \(source)
                 JOIN deliveries d ON d.id = r.delivery_id AND d.app_id = r.app_id
                 JOIN notifications n ON n.id = d.notification_id
+                LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
                 """
             })
         {
@@ -246,7 +258,8 @@ extension TrackRepository {
             else { continue }
             references[DeliveryKey(app: app, delivery: id)] = DeliveryReference(
                 id: id, notificationID: notification, deviceID: device, userID: row[4].text, status: status,
-                type: row[6].text)
+                type: row[6].text, platform: row.count == 9 ? row[7].text ?? "" : "",
+                appVersion: row.count == 9 ? row[8].text : nil)
         }
         return references
     }
@@ -334,6 +347,9 @@ extension TrackRepository {
             var perNotification: [String: Int64] = [:]
             for group in counted { perNotification[group.reference.notificationID.uuidString, default: 0] += 1 }
             try await Self.addToNotifications("opened_count", perNotification, session)
+            var builds = BuildTally()
+            for group in counted { builds.addOpened(group.reference) }
+            try await addToNotificationBuilds(builds, session)
             var inserted = BulkRows(
                 [
                     ("id", .text), ("app_id", .text), ("user_id", .text), ("data", .text), ("occurred_at", .integer),

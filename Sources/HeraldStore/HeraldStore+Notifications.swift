@@ -189,12 +189,12 @@ extension NotificationRepository {
         let createdAt = Date(timeIntervalSince1970: Double(now) / 1000)
         return try await session.query(
             """
-            SELECT d.id, d.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone
+            SELECT d.id, d.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone, v.app_version
             FROM deliveries d JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
             WHERE d.notification_id = $1
             """, [.text(id.uuidString)]
         ).map { columns in
-            guard columns.count == 8, let delivery = columns[0].integer, let deviceID = columns[1].text,
+            guard columns.count == 9, let delivery = columns[0].integer, let deviceID = columns[1].text,
                 let platform = columns[2].text,
                 let token = columns[3].text, let environment = columns[4].text
             else { throw StoreError(.corrupt, "deliveries: a row the outbox cannot read") }
@@ -203,7 +203,7 @@ extension NotificationRepository {
                 environment: environment,
                 attempts: 0, userID: columns[5].text ?? "", locale: columns[6].text, timeZone: columns[7].text,
                 trace: trace, claim: 1,
-                createdAt: createdAt)
+                createdAt: createdAt, appVersion: columns[8].text)
         }
     }
 

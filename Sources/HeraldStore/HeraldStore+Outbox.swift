@@ -230,7 +230,8 @@ extension OutboxRepository {
             token: token, environment: environment, attempts: Int(attempts), userID: columns[11].text ?? "",
             locale: columns[12].text, timeZone: columns[13].text, trace: columns[6].text,
             claim: page == nil ? claim + claimOffset : 1,
-            createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000), broadcast: slot)
+            createdAt: Date(timeIntervalSince1970: Double(createdAt) / 1000), broadcast: slot,
+            appVersion: columns[19].text)
     }
 
     /// Up to `count` due deliveries of one status and lane, shared between `apps`: each gets
@@ -329,12 +330,12 @@ extension OutboxRepository {
         """
         d.id, d.notification_id, d.app_id, d.device_id, d.attempts, \(status), d.trace,
         v.platform, v.token, v.environment, v.active, v.user_id, v.locale, v.time_zone, d.user_id, d.claim, d.created_at, d.due_at,
-        d.lane
+        d.lane, v.app_version
         """
     }
 
     /// How many columns `claimColumns` has.
-    static let claimColumnCount = 19
+    static let claimColumnCount = 20
 
     /// The position of `due_at` in `claimColumns` (where a second round continues).
     static let claimDueColumn = 17
@@ -380,7 +381,7 @@ extension OutboxRepository {
         WITH due AS (
             SELECT d.id, d.notification_id, d.app_id, d.device_id, d.attempts, d.status, d.trace,
                 v.platform, v.token, v.environment, v.active, v.user_id AS device_user, v.locale, v.time_zone,
-                d.user_id, d.claim, d.created_at, d.due_at, d.lane, d.tableoid AS part, d.ctid AS tid
+                d.user_id, d.claim, d.created_at, d.due_at, d.lane, v.app_version, d.tableoid AS part, d.ctid AS tid
             FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
             WHERE d.status = 'deferred' AND d.\(outboxIndexTerm) AND d.app_id = $3 AND d.lane = $4 AND d.due_at <= $1
             ORDER BY d.due_at, d.id LIMIT $2
@@ -392,7 +393,7 @@ extension OutboxRepository {
               AND (due.user_id IS NULL OR due.user_id = due.device_user)
         )
         SELECT id, notification_id, app_id, device_id, attempts, status, trace, platform, token, environment, active,
-            device_user, locale, time_zone, user_id, claim, created_at, due_at, lane
+            device_user, locale, time_zone, user_id, claim, created_at, due_at, lane, app_version
         FROM due
         """
 

@@ -211,6 +211,13 @@ extension TrackRepository {
             platformHours[hour, default: .init()].received += 1
         }
         try await Self.addToNotifications("received_count", perNotification, session)
+        var builds = BuildTally()
+        for group in groups where group.stored?.reports == Int64(group.reports.count) {
+            builds.addReceived(
+                notification: group.delivery.notification, platform: group.delivery.platform,
+                version: group.delivery.appVersion)
+        }
+        try await addToNotificationBuilds(builds, session)
         try await addToPlatformHours(platformHours, session)
         for group in groups {
             guard let stored = group.stored else { continue }
@@ -230,34 +237,20 @@ extension TrackRepository {
     /// Deliveries of an app's types on `days` accepted by their provider more than `olderThan`
     /// before now without a receipt, per type and day: only those to devices whose build
     /// (platform and app version) has reported receipts, so an app build without a service
-    /// extension is not counted as losing them. Reads the deliveries of those days.
+    /// extension is not counted as losing what it never reports. Read from the notifications'
+    /// builds (`notification_builds`), not from their deliveries.
     package func acceptedNotReceived(
         appID: String, days: ClosedRange<Int64>, type: String? = nil, olderThan: TimeInterval
     ) async throws -> [String: [Int64: Int64]] {
         let before = nowMilliseconds - Int64(olderThan * 1000)
         return try await reading { session in
-            var binds: [Session.Value] = [
-                .text(appID), .integer(days.lowerBound), .integer(days.upperBound), .integer(before),
-            ]
-            if let type { binds.append(.text(type)) }
+            let reporting = try await reportingBuilds(appID: appID, session)
             var counts: [String: [Int64: Int64]] = [:]
-            for row in try await session.query(
-                """
-                SELECT n.type, n.day, count(*) FROM notifications n
-                JOIN deliveries d ON d.notification_id = n.id
-                JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-                WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(type == nil ? "" : " AND n.type = $5")
-                    AND d.status = 'sent' AND d.updated_at < $4
-                    AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.app_id = d.app_id AND r.delivery_id = d.id)
-                    AND EXISTS (
-                        SELECT 1 FROM receipts r WHERE r.app_id = v.app_id AND r.platform = v.platform
-                        AND (r.app_version = v.app_version OR (r.app_version IS NULL AND v.app_version IS NULL)))
-                GROUP BY n.type, n.day
-                """, binds)
-            {
-                guard row.count == 3, let type = row[0].text, let day = row[1].integer, let count = row[2].integer
-                else { continue }
-                counts[type, default: [:]][day] = count
+            guard !reporting.isEmpty else { return counts }
+            for build in try await notificationBuilds(appID: appID, days: days, type: type, session)
+            where reporting.contains(Self.buildKey(build.platform, build.version)) {
+                let missing = try await acceptedNotReceived(build, appID: appID, before: before, session)
+                if missing > 0 { counts[build.type, default: [:]][build.day, default: 0] += missing }
             }
             return counts
         }
@@ -266,66 +259,51 @@ extension TrackRepository {
     /// A type's answered deliveries of one day to one build: the funnel's counts per platform
     /// and app version.
     package struct BuildDayCounts: Sendable, Equatable {
-        /// The device's platform; "" for a device deleted since.
+        /// The device's platform.
         package var platform: String
-        /// The device's app version now (a device updated since counts under its new version).
+        /// The device's app version when each was sent, received or opened.
         package var appVersion: String?
         package var counts: TypeDayCounts
     }
 
     /// The answered deliveries (sent or failed) of an app's types on `days`, per type, day and
-    /// the build (platform and app version) of the device each went to, with their receipts and
-    /// opens; `acceptedNotReceived` as `acceptedNotReceived` counts it. Reads the deliveries of
-    /// those days (the per-type counters keep no build).
+    /// build (platform and app version), with their receipts and opens; `acceptedNotReceived`
+    /// as `acceptedNotReceived` counts it. Read from the notifications' builds.
     package func buildCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws
         -> [BuildDayCounts]
     {
         let before = nowMilliseconds - Int64(Self.receiptWindow * 1000)
         return try await reading { session in
-            var binds: [Session.Value] = [
-                .text(appID), .integer(days.lowerBound), .integer(days.upperBound), .integer(before),
-            ]
-            if let type { binds.append(.text(type)) }
-            var reporting: Set<String> = []
-            for row in try await session.query(
-                "SELECT DISTINCT platform, app_version FROM receipts WHERE app_id = $1", [.text(appID)])
-            {
-                guard row.count == 2, let platform = row[0].text else { continue }
-                reporting.insert(Self.buildKey(platform, row[1].text))
+            let reporting = try await reportingBuilds(appID: appID, session)
+            struct Key: Hashable {
+                var type: String
+                var day: Int64
+                var platform: String
+                var version: String?
             }
-            return try await session.query(
-                """
-                SELECT n.type, n.day, COALESCE(v.platform, ''), v.app_version,
-                    sum(CASE WHEN d.status = 'sent' THEN 1 ELSE 0 END), sum(CASE WHEN d.status = 'failed' THEN 1 ELSE 0 END),
-                    count(r.delivery_id), count(o.delivery_id),
-                    sum(CASE WHEN d.status = 'sent' AND d.updated_at < $4 AND r.delivery_id IS NULL THEN 1 ELSE 0 END)
-                FROM notifications n
-                JOIN deliveries d ON d.notification_id = n.id
-                LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
-                LEFT JOIN receipts r ON r.app_id = d.app_id AND r.delivery_id = d.id
-                LEFT JOIN opens o ON o.app_id = d.app_id AND o.delivery_id = d.id
-                WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(type == nil ? "" : " AND n.type = $5")
-                    AND d.status IN ('sent', 'failed')
-                GROUP BY n.type, n.day, v.platform, v.app_version
-                ORDER BY n.type, n.day
-                """, binds
-            ).compactMap { row in
-                guard row.count == 9, let type = row[0].text, let day = row[1].integer, let platform = row[2].text
-                else { return nil }
-                let version = row[3].text
-                var counts = TypeDayCounts(
-                    type: type, day: day, sent: row[4].integer ?? 0, failed: row[5].integer ?? 0, deferred: 0,
-                    suppressed: 0, cancelled: 0, opened: row[7].integer ?? 0, received: row[6].integer ?? 0)
-                if reporting.contains(Self.buildKey(platform, version)) {
-                    counts.acceptedNotReceived = row[8].integer ?? 0
+            var grouped: [Key: TypeDayCounts] = [:]
+            for build in try await notificationBuilds(appID: appID, days: days, type: type, session) {
+                let key = Key(type: build.type, day: build.day, platform: build.platform, version: build.version)
+                var counts =
+                    grouped[key]
+                    ?? TypeDayCounts(
+                        type: build.type, day: build.day, sent: 0, failed: 0, deferred: 0, suppressed: 0,
+                        cancelled: 0, opened: 0, received: 0)
+                counts.sent += build.sent
+                counts.failed += build.failed
+                counts.received += build.received
+                counts.opened += build.opened
+                if reporting.contains(Self.buildKey(build.platform, build.version)) {
+                    counts.acceptedNotReceived += try await acceptedNotReceived(
+                        build, appID: appID, before: before, session)
                 }
-                return BuildDayCounts(platform: platform, appVersion: version, counts: counts)
+                grouped[key] = counts
             }
+            return grouped.sorted {
+                ($0.key.type, $0.key.day, $0.key.platform, $0.key.version ?? "")
+                    < ($1.key.type, $1.key.day, $1.key.platform, $1.key.version ?? "")
+            }.map { BuildDayCounts(platform: $0.key.platform, appVersion: $0.key.version, counts: $0.value) }
         }
-    }
-
-    private static func buildKey(_ platform: String, _ version: String?) -> String {
-        platform + "\u{1}" + (version ?? "\u{2}")
     }
 
     /// How long after its acceptance a delivery without a receipt counts as not received.

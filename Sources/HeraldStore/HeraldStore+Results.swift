@@ -68,13 +68,16 @@ extension OutboxRepository {
                 broadcast.isEmpty
                 ? 0 : try await database.broadcasts.writeBroadcastResults(broadcast, now: broadcastNow, session)
             var platforms = PlatformTally()
+            var builds = BuildTally()
             switch session.raw {
             case .sqlite(let connection):
                 written += try await writeResults(
-                    classes, dead: dead, now: now, connection, session, platforms: &platforms)
+                    classes, dead: dead, now: now, connection, session, platforms: &platforms, builds: &builds)
             case .postgres(let connection):
-                written += try await writeResults(classes, dead: dead, now: now, connection, platforms: &platforms)
+                written += try await writeResults(
+                    classes, dead: dead, now: now, connection, platforms: &platforms, builds: &builds)
             }
+            try await addToNotificationBuilds(builds, session)
             try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
             if written < results.count {
                 // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
@@ -115,7 +118,7 @@ extension OutboxRepository {
     /// with dead tokens returns the ids it wrote. The notifications' counters are one statement.
     private func writeResults(
         _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
-        _ connection: SQLiteConnection, _ session: Session, platforms: inout PlatformTally
+        _ connection: SQLiteConnection, _ session: Session, platforms: inout PlatformTally, builds: inout BuildTally
     ) async throws -> Int {
         var written = 0
         var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
@@ -142,7 +145,7 @@ extension OutboxRepository {
                     plain[
                         PlainResults(
                             notificationID: row.result.notificationID, claim: row.result.claim, attempts: row.attempts,
-                            platform: row.result.platform),
+                            platform: row.result.platform, appVersion: row.result.appVersion),
                         default: []
                     ]
                     .append(row)
@@ -171,6 +174,9 @@ extension OutboxRepository {
                     written += applied
                     count(status, key.notificationID, applied)
                     platforms.add(app: group[0].result.appID, platform: key.platform, status, applied)
+                    builds.add(
+                        notification: key.notificationID, platform: key.platform, version: key.appVersion, status,
+                        applied, at: now)
                 }
             }
             let grouped = Dictionary(grouping: rows, by: \.result.notificationID).values.flatMap { $0 }
@@ -212,6 +218,7 @@ extension OutboxRepository {
                     hasDead
                         || chunk.contains(where: {
                             $0.result.notificationID != first.notificationID || $0.result.platform != first.platform
+                                || $0.result.appVersion != first.appVersion
                         })
                 else {
                     _ = try await connection.query(sql, binds)
@@ -220,6 +227,9 @@ extension OutboxRepository {
                     written += applied
                     count(status, first.notificationID, applied)
                     platforms.add(app: first.appID, platform: first.platform, status, applied)
+                    builds.add(
+                        notification: first.notificationID, platform: first.platform, version: first.appVersion, status,
+                        applied, at: now)
                     continue
                 }
                 let resultOf = Dictionary(
@@ -233,6 +243,9 @@ extension OutboxRepository {
                     else { continue }
                     count(status, result.notificationID, 1)
                     platforms.add(app: result.appID, platform: result.platform, status, 1)
+                    builds.add(
+                        notification: result.notificationID, platform: result.platform, version: result.appVersion,
+                        status, 1, at: now)
                     guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2],
                         let (reason, since) = dead[Int64(id)]
                     else { continue }
@@ -274,7 +287,7 @@ extension OutboxRepository {
     /// statement answers how many rows it wrote.
     private func writeResults(
         _ classes: [DeliveryStatus: [ResultRow]], dead: [Int64: (reason: String, since: Date?)], now: Int64,
-        _ connection: PostgresConnection, platforms: inout PlatformTally
+        _ connection: PostgresConnection, platforms: inout PlatformTally, builds: inout BuildTally
     ) async throws -> Int {
         var written = 0
         for (status, rows) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -288,9 +301,11 @@ extension OutboxRepository {
                 var deadSince: [Int64] = []
                 var created: [Int64] = []
                 var platformNames: [String] = []
+                var versions: [String] = []
                 for row in chunk {
                     created.append(Self.milliseconds(row.result.createdAt))
                     platformNames.append(row.result.platform)
+                    versions.append(row.result.appVersion ?? "")
                     ids.append(row.result.deliveryID)
                     claims.append(row.result.claim)
                     attempts.append(Int64(row.attempts))
@@ -300,7 +315,7 @@ extension OutboxRepository {
                     deadSince.append(
                         dead[row.result.deliveryID].map { Self.milliseconds($0.since ?? clock.now()) } ?? -1)
                 }
-                var bindings = PostgresBindings(capacity: 10)
+                var bindings = PostgresBindings(capacity: 11)
                 bindings.append(ids)
                 bindings.append(claims)
                 bindings.append(attempts)
@@ -311,6 +326,7 @@ extension OutboxRepository {
                 bindings.append(now)
                 bindings.append(created)
                 bindings.append(platformNames)
+                bindings.append(versions)
                 let counter =
                     Self.counterColumn[status].map { column in
                         """
@@ -320,14 +336,14 @@ extension OutboxRepository {
                     } ?? ""
                 let sql = """
                     WITH v AS (
-                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[], $10::text[])
-                        AS v(id, claim, attempts, reason, due, trace, dead_since, created_at, platform)
+                        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $9::bigint[], $10::text[], $11::text[])
+                        AS v(id, claim, attempts, reason, due, trace, dead_since, created_at, platform, version)
                     ), upd AS (
                         UPDATE deliveries d SET status = '\(status.rawValue)', reason = NULLIF(v.reason, ''), attempts = d.attempts + v.attempts,
                             due_at = COALESCE(NULLIF(v.due, -1), d.due_at), trace = COALESCE(NULLIF(v.trace, ''), d.trace),
                             claimed_by = NULL, updated_at = $8
                         FROM v WHERE d.id = v.id AND d.created_at = v.created_at AND d.claim = v.claim AND d.status = 'sending'
-                        RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since, v.platform
+                        RETURNING d.notification_id, d.app_id, d.device_id, v.reason, v.dead_since, v.platform, v.version
                     ), dead AS (
                         UPDATE devices x SET active = 0, inactive_reason = upd.reason, inactive_since = upd.dead_since, updated_at = $8
                         FROM upd WHERE upd.dead_since >= 0 AND x.app_id = upd.app_id AND x.device_id = upd.device_id
@@ -335,13 +351,20 @@ extension OutboxRepository {
                     )\(counter)
                     SELECT (SELECT count(*) FROM upd) AS written, (SELECT count(*) FROM dead) AS dead,
                         (SELECT json_agg(json_build_array(app_id, platform, n))::text
-                            FROM (SELECT app_id, platform, count(*) AS n FROM upd GROUP BY app_id, platform) p) AS platforms
+                            FROM (SELECT app_id, platform, count(*) AS n FROM upd GROUP BY app_id, platform) p) AS platforms,
+                        (SELECT json_agg(json_build_array(notification_id, platform, version, n))::text
+                            FROM (SELECT notification_id, platform, version, count(*) AS n FROM upd
+                                GROUP BY notification_id, platform, version) b) AS builds
                     """
                 let answer = try await Session.query(connection, sql, bindings)
                 written += Int(answer.first?.first?.integer ?? 0)
-                if let first = answer.first, first.count == 3 {
+                if let first = answer.first, first.count == 4 {
                     for (app, platform, count) in PlatformTally.pairs(fromJSON: first[2].text) {
                         platforms.add(app: app, platform: platform, status, count)
+                    }
+                    for (notification, platform, version, count) in BuildTally.rows(fromJSON: first[3].text) {
+                        builds.add(
+                            notification: notification, platform: platform, version: version, status, count, at: now)
                     }
                 }
             }
@@ -369,8 +392,9 @@ extension OutboxRepository {
         var notificationID: UUID
         var claim: Int64
         var attempts: Int
-        /// Apart so each statement's count of rows is its platform's.
+        /// Apart so each statement's count of rows is its build's.
         var platform: String
+        var appVersion: String?
     }
 
     /// Counts policy-governed sends for pacing and grouping (`recentSends`): what each user was

@@ -1,5 +1,6 @@
 package import Foundation
 import HeraldCore
+import Synchronization
 
 /// Retention (`outbox.retention`): answered deliveries (with their decision traces), the
 /// notifications left without deliveries (with their idempotency keys) and pacing records older
@@ -61,7 +62,7 @@ extension HeraldStore {
                 RETURNING 1
                 """, [.integer(before), .integer(Int64(limit))]
             ).count
-            pruned.notifications = try await session.query(
+            let notifications = try await session.query(
                 """
                 DELETE FROM notifications WHERE id IN (
                     SELECT n.id FROM notifications n WHERE n.created_at < $1
@@ -69,9 +70,16 @@ extension HeraldStore {
                     AND NOT EXISTS (SELECT 1 FROM broadcasts b WHERE b.notification_id = n.id)
                     AND NOT EXISTS (SELECT 1 FROM broadcast_pages p WHERE p.notification_id = n.id)
                     LIMIT $2)
-                RETURNING 1
+                RETURNING id
                 """, [.integer(before), .integer(Int64(limit))]
-            ).count
+            ).compactMap { $0.first?.text }
+            pruned.notifications = notifications.count
+            // Their builds' counts go with them (their types' days stay in type_stats).
+            if !notifications.isEmpty, keepsNotificationBuilds.load(ordering: .relaxed) {
+                _ = try await session.query(
+                    "DELETE FROM notification_builds WHERE notification_id IN \(outbox.jsonList("$1"))",
+                    [.text(SQLText.jsonArray(strings: notifications))])
+            }
             let history = Self.milliseconds(clock.now().addingTimeInterval(-Self.historyRetention), rounding: .down)
             for statement in [
                 "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE received_at < $1 LIMIT $2) RETURNING 1",

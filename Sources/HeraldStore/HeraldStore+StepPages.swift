@@ -42,7 +42,7 @@ extension BroadcastRepository {
     func stepDevices(appID: String, users: [String], _ session: Session) async throws -> [[Session.Value]] {
         try await session.query(
             """
-            SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
+            SELECT \(Self.handOutColumns) FROM devices
             WHERE app_id = $1 AND active = 1 AND user_id IN \(database.outbox.jsonList("$2"))
             """, [.text(appID), .text(SQLText.jsonArray(strings: users))])
     }
@@ -72,7 +72,7 @@ extension BroadcastRepository {
             var listed = "["
             listed.reserveCapacity(page.count * 32)
             for (index, columns) in page.enumerated() {
-                guard columns.count == 7, let device = columns[0].text, let user = columns[4].text
+                guard columns.count == Self.handOutColumnCount, let device = columns[0].text, let user = columns[4].text
                 else { throw StoreError(.corrupt, "devices: a row a step cannot read") }
                 listed += index == 0 ? "[" : ",["
                 SQLText.appendJSON(device, to: &listed)
@@ -136,7 +136,7 @@ extension BroadcastRepository {
         if !live.isEmpty {
             for row in try await session.query(
                 """
-                SELECT device_id, platform, token, environment, user_id, locale, time_zone FROM devices
+                SELECT \(Self.handOutColumns) FROM devices
                 WHERE app_id = $1 AND active = 1 AND device_id IN \(database.outbox.jsonList("$2"))
                 """, [.text(page.app), .text(SQLText.jsonArray(strings: live.map(\.device)))])
             {

@@ -303,7 +303,9 @@ extension TimerRepository {
                 if devices.isEmpty, var rows = plan.devices[notification], rows.count <= room {
                     if fired.count < ids.count {
                         let live = Set(users)
-                        rows = rows.filter { $0.count == 7 && $0[4].text.map(live.contains) == true }
+                        rows = rows.filter {
+                            $0.count == BroadcastRepository.handOutColumnCount && $0[4].text.map(live.contains) == true
+                        }
                     }
                     let handed = try await database.broadcasts.handOutStep(
                         appID: appID, notification: notification, content: content, cancelKey: cancelKey, lane: lane,

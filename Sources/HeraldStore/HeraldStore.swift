@@ -79,6 +79,11 @@ package final class HeraldStore: Sendable {
     let keepsDeferredPages = Atomic<Bool>(true)
     static let deferredPagesMigration = 27
     var deferredPages: Bool { keepsDeferredPages.load(ordering: .relaxed) }
+    /// Whether the schema has `notification_builds` (false only for a store a test holds at an
+    /// older schema version).
+    let keepsNotificationBuilds = Atomic<Bool>(true)
+    /// The migration that adds `notification_builds`.
+    static let notificationBuildsMigration = 28
 
     /// A page of deferred deliveries due at `due` was written: claims look for pages from then.
     func noteDeferredPage(due: Int64) {
@@ -224,6 +229,9 @@ package final class HeraldStore: Sendable {
             defer { waiting?.cancel() }
             try await store.migrate(through: schemaVersion)
             if schemaVersion < Self.platformHoursMigration { store.keepsPlatformHours.store(false, ordering: .relaxed) }
+            if schemaVersion < Self.notificationBuildsMigration {
+                store.keepsNotificationBuilds.store(false, ordering: .relaxed)
+            }
             if schemaVersion < Self.deferredPagesMigration {
                 store.keepsDeferredPages.store(false, ordering: .relaxed)
             } else if store.dialect == .sqlite {

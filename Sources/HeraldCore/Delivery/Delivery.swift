@@ -22,6 +22,7 @@ package struct ClaimedDelivery: Sendable, Hashable {
         var claim: Int64
         var createdAt: Date
         var broadcast: BroadcastSlot?
+        var appVersion: String?
     }
 
     private final class Box: Sendable {
@@ -46,7 +47,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
         trace: String? = nil,
         claim: Int64 = 0,
         createdAt: Date = Date(timeIntervalSince1970: 0),
-        broadcast: BroadcastSlot? = nil
+        broadcast: BroadcastSlot? = nil,
+        appVersion: String? = nil
     ) {
         box = Box(
             Fields(
@@ -54,7 +56,7 @@ package struct ClaimedDelivery: Sendable, Hashable {
                 token: token,
                 environment: environment, attempts: attempts, userID: userID, locale: locale, timeZone: timeZone,
                 trace: trace,
-                claim: claim, createdAt: createdAt, broadcast: broadcast))
+                claim: claim, createdAt: createdAt, broadcast: broadcast, appVersion: appVersion))
     }
 
     package var id: Int64 { box.fields.id }
@@ -78,6 +80,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     /// A delivery handed out in a page (a broadcast's, a step's, or deferred rows moved into one)
     /// has no row while it is sent: its result writes it (`BroadcastSlot`).
     package var broadcast: BroadcastSlot? { box.fields.broadcast }
+    /// The device's app version when it was claimed: the build its result is counted under.
+    package var appVersion: String? { box.fields.appVersion }
 
     package static func == (lhs: ClaimedDelivery, rhs: ClaimedDelivery) -> Bool {
         lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
@@ -155,14 +159,18 @@ package struct DeliveryResult: Sendable, Hashable {
 
     /// The device's platform (`apns`, `fcm`): what the platform's hourly counts add it to.
     package var platform: String
+    /// The device's app version (with `platform`, the build the result is counted under).
+    package var appVersion: String?
 
     package init(
         deliveryID: Int64, claim: Int64, notificationID: UUID, appID: String, deviceID: String, outcome: Outcome,
         attempts: Int,
-        trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date, platform: String = ""
+        trace: String? = nil, broadcast: BroadcastSlot? = nil, createdAt: Date, platform: String = "",
+        appVersion: String? = nil
     ) {
         self.createdAt = createdAt
         self.platform = platform
+        self.appVersion = appVersion
         self.deliveryID = deliveryID
         self.claim = claim
         self.notificationID = notificationID
@@ -185,7 +193,7 @@ package struct DeliveryResult: Sendable, Hashable {
             appID: delivery.appID,
             deviceID: delivery.deviceID, outcome: outcome, attempts: attempts, trace: trace == stored ? nil : trace,
             broadcast: delivery.broadcast,
-            createdAt: delivery.createdAt, platform: delivery.platform)
+            createdAt: delivery.createdAt, platform: delivery.platform, appVersion: delivery.appVersion)
     }
 }
 

@@ -200,6 +200,10 @@ extension AnswerJournal {
         json.string(result.deviceID)
         json.raw(",\"p\":")
         json.string(result.platform)
+        if let version = result.appVersion {
+            json.raw(",\"e\":")
+            json.string(version)
+        }
         json.raw(",\"t\":")
         json.number(result.createdAt.timeIntervalSince1970)
         json.raw(",\"k\":")
@@ -261,7 +265,7 @@ extension AnswerJournal {
             var g: Int64, l: Int, u: Int64, a: Int64, i: String, k: Int, x: String?
         }
         var d: Int64, c: Int64, n: UUID, a: String, v: String, p: String, t: Double, k: Int, o: String
-        var r: String?, u: Double?, s: Double?, x: String?, b: Slot?
+        var r: String?, u: Double?, s: Double?, x: String?, b: Slot?, e: String?
     }
 
     /// A line read back; nil for one that is not an answer this version writes (a torn last
@@ -289,7 +293,7 @@ extension AnswerJournal {
         return DeliveryResult(
             deliveryID: line.d, claim: line.c, notificationID: line.n, appID: line.a, deviceID: line.v,
             outcome: outcome, attempts: line.k, trace: line.x, broadcast: slot,
-            createdAt: Date(timeIntervalSince1970: line.t), platform: line.p)
+            createdAt: Date(timeIntervalSince1970: line.t), platform: line.p, appVersion: line.e)
     }
 }
 

@@ -1009,3 +1009,49 @@ ALTER TABLE broadcast_pages ADD COLUMN reason TEXT
 ;
 CREATE INDEX broadcast_pages_waiting ON broadcast_pages (due_at) WHERE claimed_by IS NULL
 ;
+
+-- migration: 28
+-- A notification's deliveries per build (the device's platform and app version; '' for none):
+-- sent, failed, first receipts and first opens, and when the first and last were sent. The
+-- funnel per build and "accepted, not received" read these rows instead of every delivery: a
+-- notification sent entirely before the receipt window counts its sent less its received, one
+-- whose sending spans the window's edge alone has its deliveries read. Writers add to a row
+-- after updating its notification's counters in the same transaction. Deliveries already
+-- answered are counted here under their device's build now, receipts under theirs.
+CREATE TABLE notification_builds (
+    notification_id TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    app_version TEXT NOT NULL,
+    sent BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    received BIGINT NOT NULL DEFAULT 0,
+    opened BIGINT NOT NULL DEFAULT 0,
+    first_sent_at BIGINT,
+    last_sent_at BIGINT,
+    PRIMARY KEY (notification_id, platform, app_version)
+)
+;
+-- PostgreSQL only
+ALTER TABLE notification_builds ALTER COLUMN notification_id TYPE TEXT COLLATE "C", ALTER COLUMN platform TYPE TEXT COLLATE "C", ALTER COLUMN app_version TYPE TEXT COLLATE "C"
+;
+INSERT INTO notification_builds (notification_id, platform, app_version, sent, failed, first_sent_at, last_sent_at)
+SELECT d.notification_id, COALESCE(v.platform, ''), COALESCE(v.app_version, ''),
+    sum(CASE WHEN d.status = 'sent' THEN 1 ELSE 0 END), sum(CASE WHEN d.status = 'failed' THEN 1 ELSE 0 END),
+    min(CASE WHEN d.status = 'sent' THEN d.updated_at END), max(CASE WHEN d.status = 'sent' THEN d.updated_at END)
+FROM deliveries d LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+WHERE d.status IN ('sent', 'failed')
+GROUP BY d.notification_id, COALESCE(v.platform, ''), COALESCE(v.app_version, '')
+;
+INSERT INTO notification_builds (notification_id, platform, app_version, received)
+SELECT r.notification_id, r.platform, COALESCE(r.app_version, ''), count(*) FROM receipts r WHERE true
+GROUP BY r.notification_id, r.platform, COALESCE(r.app_version, '')
+ON CONFLICT (notification_id, platform, app_version) DO UPDATE SET received = excluded.received
+;
+INSERT INTO notification_builds (notification_id, platform, app_version, opened)
+SELECT o.notification_id, COALESCE(v.platform, ''), COALESCE(v.app_version, ''), count(*) FROM opens o
+JOIN deliveries d ON d.id = o.delivery_id AND d.app_id = o.app_id AND d.status IN ('sent', 'failed')
+LEFT JOIN devices v ON v.app_id = o.app_id AND v.device_id = o.device_id
+WHERE true
+GROUP BY o.notification_id, COALESCE(v.platform, ''), COALESCE(v.app_version, '')
+ON CONFLICT (notification_id, platform, app_version) DO UPDATE SET opened = excluded.opened
+;

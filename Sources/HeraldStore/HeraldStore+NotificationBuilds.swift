@@ -1,0 +1,237 @@
+import Foundation
+import HeraldCore
+import Synchronization
+
+/// A notification's deliveries per build (the device's platform and app version):
+/// `notification_builds`, one row per (notification, platform, app version) with its sent,
+/// failed, received and opened and when the first and last were sent. The funnel per build and
+/// "accepted, not received" read these few rows rather than every delivery of the days asked.
+///
+/// Each event is counted under the build the device had when it happened: a result under the
+/// build read with its claim, a receipt under the build the receipt carried, an open under the
+/// device's build at the open. Every writer adds to these rows after it updated the same
+/// notifications' counters in its transaction (sorted by notification), so on PostgreSQL a
+/// writer that holds a notification's row lock is the only one adding to its builds: two
+/// writers never take these rows in opposite orders.
+struct BuildKey: Hashable, Comparable {
+    var notification: String
+    var platform: String
+    /// "" when the device reported no app version.
+    var version: String
+
+    static func < (lhs: BuildKey, rhs: BuildKey) -> Bool {
+        (lhs.notification, lhs.platform, lhs.version) < (rhs.notification, rhs.platform, rhs.version)
+    }
+}
+
+/// What a transaction adds to its notifications' builds.
+struct BuildTally {
+    struct Counts {
+        var sent: Int64 = 0
+        var failed: Int64 = 0
+        var received: Int64 = 0
+        var opened: Int64 = 0
+        /// When the sent ones were written (their rows' `updated_at`).
+        var sentAt: Int64?
+    }
+
+    private(set) var counts: [BuildKey: Counts] = [:]
+
+    var isEmpty: Bool { counts.isEmpty }
+
+    private static func key(_ notification: String, _ platform: String, _ version: String?) -> BuildKey {
+        BuildKey(notification: notification, platform: platform, version: version ?? "")
+    }
+
+    /// `count` results written with `status` at `at` (sent or failed; others add nothing).
+    mutating func add(
+        notification: UUID, platform: String, version: String?, _ status: DeliveryStatus, _ count: Int, at: Int64
+    ) {
+        guard count > 0, status == .sent || status == .failed else { return }
+        let key = Self.key(notification.uuidString, platform, version)
+        if status == .sent {
+            counts[key, default: Counts()].sent += Int64(count)
+            counts[key, default: Counts()].sentAt = at
+        } else {
+            counts[key, default: Counts()].failed += Int64(count)
+        }
+    }
+
+    /// Each result's sent or failed, written at `at`.
+    mutating func add(_ results: [DeliveryResult], at: Int64) {
+        for result in results {
+            switch result.outcome {
+            case .sent:
+                add(
+                    notification: result.notificationID, platform: result.platform, version: result.appVersion, .sent,
+                    1, at: at)
+            case .failed, .tokenDead:
+                add(
+                    notification: result.notificationID, platform: result.platform, version: result.appVersion,
+                    .failed, 1, at: at)
+            case .retry, .deferred, .suppressed: break
+            }
+        }
+    }
+
+    mutating func addReceived(notification: String, platform: String, version: String?) {
+        counts[Self.key(notification, platform, version), default: Counts()].received += 1
+    }
+
+    /// A delivery's first open, under its device's build now (an answered delivery's only: a
+    /// delivery opened before its answer was written, or cancelled, is not in the funnel).
+    mutating func addOpened(_ delivery: TrackRepository.DeliveryReference) {
+        guard delivery.status == .sent || delivery.status == .failed else { return }
+        let key = Self.key(delivery.notificationID.uuidString, delivery.platform, delivery.appVersion)
+        counts[key, default: Counts()].opened += 1
+    }
+
+    /// `[[notification, platform, version, count], …]` (PostgreSQL's `json_agg` of a
+    /// statement's rows).
+    static func rows(fromJSON text: String?) -> [(notification: UUID, platform: String, version: String, count: Int)] {
+        guard let text, let rows = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Any]] else {
+            return []
+        }
+        return rows.compactMap { row in
+            guard row.count == 4, let notification = (row[0] as? String).flatMap(UUID.init(uuidString:)),
+                let platform = row[1] as? String, let version = row[2] as? String,
+                let count = (row[3] as? NSNumber)?.int64Value, let exact = Int(exactly: count)
+            else { return nil }
+            return (notification, platform, version, exact)
+        }
+    }
+
+    mutating func merge(_ other: BuildTally) {
+        for (key, added) in other.counts {
+            var kept = counts[key, default: Counts()]
+            kept.sent += added.sent
+            kept.failed += added.failed
+            kept.received += added.received
+            kept.opened += added.opened
+            if let at = added.sentAt { kept.sentAt = max(kept.sentAt ?? at, at) }
+            counts[key] = kept
+        }
+    }
+}
+
+extension StoreRepository {
+    /// Adds `tally` to its rows, in the caller's transaction, in key order.
+    func addToNotificationBuilds(_ tally: BuildTally, _ session: Session) async throws {
+        guard !tally.isEmpty, database.keepsNotificationBuilds.load(ordering: .relaxed) else { return }
+        var rows = BulkRows(
+            [
+                ("notification_id", .text), ("platform", .text), ("app_version", .text), ("sent", .integer),
+                ("failed", .integer), ("received", .integer), ("opened", .integer), ("sent_at", .integer),
+            ], capacity: tally.counts.count)
+        for (key, counts) in tally.counts.sorted(by: { $0.key < $1.key }) {
+            for cell: BulkRows.Cell in [
+                .text(key.notification), .text(key.platform), .text(key.version), .integer(counts.sent),
+                .integer(counts.failed), .integer(counts.received), .integer(counts.opened),
+                .integer(counts.sentAt ?? -1),
+            ] { rows.append(cell) }
+        }
+        _ = try await session.query([], rows: rows) { source in
+            """
+            INSERT INTO notification_builds (notification_id, platform, app_version, sent, failed, received, opened, first_sent_at, last_sent_at)
+            SELECT r.notification_id, r.platform, r.app_version, r.sent, r.failed, r.received, r.opened,
+                NULLIF(r.sent_at, -1), NULLIF(r.sent_at, -1)
+            FROM \(source) WHERE true
+            ON CONFLICT (notification_id, platform, app_version) DO UPDATE SET
+                sent = notification_builds.sent + excluded.sent, failed = notification_builds.failed + excluded.failed,
+                received = notification_builds.received + excluded.received,
+                opened = notification_builds.opened + excluded.opened,
+                first_sent_at = CASE WHEN excluded.first_sent_at IS NULL
+                    OR (notification_builds.first_sent_at IS NOT NULL AND notification_builds.first_sent_at <= excluded.first_sent_at)
+                    THEN notification_builds.first_sent_at ELSE excluded.first_sent_at END,
+                last_sent_at = CASE WHEN excluded.last_sent_at IS NULL
+                    OR (notification_builds.last_sent_at IS NOT NULL AND notification_builds.last_sent_at >= excluded.last_sent_at)
+                    THEN notification_builds.last_sent_at ELSE excluded.last_sent_at END
+            """
+        }
+    }
+}
+
+extension TrackRepository {
+    /// One notification's counts for one build, as `notification_builds` holds them.
+    struct NotificationBuild {
+        var type: String
+        var day: Int64
+        var notification: String
+        var platform: String
+        var version: String?
+        var sent: Int64
+        var failed: Int64
+        var received: Int64
+        var opened: Int64
+        var firstSentAt: Int64?
+        var lastSentAt: Int64?
+    }
+
+    /// The builds of an app's typed notifications of `days` (of `type`), each with its counts.
+    func notificationBuilds(appID: String, days: ClosedRange<Int64>, type: String?, _ session: Session)
+        async throws -> [NotificationBuild]
+    {
+        var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
+        if let type { binds.append(.text(type)) }
+        return try await session.query(
+            """
+            SELECT n.type, n.day, b.notification_id, b.platform, b.app_version, b.sent, b.failed, b.received, b.opened,
+                b.first_sent_at, b.last_sent_at
+            FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
+            WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(type == nil ? "" : " AND n.type = $4")
+            """, binds
+        ).compactMap { row in
+            guard row.count == 11, let type = row[0].text, let day = row[1].integer, let notification = row[2].text,
+                let platform = row[3].text, let version = row[4].text
+            else { return nil }
+            return NotificationBuild(
+                type: type, day: day, notification: notification, platform: platform,
+                version: version.isEmpty ? nil : version, sent: row[5].integer ?? 0, failed: row[6].integer ?? 0,
+                received: row[7].integer ?? 0, opened: row[8].integer ?? 0, firstSentAt: row[9].integer,
+                lastSentAt: row[10].integer)
+        }
+    }
+
+    /// The builds (platform and app version) of an app whose devices have reported a receipt.
+    func reportingBuilds(appID: String, _ session: Session) async throws -> Set<String> {
+        var reporting: Set<String> = []
+        for row in try await session.query(
+            """
+            SELECT DISTINCT b.platform, b.app_version FROM notification_builds b
+            JOIN notifications n ON n.id = b.notification_id WHERE n.app_id = $1 AND b.received > 0
+            """, [.text(appID)])
+        {
+            guard row.count == 2, let platform = row[0].text, let version = row[1].text else { continue }
+            reporting.insert(Self.buildKey(platform, version.isEmpty ? nil : version))
+        }
+        return reporting
+    }
+
+    /// A build's deliveries of one notification accepted before `before` and not received: all
+    /// its sent less its received when the notification was sent entirely before then, none when
+    /// it was sent entirely after; a notification whose sending spans `before` has its
+    /// deliveries of that build read.
+    func acceptedNotReceived(_ build: NotificationBuild, appID: String, before: Int64, _ session: Session)
+        async throws -> Int64
+    {
+        guard let first = build.firstSentAt, let last = build.lastSentAt, first < before else { return 0 }
+        if last < before { return max(0, build.sent - build.received) }
+        var binds: [Session.Value] = [
+            .text(build.notification), .text(appID), .integer(before), .text(build.platform),
+        ]
+        if let version = build.version { binds.append(.text(version)) }
+        let versionTerm = build.version == nil ? "v.app_version IS NULL" : "v.app_version = $5"
+        return try await session.query(
+            """
+            SELECT count(*) FROM deliveries d JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
+            WHERE d.notification_id = $1 AND d.app_id = $2 AND d.status = 'sent' AND d.updated_at < $3
+                AND v.platform = $4 AND \(versionTerm)
+                AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.app_id = d.app_id AND r.delivery_id = d.id)
+            """, binds
+        ).first?.first?.integer ?? 0
+    }
+
+    static func buildKey(_ platform: String, _ version: String?) -> String {
+        platform + "\u{1}" + (version ?? "\u{2}")
+    }
+}
