@@ -38,6 +38,8 @@
 #                                                  # 10,000 single-user sends; then every dashboard
 #                                                  # page signed in, 3 rounds of 7 calls: the median
 #                                                  # of the rounds' p50 ms, max, server CPU, peak RSS
+#                                                  # (AGED=1: after the notice, one receipt and the clock 25 h on,
+#                                                  # so Analytics counts accepted, not received)
 #   scripts/server-load.sh night [USERS]           # default 1,000,000 users with a device each, all in
 #                                                  # quiet hours (UTC, now ± 1 h): a transactional
 #                                                  # notice to all (the plain fan-out), then a promo
@@ -219,6 +221,8 @@ types:
   notice: { id: PN-02, transactional: true, copy: { en: { title: "Notice", body: "Your account was updated." } } }
 YAML
     echo "    catalog: \"$WORK/catalog.yaml\"" >> "$WORK/herald.yaml"
+    # AGED=1 moves the clock past the receipt window once the notice is answered.
+    [ -z "${AGED:-}" ] || printf 'clock: manual\nadmin_key: "%s"\n' "$ADMIN" >> "$WORK/herald.yaml"
 fi
 [ -z "${OUTBOX:-}" ] || echo "outbox: $OUTBOX" >> "$WORK/herald.yaml"
 # TELEMETRY='{ otlp_endpoint: "http://127.0.0.1:4318", sample_ratio: 1 }' measures with traces on.
@@ -271,6 +275,17 @@ if [ "$MODE" = dashboard ]; then
     sent_id=$(send_all '{"to":{"all":true},"type":"notice"}')
     await_settled "$sent_id"
     echo "notice to all settled after $(python3 -c "import time; print(round(time.time() - $start, 1))")s"
+    if [ -n "${AGED:-}" ]; then
+        # One device reports a receipt (its build then reports receipts) and the clock moves past
+        # the 24-hour receipt window: Analytics counts every other delivery as accepted, not received.
+        first=$(curl -sf "http://127.0.0.1:$PORT/v1/apps/load/notifications/$sent_id?limit=1" -H "Authorization: Bearer $SERVER" \
+            | json '"{\"delivery_id\":%d,\"device_id\":\"%s\"}" % (d["deliveries"][0]["id"], d["deliveries"][0]["device_id"])')
+        curl -sf -X POST "http://127.0.0.1:$PORT/v1/apps/load/received" -H "Authorization: Bearer $SERVER" \
+            -H "Content-Type: application/json" -d "$first" > /dev/null
+        curl -sf -X POST "http://127.0.0.1:$PORT/v1/dev/clock" -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
+            -d '{"advance":"25h"}' > /dev/null
+        echo "one receipt reported; the clock moved 25 hours"
+    fi
     start=$(date +%s.%N)
     held_id=$(send_all '{"to":{"all":true},"type":"promo","data":{"name":"you"}}')
     await_settled "$held_id"

@@ -167,18 +167,28 @@ extension TrackRepository {
         var lastSentAt: Int64?
     }
 
-    /// The builds of an app's typed notifications of `days` (of `type`), each with its counts.
-    func notificationBuilds(appID: String, days: ClosedRange<Int64>, type: String?, _ session: Session)
-        async throws -> [NotificationBuild]
-    {
+    /// The builds of an app's typed notifications of `days` (of `type`), each with its counts;
+    /// with `unreceivedBefore`, only those with a delivery sent before then and fewer received
+    /// than sent (the only ones that can have accepted, not received).
+    func notificationBuilds(
+        appID: String, days: ClosedRange<Int64>, type: String?, unreceivedBefore: Int64? = nil, _ session: Session
+    ) async throws -> [NotificationBuild] {
         var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
-        if let type { binds.append(.text(type)) }
+        var terms = ""
+        if let type {
+            binds.append(.text(type))
+            terms += " AND n.type = $\(binds.count)"
+        }
+        if let unreceivedBefore {
+            binds.append(.integer(unreceivedBefore))
+            terms += " AND b.first_sent_at < $\(binds.count) AND b.sent > b.received"
+        }
         return try await session.query(
             """
             SELECT n.type, n.day, b.notification_id, b.platform, b.app_version, b.sent, b.failed, b.received, b.opened,
                 b.first_sent_at, b.last_sent_at
             FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
-            WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(type == nil ? "" : " AND n.type = $4")
+            WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(terms)
             """, binds
         ).compactMap { row in
             guard row.count == 11, let type = row[0].text, let day = row[1].integer, let notification = row[2].text,
@@ -192,19 +202,26 @@ extension TrackRepository {
         }
     }
 
-    /// The builds (platform and app version) of an app whose devices have reported a receipt.
-    func reportingBuilds(appID: String, _ session: Session) async throws -> Set<String> {
-        var reporting: Set<String> = []
-        for row in try await session.query(
-            """
-            SELECT DISTINCT b.platform, b.app_version FROM notification_builds b
-            JOIN notifications n ON n.id = b.notification_id WHERE n.app_id = $1 AND b.received > 0
-            """, [.text(appID)])
-        {
-            guard row.count == 2, let platform = row[0].text, let version = row[1].text else { continue }
-            reporting.insert(Self.buildKey(platform, version.isEmpty ? nil : version))
+    /// Whether devices of a build (platform and app version) of an app have reported a receipt
+    /// (one look-up in the receipts' build index), asked once per build.
+    struct ReportingBuilds {
+        private var known: [String: Bool] = [:]
+
+        mutating func reports(_ build: NotificationBuild, appID: String, _ session: Session) async throws -> Bool {
+            let key = TrackRepository.buildKey(build.platform, build.version)
+            if let answer = known[key] { return answer }
+            var binds: [Session.Value] = [.text(appID), .text(build.platform)]
+            if let version = build.version { binds.append(.text(version)) }
+            let answer =
+                try await !session.query(
+                    """
+                    SELECT 1 FROM receipts WHERE app_id = $1 AND platform = $2
+                        AND app_version \(build.version == nil ? "IS NULL" : "= $3") LIMIT 1
+                    """, binds
+                ).isEmpty
+            known[key] = answer
+            return answer
         }
-        return reporting
     }
 
     /// A build's deliveries of one notification accepted before `before` and not received: all

@@ -244,11 +244,11 @@ extension TrackRepository {
     ) async throws -> [String: [Int64: Int64]] {
         let before = nowMilliseconds - Int64(olderThan * 1000)
         return try await reading { session in
-            let reporting = try await reportingBuilds(appID: appID, session)
+            var reporting = ReportingBuilds()
             var counts: [String: [Int64: Int64]] = [:]
-            guard !reporting.isEmpty else { return counts }
-            for build in try await notificationBuilds(appID: appID, days: days, type: type, session)
-            where reporting.contains(Self.buildKey(build.platform, build.version)) {
+            for build in try await notificationBuilds(
+                appID: appID, days: days, type: type, unreceivedBefore: before, session)
+            where try await reporting.reports(build, appID: appID, session) {
                 let missing = try await acceptedNotReceived(build, appID: appID, before: before, session)
                 if missing > 0 { counts[build.type, default: [:]][build.day, default: 0] += missing }
             }
@@ -274,7 +274,7 @@ extension TrackRepository {
     {
         let before = nowMilliseconds - Int64(Self.receiptWindow * 1000)
         return try await reading { session in
-            let reporting = try await reportingBuilds(appID: appID, session)
+            var reporting = ReportingBuilds()
             struct Key: Hashable {
                 var type: String
                 var day: Int64
@@ -293,7 +293,7 @@ extension TrackRepository {
                 counts.failed += build.failed
                 counts.received += build.received
                 counts.opened += build.opened
-                if reporting.contains(Self.buildKey(build.platform, build.version)) {
+                if build.sent > build.received, try await reporting.reports(build, appID: appID, session) {
                     counts.acceptedNotReceived += try await acceptedNotReceived(
                         build, appID: appID, before: before, session)
                 }
