@@ -22,8 +22,11 @@ extension Dashboard {
                 let counts = try await runtime.store.tracks.funnelCounts(
                     appID: app.id, days: query.days, type: query.type?.name)
                 let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
-                let analytics = AnalyticsView(
+                var analytics = AnalyticsView(
                     days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog)
+                analytics.add(
+                    try await runtime.store.tracks.buildCounts(appID: app.id, days: query.days, type: query.type?.name),
+                    by: .appVersion)
                 return render(
                     "Analytics", "analytics", AnalyticsPage(app: app.id, analytics, days: query.days), session: session,
                     app: app.id,

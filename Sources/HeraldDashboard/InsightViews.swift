@@ -20,6 +20,22 @@ struct AnalyticsPage {
         var verdict: String
         /// Nil when nothing was accepted or opened in these days (no empty frame).
         var chart: String?
+        /// Per build (platform and app version) the devices reported from; empty when one alone.
+        var builds: [BuildRow]
+        var hasBuilds: Bool
+    }
+
+    /// A type's deliveries to one build. `state` is `bad` when the build's received rate is under
+    /// four fifths of the type's (100 accepted or more): a build that stopped reporting receipts,
+    /// or whose deliveries stopped arriving.
+    struct BuildRow {
+        var name: String
+        var accepted: Int64
+        var received: Int64
+        var receivedRate: String
+        var opened: Int64
+        var acceptedNotReceived: Int64
+        var state: String
     }
 
     struct OptInRow {
@@ -58,6 +74,7 @@ struct AnalyticsPage {
                         )
                 }
             let byDay = Dictionary(entry.days.map { ($0.day, $0.counts) }, uniquingKeysWith: { first, _ in first })
+            let builds = Self.builds(entry)
             return TypeRow(
                 name: entry.type, id: entry.id, counts: counts, ctr: Self.percent(counts.ctr),
                 receivedRate: counts.received > 0
@@ -72,7 +89,7 @@ struct AnalyticsPage {
                             return Charts.Day(
                                 label: AnalyticsView.date(day), accepted: counts?.accepted ?? 0,
                                 opened: counts?.opened ?? 0)
-                        }))
+                        }), builds: builds, hasBuilds: !builds.isEmpty)
         }
         func row(_ name: String, _ group: AnalyticsView.OptIn.Group) -> OptInRow {
             OptInRow(
@@ -83,6 +100,28 @@ struct AnalyticsPage {
         platforms = view.optIn.platforms.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
         versions = view.optIn.appVersions.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
     }
+
+    /// A type's builds, when it went to more than one.
+    static func builds(_ entry: AnalyticsView.TypeEntry) -> [BuildRow] {
+        guard entry.groups.count > 1 else { return [] }
+        let typeRate = AnalyticsView.Counts.rate(entry.counts.received, entry.counts.accepted)
+        return entry.groups.map { group in
+            let counts = group.counts
+            let rate = AnalyticsView.Counts.rate(counts.received, counts.accepted)
+            let low =
+                entry.counts.received > 0 && counts.accepted >= Self.buildMinimum
+                && (rate ?? 0) < (typeRate ?? 0) * 0.8
+            return BuildRow(
+                name: (group.platform.isEmpty ? "unknown" : group.platform) + " "
+                    + (group.appVersion ?? "(no version)"),
+                accepted: counts.accepted, received: counts.received,
+                receivedRate: entry.counts.received > 0 ? percent(rate) : "—", opened: counts.opened,
+                acceptedNotReceived: counts.acceptedNotReceived, state: low ? "bad" : "")
+        }
+    }
+
+    /// Deliveries a build must have had accepted before its received rate is judged.
+    static let buildMinimum: Int64 = 100
 
     static func percent(_ rate: Double?) -> String {
         guard let rate else { return "—" }

@@ -344,6 +344,15 @@ struct EngagementTests {
             #expect(try await groups("app_version") == [[500, 500, 167, 0], [400, 350, 133, 50], [100, 50, 0, 50]])
             #expect(
                 try await server.request(.get, "/v1/apps/demo/analytics?by=country").status == .badRequest)
+            // The dashboard's Analytics: the type's builds, the one whose receipts fell short marked.
+            let page = try await browser.go(.get, "/dashboard/apps/demo/analytics").html
+            for row in [
+                #"<tr class=""><td>apns 3.0</td><td class="num">500</td><td class="num">500</td><td class="num">100.0%</td><td class="num">167</td><td class="num">0</td></tr>"#,
+                #"<tr class=""><td>apns 3.1</td><td class="num">400</td><td class="num">350</td><td class="num">87.5%</td><td class="num">133</td><td class="num">50</td></tr>"#,
+                #"<tr class="bad"><td>fcm 3.1</td><td class="num">100</td><td class="num">50</td><td class="num">50.0%</td><td class="num">0</td><td class="num">50</td></tr>"#,
+            ] {
+                #expect(page.contains(row), "\(row) not in \(page)")
+            }
 
             // Per delivery: accepted, received, opened.
             let view = try await server.request(.get, "/v1/apps/demo/notifications/\(id)?limit=1000")
