@@ -38,16 +38,16 @@ extension HeraldAPI {
         routes.server.get("analytics") { request, context in
             let app = try context.authorized().app
             let query = try AnalyticsQuery(request.uri.queryParameters, today: runtime.store.now, catalog: app.catalog)
+            let builds =
+                query.by == nil
+                ? nil
+                : try await runtime.store.tracks.buildCounts(appID: app.id, days: query.days, type: query.type?.name)
             let counts = try await runtime.store.tracks.funnelCounts(
-                appID: app.id, days: query.days, type: query.type?.name)
+                appID: app.id, days: query.days, type: query.type?.name, builds: builds)
             let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
             var view = AnalyticsView(
                 days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog)
-            if let by = query.by {
-                view.add(
-                    try await runtime.store.tracks.buildCounts(appID: app.id, days: query.days, type: query.type?.name),
-                    by: by)
-            }
+            if let by = query.by, let builds { view.add(builds, by: by) }
             return try JSONResponse.make(view)
         }
         routes.server.get("analytics/platforms") { request, context in

@@ -19,14 +19,14 @@ extension Dashboard {
                 } catch {
                     return message("Bad request", error.message, session: session, app: app.id, status: .badRequest)
                 }
-                let counts = try await runtime.store.tracks.funnelCounts(
+                let builds = try await runtime.store.tracks.buildCounts(
                     appID: app.id, days: query.days, type: query.type?.name)
+                let counts = try await runtime.store.tracks.funnelCounts(
+                    appID: app.id, days: query.days, type: query.type?.name, builds: builds)
                 let permissions = try await runtime.store.tracks.permissionCounts(appID: app.id)
                 var analytics = AnalyticsView(
                     days: query.days, type: query.type, counts: counts, permissions: permissions, catalog: app.catalog)
-                analytics.add(
-                    try await runtime.store.tracks.buildCounts(appID: app.id, days: query.days, type: query.type?.name),
-                    by: .appVersion)
+                analytics.add(builds, by: .appVersion)
                 return render(
                     "Analytics", "analytics", AnalyticsPage(app: app.id, analytics, days: query.days), session: session,
                     app: app.id,

@@ -173,12 +173,7 @@ extension TrackRepository {
     func notificationBuilds(
         appID: String, days: ClosedRange<Int64>, type: String?, unreceivedBefore: Int64? = nil, _ session: Session
     ) async throws -> [NotificationBuild] {
-        var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
-        var terms = ""
-        if let type {
-            binds.append(.text(type))
-            terms += " AND n.type = $\(binds.count)"
-        }
+        var (binds, terms) = Self.buildsScope(appID: appID, days: days, type: type)
         if let unreceivedBefore {
             binds.append(.integer(unreceivedBefore))
             terms += " AND b.first_sent_at < $\(binds.count) AND b.sent > b.received"
@@ -188,7 +183,7 @@ extension TrackRepository {
             SELECT n.type, n.day, b.notification_id, b.platform, b.app_version, b.sent, b.failed, b.received, b.opened,
                 b.first_sent_at, b.last_sent_at
             FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
-            WHERE n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3\(terms)
+            WHERE \(terms)
             """, binds
         ).compactMap { row in
             guard row.count == 11, let type = row[0].text, let day = row[1].integer, let notification = row[2].text,
@@ -200,6 +195,18 @@ extension TrackRepository {
                 received: row[7].integer ?? 0, opened: row[8].integer ?? 0, firstSentAt: row[9].integer,
                 lastSentAt: row[10].integer)
         }
+    }
+
+    /// The binds and WHERE terms that select an app's typed notifications of `days` (of `type`),
+    /// as `n`.
+    static func buildsScope(appID: String, days: ClosedRange<Int64>, type: String?) -> ([Session.Value], String) {
+        var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
+        var terms = "n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3"
+        if let type {
+            binds.append(.text(type))
+            terms += " AND n.type = $4"
+        }
+        return (binds, terms)
     }
 
     /// Whether devices of a build (platform and app version) of an app have reported a receipt

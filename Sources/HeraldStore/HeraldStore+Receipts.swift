@@ -274,7 +274,6 @@ extension TrackRepository {
     {
         let before = nowMilliseconds - Int64(Self.receiptWindow * 1000)
         return try await reading { session in
-            var reporting = ReportingBuilds()
             struct Key: Hashable {
                 var type: String
                 var day: Int64
@@ -282,22 +281,30 @@ extension TrackRepository {
                 var version: String?
             }
             var grouped: [Key: TypeDayCounts] = [:]
-            for build in try await notificationBuilds(appID: appID, days: days, type: type, session) {
+            let (binds, terms) = Self.buildsScope(appID: appID, days: days, type: type)
+            for row in try await session.query(
+                """
+                SELECT n.type, n.day, b.platform, b.app_version, sum(b.sent), sum(b.failed), sum(b.received), sum(b.opened)
+                FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
+                WHERE \(terms)
+                GROUP BY n.type, n.day, b.platform, b.app_version
+                """, binds)
+            {
+                guard row.count == 8, let type = row[0].text, let day = row[1].integer, let platform = row[2].text,
+                    let version = row[3].text
+                else { continue }
+                let key = Key(type: type, day: day, platform: platform, version: version.isEmpty ? nil : version)
+                grouped[key] = TypeDayCounts(
+                    type: type, day: day, sent: row[4].integer ?? 0, failed: row[5].integer ?? 0, deferred: 0,
+                    suppressed: 0, cancelled: 0, opened: row[7].integer ?? 0, received: row[6].integer ?? 0)
+            }
+            var reporting = ReportingBuilds()
+            for build in try await notificationBuilds(
+                appID: appID, days: days, type: type, unreceivedBefore: before, session)
+            where try await reporting.reports(build, appID: appID, session) {
                 let key = Key(type: build.type, day: build.day, platform: build.platform, version: build.version)
-                var counts =
-                    grouped[key]
-                    ?? TypeDayCounts(
-                        type: build.type, day: build.day, sent: 0, failed: 0, deferred: 0, suppressed: 0,
-                        cancelled: 0, opened: 0, received: 0)
-                counts.sent += build.sent
-                counts.failed += build.failed
-                counts.received += build.received
-                counts.opened += build.opened
-                if build.sent > build.received, try await reporting.reports(build, appID: appID, session) {
-                    counts.acceptedNotReceived += try await acceptedNotReceived(
-                        build, appID: appID, before: before, session)
-                }
-                grouped[key] = counts
+                grouped[key]?.acceptedNotReceived += try await acceptedNotReceived(
+                    build, appID: appID, before: before, session)
             }
             return grouped.sorted {
                 ($0.key.type, $0.key.day, $0.key.platform, $0.key.version ?? "")
@@ -310,12 +317,22 @@ extension TrackRepository {
     package static let receiptWindow: TimeInterval = 86_400
 
     /// `typeCounts`, each day with its deliveries accepted more than `receiptWindow` ago and
-    /// not received (`acceptedNotReceived`).
-    package func funnelCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws
-        -> [TypeDayCounts]
-    {
+    /// not received (`acceptedNotReceived`); with `builds` (`buildCounts` of the same days and
+    /// type), those are their sums rather than read again.
+    package func funnelCounts(
+        appID: String, days: ClosedRange<Int64>, type: String? = nil, builds: [BuildDayCounts]? = nil
+    ) async throws -> [TypeDayCounts] {
         var counts = try await typeCounts(appID: appID, days: days, type: type)
-        let missing = try await acceptedNotReceived(appID: appID, days: days, type: type, olderThan: Self.receiptWindow)
+        var missing: [String: [Int64: Int64]] = [:]
+        if let builds {
+            for build in builds where build.counts.acceptedNotReceived > 0 {
+                missing[build.counts.type, default: [:]][build.counts.day, default: 0] +=
+                    build.counts.acceptedNotReceived
+            }
+        } else {
+            missing = try await acceptedNotReceived(
+                appID: appID, days: days, type: type, olderThan: Self.receiptWindow)
+        }
         for index in counts.indices {
             counts[index].acceptedNotReceived = missing[counts[index].type]?[counts[index].day] ?? 0
         }

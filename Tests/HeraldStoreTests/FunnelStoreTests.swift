@@ -103,6 +103,9 @@ struct FunnelStoreTests {
         #expect(Self.rows(counts) == Self.expected)
         let funnel = try await store.tracks.funnelCounts(appID: "a", days: 0...1_000_000)
         #expect(funnel.map(\.acceptedNotReceived) == [5] && funnel.map(\.sent) == [11], "\(funnel)")
+        // The same summed from the builds (what the dashboard's Analytics reads once).
+        let summed = try await store.tracks.funnelCounts(appID: "a", days: 0...1_000_000, builds: counts)
+        #expect(summed.map(\.acceptedNotReceived) == [5], "\(summed)")
         // Another two hours: the second notification's last answers leave the window too.
         clock.advance(by: 7_200)
         let later = try await store.tracks.funnelCounts(appID: "a", days: 0...1_000_000)
