@@ -10,9 +10,9 @@ import Synchronization
 /// Each event is counted under the build the device had when it happened: a result under the
 /// build read with its claim, a receipt under the build the receipt carried, an open under the
 /// device's build at the open. Every writer adds to these rows after it updated the same
-/// notifications' counters in its transaction (sorted by notification), so on PostgreSQL a
-/// writer that holds a notification's row lock is the only one adding to its builds: two
-/// writers never take these rows in opposite orders.
+/// notifications' counters in its transaction, so on PostgreSQL a writer adding to a
+/// notification's builds already holds that notification's row lock: no two writers take these
+/// rows in opposite orders.
 struct BuildKey: Hashable, Comparable {
     var notification: String
     var platform: String
@@ -234,7 +234,7 @@ extension TrackRepository {
     /// A build's deliveries of one notification accepted before `before` and not received: all
     /// its sent less its received when the notification was sent entirely before then, none when
     /// it was sent entirely after; a notification whose sending spans `before` has its
-    /// deliveries of that build read.
+    /// deliveries read, those to devices of that build now.
     func acceptedNotReceived(_ build: NotificationBuild, appID: String, before: Int64, _ session: Session)
         async throws -> Int64
     {
@@ -255,6 +255,7 @@ extension TrackRepository {
         ).first?.first?.integer ?? 0
     }
 
+    /// A build as one string (a version absent and a version "" apart).
     static func buildKey(_ platform: String, _ version: String?) -> String {
         platform + "\u{1}" + (version ?? "\u{2}")
     }
