@@ -347,7 +347,7 @@ extension BroadcastRepository {
             ? "AND v.device_id <= $4 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = $5 AND d.device_id = v.device_id)"
             : ""
         return """
-            SELECT v.device_id, v.platform, v.token, v.environment, v.user_id, v.locale, v.time_zone, v.app_version FROM devices v
+            SELECT \(handOutColumns) FROM devices v
             WHERE v.app_id = $1 AND v.device_id > $2 AND v.active = 1 AND v.created_at <= $3 \(range)
             ORDER BY v.device_id\(rehanding ? "" : " LIMIT $4")
             """

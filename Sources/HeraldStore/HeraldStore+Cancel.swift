@@ -162,6 +162,7 @@ extension NotificationRepository {
     /// Runs only when some results of a batch were not written by the fenced writes.
     func writeCancelledInFlight(_ results: [DeliveryResult], now: Int64, _ session: Session) async throws -> Int {
         var written = 0
+        var builds = BuildTally()
         for result in results where result.broadcast == nil {
             let (status, reason, _, attempts) = OutboxRepository.row(for: result)
             let final = status == .sent || status == .failed
@@ -184,14 +185,13 @@ extension NotificationRepository {
             _ = try await session.query(
                 "UPDATE notifications SET \(column) = \(column) + 1, cancelled_count = cancelled_count - 1 WHERE id = $1",
                 [.text(result.notificationID.uuidString)])
-            var builds = BuildTally()
             builds.add([result], at: now)
-            try await addToNotificationBuilds(builds, session)
             if case .tokenDead(let reason, let since) = result.outcome {
                 try await database.broadcasts.deactivateDevice(
                     appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
             }
         }
+        try await addToNotificationBuilds(builds, session)
         return written
     }
 }

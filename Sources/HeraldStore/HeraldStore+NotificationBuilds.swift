@@ -13,18 +13,10 @@ import Synchronization
 /// notifications' counters in its transaction, so on PostgreSQL a writer adding to a
 /// notification's builds already holds that notification's row lock: no two writers take these
 /// rows in opposite orders.
-struct BuildKey: Hashable, Comparable {
-    var notification: String
-    var platform: String
-    /// "" when the device reported no app version.
-    var version: String
-
-    static func < (lhs: BuildKey, rhs: BuildKey) -> Bool {
-        (lhs.notification, lhs.platform, lhs.version) < (rhs.notification, rhs.platform, rhs.version)
-    }
-}
-
-/// What a transaction adds to its notifications' builds.
+///
+/// `BuildTally` is what one transaction adds. A batch of results holds a few (notification,
+/// build) keys: a short list searched in order costs less than hashing a key per result (as
+/// `PlatformTally` does).
 struct BuildTally {
     struct Counts {
         var sent: Int64 = 0
@@ -35,12 +27,25 @@ struct BuildTally {
         var sentAt: Int64?
     }
 
-    private(set) var counts: [BuildKey: Counts] = [:]
+    /// (notification, platform, app version: "" when the device reported none) and its counts.
+    private(set) var counts: [(notification: UUID, platform: String, version: String, counts: Counts)] = []
 
     var isEmpty: Bool { counts.isEmpty }
 
-    private static func key(_ notification: String, _ platform: String, _ version: String?) -> BuildKey {
-        BuildKey(notification: notification, platform: platform, version: version ?? "")
+    /// Applies `change` to the counts of (notification, platform, version), added if new.
+    private mutating func update(
+        _ notification: UUID, _ platform: String, _ version: String?, _ change: (inout Counts) -> Void
+    ) {
+        let version = version ?? ""
+        if let index = counts.firstIndex(where: {
+            $0.notification == notification && $0.platform == platform && $0.version == version
+        }) {
+            change(&counts[index].counts)
+        } else {
+            var added = Counts()
+            change(&added)
+            counts.append((notification, platform, version, added))
+        }
     }
 
     /// `count` results written with `status` at `at` (sent or failed; others add nothing).
@@ -48,12 +53,13 @@ struct BuildTally {
         notification: UUID, platform: String, version: String?, _ status: DeliveryStatus, _ count: Int, at: Int64
     ) {
         guard count > 0, status == .sent || status == .failed else { return }
-        let key = Self.key(notification.uuidString, platform, version)
-        if status == .sent {
-            counts[key, default: Counts()].sent += Int64(count)
-            counts[key, default: Counts()].sentAt = at
-        } else {
-            counts[key, default: Counts()].failed += Int64(count)
+        update(notification, platform, version) { counts in
+            if status == .sent {
+                counts.sent += Int64(count)
+                counts.sentAt = at
+            } else {
+                counts.failed += Int64(count)
+            }
         }
     }
 
@@ -74,16 +80,15 @@ struct BuildTally {
         }
     }
 
-    mutating func addReceived(notification: String, platform: String, version: String?) {
-        counts[Self.key(notification, platform, version), default: Counts()].received += 1
+    mutating func addReceived(notification: UUID, platform: String, version: String?) {
+        update(notification, platform, version) { $0.received += 1 }
     }
 
     /// A delivery's first open, under its device's build now (an answered delivery's only: a
     /// delivery opened before its answer was written, or cancelled, is not in the funnel).
     mutating func addOpened(_ delivery: TrackRepository.DeliveryReference) {
         guard delivery.status == .sent || delivery.status == .failed else { return }
-        let key = Self.key(delivery.notificationID.uuidString, delivery.platform, delivery.appVersion)
-        counts[key, default: Counts()].opened += 1
+        update(delivery.notificationID, delivery.platform, delivery.appVersion) { $0.opened += 1 }
     }
 
     /// `[[notification, platform, version, count], …]` (PostgreSQL's `json_agg` of a
@@ -102,14 +107,14 @@ struct BuildTally {
     }
 
     mutating func merge(_ other: BuildTally) {
-        for (key, added) in other.counts {
-            var kept = counts[key, default: Counts()]
-            kept.sent += added.sent
-            kept.failed += added.failed
-            kept.received += added.received
-            kept.opened += added.opened
-            if let at = added.sentAt { kept.sentAt = max(kept.sentAt ?? at, at) }
-            counts[key] = kept
+        for entry in other.counts {
+            update(entry.notification, entry.platform, entry.version) { kept in
+                kept.sent += entry.counts.sent
+                kept.failed += entry.counts.failed
+                kept.received += entry.counts.received
+                kept.opened += entry.counts.opened
+                if let at = entry.counts.sentAt { kept.sentAt = max(kept.sentAt ?? at, at) }
+            }
         }
     }
 }
@@ -123,9 +128,15 @@ extension StoreRepository {
                 ("notification_id", .text), ("platform", .text), ("app_version", .text), ("sent", .integer),
                 ("failed", .integer), ("received", .integer), ("opened", .integer), ("sent_at", .integer),
             ], capacity: tally.counts.count)
-        for (key, counts) in tally.counts.sorted(by: { $0.key < $1.key }) {
+        let keyed = tally.counts.map { (notification: $0.notification.uuidString, entry: $0) }
+        for (notification, entry) in keyed.sorted(by: {
+            ($0.notification, $0.entry.platform, $0.entry.version) < (
+                $1.notification, $1.entry.platform, $1.entry.version
+            )
+        }) {
+            let counts = entry.counts
             for cell: BulkRows.Cell in [
-                .text(key.notification), .text(key.platform), .text(key.version), .integer(counts.sent),
+                .text(notification), .text(entry.platform), .text(entry.version), .integer(counts.sent),
                 .integer(counts.failed), .integer(counts.received), .integer(counts.opened),
                 .integer(counts.sentAt ?? -1),
             ] { rows.append(cell) }
@@ -229,6 +240,22 @@ extension TrackRepository {
             known[key] = answer
             return answer
         }
+    }
+
+    /// The notifications' builds of `days` (of `type`) with deliveries accepted before `before`
+    /// and not received, each with how many, to builds that report receipts.
+    func unreceived(appID: String, days: ClosedRange<Int64>, type: String?, before: Int64, _ session: Session)
+        async throws -> [(build: NotificationBuild, missing: Int64)]
+    {
+        var reporting = ReportingBuilds()
+        var found: [(build: NotificationBuild, missing: Int64)] = []
+        for build in try await notificationBuilds(
+            appID: appID, days: days, type: type, unreceivedBefore: before, session)
+        where try await reporting.reports(build, appID: appID, session) {
+            let missing = try await acceptedNotReceived(build, appID: appID, before: before, session)
+            if missing > 0 { found.append((build, missing)) }
+        }
+        return found
     }
 
     /// A build's deliveries of one notification accepted before `before` and not received: all

@@ -213,9 +213,9 @@ extension TrackRepository {
         try await Self.addToNotifications("received_count", perNotification, session)
         var builds = BuildTally()
         for group in groups where group.stored?.reports == Int64(group.reports.count) {
+            guard let notification = UUID(uuidString: group.delivery.notification) else { continue }
             builds.addReceived(
-                notification: group.delivery.notification, platform: group.delivery.platform,
-                version: group.delivery.appVersion)
+                notification: notification, platform: group.delivery.platform, version: group.delivery.appVersion)
         }
         try await addToNotificationBuilds(builds, session)
         try await addToPlatformHours(platformHours, session)
@@ -244,13 +244,10 @@ extension TrackRepository {
     ) async throws -> [String: [Int64: Int64]] {
         let before = nowMilliseconds - Int64(olderThan * 1000)
         return try await reading { session in
-            var reporting = ReportingBuilds()
             var counts: [String: [Int64: Int64]] = [:]
-            for build in try await notificationBuilds(
-                appID: appID, days: days, type: type, unreceivedBefore: before, session)
-            where try await reporting.reports(build, appID: appID, session) {
-                let missing = try await acceptedNotReceived(build, appID: appID, before: before, session)
-                if missing > 0 { counts[build.type, default: [:]][build.day, default: 0] += missing }
+            for (build, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session)
+            {
+                counts[build.type, default: [:]][build.day, default: 0] += missing
             }
             return counts
         }
@@ -298,13 +295,10 @@ extension TrackRepository {
                     type: type, day: day, sent: row[4].integer ?? 0, failed: row[5].integer ?? 0, deferred: 0,
                     suppressed: 0, cancelled: 0, opened: row[7].integer ?? 0, received: row[6].integer ?? 0)
             }
-            var reporting = ReportingBuilds()
-            for build in try await notificationBuilds(
-                appID: appID, days: days, type: type, unreceivedBefore: before, session)
-            where try await reporting.reports(build, appID: appID, session) {
+            for (build, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session)
+            {
                 let key = Key(type: build.type, day: build.day, platform: build.platform, version: build.version)
-                grouped[key]?.acceptedNotReceived += try await acceptedNotReceived(
-                    build, appID: appID, before: before, session)
+                grouped[key]?.acceptedNotReceived += missing
             }
             return grouped.sorted {
                 ($0.key.type, $0.key.day, $0.key.platform, $0.key.version ?? "")
