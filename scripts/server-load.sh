@@ -35,7 +35,7 @@
 #   scripts/server-load.sh dashboard [DEVICES]     # default 1,000,000 (3 per user): import, a
 #                                                  # transactional notification to all (sent), a
 #                                                  # promo to all held by quiet hours (deferred),
-#                                                  # 10,000 single-user sends; then every dashboard
+#                                                  # 10,000 single-user sends (SINGLES=N); then every dashboard
 #                                                  # page signed in, 3 rounds of 7 calls: the median
 #                                                  # of the rounds' p50 ms, max, server CPU, peak RSS
 #                                                  # (AGED=1: after the notice, one receipt and the clock 25 h on,
@@ -290,10 +290,10 @@ if [ "$MODE" = dashboard ]; then
     held_id=$(send_all '{"to":{"all":true},"type":"promo","data":{"name":"you"}}')
     await_settled "$held_id"
     echo "promo to all (deferred) settled after $(python3 -c "import time; print(round(time.time() - $start, 1))")s"
-    echo "== 10,000 single-user sends"
-    python3 - "$PORT" "$SERVER" "$COUNT" <<'PY'
+    echo "== ${SINGLES:=10000} single-user sends"
+    python3 - "$PORT" "$SERVER" "$COUNT" "$SINGLES" <<'PY'
 import asyncio, json, sys, time
-port, key, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+port, key, count, singles = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 users = max(1, count // 3)
 async def worker(queue):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -307,12 +307,12 @@ async def worker(queue):
         await reader.readexactly(length)
 async def main():
     queue = asyncio.Queue()
-    for seq in range(10000): queue.put_nowait(seq)
+    for seq in range(singles): queue.put_nowait(seq)
     for _ in range(16): queue.put_nowait(None)
     await asyncio.gather(*[worker(queue) for _ in range(16)])
 begin = time.monotonic()
 asyncio.run(main())
-print("10,000 sends in %.1fs" % (time.monotonic() - begin))
+print("%d sends in %.1fs" % (singles, time.monotonic() - begin))
 PY
     sleep 2
     echo "== every dashboard page, signed in with the server key: 7 calls each"

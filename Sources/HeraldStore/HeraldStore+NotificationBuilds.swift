@@ -159,6 +159,24 @@ extension StoreRepository {
                     THEN notification_builds.last_sent_at ELSE excluded.last_sent_at END
             """
         }
+        guard database.keepsTypeBuilds.load(ordering: .relaxed) else { return }
+        // The same counts summed per type, day and build of the notifications that have a type,
+        // in key order (PostgreSQL: rows shared by every notification of a type and day are
+        // locked in one order by every writer).
+        _ = try await session.query([], rows: rows) { source in
+            """
+            INSERT INTO type_builds (app_id, type, day, platform, app_version, sent, failed, received, opened)
+            SELECT n.app_id, n.type, n.day, r.platform, r.app_version, sum(r.sent), sum(r.failed), sum(r.received),
+                sum(r.opened)
+            FROM \(source) JOIN notifications n ON n.id = r.notification_id
+            WHERE n.type IS NOT NULL AND n.day IS NOT NULL
+            GROUP BY n.app_id, n.type, n.day, r.platform, r.app_version
+            ORDER BY n.app_id, n.type, n.day, r.platform, r.app_version
+            ON CONFLICT (app_id, type, day, platform, app_version) DO UPDATE SET
+                sent = type_builds.sent + excluded.sent, failed = type_builds.failed + excluded.failed,
+                received = type_builds.received + excluded.received, opened = type_builds.opened + excluded.opened
+            """
+        }
     }
 }
 
@@ -178,82 +196,97 @@ extension TrackRepository {
         var lastSentAt: Int64?
     }
 
-    /// The builds of an app's typed notifications of `days` (of `type`), each with its counts;
-    /// with `unreceivedBefore`, only those with a delivery sent before then and fewer received
-    /// than sent (the only ones that can have accepted, not received).
-    func notificationBuilds(
-        appID: String, days: ClosedRange<Int64>, type: String?, unreceivedBefore: Int64? = nil, _ session: Session
-    ) async throws -> [NotificationBuild] {
-        var (binds, terms) = Self.buildsScope(appID: appID, days: days, type: type)
-        if let unreceivedBefore {
-            binds.append(.integer(unreceivedBefore))
-            terms += " AND b.first_sent_at < $\(binds.count) AND b.sent > b.received"
-        }
+    /// A build: the device's platform and app version (nil when it reported none).
+    struct Build: Hashable {
+        var platform: String
+        var version: String?
+    }
+
+    /// The builds an app's typed notifications of `days` (of `type`) were counted under, from
+    /// the sums per type, day and build (a row per type, day and build, not per notification).
+    func builds(appID: String, days: ClosedRange<Int64>, type: String?, _ session: Session) async throws -> [Build] {
+        let (binds, terms) = Self.typeBuildsScope(appID: appID, days: days, type: type)
         return try await session.query(
-            """
-            SELECT n.type, n.day, b.notification_id, b.platform, b.app_version, b.sent, b.failed, b.received, b.opened,
-                b.first_sent_at, b.last_sent_at
-            FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
-            WHERE \(terms)
-            """, binds
+            "SELECT DISTINCT platform, app_version FROM type_builds t WHERE \(terms) ORDER BY platform, app_version",
+            binds
         ).compactMap { row in
-            guard row.count == 11, let type = row[0].text, let day = row[1].integer, let notification = row[2].text,
-                let platform = row[3].text, let version = row[4].text
-            else { return nil }
-            return NotificationBuild(
-                type: type, day: day, notification: notification, platform: platform,
-                version: version.isEmpty ? nil : version, sent: row[5].integer ?? 0, failed: row[6].integer ?? 0,
-                received: row[7].integer ?? 0, opened: row[8].integer ?? 0, firstSentAt: row[9].integer,
-                lastSentAt: row[10].integer)
+            guard row.count == 2, let platform = row[0].text, let version = row[1].text else { return nil }
+            return Build(platform: platform, version: version.isEmpty ? nil : version)
         }
     }
 
-    /// The binds and WHERE terms that select an app's typed notifications of `days` (of `type`),
-    /// as `n`.
-    static func buildsScope(appID: String, days: ClosedRange<Int64>, type: String?) -> ([Session.Value], String) {
+    /// The binds and WHERE terms that select an app's rows of `type_builds` (as `t`) of `days`
+    /// (of `type`).
+    static func typeBuildsScope(appID: String, days: ClosedRange<Int64>, type: String?) -> ([Session.Value], String) {
         var binds: [Session.Value] = [.text(appID), .integer(days.lowerBound), .integer(days.upperBound)]
-        var terms = "n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3"
+        var terms = "t.app_id = $1 AND t.day >= $2 AND t.day <= $3"
         if let type {
             binds.append(.text(type))
-            terms += " AND n.type = $4"
+            terms += " AND t.type = $4"
         }
         return (binds, terms)
     }
 
-    /// Whether devices of a build (platform and app version) of an app have reported a receipt
-    /// (one look-up in the receipts' build index), asked once per build.
-    struct ReportingBuilds {
-        private var known: [String: Bool] = [:]
-
-        mutating func reports(_ build: NotificationBuild, appID: String, _ session: Session) async throws -> Bool {
-            let key = TrackRepository.buildKey(build.platform, build.version)
-            if let answer = known[key] { return answer }
-            var binds: [Session.Value] = [.text(appID), .text(build.platform)]
-            if let version = build.version { binds.append(.text(version)) }
-            let answer =
-                try await !session.query(
-                    """
-                    SELECT 1 FROM receipts WHERE app_id = $1 AND platform = $2
-                        AND app_version \(build.version == nil ? "IS NULL" : "= $3") LIMIT 1
-                    """, binds
-                ).isEmpty
-            known[key] = answer
-            return answer
+    /// One build's rows of an app's typed notifications of `days` (of `type`) with a delivery
+    /// sent before `before` and fewer received than sent: the only ones that can have accepted,
+    /// not received. Found through the partial index of such rows (`notification_builds_unreceived`),
+    /// the build's rows first (`CROSS JOIN` keeps SQLite from starting at the notifications).
+    func candidates(
+        _ build: Build, appID: String, days: ClosedRange<Int64>, type: String?, before: Int64, _ session: Session
+    ) async throws -> [NotificationBuild] {
+        var binds: [Session.Value] = [
+            .text(appID), .integer(days.lowerBound), .integer(days.upperBound), .text(build.platform),
+            .text(build.version ?? ""), .integer(before),
+        ]
+        var terms = "n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3"
+        if let type {
+            binds.append(.text(type))
+            terms += " AND n.type = $7"
+        }
+        return try await session.query(
+            """
+            SELECT n.type, n.day, b.notification_id, b.sent, b.failed, b.received, b.opened, b.first_sent_at, b.last_sent_at
+            FROM notification_builds b CROSS JOIN notifications n
+            WHERE b.platform = $4 AND b.app_version = $5 AND b.first_sent_at < $6 AND b.sent > b.received
+                AND n.id = b.notification_id AND \(terms)
+            """, binds
+        ).compactMap { row in
+            guard row.count == 9, let type = row[0].text, let day = row[1].integer, let notification = row[2].text
+            else { return nil }
+            return NotificationBuild(
+                type: type, day: day, notification: notification, platform: build.platform, version: build.version,
+                sent: row[3].integer ?? 0, failed: row[4].integer ?? 0, received: row[5].integer ?? 0,
+                opened: row[6].integer ?? 0, firstSentAt: row[7].integer, lastSentAt: row[8].integer)
         }
     }
 
+    /// Whether devices of `build` of an app have reported a receipt (one look-up in the
+    /// receipts' build index).
+    func reportsReceipts(_ build: Build, appID: String, _ session: Session) async throws -> Bool {
+        var binds: [Session.Value] = [.text(appID), .text(build.platform)]
+        if let version = build.version { binds.append(.text(version)) }
+        return try await !session.query(
+            """
+            SELECT 1 FROM receipts WHERE app_id = $1 AND platform = $2
+                AND app_version \(build.version == nil ? "IS NULL" : "= $3") LIMIT 1
+            """, binds
+        ).isEmpty
+    }
+
     /// The notifications' builds of `days` (of `type`) with deliveries accepted before `before`
-    /// and not received, each with how many, to builds that report receipts.
+    /// and not received, each with how many, to builds that report receipts: the builds from
+    /// the sums, then each reporting build's candidates.
     func unreceived(appID: String, days: ClosedRange<Int64>, type: String?, before: Int64, _ session: Session)
         async throws -> [(build: NotificationBuild, missing: Int64)]
     {
-        var reporting = ReportingBuilds()
         var found: [(build: NotificationBuild, missing: Int64)] = []
-        for build in try await notificationBuilds(
-            appID: appID, days: days, type: type, unreceivedBefore: before, session)
-        where try await reporting.reports(build, appID: appID, session) {
-            let missing = try await acceptedNotReceived(build, appID: appID, before: before, session)
-            if missing > 0 { found.append((build, missing)) }
+        for build in try await builds(appID: appID, days: days, type: type, session)
+        where try await reportsReceipts(build, appID: appID, session) {
+            for candidate in try await candidates(build, appID: appID, days: days, type: type, before: before, session)
+            {
+                let missing = try await acceptedNotReceived(candidate, appID: appID, before: before, session)
+                if missing > 0 { found.append((candidate, missing)) }
+            }
         }
         return found
     }
@@ -280,10 +313,5 @@ extension TrackRepository {
                 AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.app_id = d.app_id AND r.delivery_id = d.id)
             """, binds
         ).first?.first?.integer ?? 0
-    }
-
-    /// A build as one string (a version absent and a version "" apart).
-    static func buildKey(_ platform: String, _ version: String?) -> String {
-        platform + "\u{1}" + (version ?? "\u{2}")
     }
 }

@@ -265,7 +265,8 @@ extension TrackRepository {
 
     /// The answered deliveries (sent or failed) of an app's types on `days`, per type, day and
     /// build (platform and app version), with their receipts and opens; `acceptedNotReceived`
-    /// as `acceptedNotReceived` counts it. Read from the notifications' builds.
+    /// as `acceptedNotReceived` counts it. Read from the sums per type, day and build
+    /// (`type_builds`) and the candidates for accepted, not received.
     package func buildCounts(appID: String, days: ClosedRange<Int64>, type: String? = nil) async throws
         -> [BuildDayCounts]
     {
@@ -278,14 +279,10 @@ extension TrackRepository {
                 var version: String?
             }
             var grouped: [Key: TypeDayCounts] = [:]
-            let (binds, terms) = Self.buildsScope(appID: appID, days: days, type: type)
+            let (binds, terms) = Self.typeBuildsScope(appID: appID, days: days, type: type)
             for row in try await session.query(
-                """
-                SELECT n.type, n.day, b.platform, b.app_version, sum(b.sent), sum(b.failed), sum(b.received), sum(b.opened)
-                FROM notifications n JOIN notification_builds b ON b.notification_id = n.id
-                WHERE \(terms)
-                GROUP BY n.type, n.day, b.platform, b.app_version
-                """, binds)
+                "SELECT type, day, platform, app_version, sent, failed, received, opened FROM type_builds t WHERE \(terms)",
+                binds)
             {
                 guard row.count == 8, let type = row[0].text, let day = row[1].integer, let platform = row[2].text,
                     let version = row[3].text

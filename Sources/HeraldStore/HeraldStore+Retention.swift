@@ -74,7 +74,7 @@ extension HeraldStore {
                 """, [.integer(before), .integer(Int64(limit))]
             ).compactMap { $0.first?.text }
             pruned.notifications = notifications.count
-            // Their builds' counts go with them (their types' days stay in type_stats).
+            // Their builds' counts go with them (their types' days stay in type_stats and type_builds).
             if !notifications.isEmpty, keepsNotificationBuilds.load(ordering: .relaxed) {
                 _ = try await session.query(
                     "DELETE FROM notification_builds WHERE notification_id IN \(outbox.jsonList("$1"))",
@@ -97,7 +97,7 @@ extension HeraldStore {
                 pruned.history += try await session.query(statement, [.integer(history), .integer(Int64(limit))]).count
             }
             // Opens and receipts go with their deliveries' history (what they counted stays in
-            // type_stats).
+            // type_stats and type_builds).
             pruned.history += try await session.query(
                 """
                 DELETE FROM opens WHERE (app_id, delivery_id) IN (SELECT app_id, delivery_id FROM opens WHERE received_at < $1 LIMIT $2)

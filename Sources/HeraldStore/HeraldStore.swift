@@ -84,6 +84,9 @@ package final class HeraldStore: Sendable {
     let keepsNotificationBuilds = Atomic<Bool>(true)
     /// The migration that adds `notification_builds`.
     static let notificationBuildsMigration = 28
+    /// Whether the schema has `type_builds` (as `keepsNotificationBuilds`).
+    let keepsTypeBuilds = Atomic<Bool>(true)
+    static let typeBuildsMigration = 29
 
     /// A page of deferred deliveries due at `due` was written: claims look for pages from then.
     func noteDeferredPage(due: Int64) {
@@ -232,6 +235,7 @@ package final class HeraldStore: Sendable {
             if schemaVersion < Self.notificationBuildsMigration {
                 store.keepsNotificationBuilds.store(false, ordering: .relaxed)
             }
+            if schemaVersion < Self.typeBuildsMigration { store.keepsTypeBuilds.store(false, ordering: .relaxed) }
             if schemaVersion < Self.deferredPagesMigration {
                 store.keepsDeferredPages.store(false, ordering: .relaxed)
             } else if store.dialect == .sqlite {

@@ -113,11 +113,15 @@ struct FunnelStoreTests {
         await store.close()
     }
 
-    @Test("a store written before the per-build counts were kept counts the same after its upgrade")
-    func countedByTheUpgrade() async throws {
+    /// 27: before the per-notification counts; 28: with them, before their sums per type, day
+    /// and build.
+    @Test(
+        "a store written before the per-build counts (or their sums) were kept counts the same after its upgrade",
+        arguments: [27, 28])
+    func countedByTheUpgrade(schemaVersion: Int) async throws {
         let clock = ManualClock(Self.start)
-        let url = try await TestDatabase.url("funnel-upgrade")
-        let old = try await HeraldStore.open(url: url, clock: .manual(clock), schemaVersion: 27)
+        let url = try await TestDatabase.url("funnel-upgrade-\(schemaVersion)")
+        let old = try await HeraldStore.open(url: url, clock: .manual(clock), schemaVersion: schemaVersion)
         try await Self.scenario(old, clock)
         await old.close()
         let store = try await HeraldStore.open(url: url, clock: .manual(clock))

@@ -1055,3 +1055,34 @@ WHERE true
 GROUP BY o.notification_id, COALESCE(v.platform, ''), COALESCE(v.app_version, '')
 ON CONFLICT (notification_id, platform, app_version) DO UPDATE SET opened = excluded.opened
 ;
+
+-- migration: 29
+-- The funnel per type, day (the notification's) and build, summed: what `notification_builds`
+-- holds added up over the notifications of each (type, day), so the Analytics page and the
+-- API's `by=` read a row per type, day and build instead of one per notification. Writers add
+-- to it in the statement after `notification_builds`, in key order. Candidates for "accepted,
+-- not received" (fewer received than sent) are found per build through a partial index.
+CREATE TABLE type_builds (
+    app_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    day BIGINT NOT NULL,
+    platform TEXT NOT NULL,
+    app_version TEXT NOT NULL,
+    sent BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    received BIGINT NOT NULL DEFAULT 0,
+    opened BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (app_id, type, day, platform, app_version)
+)
+;
+-- PostgreSQL only
+ALTER TABLE type_builds ALTER COLUMN app_id TYPE TEXT COLLATE "C", ALTER COLUMN type TYPE TEXT COLLATE "C", ALTER COLUMN platform TYPE TEXT COLLATE "C", ALTER COLUMN app_version TYPE TEXT COLLATE "C"
+;
+INSERT INTO type_builds (app_id, type, day, platform, app_version, sent, failed, received, opened)
+SELECT n.app_id, n.type, n.day, b.platform, b.app_version, sum(b.sent), sum(b.failed), sum(b.received), sum(b.opened)
+FROM notification_builds b JOIN notifications n ON n.id = b.notification_id
+WHERE n.type IS NOT NULL AND n.day IS NOT NULL
+GROUP BY n.app_id, n.type, n.day, b.platform, b.app_version
+;
+CREATE INDEX notification_builds_unreceived ON notification_builds (platform, app_version, first_sent_at) WHERE sent > received
+;
