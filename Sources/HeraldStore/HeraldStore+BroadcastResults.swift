@@ -250,11 +250,12 @@ extension BroadcastRepository {
     /// the first's whole write. The claim is checked by the insert and fenced again by the
     /// update; a page taken from this node in between (its heartbeat judged stale) fails the
     /// write as a lost race, and the write runs again without it.
-    func writeBroadcastResults(_ writes: [BroadcastWrite], now: Int64, _ session: Session) async throws -> Int {
+    func writeBroadcastResults(
+        _ writes: [BroadcastWrite], now: Int64, platforms: inout PlatformTally, builds: inout BuildTally,
+        _ session: Session
+    ) async throws -> Int {
         var written = 0
         var finished: [UUID: [DeliveryStatus: Int64]] = [:]
-        var platforms = PlatformTally()
-        var builds = BuildTally()
         // Each write with whether it inserted rows.
         var inserted: [(write: BroadcastWrite, rows: Bool)] = []
         for write in writes {
@@ -339,8 +340,6 @@ extension BroadcastRepository {
                 "UPDATE notifications SET \(sets.joined(separator: ", ")) WHERE id = $1",
                 [.text(notification.uuidString)])
         }
-        try await addToNotificationBuilds(builds, session)
-        try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
         return written
     }
 

@@ -160,9 +160,10 @@ extension NotificationRepository {
     /// under the same claim): a sent or failed attempt records what happened (the row leaves
     /// the cancelled count); any other (a retry, a deferral) leaves it cancelled, for good.
     /// Runs only when some results of a batch were not written by the fenced writes.
-    func writeCancelledInFlight(_ results: [DeliveryResult], now: Int64, _ session: Session) async throws -> Int {
+    func writeCancelledInFlight(
+        _ results: [DeliveryResult], now: Int64, builds: inout BuildTally, _ session: Session
+    ) async throws -> Int {
         var written = 0
-        var builds = BuildTally()
         for result in results where result.broadcast == nil {
             let (status, reason, _, attempts) = OutboxRepository.row(for: result)
             let final = status == .sent || status == .failed
@@ -191,7 +192,6 @@ extension NotificationRepository {
                     appID: result.appID, deviceID: result.deviceID, reason: reason, since: since, now: now, session)
             }
         }
-        try await addToNotificationBuilds(builds, session)
         return written
     }
 }

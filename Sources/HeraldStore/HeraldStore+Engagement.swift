@@ -154,9 +154,6 @@ extension TrackRepository {
             _ = try await session.query(
                 "UPDATE notifications SET opened_count = opened_count + 1 WHERE id = $1",
                 [.text(delivery.notificationID.uuidString)])
-            var builds = BuildTally()
-            builds.addOpened(delivery)
-            try await addToNotificationBuilds(builds, session)
             if let event {
                 let applied = try await database.devices.applyEvent(
                     appID: appID, id: event.id, userID: event.userID, name: Self.openedEvent, data: event.data,
@@ -165,6 +162,10 @@ extension TrackRepository {
                 recorded.eventID = applied.id
                 recorded.notifications = applied.notifications
             }
+            // Last: the sums per type, day and build are rows every open of the type shares.
+            var builds = BuildTally()
+            builds.addOpened(delivery)
+            try await addToNotificationBuilds(builds, session)
             return recorded
         }
         return dialect == .sqlite

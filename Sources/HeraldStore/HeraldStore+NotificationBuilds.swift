@@ -12,7 +12,10 @@ import Synchronization
 /// device's build at the open. Every writer adds to these rows after it updated the same
 /// notifications' counters in its transaction, so on PostgreSQL a writer adding to a
 /// notification's builds already holds that notification's row lock: no two writers take these
-/// rows in opposite orders.
+/// rows in opposite orders. The same counts summed per type, day and build (`type_builds`, rows
+/// every notification of a type and day shares) are added in the statement after, in key order,
+/// once per transaction and after every notification row it updates: a writer holding one of
+/// them never waits for a notification another writer holds.
 ///
 /// `BuildTally` is what one transaction adds. A batch of results holds a few (notification,
 /// build) keys: a short list searched in order costs less than hashing a key per result (as

@@ -64,11 +64,17 @@ extension OutboxRepository {
                 classes[status, default: []].append((result, reason, due, attempts))
                 if case .tokenDead(let reason, let since) = result.outcome { dead[result.deliveryID] = (reason, since) }
             }
+            // What the broadcast pages, the rows and those cancelled in flight add per platform and
+            // build is written last, once: those rows are shared by every notification of an hour
+            // or of a type and day, and a transaction that takes them takes no other lock after.
+            var broadcastPlatforms = PlatformTally()
+            var builds = BuildTally()
             var written =
                 broadcast.isEmpty
-                ? 0 : try await database.broadcasts.writeBroadcastResults(broadcast, now: broadcastNow, session)
+                ? 0
+                : try await database.broadcasts.writeBroadcastResults(
+                    broadcast, now: broadcastNow, platforms: &broadcastPlatforms, builds: &builds, session)
             var platforms = PlatformTally()
-            var builds = BuildTally()
             switch session.raw {
             case .sqlite(let connection):
                 written += try await writeResults(
@@ -77,12 +83,15 @@ extension OutboxRepository {
                 written += try await writeResults(
                     classes, dead: dead, now: now, connection, platforms: &platforms, builds: &builds)
             }
-            try await addToNotificationBuilds(builds, session)
-            try await addToPlatformHours(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), session)
             if written < results.count {
                 // Rows cancelled while being sent (`HeraldStore.cancel`) took no fenced write.
-                written += try await database.notifications.writeCancelledInFlight(results, now: now, session)
+                written += try await database.notifications.writeCancelledInFlight(
+                    results, now: now, builds: &builds, session)
             }
+            try await addToNotificationBuilds(builds, session)
+            var hours = broadcastPlatforms.hours(at: PlatformHour.hour(ofMilliseconds: broadcastNow))
+            hours.merge(platforms.hours(at: PlatformHour.hour(ofMilliseconds: now)), uniquingKeysWith: +)
+            try await addToPlatformHours(hours, session)
             if !webhooks.isEmpty, results.contains(where: webhooks.wants) {
                 _ = try await database.actions.queueResultWebhooks(
                     results, webhooks, since: min(now, broadcastNow), now: now, session)
