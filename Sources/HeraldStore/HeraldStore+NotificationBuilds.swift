@@ -69,17 +69,10 @@ struct BuildTally {
     /// Each result's sent or failed, written at `at`.
     mutating func add(_ results: [DeliveryResult], at: Int64) {
         for result in results {
-            switch result.outcome {
-            case .sent:
-                add(
-                    notification: result.notificationID, platform: result.platform, version: result.appVersion, .sent,
-                    1, at: at)
-            case .failed, .tokenDead:
-                add(
-                    notification: result.notificationID, platform: result.platform, version: result.appVersion,
-                    .failed, 1, at: at)
-            case .retry, .deferred, .suppressed: break
-            }
+            guard let status = result.answered else { continue }
+            add(
+                notification: result.notificationID, platform: result.platform, version: result.appVersion, status, 1,
+                at: at)
         }
     }
 

@@ -173,9 +173,15 @@ struct PlatformTally {
 extension DeliveryResult {
     /// What the result adds to its platform's hour once written: accepted or failed.
     var platformHourCounts: PlatformHourCounts? {
+        answered.map { $0 == .sent ? PlatformHourCounts(accepted: 1) : PlatformHourCounts(failed: 1) }
+    }
+
+    /// What the provider's answer made of the delivery, when it was answered: sent (accepted)
+    /// or failed; nil for a retry, a deferral or a suppression (not answered yet, or not sent).
+    var answered: DeliveryStatus? {
         switch outcome {
-        case .sent: PlatformHourCounts(accepted: 1)
-        case .failed, .tokenDead: PlatformHourCounts(failed: 1)
+        case .sent: .sent
+        case .failed, .tokenDead: .failed
         case .retry, .deferred, .suppressed: nil
         }
     }
