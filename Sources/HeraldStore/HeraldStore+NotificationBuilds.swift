@@ -198,19 +198,6 @@ extension TrackRepository {
         var version: String?
     }
 
-    /// The builds an app's typed notifications of `days` (of `type`) were counted under, from
-    /// the sums per type, day and build (a row per type, day and build, not per notification).
-    func builds(appID: String, days: ClosedRange<Int64>, type: String?, _ session: Session) async throws -> [Build] {
-        let (binds, terms) = Self.typeBuildsScope(appID: appID, days: days, type: type)
-        return try await session.query(
-            "SELECT DISTINCT platform, app_version FROM type_builds t WHERE \(terms) ORDER BY platform, app_version",
-            binds
-        ).compactMap { row in
-            guard row.count == 2, let platform = row[0].text, let version = row[1].text else { return nil }
-            return Build(platform: platform, version: version.isEmpty ? nil : version)
-        }
-    }
-
     /// The binds and WHERE terms that select an app's rows of `type_builds` (as `t`) of `days`
     /// (of `type`).
     static func typeBuildsScope(appID: String, days: ClosedRange<Int64>, type: String?) -> ([Session.Value], String) {
@@ -223,16 +210,16 @@ extension TrackRepository {
         return (binds, terms)
     }
 
-    /// One build's rows of an app's typed notifications of `days` (of `type`) with a delivery
-    /// sent before `before` and fewer received than sent: the only ones that can have accepted,
-    /// not received. Found through the partial index of such rows (`notification_builds_unreceived`),
-    /// the build's rows first (`CROSS JOIN` keeps SQLite from starting at the notifications).
-    func candidates(
-        _ build: Build, appID: String, days: ClosedRange<Int64>, type: String?, before: Int64, _ session: Session
+    /// One build's rows of an app's typed notifications of `days` (of `type`) last sent at or
+    /// after `since` whose sent and received differ, through their partial index
+    /// (`notification_builds_unreceived`), the build's rows first (`CROSS JOIN` keeps SQLite
+    /// from starting at the notifications).
+    func recentlySent(
+        _ build: Build, appID: String, days: ClosedRange<Int64>, type: String?, since: Int64, _ session: Session
     ) async throws -> [NotificationBuild] {
         var binds: [Session.Value] = [
             .text(appID), .integer(days.lowerBound), .integer(days.upperBound), .text(build.platform),
-            .text(build.version ?? ""), .integer(before),
+            .text(build.version ?? ""), .integer(since),
         ]
         var terms = "n.app_id = $1 AND n.type IS NOT NULL AND n.day >= $2 AND n.day <= $3"
         if let type {
@@ -243,7 +230,7 @@ extension TrackRepository {
             """
             SELECT n.type, n.day, b.notification_id, b.sent, b.failed, b.received, b.opened, b.first_sent_at, b.last_sent_at
             FROM notification_builds b CROSS JOIN notifications n
-            WHERE b.platform = $4 AND b.app_version = $5 AND b.first_sent_at < $6 AND b.sent > b.received
+            WHERE b.platform = $4 AND b.app_version = $5 AND b.last_sent_at >= $6 AND b.sent <> b.received
                 AND n.id = b.notification_id AND \(terms)
             """, binds
         ).compactMap { row in
@@ -269,22 +256,51 @@ extension TrackRepository {
         ).isEmpty
     }
 
-    /// The notifications' builds of `days` (of `type`) with deliveries accepted before `before`
-    /// and not received, each with how many, to builds that report receipts: the builds from
-    /// the sums, then each reporting build's candidates.
+    /// A type's day and build: where "accepted, not received" is counted.
+    struct TypeDayBuild: Hashable {
+        var type: String
+        var day: Int64
+        var build: Build
+    }
+
+    /// Deliveries of `days` (of `type`) accepted before `before` and not received, per type, day
+    /// and build, for the builds that report receipts. The sums' sent less received counts every
+    /// notification as if it had been sent entirely before `before`; those last sent at or after
+    /// it (the last day's, not the month's) are taken back out, and the one whose sending spans
+    /// `before` adds its deliveries sent before it without a receipt. A build whose count would
+    /// be negative (receipts reported from a build newer than the one sent to) counts none.
     func unreceived(appID: String, days: ClosedRange<Int64>, type: String?, before: Int64, _ session: Session)
-        async throws -> [(build: NotificationBuild, missing: Int64)]
+        async throws -> [TypeDayBuild: Int64]
     {
-        var found: [(build: NotificationBuild, missing: Int64)] = []
-        for build in try await builds(appID: appID, days: days, type: type, session)
-        where try await reportsReceipts(build, appID: appID, session) {
-            for candidate in try await candidates(build, appID: appID, days: days, type: type, before: before, session)
-            {
-                let missing = try await acceptedNotReceived(candidate, appID: appID, before: before, session)
-                if missing > 0 { found.append((candidate, missing)) }
+        let (binds, terms) = Self.typeBuildsScope(appID: appID, days: days, type: type)
+        var missing: [TypeDayBuild: Int64] = [:]
+        var builds: [Build] = []
+        for row in try await session.query(
+            """
+            SELECT type, day, platform, app_version, sent - received FROM type_builds t
+            WHERE \(terms) AND sent <> received ORDER BY platform, app_version
+            """, binds)
+        {
+            guard row.count == 5, let type = row[0].text, let day = row[1].integer, let platform = row[2].text,
+                let version = row[3].text, let count = row[4].integer
+            else { continue }
+            let build = Build(platform: platform, version: version.isEmpty ? nil : version)
+            if builds.last != build { builds.append(build) }
+            missing[TypeDayBuild(type: type, day: day, build: build), default: 0] += count
+        }
+        for build in builds {
+            guard try await reportsReceipts(build, appID: appID, session) else {
+                missing = missing.filter { $0.key.build != build }
+                continue
+            }
+            for recent in try await recentlySent(build, appID: appID, days: days, type: type, since: before, session) {
+                let key = TypeDayBuild(type: recent.type, day: recent.day, build: build)
+                missing[key, default: 0] -= recent.sent - recent.received
+                missing[key, default: 0] += try await acceptedNotReceived(
+                    recent, appID: appID, before: before, session)
             }
         }
-        return found
+        return missing.filter { $0.value > 0 }
     }
 
     /// A build's deliveries of one notification accepted before `before` and not received: all

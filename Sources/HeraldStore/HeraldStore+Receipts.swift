@@ -237,17 +237,17 @@ extension TrackRepository {
     /// Deliveries of an app's types on `days` accepted by their provider more than `olderThan`
     /// before now without a receipt, per type and day: only those to devices whose build
     /// (platform and app version) has reported receipts, so an app build without a service
-    /// extension is not counted as losing what it never reports. Read from the notifications'
-    /// builds (`notification_builds`), not from their deliveries.
+    /// extension is not counted as losing what it never reports. Read from the sums per type, day
+    /// and build and the notifications sent within the window (`unreceived`), not from their
+    /// deliveries.
     package func acceptedNotReceived(
         appID: String, days: ClosedRange<Int64>, type: String? = nil, olderThan: TimeInterval
     ) async throws -> [String: [Int64: Int64]] {
         let before = nowMilliseconds - Int64(olderThan * 1000)
         return try await reading { session in
             var counts: [String: [Int64: Int64]] = [:]
-            for (build, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session)
-            {
-                counts[build.type, default: [:]][build.day, default: 0] += missing
+            for (key, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session) {
+                counts[key.type, default: [:]][key.day, default: 0] += missing
             }
             return counts
         }
@@ -292,9 +292,8 @@ extension TrackRepository {
                     type: type, day: day, sent: row[4].integer ?? 0, failed: row[5].integer ?? 0, deferred: 0,
                     suppressed: 0, cancelled: 0, opened: row[7].integer ?? 0, received: row[6].integer ?? 0)
             }
-            for (build, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session)
-            {
-                let key = Key(type: build.type, day: build.day, platform: build.platform, version: build.version)
+            for (key, missing) in try await unreceived(appID: appID, days: days, type: type, before: before, session) {
+                let key = Key(type: key.type, day: key.day, platform: key.build.platform, version: key.build.version)
                 grouped[key]?.acceptedNotReceived += missing
             }
             return grouped.sorted {

@@ -1060,8 +1060,10 @@ ON CONFLICT (notification_id, platform, app_version) DO UPDATE SET opened = excl
 -- The funnel per type, day (the notification's) and build, summed: what `notification_builds`
 -- holds added up over the notifications of each (type, day), so the Analytics page and the
 -- API's `by=` read a row per type, day and build instead of one per notification. Writers add
--- to it in the statement after `notification_builds`, in key order. Candidates for "accepted,
--- not received" (fewer received than sent) are found per build through a partial index.
+-- to it in the statement after `notification_builds`, in key order. "Accepted, not received"
+-- is the sums' sent less received, less that of the notifications sent within the receipt
+-- window (found per build by when they were last sent, through a partial index of the rows
+-- whose sent and received differ).
 CREATE TABLE type_builds (
     app_id TEXT NOT NULL,
     type TEXT NOT NULL,
@@ -1084,5 +1086,5 @@ FROM notification_builds b JOIN notifications n ON n.id = b.notification_id
 WHERE n.type IS NOT NULL AND n.day IS NOT NULL
 GROUP BY n.app_id, n.type, n.day, b.platform, b.app_version
 ;
-CREATE INDEX notification_builds_unreceived ON notification_builds (platform, app_version, first_sent_at) WHERE sent > received
+CREATE INDEX notification_builds_unreceived ON notification_builds (platform, app_version, last_sent_at) WHERE sent <> received
 ;
