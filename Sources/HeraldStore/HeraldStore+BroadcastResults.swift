@@ -331,7 +331,9 @@ extension BroadcastRepository {
             }
             written += write.count
         }
-        for (notification, counts) in finished {
+        // In the notifications' order, as every other writer of their counters: two nodes writing
+        // pages of the same broadcasts lock them in one order (a dictionary's differs by process).
+        for (notification, counts) in finished.sorted(by: { $0.key.uuidString < $1.key.uuidString }) {
             let sets = counts.sorted { $0.key.rawValue < $1.key.rawValue }.compactMap { status, count in
                 OutboxRepository.counterColumn[status].map { "\($0) = \($0) + \(count)" }
             }
