@@ -139,7 +139,7 @@ extension NotificationRepository {
                 result.cancelled += Int(unsent)
             }
         }
-        for (id, count) in cancelledBy where count > 0 {
+        for (id, count) in cancelledBy.sorted(by: { $0.key < $1.key }) where count > 0 {
             _ = try await session.query(
                 "UPDATE notifications SET cancelled_count = cancelled_count + $1, deferred_count = deferred_count - $2 WHERE id = $3",
                 [.integer(count), .integer(undeferredBy[id] ?? 0), .text(id)])
@@ -164,7 +164,11 @@ extension NotificationRepository {
         _ results: [DeliveryResult], now: Int64, builds: inout BuildTally, _ session: Session
     ) async throws -> Int {
         var written = 0
-        for result in results where result.broadcast == nil {
+        // In the notifications' order, as the other writers of their counters.
+        let rows = results.filter { $0.broadcast == nil }.sorted {
+            ($0.notificationID.uuidString, $0.deliveryID) < ($1.notificationID.uuidString, $1.deliveryID)
+        }
+        for result in rows {
             let (status, reason, _, attempts) = OutboxRepository.row(for: result)
             let final = status == .sent || status == .failed
             let rows = try await session.query(

@@ -164,14 +164,14 @@ extension OutboxRepository {
                     ).run()
                 }
             }
-            for (notificationID, failed) in failedByNotification {
+            // One update per notification, in their order: claims on several nodes lock them in
+            // one order.
+            for notificationID in Set(failedByNotification.keys).union(undeferredByNotification.keys).sorted() {
+                let (failed, undeferred) = (
+                    failedByNotification[notificationID] ?? 0, undeferredByNotification[notificationID] ?? 0
+                )
                 try await session.sql.raw(
-                    "UPDATE notifications SET failed_count = failed_count + \(bind: failed) WHERE id = \(bind: notificationID)"
-                ).run()
-            }
-            for (notificationID, undeferred) in undeferredByNotification {
-                try await session.sql.raw(
-                    "UPDATE notifications SET deferred_count = deferred_count - \(bind: undeferred) WHERE id = \(bind: notificationID)"
+                    "UPDATE notifications SET failed_count = failed_count + \(bind: failed), deferred_count = deferred_count - \(bind: undeferred) WHERE id = \(bind: notificationID)"
                 ).run()
             }
             if dialect == .sqlite, !claimed.isEmpty {
