@@ -165,10 +165,10 @@ extension NotificationRepository {
     ) async throws -> Int {
         var written = 0
         // In the notifications' order, as the other writers of their counters.
-        let rows = results.filter { $0.broadcast == nil }.sorted {
+        let unfenced = results.filter { $0.broadcast == nil }.sorted {
             ($0.notificationID.uuidString, $0.deliveryID) < ($1.notificationID.uuidString, $1.deliveryID)
         }
-        for result in rows {
+        for result in unfenced {
             let (status, reason, _, attempts) = OutboxRepository.row(for: result)
             let final = status == .sent || status == .failed
             let rows = try await session.query(

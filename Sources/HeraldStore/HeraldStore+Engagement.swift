@@ -65,14 +65,13 @@ extension TrackRepository {
                     LEFT JOIN devices v ON v.app_id = d.app_id AND v.device_id = d.device_id
                     WHERE d.id = $1 AND d.app_id = $2
                     """, [.integer(deliveryID), .text(appID)]
-                ).first,
+                ).first, row.count == 7,
                 let notification = row[0].text.flatMap(UUID.init(uuidString:)), let device = row[1].text,
                 let status = row[3].text.flatMap(DeliveryStatus.init(rawValue:))
             else { return nil }
             return DeliveryReference(
                 id: deliveryID, notificationID: notification, deviceID: device, userID: row[2].text, status: status,
-                type: row[4].text, platform: row.count == 7 ? row[5].text ?? "" : "",
-                appVersion: row.count == 7 ? row[6].text : nil)
+                type: row[4].text, platform: row[5].text ?? "", appVersion: row[6].text)
         }
     }
 
@@ -253,14 +252,13 @@ extension TrackRepository {
                 """
             })
         {
-            guard let app = row[0].text, let id = row[1].integer,
+            guard row.count == 9, let app = row[0].text, let id = row[1].integer,
                 let notification = row[2].text.flatMap(UUID.init(uuidString:)), let device = row[3].text,
                 let status = row[5].text.flatMap(DeliveryStatus.init(rawValue:))
             else { continue }
             references[DeliveryKey(app: app, delivery: id)] = DeliveryReference(
                 id: id, notificationID: notification, deviceID: device, userID: row[4].text, status: status,
-                type: row[6].text, platform: row.count == 9 ? row[7].text ?? "" : "",
-                appVersion: row.count == 9 ? row[8].text : nil)
+                type: row[6].text, platform: row[7].text ?? "", appVersion: row[8].text)
         }
         return references
     }

@@ -177,25 +177,22 @@ extension StoreRepository {
 }
 
 extension TrackRepository {
-    /// One notification's counts for one build, as `notification_builds` holds them.
-    struct NotificationBuild {
-        var type: String
-        var day: Int64
-        var notification: String
-        var platform: String
-        var version: String?
-        var sent: Int64
-        var failed: Int64
-        var received: Int64
-        var opened: Int64
-        var firstSentAt: Int64?
-        var lastSentAt: Int64?
-    }
-
     /// A build: the device's platform and app version (nil when it reported none).
     struct Build: Hashable {
         var platform: String
         var version: String?
+    }
+
+    /// One notification's deliveries to one build, as `notification_builds` holds them: what
+    /// "accepted, not received" reads of it.
+    struct NotificationBuild {
+        var type: String
+        var day: Int64
+        var notification: String
+        var build: Build
+        var sent: Int64
+        var received: Int64
+        var firstSentAt: Int64?
     }
 
     /// The binds and WHERE terms that select an app's rows of `type_builds` (as `t`) of `days`
@@ -228,18 +225,17 @@ extension TrackRepository {
         }
         return try await session.query(
             """
-            SELECT n.type, n.day, b.notification_id, b.sent, b.failed, b.received, b.opened, b.first_sent_at, b.last_sent_at
+            SELECT n.type, n.day, b.notification_id, b.sent, b.received, b.first_sent_at
             FROM notification_builds b CROSS JOIN notifications n
             WHERE b.platform = $4 AND b.app_version = $5 AND b.last_sent_at >= $6 AND b.sent <> b.received
                 AND n.id = b.notification_id AND \(terms)
             """, binds
         ).compactMap { row in
-            guard row.count == 9, let type = row[0].text, let day = row[1].integer, let notification = row[2].text
+            guard row.count == 6, let type = row[0].text, let day = row[1].integer, let notification = row[2].text
             else { return nil }
             return NotificationBuild(
-                type: type, day: day, notification: notification, platform: build.platform, version: build.version,
-                sent: row[3].integer ?? 0, failed: row[4].integer ?? 0, received: row[5].integer ?? 0,
-                opened: row[6].integer ?? 0, firstSentAt: row[7].integer, lastSentAt: row[8].integer)
+                type: type, day: day, notification: notification, build: build, sent: row[3].integer ?? 0,
+                received: row[4].integer ?? 0, firstSentAt: row[5].integer)
         }
     }
 
@@ -296,24 +292,22 @@ extension TrackRepository {
             for recent in try await recentlySent(build, appID: appID, days: days, type: type, since: before, session) {
                 let key = TypeDayBuild(type: recent.type, day: recent.day, build: build)
                 missing[key, default: 0] -= recent.sent - recent.received
-                missing[key, default: 0] += try await acceptedNotReceived(
-                    recent, appID: appID, before: before, session)
+                missing[key, default: 0] += try await unreceivedBefore(before, recent, appID: appID, session)
             }
         }
         return missing.filter { $0.value > 0 }
     }
 
-    /// A build's deliveries of one notification accepted before `before` and not received: all
-    /// its sent less its received when the notification was sent entirely before then, none when
-    /// it was sent entirely after; a notification whose sending spans `before` has its
-    /// deliveries read, those to devices of that build now.
-    func acceptedNotReceived(_ build: NotificationBuild, appID: String, before: Int64, _ session: Session)
+    /// The deliveries of a notification last sent at or after `before` (`recentlySent`) that were
+    /// sent before it to devices of that build (now) without a receipt: none when it was first
+    /// sent at or after `before`, else its deliveries read (its sending spans the window's edge).
+    func unreceivedBefore(_ before: Int64, _ recent: NotificationBuild, appID: String, _ session: Session)
         async throws -> Int64
     {
-        guard let first = build.firstSentAt, let last = build.lastSentAt, first < before else { return 0 }
-        if last < before { return max(0, build.sent - build.received) }
+        guard let first = recent.firstSentAt, first < before else { return 0 }
+        let build = recent.build
         var binds: [Session.Value] = [
-            .text(build.notification), .text(appID), .integer(before), .text(build.platform),
+            .text(recent.notification), .text(appID), .integer(before), .text(build.platform),
         ]
         if let version = build.version { binds.append(.text(version)) }
         let versionTerm = build.version == nil ? "v.app_version IS NULL" : "v.app_version = $5"

@@ -131,7 +131,10 @@ extension OutboxRepository {
     ) async throws -> Int {
         var written = 0
         var finished: [UUID: (sent: Int, failed: Int, deferred: Int, suppressed: Int)] = [:]
-        func count(_ status: DeliveryStatus, _ notificationID: UUID, _ applied: Int) {
+        // `applied` results written with `status`, each of `result`'s notification, app and build:
+        // its notification's counters, its platform's hour and its build.
+        func count(_ status: DeliveryStatus, like result: DeliveryResult, _ applied: Int) {
+            let notificationID = result.notificationID
             switch status {
             case .sent: finished[notificationID, default: (0, 0, 0, 0)].sent += applied
             case .failed: finished[notificationID, default: (0, 0, 0, 0)].failed += applied
@@ -139,6 +142,10 @@ extension OutboxRepository {
             case .suppressed: finished[notificationID, default: (0, 0, 0, 0)].suppressed += applied
             default: break
             }
+            platforms.add(app: result.appID, platform: result.platform, status, applied)
+            builds.add(
+                notification: notificationID, platform: result.platform, version: result.appVersion, status, applied,
+                at: now)
         }
         for (status, all) in classes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             // A fan-out's common case first: results with nothing of their own to write (no
@@ -181,11 +188,7 @@ extension OutboxRepository {
                     let applied =
                         try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
-                    count(status, key.notificationID, applied)
-                    platforms.add(app: group[0].result.appID, platform: key.platform, status, applied)
-                    builds.add(
-                        notification: key.notificationID, platform: key.platform, version: key.appVersion, status,
-                        applied, at: now)
+                    count(status, like: group[0].result, applied)
                 }
             }
             let grouped = Dictionary(grouping: rows, by: \.result.notificationID).values.flatMap { $0 }
@@ -234,11 +237,7 @@ extension OutboxRepository {
                     let applied =
                         try await connection.query("SELECT changes() AS n", []).first?.column("n")?.integer ?? 0
                     written += applied
-                    count(status, first.notificationID, applied)
-                    platforms.add(app: first.appID, platform: first.platform, status, applied)
-                    builds.add(
-                        notification: first.notificationID, platform: first.platform, version: first.appVersion, status,
-                        applied, at: now)
+                    count(status, like: first, applied)
                     continue
                 }
                 let resultOf = Dictionary(
@@ -250,11 +249,7 @@ extension OutboxRepository {
                     let columns = row.columns.map(\.data)
                     guard columns.count == 3, case .integer(let id) = columns[0], let result = resultOf[Int64(id)]
                     else { continue }
-                    count(status, result.notificationID, 1)
-                    platforms.add(app: result.appID, platform: result.platform, status, 1)
-                    builds.add(
-                        notification: result.notificationID, platform: result.platform, version: result.appVersion,
-                        status, 1, at: now)
+                    count(status, like: result, 1)
                     guard case .text(let appID) = columns[1], case .text(let deviceID) = columns[2],
                         let (reason, since) = dead[Int64(id)]
                     else { continue }
